@@ -1,0 +1,849 @@
+//! `Client`: one ZooKeeper session shared by every lock made from it, behind a blocking facade.
+//!
+//! Everything zklock asks of ZooKeeper goes through [`Session`] in this module, so the recipes
+//! never see the client crate's types and the transport can be replaced without touching them.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use log::{debug, info, warn};
+use parking_lot::{Condvar, Mutex};
+use zookeeper_client as zk;
+
+use crate::error::{is_connection_loss, Error, Result};
+use crate::runtime::{block_on, Runtime};
+use crate::watch::{NodeWatch, Signal};
+
+/// Session timeout asked of the server unless [`ClientBuilder::session_timeout`] says otherwise.
+pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long [`ClientBuilder::connect`] tries unless [`ClientBuilder::connect_timeout`] says
+/// otherwise.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A handle to a ZooKeeper session, shared by all the locks made from it.
+///
+/// Cloning is cheap: clones share one session, one connection and one background thread. All
+/// methods block the calling thread; none needs an async runtime, and they may be called from
+/// any thread, including threads of someone else's async runtime.
+///
+/// If the server expires the session (for example after a network partition longer than the
+/// session timeout), every lock held through it is lost and reported as such by its guard; the
+/// next call on the client opens a new session transparently.
+///
+/// Dropping the last clone waits (bounded by the session timeout) for releases still being
+/// retried in the background, then closes the session, which removes any ephemeral node left.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+/// Options for a [`Client`]; made by [`Client::builder`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `connect` is called"]
+pub struct ClientBuilder {
+    connect_string: String,
+    session_timeout: Duration,
+    connect_timeout: Duration,
+}
+
+struct Inner {
+    config: ClientBuilder,
+    hosts: String,
+    chroot: Option<String>,
+    /// `None` only while the client is being dropped.
+    session: Mutex<Option<Arc<Session>>>,
+    releases: Arc<Releases>,
+    /// Threads holding or acquiring each lock path through this client, to refuse reentry.
+    holders: Mutex<HashMap<String, Vec<ThreadId>>>,
+    // Dropped last: the session's task runs on it.
+    runtime: Runtime,
+}
+
+impl Client {
+    /// Connects with the default options: a [`DEFAULT_SESSION_TIMEOUT`] (10 s) session,
+    /// trying for at most [`DEFAULT_CONNECT_TIMEOUT`] (15 s).
+    ///
+    /// `connect_string` is a comma-separated list of `host:port` pairs with an optional chroot
+    /// suffix, as in the Java client: `"zk1:2181,zk2:2181,zk3:2181/app"`. A chroot that does not
+    /// exist yet is created (as a container node).
+    ///
+    /// Blocks until a session is established.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConnectString`] if the string cannot be parsed; [`Error::Connect`] if no
+    /// server granted a session in time; [`Error::AuthFailed`], [`Error::NoAuth`] as the server
+    /// says.
+    pub fn connect(connect_string: &str) -> Result<Client> {
+        Client::builder(connect_string).connect()
+    }
+
+    /// Starts building a client for `connect_string` (see [`Client::connect`] for its syntax).
+    pub fn builder(connect_string: &str) -> ClientBuilder {
+        ClientBuilder {
+            connect_string: connect_string.to_owned(),
+            session_timeout: DEFAULT_SESSION_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+
+    /// The id of the current session (as in ZooKeeper's logs and the `ephemeralOwner` of the
+    /// nodes it creates). It changes when an expired session is replaced.
+    pub fn session_id(&self) -> i64 {
+        self.inner.session.lock().as_ref().map_or(0, |s| s.id)
+    }
+
+    /// The session timeout the server granted (it clamps the requested one to its
+    /// `minSessionTimeout`..`maxSessionTimeout`).
+    pub fn session_timeout(&self) -> Duration {
+        self.inner
+            .session
+            .lock()
+            .as_ref()
+            .map_or(Duration::ZERO, |s| s.timeout)
+    }
+
+    /// Reads the data of the node at `path`, or `None` if there is no such node.
+    ///
+    /// A small convenience for keeping state next to a lock (see `examples/counter.rs`).
+    /// Blocks for one round trip, waiting for a lost connection to return for at most the
+    /// session timeout.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`], [`Error::ConnectionLoss`], [`Error::SessionExpired`],
+    /// [`Error::NoAuth`], or another [`Error::ZooKeeper`].
+    pub fn get_data(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        crate::path::validate_lock_path(path)?;
+        let session = self.session()?;
+        let deadline = Some(Instant::now() + session.timeout);
+        Ok(session.get_data(path, deadline)?.map(|(data, _)| data))
+    }
+
+    /// Writes `data` to the node at `path`, creating it (and missing parents, as persistent
+    /// nodes) when absent. The write is unconditional: call it under a lock when several
+    /// processes update the same node.
+    ///
+    /// Blocks for one or two round trips, waiting for a lost connection to return for at most
+    /// the session timeout. Like every ZooKeeper write, if it fails with
+    /// [`Error::ConnectionLoss`] it may or may not have been applied.
+    ///
+    /// # Errors
+    /// As [`Client::get_data`], plus [`Error::EphemeralParent`].
+    pub fn set_data(&self, path: &str, data: &[u8]) -> Result<()> {
+        crate::path::validate_lock_path(path)?;
+        let session = self.session()?;
+        let deadline = Some(Instant::now() + session.timeout);
+        session.put(path, data, deadline)
+    }
+
+    /// The current session, replacing it first if the server expired it.
+    pub(crate) fn session(&self) -> Result<Arc<Session>> {
+        let mut slot = self.inner.session.lock();
+        let current = slot.as_mut().ok_or(Error::Closed)?;
+        match current.state() {
+            zk::SessionState::Expired => {
+                info!(
+                    "zookeeper session {:#x} expired; opening a new one",
+                    current.id
+                );
+                let fresh = open_session(
+                    &self.inner.runtime,
+                    &self.inner.config,
+                    &self.inner.hosts,
+                    self.inner.chroot.as_deref(),
+                    &self.inner.releases,
+                )?;
+                *current = Arc::new(fresh);
+            }
+            zk::SessionState::AuthFailed => return Err(Error::AuthFailed),
+            zk::SessionState::Closed => return Err(Error::Closed),
+            _ => {}
+        }
+        Ok(current.clone())
+    }
+
+    /// Registers the calling thread as holder-or-acquirer of `path`; refuses reentry.
+    pub(crate) fn enter(&self, path: &str) -> Result<HoldToken> {
+        let thread = std::thread::current().id();
+        let mut holders = self.inner.holders.lock();
+        let threads = holders.entry(path.to_owned()).or_default();
+        if threads.contains(&thread) {
+            return Err(Error::WouldDeadlock {
+                path: path.to_owned(),
+            });
+        }
+        threads.push(thread);
+        Ok(HoldToken {
+            client: self.clone(),
+            path: path.to_owned(),
+            thread,
+        })
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let session = self.inner.session.lock();
+        f.debug_struct("Client")
+            .field("connect_string", &self.inner.config.connect_string)
+            .field(
+                "session_id",
+                &format_args!("{:#x}", session.as_ref().map_or(0, |s| s.id)),
+            )
+            .field("state", &session.as_ref().map(|s| s.state()))
+            .finish()
+    }
+}
+
+/// Marks a thread as holding or acquiring a lock path until dropped (see [`Client::enter`]).
+pub(crate) struct HoldToken {
+    client: Client,
+    path: String,
+    thread: ThreadId,
+}
+
+impl Drop for HoldToken {
+    fn drop(&mut self) {
+        let mut holders = self.client.inner.holders.lock();
+        if let Some(threads) = holders.get_mut(&self.path) {
+            threads.retain(|t| *t != self.thread);
+            if threads.is_empty() {
+                holders.remove(&self.path);
+            }
+        }
+    }
+}
+
+impl ClientBuilder {
+    /// The session timeout to ask of the server. The server clamps it to its configured range
+    /// (by default 2 to 20 ticks). A holder that loses contact with the ensemble for this long
+    /// loses its locks; a crashed holder's locks are freed after this long.
+    ///
+    /// Defaults to [`DEFAULT_SESSION_TIMEOUT`] (10 s).
+    pub fn session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// How long [`connect`](Self::connect) tries to establish a session before giving up with
+    /// [`Error::Connect`]. Also bounds how long a replacement session for an expired one is
+    /// tried.
+    ///
+    /// Defaults to [`DEFAULT_CONNECT_TIMEOUT`] (15 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Connects: blocks until a session is established or the connect timeout runs out.
+    ///
+    /// # Errors
+    /// As [`Client::connect`].
+    pub fn connect(self) -> Result<Client> {
+        let (hosts, chroot) = split_connect_string(&self.connect_string)?;
+        let runtime = Runtime::start()?;
+        let releases = Arc::new(Releases::default());
+        let session = open_session(&runtime, &self, &hosts, chroot.as_deref(), &releases)?;
+        info!(
+            "connected to {} (session {:#x}, timeout {:?})",
+            self.connect_string, session.id, session.timeout
+        );
+        Ok(Client {
+            inner: Arc::new(Inner {
+                config: self,
+                hosts,
+                chroot,
+                session: Mutex::new(Some(Arc::new(session))),
+                releases,
+                holders: Mutex::new(HashMap::new()),
+                runtime,
+            }),
+        })
+    }
+}
+
+/// Splits `hosts/chroot`; the hosts part is parsed by the client crate.
+fn split_connect_string(connect_string: &str) -> Result<(String, Option<String>)> {
+    let invalid = |reason: &str| Error::InvalidConnectString {
+        connect_string: connect_string.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let s = connect_string.trim();
+    if s.is_empty() {
+        return Err(invalid("empty connect string"));
+    }
+    let (hosts, chroot) = match s.find('/') {
+        Some(i) if s[..i].contains("://") && !s[i..].starts_with("//") => (s, None),
+        Some(i) => (&s[..i], Some(&s[i..])),
+        None => (s, None),
+    };
+    if hosts.is_empty() || hosts.split(',').any(|h| h.trim().is_empty()) {
+        return Err(invalid("empty host in connect string"));
+    }
+    let chroot = match chroot {
+        None | Some("/") => None,
+        Some(root) => {
+            crate::path::validate_lock_path(root)
+                .map_err(|e| invalid(&format!("bad chroot: {e}")))?;
+            Some(root.to_owned())
+        }
+    };
+    Ok((hosts.to_owned(), chroot))
+}
+
+fn open_session(
+    runtime: &Runtime,
+    config: &ClientBuilder,
+    hosts: &str,
+    chroot: Option<&str>,
+    releases: &Arc<Releases>,
+) -> Result<Session> {
+    let deadline = Instant::now() + config.connect_timeout;
+    let connect_error = |reason: String| Error::Connect {
+        connect_string: config.connect_string.clone(),
+        timeout: config.connect_timeout,
+        reason,
+    };
+    let connector = zk::Client::connector().with_session_timeout(config.session_timeout);
+    let hosts_owned = hosts.to_owned();
+    // Connecting spawns the session task, so it must run on the runtime.
+    let task = runtime
+        .handle()
+        .spawn(async move { connector.connect(&hosts_owned).await });
+    let zk = match block_on(task, Some(deadline)) {
+        Ok(Ok(Ok(zk))) => zk,
+        Ok(Ok(Err(zk::Error::BadArguments(reason)))) => {
+            return Err(Error::InvalidConnectString {
+                connect_string: config.connect_string.clone(),
+                reason: (*reason).to_owned(),
+            })
+        }
+        Ok(Ok(Err(zk::Error::AuthFailed))) => return Err(Error::AuthFailed),
+        Ok(Ok(Err(zk::Error::Timeout))) => {
+            return Err(connect_error("no server granted a session".into()))
+        }
+        Ok(Ok(Err(err))) => return Err(connect_error(err.to_string())),
+        Ok(Err(join)) => return Err(connect_error(format!("connect task failed: {join}"))),
+        Err(task) => {
+            task.abort();
+            return Err(connect_error("no server granted a session".into()));
+        }
+    };
+    let zk = match chroot {
+        None => zk,
+        Some(root) => {
+            let mkdir = {
+                let zk = zk.clone();
+                let root = root.to_owned();
+                Box::pin(async move {
+                    zk.mkdir(
+                        &root,
+                        &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()),
+                    )
+                    .await
+                })
+            };
+            match block_on(mkdir, Some(deadline)) {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => return Err(Error::from_zk(err, root)),
+                Err(_) => return Err(connect_error(format!("could not create chroot {root}"))),
+            }
+            zk.chroot(root).map_err(|_| Error::InvalidConnectString {
+                connect_string: config.connect_string.clone(),
+                reason: "bad chroot".into(),
+            })?
+        }
+    };
+    let mut state = zk.state_watcher();
+    state.state();
+    Ok(Session {
+        id: zk.session_id().0,
+        timeout: zk.session_timeout(),
+        zk,
+        state,
+        handle: runtime.handle().clone(),
+        releases: releases.clone(),
+    })
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let Some(session) = self.session.get_mut().take() else {
+            return;
+        };
+        // Let releases that are being retried finish while the session can still delete.
+        if !self.releases.wait_idle(Instant::now() + session.timeout) {
+            warn!("closing session {:#x} with releases still pending; the server removes their nodes when the session closes or expires", session.id);
+        }
+        let mut state = session.state.clone();
+        // Drop our last handle on the session so the client crate sends CloseSession (which
+        // removes our ephemeral nodes at once), and wait briefly for it to go through.
+        drop(session);
+        if !state.peek_state().is_terminated() {
+            let closed = Box::pin(async move {
+                while !state.state().is_terminated() {
+                    state.changed().await;
+                }
+            });
+            let _ = block_on(closed, Some(Instant::now() + Duration::from_secs(2)));
+        }
+        debug!("zookeeper client for {} closed", self.config.connect_string);
+    }
+}
+
+/// The subset of a node's `Stat` that zklock uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeStat {
+    /// Zxid of the create: ensemble-wide monotonic, hence a fencing token.
+    pub(crate) czxid: i64,
+    /// Session id owning an ephemeral node, 0 for persistent ones.
+    pub(crate) ephemeral_owner: i64,
+    /// Creation time, milliseconds since the epoch (server clock).
+    pub(crate) ctime: i64,
+}
+
+impl From<&zk::Stat> for NodeStat {
+    fn from(stat: &zk::Stat) -> Self {
+        NodeStat {
+            czxid: stat.czxid,
+            ephemeral_owner: stat.ephemeral_owner,
+            ctime: stat.ctime,
+        }
+    }
+}
+
+/// How the state of a session looks to a lock holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Liveness {
+    Connected,
+    /// No word from the server for a while (the client crate's connection timeout, 2/5 of the
+    /// session timeout) or connection dropped: the session may live, or may be expiring.
+    Disconnected,
+    /// Terminal: expired, closed or refused.
+    Ended,
+}
+
+/// One ZooKeeper session of a [`Client`]; replaced when it expires.
+pub(crate) struct Session {
+    zk: zk::Client,
+    pub(crate) id: i64,
+    pub(crate) timeout: Duration,
+    state: zk::StateWatcher,
+    handle: tokio::runtime::Handle,
+    releases: Arc<Releases>,
+}
+
+type ZkResult<T> = std::result::Result<T, zk::Error>;
+type Op<T> = std::pin::Pin<Box<dyn std::future::Future<Output = ZkResult<T>> + Send>>;
+
+/// Outcome of [`Session::create_lock_node`].
+pub(crate) enum Create {
+    /// Created; the listing of the lock path taken right after, when it could be read.
+    Created {
+        name: String,
+        stat: NodeStat,
+        children: Option<Vec<String>>,
+    },
+    /// The connection dropped before the reply: the node may or may not exist.
+    Unknown,
+    /// The deadline passed first. The request is still pending; a background task deletes the
+    /// node if it appears.
+    TimedOut,
+    /// The lock path does not exist (yet, or any more).
+    ParentMissing,
+}
+
+impl Session {
+    pub(crate) fn liveness(&self) -> Liveness {
+        match self.state() {
+            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                Liveness::Connected
+            }
+            zk::SessionState::Disconnected => Liveness::Disconnected,
+            _ => Liveness::Ended,
+        }
+    }
+
+    fn state(&self) -> zk::SessionState {
+        self.state.peek_state()
+    }
+
+    fn ended_error(&self) -> Error {
+        match self.state() {
+            zk::SessionState::AuthFailed => Error::AuthFailed,
+            zk::SessionState::Closed => Error::Closed,
+            _ => Error::SessionExpired,
+        }
+    }
+
+    /// Blocks until the session is connected, the session ends (error) or `deadline` passes
+    /// ([`Error::ConnectionLoss`]).
+    pub(crate) fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
+        let mut state = self.state.clone();
+        loop {
+            // Check before waiting: `changed()` never returns once the state is terminal.
+            match state.state() {
+                s if s.is_terminated() => return Err(self.ended_error()),
+                zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
+                    return Ok(())
+                }
+                _ => {}
+            }
+            if block_on(Box::pin(state.changed()), deadline).is_err() {
+                return Err(Error::ConnectionLoss);
+            }
+        }
+    }
+
+    /// Runs a read, retrying across reconnects until `deadline`.
+    fn read<T: Send + 'static>(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+        op: impl Fn(zk::Client, String) -> Op<T>,
+    ) -> Result<T> {
+        loop {
+            match block_on(op(self.zk.clone(), path.to_owned()), deadline) {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(err)) if is_connection_loss(&err) => {
+                    debug!("read of {path} lost to the connection ({err}); waiting to reconnect");
+                    self.wait_connected(deadline)?;
+                }
+                Ok(Err(err)) => return Err(Error::from_zk(err, path)),
+                Err(_) => return Err(Error::ConnectionLoss),
+            }
+        }
+    }
+
+    /// The children of `path`; `NoNode` as an error.
+    pub(crate) fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
+        self.read(path, deadline, |zk, p| {
+            Box::pin(async move { zk.list_children(&p).await })
+        })
+    }
+
+    /// Data and stat of `path`, `None` if it does not exist.
+    pub(crate) fn get_data(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Option<(Vec<u8>, NodeStat)>> {
+        self.read(path, deadline, |zk, p| {
+            Box::pin(async move {
+                match zk.get_data(&p).await {
+                    Ok((data, stat)) => Ok(Some((data, NodeStat::from(&stat)))),
+                    Err(zk::Error::NoNode) => Ok(None),
+                    Err(err) => Err(err),
+                }
+            })
+        })
+    }
+
+    /// Creates `path` and its missing ancestors as container nodes (the server removes them
+    /// once they are empty, so lock parents do not pile up).
+    pub(crate) fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        self.read(path, deadline, |zk, p| {
+            Box::pin(async move {
+                zk.mkdir(
+                    &p,
+                    &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()),
+                )
+                .await
+            })
+        })
+    }
+
+    /// Creates or overwrites a persistent node.
+    fn put(&self, path: &str, data: &[u8], deadline: Option<Instant>) -> Result<()> {
+        let data = data.to_vec();
+        self.read(path, deadline, move |zk, p| {
+            let data = data.clone();
+            Box::pin(async move {
+                let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                match zk.set_data(&p, &data, None).await {
+                    Err(zk::Error::NoNode) => {}
+                    other => return other.map(drop),
+                }
+                if let Some(parent) = crate::path::parent(&p) {
+                    zk.mkdir(parent, &options).await?;
+                }
+                match zk.create(&p, &data, &options).await {
+                    Err(zk::Error::NodeExists) => zk.set_data(&p, &data, None).await.map(drop),
+                    other => other.map(drop),
+                }
+            })
+        })
+    }
+
+    /// Creates the ephemeral sequential node `prefix` + sequence and, pipelined behind it on the
+    /// same session, lists `lock_path`. ZooKeeper executes one session's requests in order, so
+    /// the listing contains our node and every node created before it.
+    pub(crate) fn create_lock_node(
+        &self,
+        lock_path: &str,
+        prefix: &str,
+        data: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<Create> {
+        let zk = self.zk.clone();
+        let (node_prefix, list_path, data) = (
+            format!("{lock_path}/{prefix}"),
+            lock_path.to_owned(),
+            data.to_vec(),
+        );
+        let op: Op<(ZkResult<(String, NodeStat)>, ZkResult<Vec<String>>)> = Box::pin(async move {
+            let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+            // Both requests are sent here, before the first await.
+            let create = zk.create(&node_prefix, &data, &options);
+            let list = zk.list_children(&list_path);
+            let created = create.await.map(|(stat, seq)| {
+                (
+                    format!("{}{seq}", &node_prefix[list_path.len() + 1..]),
+                    NodeStat::from(&stat),
+                )
+            });
+            Ok((created, list.await))
+        });
+        match block_on(op, deadline) {
+            Ok(Ok((Ok((name, stat)), listing))) => Ok(Create::Created {
+                name,
+                stat,
+                children: listing.ok(),
+            }),
+            Ok(Ok((Err(err), _))) if is_connection_loss(&err) => Ok(Create::Unknown),
+            Ok(Ok((Err(zk::Error::NoNode), _))) => Ok(Create::ParentMissing),
+            Ok(Ok((Err(err), _))) => Err(Error::from_zk(err, lock_path)),
+            Ok(Err(err)) => Err(Error::from_zk(err, lock_path)),
+            Err(pending) => {
+                // The create may still execute after the connection returns.
+                let zk = self.zk.clone();
+                let (lock_path, prefix) = (lock_path.to_owned(), prefix.to_owned());
+                self.spawn_release(async move {
+                    match pending.await {
+                        Ok((Ok((name, _)), _)) => {
+                            delete_until_gone(&zk, &format!("{lock_path}/{name}")).await
+                        }
+                        Ok((Err(err), _)) if is_connection_loss(&err) => {
+                            sweep(&zk, &lock_path, &prefix).await
+                        }
+                        _ => {}
+                    }
+                });
+                Ok(Create::TimedOut)
+            }
+        }
+    }
+
+    /// Sets a watch on `path` (getData-and-watch: an exists watch on a node deleted meanwhile
+    /// would never fire) that signals `signal` on a change or deletion, and on every session
+    /// state change. `None` if the node does not exist.
+    pub(crate) fn watch_node(
+        &self,
+        path: &str,
+        signal: &Arc<Signal>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<NodeWatch>> {
+        let watcher = self.read(path, deadline, |zk, p| {
+            Box::pin(async move {
+                match zk.get_and_watch_data(&p).await {
+                    Ok((_, _, watcher)) => Ok(Some(watcher)),
+                    Err(zk::Error::NoNode) => Ok(None),
+                    Err(err) => Err(err),
+                }
+            })
+        })?;
+        Ok(watcher.map(|watcher| {
+            NodeWatch::spawn(&self.handle, watcher, self.state_watcher(), signal.clone())
+        }))
+    }
+
+    /// A state watcher positioned at the current state, for waits on session changes.
+    pub(crate) fn state_watcher(&self) -> zk::StateWatcher {
+        let mut state = self.state.clone();
+        state.state();
+        state
+    }
+
+    /// Deletes our node `path`: waits for the reply up to `wait`, then, if the connection is
+    /// down or slow, keeps retrying in the background until the node is gone or the session
+    /// has ended. `Ok(true)` if the node was deleted, `Ok(false)` if it was already gone.
+    pub(crate) fn delete_node(&self, path: &str, wait: Duration) -> Result<bool> {
+        if self.liveness() == Liveness::Ended {
+            return Err(self.ended_error());
+        }
+        let zk = self.zk.clone();
+        let target = path.to_owned();
+        let op: Op<()> = Box::pin(async move { zk.delete(&target, None).await });
+        let deadline = if self.liveness() == Liveness::Connected {
+            Instant::now() + wait
+        } else {
+            Instant::now()
+        };
+        let pending = match block_on(op, Some(deadline)) {
+            Ok(Ok(())) => return Ok(true),
+            Ok(Err(zk::Error::NoNode)) => return Ok(false),
+            Ok(Err(err)) if !is_connection_loss(&err) => return Err(Error::from_zk(err, path)),
+            Ok(Err(_)) => None,
+            Err(pending) => Some(pending),
+        };
+        warn!(
+            "delete of {path} (session {:#x}) not confirmed; retrying in the background",
+            self.id
+        );
+        let zk = self.zk.clone();
+        let target = path.to_owned();
+        self.spawn_release(async move {
+            if let Some(pending) = pending {
+                match pending.await {
+                    Ok(()) | Err(zk::Error::NoNode) => return,
+                    Err(err) if !is_connection_loss(&err) => return,
+                    Err(_) => {}
+                }
+            }
+            delete_until_gone(&zk, &target).await;
+        });
+        Err(Error::ConnectionLoss)
+    }
+
+    /// Deletes every child of `lock_path` whose name starts with `prefix`, in the background,
+    /// once the connection allows (used after a create whose outcome is unknown was abandoned).
+    pub(crate) fn sweep_in_background(&self, lock_path: &str, prefix: &str) {
+        let zk = self.zk.clone();
+        let (lock_path, prefix) = (lock_path.to_owned(), prefix.to_owned());
+        self.spawn_release(async move { sweep(&zk, &lock_path, &prefix).await });
+    }
+
+    fn spawn_release(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let token = self.releases.begin();
+        self.handle.spawn(async move {
+            task.await;
+            drop(token);
+        });
+    }
+}
+
+/// Retries `delete(path)` until it succeeds, the node is gone, or the session ends.
+async fn delete_until_gone(zk: &zk::Client, path: &str) {
+    let mut state = zk.state_watcher();
+    loop {
+        match zk.delete(path, None).await {
+            Ok(()) => {
+                debug!("deleted {path} in the background");
+                return;
+            }
+            Err(zk::Error::NoNode) => return,
+            Err(err) if is_connection_loss(&err) => {
+                if !wait_connected_async(&mut state).await {
+                    return;
+                }
+            }
+            Err(err) => {
+                // Expired or closed: the server removes the ephemeral node itself.
+                debug!("background delete of {path} stopped: {err}");
+                return;
+            }
+        }
+    }
+}
+
+/// Deletes the children of `lock_path` starting with `prefix`, retrying across reconnects.
+async fn sweep(zk: &zk::Client, lock_path: &str, prefix: &str) {
+    let mut state = zk.state_watcher();
+    loop {
+        match zk.list_children(lock_path).await {
+            Ok(children) => {
+                for child in children.iter().filter(|c| c.starts_with(prefix)) {
+                    warn!("deleting {lock_path}/{child}, left by an abandoned create");
+                    delete_until_gone(zk, &format!("{lock_path}/{child}")).await;
+                }
+                return;
+            }
+            Err(err) if is_connection_loss(&err) => {
+                if !wait_connected_async(&mut state).await {
+                    return;
+                }
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// Waits until connected (`true`) or the session ended (`false`).
+async fn wait_connected_async(state: &mut zk::StateWatcher) -> bool {
+    loop {
+        match state.state() {
+            s if s.is_terminated() => return false,
+            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => return true,
+            _ => {
+                state.changed().await;
+            }
+        }
+    }
+}
+
+/// Counts background releases so that closing a client can wait for them.
+#[derive(Default)]
+struct Releases {
+    pending: Mutex<usize>,
+    idle: Condvar,
+}
+
+struct ReleaseToken(Arc<Releases>);
+
+impl Releases {
+    fn begin(self: &Arc<Self>) -> ReleaseToken {
+        *self.pending.lock() += 1;
+        ReleaseToken(self.clone())
+    }
+
+    /// Waits until no release is pending; `false` if `deadline` passed first.
+    fn wait_idle(&self, deadline: Instant) -> bool {
+        let mut pending = self.pending.lock();
+        while *pending > 0 {
+            if self.idle.wait_until(&mut pending, deadline).timed_out() {
+                return *pending == 0;
+            }
+        }
+        true
+    }
+}
+
+impl Drop for ReleaseToken {
+    fn drop(&mut self) {
+        let mut pending = self.0.pending.lock();
+        *pending -= 1;
+        if *pending == 0 {
+            self.0.idle.notify_all();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_hosts_and_chroot() {
+        assert_eq!(
+            split_connect_string("127.0.0.1:2181").unwrap(),
+            ("127.0.0.1:2181".into(), None)
+        );
+        assert_eq!(
+            split_connect_string("a:1,b:2/app/x").unwrap(),
+            ("a:1,b:2".into(), Some("/app/x".into()))
+        );
+        assert_eq!(split_connect_string("a:1/").unwrap(), ("a:1".into(), None));
+        for bad in ["", "  ", "a:1,,b:2", "a:1/bad//chroot", "a:1/trailing/"] {
+            assert!(
+                matches!(
+                    split_connect_string(bad),
+                    Err(Error::InvalidConnectString { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! The one error type of zklock.
+
+use std::time::Duration;
+
+use zookeeper_client as zk;
+
+/// `Result` with zklock's [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in zklock.
+///
+/// Contention is never an error: a lock that is busy makes `try_lock` and `lock_timeout` return
+/// `Ok(None)`. Errors are failures: bad input, an unreachable or misbehaving ensemble, or a lock
+/// that was lost.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The lock path is not a valid absolute ZooKeeper path; nothing was sent to the server.
+    #[error("invalid lock path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path as given.
+        path: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// The connect string could not be parsed; nothing was sent to the server.
+    #[error("invalid connect string {connect_string:?}: {reason}")]
+    InvalidConnectString {
+        /// The connect string as given.
+        connect_string: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// No ZooKeeper server of the connect string granted a session within the connect timeout.
+    #[error("could not connect to ZooKeeper at {connect_string:?} within {timeout:?}: {reason}")]
+    Connect {
+        /// The connect string.
+        connect_string: String,
+        /// The connect timeout that ran out (see `ClientBuilder::connect_timeout`).
+        timeout: Duration,
+        /// What the last attempt reported.
+        reason: String,
+    },
+
+    /// The connection to ZooKeeper was down and did not come back before the call's deadline.
+    ///
+    /// Ownership of nodes is uncertain while disconnected; any node this call created is removed
+    /// in the background once the connection returns (or vanishes with the session).
+    #[error("connection to ZooKeeper lost and not restored within the deadline")]
+    ConnectionLoss,
+
+    /// The ZooKeeper session expired: every ephemeral node of it, held locks included, is gone.
+    ///
+    /// The [`Client`](crate::Client) opens a new session on the next call, so retrying works.
+    #[error("ZooKeeper session expired")]
+    SessionExpired,
+
+    /// The lock was lost while held: the session expired or our node was deleted by someone else.
+    /// Whatever the lock protected may already be used by another holder.
+    #[error("lock {path} was lost (session expired or node deleted)")]
+    LockLost {
+        /// The lock path.
+        path: String,
+    },
+
+    /// The calling thread already holds (or is acquiring) this lock through the same [`Client`]:
+    /// waiting would deadlock, since zklock locks are not reentrant.
+    ///
+    /// [`Client`]: crate::Client
+    #[error("lock {path} is already held by this thread (zklock locks are not reentrant)")]
+    WouldDeadlock {
+        /// The lock path.
+        path: String,
+    },
+
+    /// The lock path's parent is an ephemeral node, which cannot have children.
+    #[error("cannot create lock node under {path}: its parent is an ephemeral node")]
+    EphemeralParent {
+        /// The path zklock tried to create.
+        path: String,
+    },
+
+    /// The server refused an operation on `path` for lack of permission (ACL).
+    #[error("not authorized to access {path}")]
+    NoAuth {
+        /// The path of the refused operation.
+        path: String,
+    },
+
+    /// The server rejected the session's credentials. The client cannot be used any more.
+    #[error("ZooKeeper authentication failed")]
+    AuthFailed,
+
+    /// The [`Client`](crate::Client) is closed.
+    #[error("ZooKeeper client closed")]
+    Closed,
+
+    /// Any other error reported by ZooKeeper, with its numeric error code (as in the Java
+    /// client's `KeeperException.Code`).
+    #[error("ZooKeeper error {code} on {path}: {message}")]
+    ZooKeeper {
+        /// ZooKeeper's error code (for example -101 for NoNode).
+        code: i32,
+        /// The path of the failed operation ("" when not tied to one).
+        path: String,
+        /// The client crate's description.
+        message: String,
+    },
+}
+
+/// How zklock classifies a `zookeeper-client` error.
+pub(crate) fn is_connection_loss(err: &zk::Error) -> bool {
+    // The crate reports a connection dropped mid-request as `ConnectionLoss`, but also as
+    // `Custom(..)` (io errors, "no response from connection in ..ms") and `Timeout`.
+    matches!(
+        err,
+        zk::Error::ConnectionLoss | zk::Error::Custom(_) | zk::Error::Timeout
+    )
+}
+
+impl Error {
+    /// Converts a `zookeeper-client` error from an operation on `path`.
+    pub(crate) fn from_zk(err: zk::Error, path: &str) -> Error {
+        match err {
+            zk::Error::SessionExpired | zk::Error::SessionMoved => Error::SessionExpired,
+            zk::Error::AuthFailed => Error::AuthFailed,
+            zk::Error::ClientClosed => Error::Closed,
+            zk::Error::NoAuth => Error::NoAuth {
+                path: path.to_owned(),
+            },
+            zk::Error::NoChildrenForEphemerals => Error::EphemeralParent {
+                path: path.to_owned(),
+            },
+            ref e if is_connection_loss(e) => Error::ConnectionLoss,
+            other => Error::ZooKeeper {
+                code: zk_code(&other),
+                path: path.to_owned(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// ZooKeeper's numeric error code for a client-crate error (`KeeperException.Code`).
+fn zk_code(err: &zk::Error) -> i32 {
+    use zk::Error as E;
+    match err {
+        E::ConnectionLoss | E::Custom(_) => -4,
+        E::MarshallingError | E::UnmarshalError { .. } => -5,
+        E::Unimplemented => -6,
+        E::Timeout => -7,
+        E::BadArguments(_) => -8,
+        E::UnexpectedErrorCode(code) => *code,
+        E::NoNode => -101,
+        E::NoAuth => -102,
+        E::BadVersion => -103,
+        E::NoChildrenForEphemerals => -108,
+        E::NodeExists => -110,
+        E::NotEmpty => -111,
+        E::SessionExpired => -112,
+        E::InvalidAcl => -114,
+        E::AuthFailed => -115,
+        E::SessionMoved => -118,
+        E::NotReadOnly => -119,
+        E::NoWatcher => -121,
+        E::ReconfigDisabled => -123,
+        E::QuotaExceeded => -125,
+        E::Throttled => -127,
+        _ => -1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_client_errors_to_typed_variants() {
+        assert_eq!(
+            Error::from_zk(zk::Error::SessionExpired, "/a"),
+            Error::SessionExpired
+        );
+        assert_eq!(
+            Error::from_zk(zk::Error::ConnectionLoss, "/a"),
+            Error::ConnectionLoss
+        );
+        assert_eq!(
+            Error::from_zk(zk::Error::NoAuth, "/a"),
+            Error::NoAuth { path: "/a".into() }
+        );
+        match Error::from_zk(zk::Error::NodeExists, "/a") {
+            Error::ZooKeeper { code, path, .. } => assert_eq!((code, path.as_str()), (-110, "/a")),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn error_is_send_sync_static() {
+        fn check<E: std::error::Error + Send + Sync + 'static>() {}
+        check::<Error>();
+    }
+}

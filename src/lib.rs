@@ -1,0 +1,67 @@
+//! Distributed locks on Apache ZooKeeper with a blocking API as plain as `std::sync::Mutex`.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use zklock::{Client, DistributedMutex};
+//!
+//! fn main() -> zklock::Result<()> {
+//!     let client = Client::connect("127.0.0.1:2181")?;
+//!     let mutex = DistributedMutex::new(&client, "/locks/orders")?;
+//!
+//!     {
+//!         let guard = mutex.lock()?; // blocks until this process holds the lock
+//!         println!("holding {} with fencing token {}", guard.node_path(), guard.fencing_token());
+//!         // ... touch the shared resource, checking guard.is_held() between steps ...
+//!     } // released here
+//!
+//!     match mutex.lock_timeout(Duration::from_millis(500))? {
+//!         Some(_guard) => println!("got it"),
+//!         None => println!("busy for 500 ms"),
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # How it works
+//! Each contender creates an ephemeral sequential node under the lock path; the lowest
+//! sequence number holds the lock and every other contender watches only the node just before
+//! its own, so a release wakes one waiter. A crashed process's node vanishes with its session.
+//! Node names follow Apache Curator's protected form (`_c_<uuid>-lock-<seq>`): a node whose
+//! `create` reply was lost is found again by its uuid instead of being created twice, and
+//! Curator's `InterProcessMutex` on the same path excludes zklock and vice versa.
+//!
+//! # Failures
+//! - Every call that talks to ZooKeeper is bounded: [`DistributedMutex::lock_timeout`] and
+//!   [`DistributedMutex::try_lock`] return in time even when no server is reachable, and
+//!   [`DistributedMutex::lock`] returns [`Error::SessionExpired`] once the session is gone.
+//! - A holder must check [`LockGuard::is_held`] (or [`LockGuard::state`]): it turns false as
+//!   soon as the connection is silent for 2/5 of the session timeout, before the server can
+//!   expire the session and give the lock to another process. Use [`LockGuard::fencing_token`]
+//!   where the resource can check it.
+//! - Releasing never panics and never blocks for long: a delete that cannot be confirmed is
+//!   retried in the background until the node is gone or the session has ended.
+//! - After a session expiry the [`Client`] opens a new session on the next call.
+//!
+//! # Threads
+//! [`Client`] is a cheap handle to one session; clone it freely. [`DistributedMutex`] and
+//! [`LockGuard`] are `Send + Sync`. The client runs one background thread for its network I/O
+//! (the async `zookeeper-client` crate runs there), and never runs user code on it, so every
+//! method can be called from any thread, including threads of an async runtime.
+//!
+//! Logging goes through the `log` crate, with the lock path, node and session in each message.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod client;
+mod error;
+mod mutex;
+mod path;
+mod recipe;
+mod runtime;
+mod watch;
+
+pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
+pub use error::{Error, Result};
+pub use mutex::{Contender, DistributedMutex, LockGuard};
+pub use recipe::LockState;

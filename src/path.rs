@@ -1,0 +1,187 @@
+//! Lock paths and lock-node names: validation, Curator's protected naming, ordering.
+
+use crate::error::{Error, Result};
+
+/// Longest lock path zklock accepts, in bytes. ZooKeeper's own limit is the request size
+/// (`jute.maxbuffer`, 1 MiB by default); far shorter paths are a sign of a bug in the caller.
+const MAX_PATH_LEN: usize = 4096;
+
+/// Checks that `path` is an absolute, canonical ZooKeeper path other than the root, following
+/// the rules of ZooKeeper's `PathUtils.validatePath`.
+pub(crate) fn validate_lock_path(path: &str) -> Result<()> {
+    let invalid = |reason| {
+        Err(Error::InvalidPath {
+            path: path.to_owned(),
+            reason,
+        })
+    };
+    if path.is_empty() {
+        return invalid("path is empty");
+    }
+    if !path.starts_with('/') {
+        return invalid("path must be absolute (start with '/')");
+    }
+    if path == "/" {
+        return invalid("the root node cannot be a lock");
+    }
+    if path.ends_with('/') {
+        return invalid("path must not end with '/'");
+    }
+    if path.len() > MAX_PATH_LEN {
+        return invalid("path is longer than 4096 bytes");
+    }
+    for segment in path[1..].split('/') {
+        match segment {
+            "" => return invalid("path contains an empty segment ('//')"),
+            "." | ".." => return invalid("path contains a relative segment ('.' or '..')"),
+            _ => {}
+        }
+    }
+    if path.chars().any(is_forbidden_char) {
+        return invalid("path contains a control or reserved character");
+    }
+    Ok(())
+}
+
+/// Characters ZooKeeper refuses in paths.
+fn is_forbidden_char(c: char) -> bool {
+    matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{f000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+}
+
+/// The parent of an absolute path, `None` for a child of the root.
+pub(crate) fn parent(path: &str) -> Option<&str> {
+    match path.rfind('/') {
+        Some(0) | None => None,
+        Some(i) => Some(&path[..i]),
+    }
+}
+
+/// The text before the sequence number in a mutex node's name (Curator: `LockInternals`
+/// `lockName` of `InterProcessMutex`).
+pub(crate) const LOCK_NAME: &str = "lock-";
+
+/// Curator's protected-name prefix: `_c_<uuid>-`. The uuid makes a node findable after a
+/// `create` whose reply was lost.
+pub(crate) fn protected_prefix(id: &uuid::Uuid) -> String {
+    format!("_c_{}-", id.as_hyphenated())
+}
+
+/// The sequence number of a lock node: the digits after the last `lock_name`. `None` for
+/// children that are not lock nodes of this kind.
+pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<i64> {
+    let start = name.rfind(lock_name)? + lock_name.len();
+    let digits = &name[start..];
+    // ZooKeeper appends at least ten digits (a signed 32-bit counter, "%010d"; negative after
+    // wrapping). Anything else is not ours to order.
+    let unsigned = digits.strip_prefix('-').unwrap_or(digits);
+    if unsigned.len() < 10 || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// One lock node seen in a listing of the lock path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LockNode {
+    pub(crate) sequence: i64,
+    pub(crate) name: String,
+}
+
+/// The lock nodes among `children`, in lock order (sequence only, whatever the prefix, so nodes
+/// of other libraries using the same naming, such as Curator's, interleave correctly).
+pub(crate) fn sorted_lock_nodes(children: Vec<String>, lock_name: &str) -> Vec<LockNode> {
+    let mut nodes: Vec<LockNode> = children
+        .into_iter()
+        .filter_map(|name| {
+            sequence_of(&name, lock_name).map(|sequence| LockNode { sequence, name })
+        })
+        .collect();
+    nodes.sort_unstable_by(|a, b| {
+        a.sequence
+            .cmp(&b.sequence)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    nodes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_canonical_paths() {
+        for p in [
+            "/a",
+            "/locks/orders",
+            "/a-b_c.d/e",
+            "/ünïcode/锁",
+            "/a/.b/c..",
+        ] {
+            assert!(validate_lock_path(p).is_ok(), "{p}");
+        }
+    }
+
+    #[test]
+    fn rejects_bad_paths_with_reason() {
+        for p in [
+            "", "a", "locks/x", "/", "/a/", "//a", "/a//b", "/a/./b", "/a/..", "/a\nb", "/a\u{0}b",
+            "/a\u{7f}",
+        ] {
+            match validate_lock_path(p) {
+                Err(Error::InvalidPath { path, .. }) => assert_eq!(path, p),
+                other => panic!("{p:?} gave {other:?}"),
+            }
+        }
+        assert!(validate_lock_path(&format!("/{}", "x".repeat(MAX_PATH_LEN))).is_err());
+    }
+
+    #[test]
+    fn parent_of_paths() {
+        assert_eq!(parent("/a"), None);
+        assert_eq!(parent("/a/b"), Some("/a"));
+        assert_eq!(parent("/a/b/c"), Some("/a/b"));
+    }
+
+    #[test]
+    fn sequence_is_the_suffix_after_the_last_lock_name() {
+        assert_eq!(sequence_of("_c_0f1e-lock-0000000042", LOCK_NAME), Some(42));
+        assert_eq!(sequence_of("lock-0000000007", LOCK_NAME), Some(7));
+        assert_eq!(
+            sequence_of("_c_a-lock-b-lock-0000000003", LOCK_NAME),
+            Some(3)
+        );
+        assert_eq!(
+            sequence_of("x-lock--2147483648", LOCK_NAME),
+            Some(-2_147_483_648)
+        );
+        assert_eq!(sequence_of("lock-12", LOCK_NAME), None);
+        assert_eq!(sequence_of("lock-00000000x1", LOCK_NAME), None);
+        assert_eq!(sequence_of("leases", LOCK_NAME), None);
+    }
+
+    #[test]
+    fn orders_by_sequence_only_across_prefixes() {
+        // Curator's protected names, a bare name and a kazoo-style name interleave by sequence.
+        let children = vec![
+            "_c_ffffffff-0000-0000-0000-000000000000-lock-0000000003".to_owned(),
+            "lock-0000000010".to_owned(),
+            "_c_00000000-0000-0000-0000-000000000000-lock-0000000007".to_owned(),
+            "zzzz-lock-0000000001".to_owned(),
+            "not-a-lock-node".to_owned(),
+        ];
+        let order: Vec<i64> = sorted_lock_nodes(children, LOCK_NAME)
+            .iter()
+            .map(|n| n.sequence)
+            .collect();
+        assert_eq!(order, vec![1, 3, 7, 10]);
+    }
+
+    #[test]
+    fn protected_prefix_has_curator_shape() {
+        let id = uuid::Uuid::nil();
+        assert_eq!(
+            protected_prefix(&id),
+            "_c_00000000-0000-0000-0000-000000000000-"
+        );
+    }
+}

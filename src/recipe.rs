@@ -1,0 +1,343 @@
+//! The private waiting core shared by every recipe: create a protected ephemeral-sequential
+//! node, find its position, wait on exactly the node that blocks it, and release.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use log::{debug, warn};
+
+use crate::client::{Client, Create, Liveness, NodeStat, Session};
+use crate::error::{Error, Result};
+use crate::path::{protected_prefix, sorted_lock_nodes, LockNode};
+use crate::watch::{NodeEvent, Signal, Wake};
+
+/// How long an acquisition may wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Patience {
+    /// Do not wait for other contenders (`try_lock`).
+    None,
+    Until(Instant),
+    Forever,
+}
+
+/// What a recipe contributes to the core: its node naming, and who a contender waits for.
+pub(crate) struct Kind {
+    /// The name part before the sequence number, e.g. `lock-` (Curator's `lockName`).
+    pub(crate) lock_name: &'static str,
+    /// Given the lock nodes in order and our index, the index of the node we must wait for,
+    /// or `None` if we hold the lock.
+    pub(crate) blocker: fn(&[LockNode], usize) -> Option<usize>,
+}
+
+/// Whether a held lock is still ours, as far as this process can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LockState {
+    /// Connected, session alive: the lock is held.
+    Held,
+    /// The connection is down or silent. The session may still be alive (the lock then comes
+    /// back as `Held` on reconnect) or may be expiring, in which case another process can
+    /// acquire the lock. Treat the lock as lost: stop touching the resource until `Held` again
+    /// (Curator's rule for its SUSPENDED state).
+    Suspended,
+    /// The session expired or closed, or the node is gone: the lock is lost for good.
+    Lost,
+}
+
+/// A node that holds a lock, released on drop.
+pub(crate) struct Held {
+    session: Arc<Session>,
+    lock_path: String,
+    node_path: String,
+    stat: NodeStat,
+    lost: AtomicBool,
+    released: bool,
+}
+
+impl Held {
+    pub(crate) fn node_path(&self) -> &str {
+        &self.node_path
+    }
+
+    pub(crate) fn fencing_token(&self) -> i64 {
+        self.stat.czxid
+    }
+
+    pub(crate) fn session_id(&self) -> i64 {
+        self.session.id
+    }
+
+    pub(crate) fn state(&self) -> LockState {
+        if self.lost.load(Ordering::Acquire) {
+            return LockState::Lost;
+        }
+        match self.session.liveness() {
+            Liveness::Connected => LockState::Held,
+            Liveness::Disconnected => LockState::Suspended,
+            Liveness::Ended => LockState::Lost,
+        }
+    }
+
+    /// Releases: deletes our node, retrying in the background if the connection is down.
+    pub(crate) fn release(&mut self) -> Result<()> {
+        if self.released {
+            return Ok(());
+        }
+        self.released = true;
+        let lost = || Error::LockLost {
+            path: self.lock_path.clone(),
+        };
+        if self.lost.load(Ordering::Acquire) {
+            return Err(lost());
+        }
+        match self
+            .session
+            .delete_node(&self.node_path, self.session.timeout)
+        {
+            Ok(true) => {
+                debug!(
+                    "released {} (session {:#x})",
+                    self.node_path, self.session.id
+                );
+                Ok(())
+            }
+            // Someone else deleted our node while we believed we held the lock.
+            Ok(false) => Err(lost()),
+            Err(Error::SessionExpired | Error::Closed) => Err(lost()),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Err(err) = self.release() {
+            warn!(
+                "release of {} (session {:#x}): {err}",
+                self.node_path, self.session.id
+            );
+        }
+    }
+}
+
+/// Our node while we wait: deleted on every path that does not end holding the lock.
+struct Contender {
+    session: Arc<Session>,
+    node_path: String,
+    armed: bool,
+}
+
+impl Drop for Contender {
+    fn drop(&mut self) {
+        if self.armed && self.session.liveness() != Liveness::Ended {
+            match self
+                .session
+                .delete_node(&self.node_path, self.session.timeout)
+            {
+                Ok(_) => debug!("withdrew {}", self.node_path),
+                Err(err) => debug!("withdrawing {}: {err}", self.node_path),
+            }
+        }
+    }
+}
+
+/// Data stored in every lock node, so holders and waiters can be inspected.
+pub(crate) fn owner_data() -> Vec<u8> {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".into());
+    let thread = std::thread::current();
+    let thread = thread
+        .name()
+        .map(str::to_owned)
+        .unwrap_or_else(|| format!("{:?}", thread.id()));
+    format!("host={host} pid={} thread={thread}", std::process::id()).into_bytes()
+}
+
+/// How many times a missing lock path is created before giving up (a racing container reaper
+/// can delete an empty parent between our mkdir and our create).
+const PARENT_ATTEMPTS: u32 = 5;
+
+/// Acquires `lock_path` as a contender of `kind`. `Ok(None)` when the lock was busy and the
+/// patience ran out; nothing is left behind on any path that does not return `Ok(Some(..))`.
+pub(crate) fn acquire(
+    client: &Client,
+    lock_path: &str,
+    kind: &Kind,
+    patience: Patience,
+) -> Result<Option<Held>> {
+    let session = client.session()?;
+    let deadline = match patience {
+        Patience::Forever => None,
+        Patience::Until(deadline) => Some(deadline),
+        // Not waiting on other holders still takes round trips: bound them.
+        Patience::None => Some(Instant::now() + session.timeout),
+    };
+    // After an outage the caller learns that the lock could not be decided, not that it is busy.
+    let gave_up = |session: &Session| {
+        if session.liveness() == Liveness::Connected {
+            Ok(None)
+        } else {
+            Err(Error::ConnectionLoss)
+        }
+    };
+    let prefix = format!(
+        "{}{}",
+        protected_prefix(&uuid::Uuid::new_v4()),
+        kind.lock_name
+    );
+    let data = owner_data();
+
+    let mut parent_attempts = 0;
+    let (name, stat, mut children) = loop {
+        match session.create_lock_node(lock_path, &prefix, &data, deadline)? {
+            Create::Created {
+                name,
+                stat,
+                children,
+            } => break (name, stat, children),
+            Create::TimedOut => return gave_up(&session),
+            Create::Unknown => {
+                // The reply was lost: look for the node by its unique prefix before creating
+                // again, so there is never a second node of ours.
+                if let Err(err) = session.wait_connected(deadline) {
+                    session.sweep_in_background(lock_path, &prefix);
+                    return Err(err);
+                }
+                let children = match session.list(lock_path, deadline) {
+                    Ok(children) => children,
+                    Err(err) => {
+                        session.sweep_in_background(lock_path, &prefix);
+                        return Err(err);
+                    }
+                };
+                if let Some(found) = children.iter().find(|c| c.starts_with(&prefix)) {
+                    let path = format!("{lock_path}/{found}");
+                    if let Some((_, stat)) = session.get_data(&path, deadline)? {
+                        debug!("found {path} after a lost create reply");
+                        break (found.clone(), stat, Some(children));
+                    }
+                }
+            }
+            Create::ParentMissing if parent_attempts < PARENT_ATTEMPTS => {
+                parent_attempts += 1;
+                session.ensure_path(lock_path, deadline)?;
+            }
+            Create::ParentMissing => {
+                return Err(Error::ZooKeeper {
+                    code: -101,
+                    path: lock_path.to_owned(),
+                    message: "lock path keeps disappearing".into(),
+                })
+            }
+        }
+    };
+    let node_path = format!("{lock_path}/{name}");
+    let mut contender = Contender {
+        session: session.clone(),
+        node_path: node_path.clone(),
+        armed: true,
+    };
+    debug!("created {node_path} (session {:#x})", session.id);
+
+    let signal = Signal::new();
+    let mut seen_changes: u64 = 0;
+    loop {
+        let children = match children.take() {
+            Some(children) => children,
+            None => session.list(lock_path, deadline)?,
+        };
+        let nodes = sorted_lock_nodes(children, kind.lock_name);
+        let Some(ours) = nodes.iter().position(|n| n.name == name) else {
+            // Only our session or someone deleting it by hand removes our node.
+            contender.armed = false;
+            return Err(match session.liveness() {
+                Liveness::Ended => Error::SessionExpired,
+                _ => Error::LockLost {
+                    path: lock_path.to_owned(),
+                },
+            });
+        };
+        let Some(blocker) = (kind.blocker)(&nodes, ours) else {
+            return claim(contender, lock_path, stat).map(Some);
+        };
+        if let Patience::None = patience {
+            return Ok(None);
+        }
+        // Sequence numbers only grow and our listing holds every node created before ours: if
+        // the blocker is the only node ahead of us, its deletion makes us the holder.
+        let sole_blocker = ours == 1 && blocker == 0;
+        let blocker_path = format!("{lock_path}/{}", nodes[blocker].name);
+        let watch = match session.watch_node(&blocker_path, &signal, deadline) {
+            Ok(Some(watch)) => watch,
+            Ok(None) => continue, // Gone already: re-list at once.
+            Err(Error::ConnectionLoss) => return gave_up(&session),
+            Err(err) => return Err(err),
+        };
+        debug!("{node_path} waits for {blocker_path}");
+        if session.liveness() != Liveness::Connected {
+            // A state change may have slipped in before the watch task began listening.
+            seen_changes = seen_changes.wrapping_sub(1);
+        }
+        loop {
+            match signal.wait(&mut seen_changes, deadline) {
+                Wake::Node(NodeEvent::Deleted)
+                    if sole_blocker && session.liveness() == Liveness::Connected =>
+                {
+                    return claim(contender, lock_path, stat).map(Some);
+                }
+                Wake::Node(NodeEvent::Deleted | NodeEvent::Changed) => break,
+                Wake::Node(NodeEvent::SessionEnded) => {
+                    contender.armed = false;
+                    return Err(Error::SessionExpired);
+                }
+                Wake::SessionChanged => match session.liveness() {
+                    Liveness::Ended => {
+                        contender.armed = false;
+                        return Err(Error::SessionExpired);
+                    }
+                    // Reconnected: the client crate re-arms watches, but re-check rather than
+                    // trust that a deletion during the outage was delivered.
+                    Liveness::Connected => break,
+                    Liveness::Disconnected => debug!("{node_path}: connection lost while waiting"),
+                },
+                Wake::TimedOut => return gave_up(&session),
+            }
+        }
+        drop(watch);
+    }
+}
+
+fn claim(mut contender: Contender, lock_path: &str, stat: NodeStat) -> Result<Held> {
+    let session = contender.session.clone();
+    // The node must belong to the session we hold it through (Curator once granted a lock on
+    // a stale read that did not).
+    if stat.ephemeral_owner != session.id {
+        return Err(Error::LockLost {
+            path: lock_path.to_owned(),
+        });
+    }
+    contender.armed = false;
+    debug!(
+        "acquired {} (session {:#x}, fencing token {})",
+        contender.node_path, session.id, stat.czxid
+    );
+    Ok(Held {
+        session,
+        lock_path: lock_path.to_owned(),
+        node_path: std::mem::take(&mut contender.node_path),
+        stat,
+        lost: AtomicBool::new(false),
+        released: false,
+    })
+}
+
+/// `Duration` helper for recipes: a deadline `timeout` from now.
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    Instant::now()
+        .checked_add(timeout)
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365))
+}

@@ -1,0 +1,120 @@
+//! The bridge from ZooKeeper watches and session-state changes to a blocked thread: a task on
+//! the runtime waits for either and signals a `parking_lot::Condvar`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+use tokio::task::JoinHandle;
+use zookeeper_client as zk;
+
+/// What happened to a watched node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeEvent {
+    Deleted,
+    /// Data changed (or another node event): re-check.
+    Changed,
+    /// The session ended (expired, closed): the watch will never fire.
+    SessionEnded,
+}
+
+/// Why a wait on a [`Signal`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    Node(NodeEvent),
+    /// The session's connection state changed (disconnected, reconnected, expired).
+    SessionChanged,
+    TimedOut,
+}
+
+#[derive(Default)]
+struct SignalState {
+    event: Option<NodeEvent>,
+    session_changes: u64,
+}
+
+/// A one-waiter mailbox: watch tasks post, the acquiring thread waits.
+#[derive(Default)]
+pub(crate) struct Signal {
+    state: Mutex<SignalState>,
+    changed: Condvar,
+}
+
+impl Signal {
+    pub(crate) fn new() -> Arc<Signal> {
+        Arc::default()
+    }
+
+    fn post_node(&self, event: NodeEvent) {
+        self.state.lock().event = Some(event);
+        self.changed.notify_all();
+    }
+
+    fn post_session_change(&self) {
+        self.state.lock().session_changes += 1;
+        self.changed.notify_all();
+    }
+
+    /// Blocks until a node event or a session change newer than `*seen` is posted, or until
+    /// `deadline`. Spurious wake-ups are absorbed here.
+    pub(crate) fn wait(&self, seen: &mut u64, deadline: Option<Instant>) -> Wake {
+        let mut state = self.state.lock();
+        loop {
+            if let Some(event) = state.event.take() {
+                return Wake::Node(event);
+            }
+            if state.session_changes != *seen {
+                *seen = state.session_changes;
+                return Wake::SessionChanged;
+            }
+            match deadline {
+                None => self.changed.wait(&mut state),
+                Some(deadline) => {
+                    if self.changed.wait_until(&mut state, deadline).timed_out() {
+                        return Wake::TimedOut;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A watch being waited on; dropping it cancels the task (and with it the server-side watch).
+pub(crate) struct NodeWatch {
+    task: JoinHandle<()>,
+}
+
+impl NodeWatch {
+    pub(crate) fn spawn(
+        runtime: &tokio::runtime::Handle,
+        watcher: zk::OneshotWatcher,
+        mut state: zk::StateWatcher,
+        signal: Arc<Signal>,
+    ) -> NodeWatch {
+        let task = runtime.spawn(async move {
+            let fired = watcher.changed();
+            tokio::pin!(fired);
+            loop {
+                tokio::select! {
+                    event = &mut fired => {
+                        signal.post_node(match event.event_type {
+                            zk::EventType::NodeDeleted => NodeEvent::Deleted,
+                            zk::EventType::Session => NodeEvent::SessionEnded,
+                            _ => NodeEvent::Changed,
+                        });
+                        return;
+                    }
+                    // Never returns after a terminal state; the watcher then reports it instead.
+                    _ = state.changed() => signal.post_session_change(),
+                }
+            }
+        });
+        NodeWatch { task }
+    }
+}
+
+impl Drop for NodeWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

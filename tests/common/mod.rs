@@ -1,0 +1,88 @@
+//! Shared fixture: every test talks to the real ZooKeeper started by `scripts/start-zk.sh`
+//! (`ZK_CONNECT`, default `127.0.0.1:2181`) and works under a lock path of its own, so tests run
+//! in parallel without seeing each other's nodes.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use zklock::Client;
+
+pub fn connect_string() -> String {
+    std::env::var("ZK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".to_owned())
+}
+
+pub fn init_logging() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
+
+/// A client with a short session, so tests about dead holders finish quickly.
+pub fn client() -> Client {
+    init_logging();
+    Client::builder(&connect_string())
+        .session_timeout(Duration::from_secs(4))
+        .connect()
+        .expect("ZooKeeper must be running: scripts/start-zk.sh")
+}
+
+/// A lock path no other test (or earlier run) uses.
+pub fn lock_path(test: &str) -> String {
+    format!("/zklock-tests/{test}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Number of children under `path` as seen by a fresh session (0 if the path is absent).
+pub fn children_count(client: &Client, path: &str) -> usize {
+    zklock::DistributedMutex::new(client, path)
+        .unwrap()
+        .contenders()
+        .unwrap()
+        .len()
+}
+
+/// Sums the server's watch-notification counters (`mntr`).
+pub fn watch_notifications() -> u64 {
+    let mntr = four_letter("mntr");
+    mntr.lines()
+        .filter_map(|line| line.split_once('\t'))
+        .filter(|(k, _)| {
+            matches!(
+                *k,
+                "zk_sum_node_deleted_watch_count"
+                    | "zk_sum_node_children_watch_count"
+                    | "zk_sum_node_created_watch_count"
+                    | "zk_sum_node_changed_watch_count"
+            )
+        })
+        .map(|(_, v)| v.trim().parse::<f64>().unwrap_or(0.0) as u64)
+        .sum()
+}
+
+/// Sends a four-letter command to the first server of the connect string.
+pub fn four_letter(cmd: &str) -> String {
+    use std::io::{Read, Write};
+    let connect = connect_string();
+    let addr = connect
+        .split(',')
+        .next()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.write_all(cmd.as_bytes()).unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// Polls `cond` every 10 ms for up to `limit`; true once it holds.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cond()
+}
