@@ -3,6 +3,8 @@
 //! in parallel without seeing each other's nodes.
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::time::Duration;
 
 use zklock::Client;
@@ -85,4 +87,60 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(10));
     }
     cond()
+}
+
+/// A raw ephemeral node owned by a session of its own (for "parent is ephemeral" tests).
+pub struct RawEphemeral {
+    _client: zookeeper_client::Client,
+    _runtime: tokio::runtime::Runtime,
+}
+
+pub fn create_ephemeral(path: &str) -> RawEphemeral {
+    use zookeeper_client as zk;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let client = runtime.block_on(async {
+        let client = zk::Client::connect(&connect_string()).await.unwrap();
+        let parent = &path[..path.rfind('/').unwrap()];
+        client
+            .mkdir(
+                parent,
+                &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()),
+            )
+            .await
+            .unwrap();
+        client
+            .create(
+                path,
+                b"",
+                &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
+            )
+            .await
+            .unwrap();
+        client
+    });
+    RawEphemeral {
+        _client: client,
+        _runtime: runtime,
+    }
+}
+
+/// Spawns this test binary again to run the `#[ignore]`d test `entry` as a separate process,
+/// with `vars` in its environment and stdout piped.
+pub fn spawn_worker(entry: &str, vars: &[(&str, String)]) -> std::process::Child {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        entry,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("ZK_CONNECT", connect_string())
+    .stdout(std::process::Stdio::piped());
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
 }
