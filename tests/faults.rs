@@ -1,0 +1,157 @@
+//! Real faults between client and server, injected with the loopback proxy.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::proxy::Proxy;
+use zklock::{Client, DistributedMutex, Error, LockState};
+
+fn client_via(proxy: &Proxy, session_timeout: Duration) -> Client {
+    common::init_logging();
+    Client::builder(&proxy.connect_string())
+        .session_timeout(session_timeout)
+        .connect()
+        .unwrap()
+}
+
+#[test]
+fn silenced_holder_knows_before_the_next_holder_acquires() {
+    let proxy = Proxy::start(&common::connect_string());
+    let path = common::lock_path("expiry");
+    let a = client_via(&proxy, Duration::from_secs(2));
+    let a_mutex = DistributedMutex::new(&a, &path).unwrap();
+    let a_guard = a_mutex.lock().unwrap();
+    let first_session = a_guard.session_id();
+
+    let lost_at: Mutex<Option<Instant>> = Mutex::new(None);
+    let done = AtomicBool::new(false);
+    let b = common::client();
+    let b_mutex = DistributedMutex::new(&b, &path).unwrap();
+    let (b_acquired_at, b_token) = thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if !a_guard.is_held() {
+                    lost_at.lock().unwrap().get_or_insert_with(Instant::now);
+                }
+                thread::sleep(Duration::from_millis(2));
+            }
+        });
+        proxy.blackhole(true);
+        let guard = b_mutex.lock().unwrap();
+        let at = Instant::now();
+        done.store(true, Ordering::SeqCst);
+        (at, guard)
+    });
+    let lost_at = lost_at.lock().unwrap().expect("old holder never noticed");
+    assert!(
+        lost_at < b_acquired_at,
+        "old holder still believed it held the lock when the new one acquired"
+    );
+    assert!(b_token.fencing_token() > a_guard.fencing_token());
+
+    proxy.blackhole(false);
+    assert!(common::eventually(Duration::from_secs(10), || a_guard
+        .state()
+        == LockState::Lost));
+    assert!(matches!(a_guard.unlock(), Err(Error::LockLost { .. })));
+    drop(b_token);
+    // The client recovers with a new session, and the mutex works again.
+    let again = a_mutex
+        .lock_timeout(Duration::from_secs(10))
+        .unwrap()
+        .expect("lock after recovery");
+    assert_ne!(again.session_id(), first_session);
+    assert!(again.is_held());
+}
+
+#[test]
+fn waiter_survives_severed_connections_and_acquires() {
+    let proxy = Proxy::start(&common::connect_string());
+    let path = common::lock_path("sever");
+    let holder_client = common::client();
+    let holder_mutex = DistributedMutex::new(&holder_client, &path).unwrap();
+    let holder = holder_mutex.lock().unwrap();
+    let waiter_client = client_via(&proxy, Duration::from_secs(4));
+    thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let mutex = DistributedMutex::new(&waiter_client, &path).unwrap();
+            let guard = mutex.lock().unwrap();
+            guard.fencing_token()
+        });
+        assert!(common::eventually(Duration::from_secs(10), || holder_mutex
+            .contenders()
+            .unwrap()
+            .len()
+            == 2));
+        for _ in 0..3 {
+            proxy.sever();
+            thread::sleep(Duration::from_millis(300));
+        }
+        assert_eq!(
+            holder_mutex.contenders().unwrap().len(),
+            2,
+            "no duplicate or lost waiter node"
+        );
+        let holder_token = holder.fencing_token();
+        drop(holder);
+        assert!(waiter.join().unwrap() > holder_token);
+    });
+    assert!(common::eventually(Duration::from_secs(5), || holder_mutex
+        .contenders()
+        .unwrap()
+        .is_empty()));
+}
+
+#[test]
+fn holder_suspended_during_outage_keeps_lock_after_reconnect() {
+    let proxy = Proxy::start(&common::connect_string());
+    let path = common::lock_path("suspend");
+    let client = client_via(&proxy, Duration::from_secs(6));
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    let guard = mutex.lock().unwrap();
+    proxy.blackhole(true);
+    assert!(common::eventually(Duration::from_secs(5), || guard.state()
+        == LockState::Suspended));
+    proxy.blackhole(false);
+    proxy.sever();
+    assert!(common::eventually(Duration::from_secs(5), || guard.state() == LockState::Held));
+    guard.unlock().unwrap();
+    assert_eq!(common::children_count(&common::client(), &path), 0);
+}
+
+#[test]
+fn timeouts_are_honoured_while_no_server_answers() {
+    let proxy = Proxy::start(&common::connect_string());
+    let path = common::lock_path("outage");
+    let client = client_via(&proxy, Duration::from_secs(6));
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    drop(mutex.lock().unwrap()); // path exists, session warm
+    proxy.blackhole(true);
+    let started = Instant::now();
+    let outcome = mutex.lock_timeout(Duration::from_millis(500));
+    let took = started.elapsed();
+    assert!(
+        matches!(outcome, Err(Error::ConnectionLoss) | Ok(None)),
+        "{outcome:?}"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "lock_timeout(500ms) took {took:?}"
+    );
+    proxy.blackhole(false);
+    proxy.sever();
+    // Whatever the abandoned attempt created is removed once the connection is back.
+    let observer = common::client();
+    assert!(common::eventually(
+        Duration::from_secs(10),
+        || common::children_count(&observer, &path) == 0
+    ));
+    assert!(mutex
+        .lock_timeout(Duration::from_secs(10))
+        .unwrap()
+        .is_some());
+}
