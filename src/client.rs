@@ -437,6 +437,8 @@ pub(crate) struct Session {
 }
 
 type ZkResult<T> = std::result::Result<T, zk::Error>;
+/// The replies to a pipelined create (node name, stat) and listing.
+type CreateAndList = (ZkResult<(String, NodeStat)>, ZkResult<Vec<String>>);
 type Op<T> = std::pin::Pin<Box<dyn std::future::Future<Output = ZkResult<T>> + Send>>;
 
 /// Outcome of [`Session::create_lock_node`].
@@ -594,7 +596,7 @@ impl Session {
             lock_path.to_owned(),
             data.to_vec(),
         );
-        let op: Op<(ZkResult<(String, NodeStat)>, ZkResult<Vec<String>>)> = Box::pin(async move {
+        let op: Op<CreateAndList> = Box::pin(async move {
             let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
             // Both requests are sent here, before the first await.
             let create = zk.create(&node_prefix, &data, &options);

@@ -1,0 +1,99 @@
+//! Threads (and, when started several times at once, processes) increment a counter stored in
+//! ZooKeeper, read-modify-write under a `DistributedMutex`. Without the lock, increments would
+//! be lost; with it, the final count is exact.
+//!
+//! ```text
+//! cargo run --example counter -- --threads 4 --rounds 25
+//! # two processes at once: both print their increments, the counter ends at 2 x 4 x 25 more
+//! cargo run --example counter & cargo run --example counter; wait
+//! ```
+//! Options: `--connect HOSTS` (default `$ZK_CONNECT` or 127.0.0.1:2181), `--threads N`,
+//! `--rounds N`, `--path /lock/path`.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use zklock::{Client, DistributedMutex};
+
+struct Options {
+    connect: String,
+    threads: usize,
+    rounds: usize,
+    path: String,
+}
+
+fn parse_options() -> anyhow::Result<Options> {
+    let mut options = Options {
+        connect: std::env::var("ZK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".into()),
+        threads: 4,
+        rounds: 25,
+        path: "/zklock-examples/counter".into(),
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--connect" => options.connect = value()?,
+            "--threads" => options.threads = value()?.parse()?,
+            "--rounds" => options.rounds = value()?.parse()?,
+            "--path" => options.path = value()?,
+            other => {
+                bail!("unknown option {other} (see the comment at the top of examples/counter.rs)")
+            }
+        }
+    }
+    Ok(options)
+}
+
+fn main() -> anyhow::Result<()> {
+    env_logger::init();
+    let options = parse_options()?;
+    let client = Client::builder(&options.connect)
+        .session_timeout(Duration::from_secs(6))
+        .connect()?;
+    let mutex = DistributedMutex::new(&client, &format!("{}/lock", options.path))?;
+    let counter = format!("{}/value", options.path);
+    let pid = std::process::id();
+
+    let start = read(&client, &counter)?;
+    std::thread::scope(|s| -> anyhow::Result<()> {
+        let workers: Vec<_> = (0..options.threads)
+            .map(|t| {
+                let (client, mutex, counter) = (&client, &mutex, &counter);
+                s.spawn(move || -> anyhow::Result<()> {
+                    for _ in 0..options.rounds {
+                        let guard = mutex.lock()?;
+                        let value = read(client, counter)? + 1;
+                        if !guard.is_held() {
+                            bail!("lock lost before the write; not writing");
+                        }
+                        client.set_data(counter, value.to_string().as_bytes())?;
+                        println!(
+                            "pid {pid} thread {t}: counter = {value} (fencing token {})",
+                            guard.fencing_token()
+                        );
+                        guard.unlock()?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().expect("worker panicked")?;
+        }
+        Ok(())
+    })?;
+    let end = read(&client, &counter)?;
+    println!(
+        "pid {pid}: {} increments by this process; counter went from {start} to {end} (other processes may have added theirs)",
+        options.threads * options.rounds
+    );
+    Ok(())
+}
+
+fn read(client: &Client, path: &str) -> anyhow::Result<u64> {
+    Ok(match client.get_data(path)? {
+        Some(data) => String::from_utf8(data)?.trim().parse()?,
+        None => 0,
+    })
+}
