@@ -176,14 +176,33 @@ pub(crate) fn acquire(
         // Not waiting on other holders still takes round trips: bound them.
         Patience::None => Some(Instant::now() + session.timeout),
     };
-    // After an outage the caller learns that the lock could not be decided, not that it is busy.
-    let gave_up = |session: &Session| {
-        if session.liveness() == Liveness::Connected {
-            Ok(None)
-        } else {
-            Err(Error::ConnectionLoss)
+    match contend(&session, lock_path, kind, patience, deadline) {
+        // A request outlived the deadline on a live connection (a slow server): that is a
+        // timeout, not an outage.
+        Err(Error::ConnectionLoss) if deadline.is_some_and(|d| Instant::now() >= d) => {
+            gave_up(&session)
         }
-    };
+        outcome => outcome,
+    }
+}
+
+/// After the deadline: during an outage the caller learns that the lock could not be decided,
+/// not that it is busy.
+fn gave_up(session: &Session) -> Result<Option<Held>> {
+    if session.liveness() == Liveness::Connected {
+        Ok(None)
+    } else {
+        Err(Error::ConnectionLoss)
+    }
+}
+
+fn contend(
+    session: &Arc<Session>,
+    lock_path: &str,
+    kind: &Kind,
+    patience: Patience,
+    deadline: Option<Instant>,
+) -> Result<Option<Held>> {
     let prefix = format!(
         "{}{}",
         protected_prefix(&uuid::Uuid::new_v4()),
@@ -199,7 +218,7 @@ pub(crate) fn acquire(
                 stat,
                 children,
             } => break (name, stat, children),
-            Create::TimedOut => return gave_up(&session),
+            Create::TimedOut => return gave_up(session),
             Create::Unknown => {
                 // The reply was lost: look for the node by its unique prefix before creating
                 // again, so there is never a second node of ours.
@@ -274,7 +293,7 @@ pub(crate) fn acquire(
         let watch = match session.watch_node(&blocker_path, &signal, deadline) {
             Ok(Some(watch)) => watch,
             Ok(None) => continue, // Gone already: re-list at once.
-            Err(Error::ConnectionLoss) => return gave_up(&session),
+            Err(Error::ConnectionLoss) => return gave_up(session),
             Err(err) => return Err(err),
         };
         debug!("{node_path} waits for {blocker_path}");
@@ -304,7 +323,7 @@ pub(crate) fn acquire(
                     Liveness::Connected => break,
                     Liveness::Disconnected => debug!("{node_path}: connection lost while waiting"),
                 },
-                Wake::TimedOut => return gave_up(&session),
+                Wake::TimedOut => return gave_up(session),
             }
         }
         drop(watch);
