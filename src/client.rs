@@ -500,6 +500,24 @@ impl Session {
         }
     }
 
+    /// Blocks until the session is no longer connected (`true`) or `deadline` passes (`false`).
+    pub(crate) fn wait_disconnected(&self, deadline: Option<Instant>) -> bool {
+        let mut state = self.state.clone();
+        loop {
+            // Consume the current state first, so no change between check and wait is missed.
+            let current = state.state();
+            if !matches!(
+                current,
+                zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly
+            ) {
+                return true;
+            }
+            if block_on(Box::pin(state.changed()), deadline).is_err() {
+                return false;
+            }
+        }
+    }
+
     /// Runs a read, retrying across reconnects until `deadline`.
     fn read<T: Send + 'static>(
         &self,

@@ -208,6 +208,20 @@ impl LockGuard<'_> {
         self.held.state()
     }
 
+    /// Blocks until the lock is no longer [`LockState::Held`] and returns the new state:
+    /// [`LockState::Suspended`] (connection in doubt: pause work on the resource) or
+    /// [`LockState::Lost`]. Lets a holder learn of trouble without polling, for example from a
+    /// watchdog thread that stops the work the lock protects.
+    pub fn wait_lost(&self) -> LockState {
+        self.held.wait_not_held(None).unwrap_or(LockState::Lost)
+    }
+
+    /// As [`wait_lost`](Self::wait_lost), but gives up after `timeout` (monotonic clock) and
+    /// returns `None` if the lock was still held all along.
+    pub fn wait_lost_timeout(&self, timeout: Duration) -> Option<LockState> {
+        self.held.wait_not_held(Some(deadline_after(timeout)))
+    }
+
     /// `true` while [`state`](Self::state) is [`LockState::Held`]. Never blocks.
     pub fn is_held(&self) -> bool {
         self.state() == LockState::Held

@@ -79,6 +79,20 @@ impl Held {
         }
     }
 
+    /// Blocks until the state is no longer `Held`, or until `deadline` (`None` then).
+    pub(crate) fn wait_not_held(&self, deadline: Option<Instant>) -> Option<LockState> {
+        loop {
+            match self.state() {
+                LockState::Held => {
+                    if !self.session.wait_disconnected(deadline) {
+                        return None;
+                    }
+                }
+                other => return Some(other),
+            }
+        }
+    }
+
     /// Releases: deletes our node, retrying in the background if the connection is down.
     pub(crate) fn release(&mut self) -> Result<()> {
         if self.released {

@@ -155,3 +155,78 @@ fn timeouts_are_honoured_while_no_server_answers() {
         .unwrap()
         .is_some());
 }
+
+#[test]
+fn create_whose_reply_is_lost_is_found_not_repeated() {
+    let proxy = Proxy::start(&common::connect_string());
+    let path = common::lock_path("lost-reply");
+    let client = client_via(&proxy, Duration::from_secs(6));
+    let observer = common::client();
+    let observed = DistributedMutex::new(&observer, &path).unwrap();
+    // Make sure the lock path exists, so the next create is the one that matters.
+    drop(
+        DistributedMutex::new(&client, &path)
+            .unwrap()
+            .lock()
+            .unwrap(),
+    );
+    thread::scope(|s| {
+        proxy.drop_replies(true);
+        let contender = s.spawn(|| {
+            let mutex = DistributedMutex::new(&client, &path).unwrap();
+            let guard = mutex.lock().unwrap();
+            (
+                guard.node_path().to_owned(),
+                mutex.contenders().unwrap().len(),
+            )
+        });
+        // The server executed the create; its reply went nowhere.
+        assert!(common::eventually(Duration::from_secs(5), || observed
+            .contenders()
+            .unwrap()
+            .len()
+            == 1));
+        let created = observed.contenders().unwrap()[0].node_name.clone();
+        proxy.drop_replies(false);
+        proxy.sever();
+        let (held_node, nodes_seen) = contender.join().unwrap();
+        assert_eq!(
+            held_node,
+            format!("{path}/{created}"),
+            "adopted the node it had created"
+        );
+        assert_eq!(nodes_seen, 1, "created a second node");
+    });
+    assert!(common::eventually(Duration::from_secs(5), || observed
+        .contenders()
+        .unwrap()
+        .is_empty()));
+}
+
+#[test]
+fn wait_lost_reports_expiry_to_the_holder() {
+    let proxy = Proxy::start(&common::connect_string());
+    let path = common::lock_path("wait-lost");
+    let client = client_via(&proxy, Duration::from_secs(2));
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    let guard = mutex.lock().unwrap();
+    proxy.blackhole(true);
+    assert_eq!(guard.wait_lost(), LockState::Suspended);
+    // Still silent past the session timeout: the server expires the session.
+    let other = common::client();
+    let other_mutex = DistributedMutex::new(&other, &path).unwrap();
+    let next = other_mutex.lock_timeout(Duration::from_secs(20)).unwrap();
+    assert!(
+        next.is_some(),
+        "server expired the silent session and handed the lock on"
+    );
+    proxy.blackhole(false);
+    proxy.sever();
+    assert!(common::eventually(Duration::from_secs(10), || guard
+        .state()
+        == LockState::Lost));
+    assert_eq!(
+        guard.wait_lost_timeout(Duration::from_secs(1)),
+        Some(LockState::Lost)
+    );
+}

@@ -12,6 +12,7 @@ use std::time::Duration;
 #[derive(Default)]
 struct Shared {
     blackhole: AtomicBool,
+    drop_replies: AtomicBool,
     refuse: AtomicBool,
     stop: AtomicBool,
     conns: Mutex<Vec<TcpStream>>,
@@ -54,8 +55,9 @@ impl Proxy {
                             down.try_clone().unwrap(),
                             up.try_clone().unwrap(),
                             state.clone(),
+                            false,
                         );
-                        pump(up, down, state.clone());
+                        pump(up, down, state.clone(), true);
                     }
                     Err(_) => thread::sleep(Duration::from_millis(5)),
                 }
@@ -81,6 +83,12 @@ impl Proxy {
         self.shared.blackhole.store(on, Ordering::SeqCst);
     }
 
+    /// Forwards requests to the server but swallows everything it sends back: requests execute,
+    /// their replies are lost.
+    pub fn drop_replies(&self, on: bool) {
+        self.shared.drop_replies.store(on, Ordering::SeqCst);
+    }
+
     /// Refuses new connections (closes them at once) while on.
     pub fn refuse(&self, on: bool) {
         self.shared.refuse.store(on, Ordering::SeqCst);
@@ -94,7 +102,7 @@ impl Drop for Proxy {
     }
 }
 
-fn pump(mut from: TcpStream, mut to: TcpStream, state: Arc<Shared>) {
+fn pump(mut from: TcpStream, mut to: TcpStream, state: Arc<Shared>, replies: bool) {
     thread::spawn(move || {
         let mut buf = [0u8; 16 * 1024];
         loop {
@@ -102,7 +110,9 @@ fn pump(mut from: TcpStream, mut to: TcpStream, state: Arc<Shared>) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            if state.blackhole.load(Ordering::SeqCst) {
+            if state.blackhole.load(Ordering::SeqCst)
+                || (replies && state.drop_replies.load(Ordering::SeqCst))
+            {
                 continue; // swallowed
             }
             if to.write_all(&buf[..n]).is_err() {
