@@ -3,6 +3,7 @@
 //! in parallel without seeing each other's nodes.
 #![allow(dead_code)]
 
+pub mod ensemble;
 pub mod proxy;
 
 use std::time::Duration;
