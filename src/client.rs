@@ -13,8 +13,8 @@ use log::{debug, info, warn};
 use parking_lot::{Condvar, Mutex};
 use zookeeper_client as zk;
 
-use crate::error::{is_connection_loss, Error, Result};
-use crate::runtime::{block_on, Runtime};
+use crate::error::{outcome_unknown, Error, Result};
+use crate::runtime::{block_on, deadline_after, Runtime};
 use crate::watch::{NodeWatch, Signal};
 
 /// Session timeout asked of the server unless [`ClientBuilder::session_timeout`] says otherwise.
@@ -56,6 +56,8 @@ struct Inner {
     chroot: Option<String>,
     /// `None` only while the client is being dropped.
     session: Mutex<Option<Arc<Session>>>,
+    /// Held by the one thread replacing an expired session.
+    reconnect: Mutex<()>,
     releases: Arc<Releases>,
     /// Threads holding or acquiring each lock path through this client, to refuse reentry.
     holders: Mutex<HashMap<String, Vec<ThreadId>>>,
@@ -117,8 +119,8 @@ impl Client {
     /// [`Error::NoAuth`], or another [`Error::ZooKeeper`].
     pub fn get_data(&self, path: &str) -> Result<Option<Vec<u8>>> {
         crate::path::validate_lock_path(path)?;
-        let session = self.session()?;
-        let deadline = Some(Instant::now() + session.timeout);
+        let deadline = Some(self.call_deadline());
+        let session = self.session(deadline)?;
         Ok(session.get_data(path, deadline)?.map(|(data, _)| data))
     }
 
@@ -134,35 +136,68 @@ impl Client {
     /// As [`Client::get_data`], plus [`Error::EphemeralParent`].
     pub fn set_data(&self, path: &str, data: &[u8]) -> Result<()> {
         crate::path::validate_lock_path(path)?;
-        let session = self.session()?;
-        let deadline = Some(Instant::now() + session.timeout);
+        let deadline = Some(self.call_deadline());
+        let session = self.session(deadline)?;
         session.put(path, data, deadline)
     }
 
     /// The current session, replacing it first if the server expired it.
-    pub(crate) fn session(&self) -> Result<Arc<Session>> {
-        let mut slot = self.inner.session.lock();
-        let current = slot.as_mut().ok_or(Error::Closed)?;
-        match current.state() {
-            zk::SessionState::Expired => {
-                info!(
-                    "zookeeper session {:#x} expired; opening a new one",
-                    current.id
-                );
-                let fresh = open_session(
-                    &self.inner.runtime,
-                    &self.inner.config,
-                    &self.inner.hosts,
-                    self.inner.chroot.as_deref(),
-                    &self.inner.releases,
-                )?;
-                *current = Arc::new(fresh);
-            }
-            zk::SessionState::AuthFailed => return Err(Error::AuthFailed),
-            zk::SessionState::Closed => return Err(Error::Closed),
-            _ => {}
+    pub(crate) fn session(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
+        let current = self.current_session()?;
+        if current.state() != zk::SessionState::Expired {
+            return Ok(current);
         }
-        Ok(current.clone())
+        // One thread reconnects; the others wait for it, each within its own deadline. The
+        // session slot itself stays free, so inspecting the client never blocks on a connect.
+        let reconnecting = match deadline {
+            None => self.inner.reconnect.lock(),
+            Some(deadline) => self
+                .inner
+                .reconnect
+                .try_lock_until(deadline)
+                .ok_or(Error::ConnectionLoss)?,
+        };
+        let current = self.current_session()?;
+        if current.state() != zk::SessionState::Expired {
+            return Ok(current); // Replaced while we waited.
+        }
+        info!(
+            "zookeeper session {:#x} expired; opening a new one",
+            current.id
+        );
+        let fresh = open_session(
+            &self.inner.runtime,
+            &self.inner.config,
+            &self.inner.hosts,
+            self.inner.chroot.as_deref(),
+            &self.inner.releases,
+            deadline,
+        );
+        let fresh = match fresh {
+            Ok(fresh) => Arc::new(fresh),
+            // The caller's deadline, not the connect timeout, ran out: an outage.
+            Err(Error::Connect { .. }) if deadline.is_some_and(|d| Instant::now() >= d) => {
+                return Err(Error::ConnectionLoss)
+            }
+            Err(err) => return Err(err),
+        };
+        *self.inner.session.lock() = Some(fresh.clone());
+        drop(reconnecting);
+        Ok(fresh)
+    }
+
+    /// The deadline of a one-off call: one session timeout (as requested) from now.
+    pub(crate) fn call_deadline(&self) -> Instant {
+        deadline_after(self.inner.config.session_timeout)
+    }
+
+    fn current_session(&self) -> Result<Arc<Session>> {
+        let current = self.inner.session.lock().clone().ok_or(Error::Closed)?;
+        match current.state() {
+            zk::SessionState::AuthFailed => Err(Error::AuthFailed),
+            zk::SessionState::Closed => Err(Error::Closed),
+            _ => Ok(current),
+        }
     }
 
     /// Registers the calling thread as holder-or-acquirer of `path`; refuses reentry.
@@ -246,7 +281,7 @@ impl ClientBuilder {
         let (hosts, chroot) = split_connect_string(&self.connect_string)?;
         let runtime = Runtime::start()?;
         let releases = Arc::new(Releases::default());
-        let session = open_session(&runtime, &self, &hosts, chroot.as_deref(), &releases)?;
+        let session = open_session(&runtime, &self, &hosts, chroot.as_deref(), &releases, None)?;
         info!(
             "connected to {} (session {:#x}, timeout {:?})",
             self.connect_string, session.id, session.timeout
@@ -257,6 +292,7 @@ impl ClientBuilder {
                 hosts,
                 chroot,
                 session: Mutex::new(Some(Arc::new(session))),
+                reconnect: Mutex::new(()),
                 releases,
                 holders: Mutex::new(HashMap::new()),
                 runtime,
@@ -300,8 +336,10 @@ fn open_session(
     hosts: &str,
     chroot: Option<&str>,
     releases: &Arc<Releases>,
+    deadline: Option<Instant>,
 ) -> Result<Session> {
-    let deadline = Instant::now() + config.connect_timeout;
+    let connect_deadline = deadline_after(config.connect_timeout);
+    let deadline = deadline.map_or(connect_deadline, |d| d.min(connect_deadline));
     let connect_error = |reason: String| Error::Connect {
         connect_string: config.connect_string.clone(),
         timeout: config.connect_timeout,
@@ -375,14 +413,17 @@ impl Drop for Inner {
             return;
         };
         // Let releases that are being retried finish while the session can still delete.
-        if !self.releases.wait_idle(Instant::now() + session.timeout) {
-            warn!("closing session {:#x} with releases still pending; the server removes their nodes when the session closes or expires", session.id);
+        let idle = self.releases.wait_idle(Instant::now() + session.timeout);
+        if !idle {
+            warn!("closing session {:#x} with releases still pending; the server removes their nodes when the session expires", session.id);
         }
         let mut state = session.state.clone();
         // Drop our last handle on the session so the client crate sends CloseSession (which
-        // removes our ephemeral nodes at once), and wait briefly for it to go through.
+        // removes our ephemeral nodes at once), and wait briefly for it to go through. With
+        // releases still pending the connection is down and their tasks still hold handles:
+        // there is nothing to wait for.
         drop(session);
-        if !state.peek_state().is_terminated() {
+        if idle && !state.peek_state().is_terminated() {
             let closed = Box::pin(async move {
                 while !state.state().is_terminated() {
                     state.changed().await;
@@ -393,6 +434,9 @@ impl Drop for Inner {
         debug!("zookeeper client for {} closed", self.config.connect_string);
     }
 }
+
+/// Pause before retrying a request the server did not answer while the connection stayed up.
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
 
 /// The subset of a node's `Stat` that zklock uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -528,8 +572,12 @@ impl Session {
         loop {
             match block_on(op(self.zk.clone(), path.to_owned()), deadline) {
                 Ok(Ok(value)) => return Ok(value),
-                Ok(Err(err)) if is_connection_loss(&err) => {
-                    debug!("read of {path} lost to the connection ({err}); waiting to reconnect");
+                Ok(Err(err)) if outcome_unknown(&err) => {
+                    debug!("request on {path} failed without an answer ({err}); retrying");
+                    if self.liveness() == Liveness::Connected {
+                        // Throttled, or a transient fault the connection survived: back off.
+                        std::thread::sleep(RETRY_PAUSE);
+                    }
                     self.wait_connected(deadline)?;
                 }
                 Ok(Err(err)) => return Err(Error::from_zk(err, path)),
@@ -633,7 +681,7 @@ impl Session {
                 stat,
                 children: listing.ok(),
             }),
-            Ok(Ok((Err(err), _))) if is_connection_loss(&err) => Ok(Create::Unknown),
+            Ok(Ok((Err(err), _))) if outcome_unknown(&err) => Ok(Create::Unknown),
             Ok(Ok((Err(zk::Error::NoNode), _))) => Ok(Create::ParentMissing),
             Ok(Ok((Err(err), _))) => Err(Error::from_zk(err, lock_path)),
             Ok(Err(err)) => Err(Error::from_zk(err, lock_path)),
@@ -646,7 +694,7 @@ impl Session {
                         Ok((Ok((name, _)), _)) => {
                             delete_until_gone(&zk, &format!("{lock_path}/{name}")).await
                         }
-                        Ok((Err(err), _)) if is_connection_loss(&err) => {
+                        Ok((Err(err), _)) if outcome_unknown(&err) => {
                             sweep(&zk, &lock_path, &prefix).await
                         }
                         _ => {}
@@ -705,7 +753,7 @@ impl Session {
         let pending = match block_on(op, Some(deadline)) {
             Ok(Ok(())) => return Ok(true),
             Ok(Err(zk::Error::NoNode)) => return Ok(false),
-            Ok(Err(err)) if !is_connection_loss(&err) => return Err(Error::from_zk(err, path)),
+            Ok(Err(err)) if !outcome_unknown(&err) => return Err(Error::from_zk(err, path)),
             Ok(Err(_)) => None,
             Err(pending) => Some(pending),
         };
@@ -719,7 +767,7 @@ impl Session {
             if let Some(pending) = pending {
                 match pending.await {
                     Ok(()) | Err(zk::Error::NoNode) => return,
-                    Err(err) if !is_connection_loss(&err) => return,
+                    Err(err) if !outcome_unknown(&err) => return,
                     Err(_) => {}
                 }
             }
@@ -755,8 +803,8 @@ async fn delete_until_gone(zk: &zk::Client, path: &str) {
                 return;
             }
             Err(zk::Error::NoNode) => return,
-            Err(err) if is_connection_loss(&err) => {
-                if !wait_connected_async(&mut state).await {
+            Err(err) if outcome_unknown(&err) => {
+                if !retry_pause_async(&mut state).await {
                     return;
                 }
             }
@@ -781,8 +829,8 @@ async fn sweep(zk: &zk::Client, lock_path: &str, prefix: &str) {
                 }
                 return;
             }
-            Err(err) if is_connection_loss(&err) => {
-                if !wait_connected_async(&mut state).await {
+            Err(err) if outcome_unknown(&err) => {
+                if !retry_pause_async(&mut state).await {
                     return;
                 }
             }
@@ -791,8 +839,15 @@ async fn sweep(zk: &zk::Client, lock_path: &str, prefix: &str) {
     }
 }
 
-/// Waits until connected (`true`) or the session ended (`false`).
-async fn wait_connected_async(state: &mut zk::StateWatcher) -> bool {
+/// Before retrying a request that failed without an answer: pauses briefly if still connected
+/// (throttled), else waits until connected. `false` if the session ended.
+async fn retry_pause_async(state: &mut zk::StateWatcher) -> bool {
+    if matches!(
+        state.peek_state(),
+        zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly
+    ) {
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
     loop {
         match state.state() {
             s if s.is_terminated() => return false,

@@ -110,8 +110,36 @@ pub enum Error {
     },
 }
 
+/// Whether a request failed without a definite answer from the server, so that it may or may
+/// not have executed (a write) and is worth retrying (a read). The client crate fails every
+/// request in flight with whatever error ended the connection, which is not always
+/// `ConnectionLoss`; `Throttled` means "not executed, try again".
+pub(crate) fn outcome_unknown(err: &zk::Error) -> bool {
+    use zk::Error as E;
+    !matches!(
+        err,
+        E::NoNode
+            | E::NoAuth
+            | E::BadVersion
+            | E::NoChildrenForEphemerals
+            | E::NodeExists
+            | E::NotEmpty
+            | E::InvalidAcl
+            | E::AuthFailed
+            | E::SessionExpired
+            | E::SessionMoved
+            | E::ClientClosed
+            | E::BadArguments(_)
+            | E::QuotaExceeded
+            | E::Unimplemented
+            | E::NoHosts
+            | E::NoWatcher
+            | E::ReconfigDisabled
+    )
+}
+
 /// How zklock classifies a `zookeeper-client` error.
-pub(crate) fn is_connection_loss(err: &zk::Error) -> bool {
+fn is_connection_loss(err: &zk::Error) -> bool {
     // The crate reports a connection dropped mid-request as `ConnectionLoss`, but also as
     // `Custom(..)` (io errors, "no response from connection in ..ms") and `Timeout`.
     matches!(
@@ -175,6 +203,15 @@ fn zk_code(err: &zk::Error) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_definite_answers_are_final() {
+        assert!(outcome_unknown(&zk::Error::ConnectionLoss));
+        assert!(outcome_unknown(&zk::Error::Throttled));
+        assert!(outcome_unknown(&zk::Error::UnexpectedError("xid".into())));
+        assert!(!outcome_unknown(&zk::Error::NoNode));
+        assert!(!outcome_unknown(&zk::Error::SessionExpired));
+    }
 
     #[test]
     fn maps_client_errors_to_typed_variants() {

@@ -112,8 +112,8 @@ impl DistributedMutex {
     /// # Errors
     /// Connection and server errors; an absent lock path is an empty queue.
     pub fn contenders(&self) -> Result<Vec<Contender>> {
-        let session = self.client.session()?;
-        let deadline = Some(deadline_after(session.timeout));
+        let deadline = Some(self.client.call_deadline());
+        let session = self.client.session(deadline)?;
         let children = match session.list(&self.path, deadline) {
             Ok(children) => children,
             Err(crate::Error::ZooKeeper { code: -101, .. }) => return Ok(Vec::new()),

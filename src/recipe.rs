@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub(crate) use crate::runtime::deadline_after;
+
 use log::{debug, warn};
 
 use crate::client::{Client, Create, Liveness, NodeStat, Session};
@@ -145,16 +147,18 @@ struct Contender {
 impl Drop for Contender {
     fn drop(&mut self) {
         if self.armed && self.session.liveness() != Liveness::Ended {
-            match self
-                .session
-                .delete_node(&self.node_path, self.session.timeout)
-            {
+            // Wait briefly: the caller's deadline has usually passed already, and the
+            // background retry covers a slow or lost reply.
+            match self.session.delete_node(&self.node_path, WITHDRAW_WAIT) {
                 Ok(_) => debug!("withdrew {}", self.node_path),
                 Err(err) => debug!("withdrawing {}: {err}", self.node_path),
             }
         }
     }
 }
+
+/// How long a contender that gives up waits for the delete of its node to be confirmed.
+const WITHDRAW_WAIT: Duration = Duration::from_secs(1);
 
 /// Data stored in every lock node, so holders and waiters can be inspected.
 pub(crate) fn owner_data() -> Vec<u8> {
@@ -183,13 +187,13 @@ pub(crate) fn acquire(
     kind: &Kind,
     patience: Patience,
 ) -> Result<Option<Held>> {
-    let session = client.session()?;
     let deadline = match patience {
         Patience::Forever => None,
         Patience::Until(deadline) => Some(deadline),
         // Not waiting on other holders still takes round trips: bound them.
-        Patience::None => Some(Instant::now() + session.timeout),
+        Patience::None => Some(client.call_deadline()),
     };
+    let session = client.session(deadline)?;
     match contend(&session, lock_path, kind, patience, deadline) {
         // A request outlived the deadline on a live connection (a slow server): that is a
         // timeout, not an outage.
@@ -249,9 +253,16 @@ fn contend(
                 };
                 if let Some(found) = children.iter().find(|c| c.starts_with(&prefix)) {
                     let path = format!("{lock_path}/{found}");
-                    if let Some((_, stat)) = session.get_data(&path, deadline)? {
-                        debug!("found {path} after a lost create reply");
-                        break (found.clone(), stat, Some(children));
+                    match session.get_data(&path, deadline) {
+                        Ok(Some((_, stat))) => {
+                            debug!("found {path} after a lost create reply");
+                            break (found.clone(), stat, Some(children));
+                        }
+                        Ok(None) => {} // Gone again (session trouble): create anew below.
+                        Err(err) => {
+                            session.sweep_in_background(lock_path, &prefix);
+                            return Err(err);
+                        }
                     }
                 }
             }
@@ -276,8 +287,6 @@ fn contend(
     };
     debug!("created {node_path} (session {:#x})", session.id);
 
-    let signal = Signal::new();
-    let mut seen_changes: u64 = 0;
     loop {
         let children = match children.take() {
             Some(children) => children,
@@ -304,6 +313,9 @@ fn contend(
         // the blocker is the only node ahead of us, its deletion makes us the holder.
         let sole_blocker = ours == 1 && blocker == 0;
         let blocker_path = format!("{lock_path}/{}", nodes[blocker].name);
+        // A fresh mailbox per watch: an event the previous watch task posted on its way out
+        // (say, a deletion delivered on reconnect) must not be read as news about this one.
+        let signal = Signal::new();
         let watch = match session.watch_node(&blocker_path, &signal, deadline) {
             Ok(Some(watch)) => watch,
             Ok(None) => continue, // Gone already: re-list at once.
@@ -311,10 +323,13 @@ fn contend(
             Err(err) => return Err(err),
         };
         debug!("{node_path} waits for {blocker_path}");
-        if session.liveness() != Liveness::Connected {
-            // A state change may have slipped in before the watch task began listening.
-            seen_changes = seen_changes.wrapping_sub(1);
-        }
+        // A state change may have slipped in before the watch task began listening: if not
+        // connected now, start with a session change pending.
+        let mut seen_changes: u64 = if session.liveness() == Liveness::Connected {
+            0
+        } else {
+            u64::MAX
+        };
         loop {
             match signal.wait(&mut seen_changes, deadline) {
                 Wake::Node(NodeEvent::Deleted)
@@ -366,11 +381,4 @@ fn claim(mut contender: Contender, lock_path: &str, stat: NodeStat) -> Result<He
         lost: AtomicBool::new(false),
         released: false,
     })
-}
-
-/// `Duration` helper for recipes: a deadline `timeout` from now.
-pub(crate) fn deadline_after(timeout: Duration) -> Instant {
-    Instant::now()
-        .checked_add(timeout)
-        .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365))
 }

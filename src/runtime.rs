@@ -12,7 +12,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use log::{debug, warn};
 use tokio::sync::oneshot;
@@ -29,6 +29,7 @@ pub(crate) struct Runtime {
 impl Runtime {
     pub(crate) fn start() -> Result<Runtime> {
         let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
             .build()
             .map_err(|e| Error::ZooKeeper {
                 code: -1,
@@ -80,6 +81,13 @@ impl Drop for Runtime {
     }
 }
 
+/// The instant `timeout` from now; far in the future for timeouts too large to represent.
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
+}
+
 struct ThreadWaker(Thread);
 
 impl Wake for ThreadWaker {
@@ -122,7 +130,6 @@ pub(crate) fn block_on<F: Future + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn block_on_returns_output_or_hands_back_the_future() {

@@ -167,6 +167,8 @@ fn chaos_run() {
         }
         *faults.entry(fault).or_insert(0) += 1;
     }
+    // A quiet period: with the faults over, every contender still alive must get its turn.
+    thread::sleep(Duration::from_secs(5));
     std::fs::write(&stop, b"").unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     for child in &mut workers {

@@ -230,3 +230,59 @@ fn wait_lost_reports_expiry_to_the_holder() {
         Some(LockState::Lost)
     );
 }
+
+#[test]
+fn waiter_reconnecting_after_its_predecessor_left_does_not_jump_the_holder() {
+    // Queue: holder, middle, waiter. The waiter loses its connection; the middle contender
+    // gives up meanwhile; the waiter reconnects and must go on waiting for the holder.
+    for _ in 0..3 {
+        let proxy = Proxy::start(&common::connect_string());
+        let path = common::lock_path("stale-wake");
+        let (holder_client, middle_client) = (common::client(), common::client());
+        let waiter_client = client_via(&proxy, Duration::from_secs(6));
+        let holder_mutex = DistributedMutex::new(&holder_client, &path).unwrap();
+        let holder = holder_mutex.lock().unwrap();
+        let acquired = AtomicBool::new(false);
+        thread::scope(|s| {
+            let middle = s.spawn(|| {
+                let mutex = DistributedMutex::new(&middle_client, &path).unwrap();
+                mutex
+                    .lock_timeout(Duration::from_millis(1500))
+                    .unwrap()
+                    .is_none()
+            });
+            assert!(common::eventually(Duration::from_secs(5), || holder_mutex
+                .contenders()
+                .unwrap()
+                .len()
+                == 2));
+            let waiter = s.spawn(|| {
+                let mutex = DistributedMutex::new(&waiter_client, &path).unwrap();
+                let guard = mutex.lock().unwrap();
+                acquired.store(true, Ordering::SeqCst);
+                guard.unlock().unwrap();
+            });
+            assert!(common::eventually(Duration::from_secs(5), || holder_mutex
+                .contenders()
+                .unwrap()
+                .len()
+                == 3));
+            proxy.refuse(true);
+            proxy.sever();
+            assert!(
+                middle.join().unwrap(),
+                "middle contender gave up during the outage"
+            );
+            proxy.refuse(false);
+            thread::sleep(Duration::from_millis(1500));
+            assert!(
+                !acquired.load(Ordering::SeqCst),
+                "waiter acquired while the holder held the lock"
+            );
+            assert!(holder.is_held());
+            drop(holder);
+            waiter.join().unwrap();
+            assert!(acquired.load(Ordering::SeqCst));
+        });
+    }
+}
