@@ -447,6 +447,8 @@ pub(crate) struct NodeStat {
     pub(crate) ephemeral_owner: i64,
     /// Creation time, milliseconds since the epoch (server clock).
     pub(crate) ctime: i64,
+    /// Data version: bumped by every setData (Curator's revocation request writes it).
+    pub(crate) version: i32,
 }
 
 impl From<&zk::Stat> for NodeStat {
@@ -455,6 +457,7 @@ impl From<&zk::Stat> for NodeStat {
             czxid: stat.czxid,
             ephemeral_owner: stat.ephemeral_owner,
             ctime: stat.ctime,
+            version: stat.version,
         }
     }
 }
@@ -620,6 +623,25 @@ impl Session {
                     &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()),
                 )
                 .await
+            })
+        })
+    }
+
+    /// Deletes `path` only if it still has data version `version`: `Ok(false)` if it is gone,
+    /// [`Error::ZooKeeper`] with code -103 (BadVersion) if it changed.
+    pub(crate) fn delete_if_unchanged(
+        &self,
+        path: &str,
+        version: i32,
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
+        self.read(path, deadline, move |zk, p| {
+            Box::pin(async move {
+                match zk.delete(&p, Some(version)).await {
+                    Ok(()) => Ok(true),
+                    Err(zk::Error::NoNode) => Ok(false),
+                    Err(err) => Err(err),
+                }
             })
         })
     }

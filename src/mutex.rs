@@ -132,10 +132,43 @@ impl DistributedMutex {
                     owner: String::from_utf8_lossy(&data).into_owned(),
                     created_ms: stat.ctime,
                     fencing_token: stat.czxid,
+                    version: stat.version,
                 });
             }
         }
         Ok(contenders)
+    }
+
+    /// Deletes a contender's node, typically a stale holder's (a hung process that keeps its
+    /// session alive), as seen by an earlier [`contenders`](Self::contenders) call. The node is
+    /// deleted only if it is unchanged since then, so an operator never removes a node other
+    /// than the one shown. Its owner, if alive, finds the lock lost. Blocks for one round trip.
+    ///
+    /// Returns `Ok(false)` if the node is already gone.
+    ///
+    /// # Errors
+    /// [`Error::ZooKeeper`](crate::Error::ZooKeeper) with code -103 (BadVersion) if the node
+    /// changed; [`Error::NoAuth`](crate::Error::NoAuth) if its ACL forbids us; connection
+    /// errors.
+    pub fn break_contender(&self, contender: &Contender) -> Result<bool> {
+        if contender.node_name.is_empty() || contender.node_name.contains('/') {
+            return Err(crate::Error::InvalidPath {
+                path: contender.node_name.clone(),
+                reason: "not a node name",
+            });
+        }
+        let deadline = Some(self.client.call_deadline());
+        let session = self.client.session(deadline)?;
+        let path = format!("{}/{}", self.path, contender.node_name);
+        let deleted = session.delete_if_unchanged(&path, contender.version, deadline)?;
+        if deleted {
+            log::warn!(
+                "broke lock node {path} (owner {:?}, session {:#x})",
+                contender.owner,
+                contender.session_id
+            );
+        }
+        Ok(deleted)
     }
 }
 
@@ -163,6 +196,9 @@ pub struct Contender {
     pub created_ms: i64,
     /// The node's creation zxid, which would be the holder's fencing token.
     pub fencing_token: i64,
+    /// The node's data version (changes when someone writes its data, e.g. a revocation
+    /// request); [`DistributedMutex::break_contender`] refuses to delete a changed node.
+    pub version: i32,
 }
 
 /// Proof that a [`DistributedMutex`] is held; releases the lock when dropped.

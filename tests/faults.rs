@@ -28,6 +28,7 @@ fn silenced_holder_knows_before_the_next_holder_acquires() {
     let first_session = a_guard.session_id();
 
     let lost_at: Mutex<Option<Instant>> = Mutex::new(None);
+    let blackholed: Mutex<Option<Instant>> = Mutex::new(None);
     let done = AtomicBool::new(false);
     let b = common::client();
     let b_mutex = DistributedMutex::new(&b, &path).unwrap();
@@ -41,12 +42,19 @@ fn silenced_holder_knows_before_the_next_holder_acquires() {
             }
         });
         proxy.blackhole(true);
+        *blackholed.lock().unwrap() = Some(Instant::now());
         let guard = b_mutex.lock().unwrap();
         let at = Instant::now();
         done.store(true, Ordering::SeqCst);
         (at, guard)
     });
+    let blackholed_at = blackholed.lock().unwrap().unwrap();
     let lost_at = lost_at.lock().unwrap().expect("old holder never noticed");
+    eprintln!(
+        "connection silenced: old holder not-held after {:?}, new holder acquired after {:?}",
+        lost_at - blackholed_at,
+        b_acquired_at - blackholed_at
+    );
     assert!(
         lost_at < b_acquired_at,
         "old holder still believed it held the lock when the new one acquired"

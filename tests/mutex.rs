@@ -332,3 +332,23 @@ fn chroot_is_created_and_isolates_paths() {
         1
     );
 }
+
+#[test]
+fn break_contender_frees_a_stale_holder_and_refuses_changed_nodes() {
+    let (stale_client, operator) = (common::client(), common::client());
+    let path = common::lock_path("break");
+    let stale = DistributedMutex::new(&stale_client, &path).unwrap();
+    let guard = stale.lock().unwrap();
+    let mutex = DistributedMutex::new(&operator, &path).unwrap();
+    let holder = mutex.contenders().unwrap().remove(0);
+    assert!(holder.owner.contains(&format!("pid={}", std::process::id())));
+    // A node that changed since it was shown is not deleted.
+    let mut outdated = holder.clone();
+    outdated.version += 1;
+    assert!(matches!(mutex.break_contender(&outdated), Err(Error::ZooKeeper { code: -103, .. })));
+    assert!(mutex.break_contender(&holder).unwrap());
+    assert!(!mutex.break_contender(&holder).unwrap(), "already gone");
+    let next = mutex.try_lock().unwrap().expect("free after break");
+    assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })), "the stale holder learns it lost the lock");
+    drop(next);
+}
