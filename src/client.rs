@@ -15,7 +15,7 @@ use zookeeper_client as zk;
 
 use crate::error::{outcome_unknown, Error, Result};
 use crate::runtime::{block_on, deadline_after, Runtime};
-use crate::watch::{NodeWatch, Signal};
+use crate::watch::{Flag, NodeWatch, RevocationWatch, Signal};
 
 /// Session timeout asked of the server unless [`ClientBuilder::session_timeout`] says otherwise.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -644,6 +644,56 @@ impl Session {
                 }
             })
         })
+    }
+
+    /// Writes `data` into `path` if it exists: `Ok(false)` if it does not.
+    pub(crate) fn set_existing(
+        &self,
+        path: &str,
+        data: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
+        let data = data.to_vec();
+        self.read(path, deadline, move |zk, p| {
+            let data = data.clone();
+            Box::pin(async move {
+                match zk.set_data(&p, &data, None).await {
+                    Ok(_) => Ok(true),
+                    Err(zk::Error::NoNode) => Ok(false),
+                    Err(err) => Err(err),
+                }
+            })
+        })
+    }
+
+    /// Watches our lock node `path` for the revocation marker, in the background.
+    pub(crate) fn watch_revocation(&self, path: &str) -> RevocationWatch {
+        let flag = Arc::new(Flag::default());
+        let (zk, path, raise) = (self.zk.clone(), path.to_owned(), flag.clone());
+        let mut state = self.state_watcher();
+        let task = self.handle.spawn(async move {
+            loop {
+                match zk.get_and_watch_data(&path).await {
+                    Ok((data, _, watcher)) => {
+                        if data == crate::recipe::REVOKE_MESSAGE {
+                            info!("revocation requested for {path}");
+                            raise.raise();
+                            return;
+                        }
+                        if watcher.changed().await.event_type != zk::EventType::NodeDataChanged {
+                            return; // Deleted, or the session ended.
+                        }
+                    }
+                    Err(err) if outcome_unknown(&err) => {
+                        if !retry_pause_async(&mut state).await {
+                            return;
+                        }
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+        RevocationWatch::new(flag, task)
     }
 
     /// Creates or overwrites a persistent node.

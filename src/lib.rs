@@ -55,6 +55,8 @@
 
 mod client;
 mod error;
+mod guard;
+mod inspect;
 mod mutex;
 mod path;
 mod recipe;
@@ -63,5 +65,7 @@ mod watch;
 
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
 pub use error::{Error, Result};
-pub use mutex::{Contender, DistributedMutex, LockGuard};
-pub use recipe::LockState;
+pub use guard::LockGuard;
+pub use inspect::Contender;
+pub use mutex::DistributedMutex;
+pub use recipe::{LockState, Role};

@@ -85,15 +85,29 @@ pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<i64> {
 pub(crate) struct LockNode {
     pub(crate) sequence: i64,
     pub(crate) name: String,
+    /// Which of the recipe's node names it carries (e.g. 0 for `__READ__`, 1 for `__WRIT__`).
+    pub(crate) role: usize,
 }
 
-/// The lock nodes among `children`, in lock order (sequence only, whatever the prefix, so nodes
-/// of other libraries using the same naming, such as Curator's, interleave correctly).
-pub(crate) fn sorted_lock_nodes(children: Vec<String>, lock_name: &str) -> Vec<LockNode> {
+/// The lock nodes among `children` carrying one of `lock_names`, in lock order: by sequence
+/// only, whatever the prefix, so nodes of other libraries using the same naming (Curator's)
+/// interleave correctly. A name's sequence is the text after the last occurrence of any of
+/// the names, as Curator's `fixForSorting` does.
+pub(crate) fn sorted_lock_nodes(children: Vec<String>, lock_names: &[&str]) -> Vec<LockNode> {
     let mut nodes: Vec<LockNode> = children
         .into_iter()
         .filter_map(|name| {
-            sequence_of(&name, lock_name).map(|sequence| LockNode { sequence, name })
+            let (role, lock_name) = lock_names
+                .iter()
+                .enumerate()
+                .filter_map(|(i, n)| name.rfind(n).map(|at| (at, i, *n)))
+                .max_by_key(|(at, _, _)| *at)
+                .map(|(_, i, n)| (i, n))?;
+            sequence_of(&name, lock_name).map(|sequence| LockNode {
+                sequence,
+                name,
+                role,
+            })
         })
         .collect();
     nodes.sort_unstable_by(|a, b| {
@@ -169,11 +183,24 @@ mod tests {
             "zzzz-lock-0000000001".to_owned(),
             "not-a-lock-node".to_owned(),
         ];
-        let order: Vec<i64> = sorted_lock_nodes(children, LOCK_NAME)
+        let order: Vec<i64> = sorted_lock_nodes(children, &[LOCK_NAME])
             .iter()
             .map(|n| n.sequence)
             .collect();
         assert_eq!(order, vec![1, 3, 7, 10]);
+    }
+
+    #[test]
+    fn read_and_write_nodes_sort_together_like_curator() {
+        let children = vec![
+            "_c_b-__WRIT__0000000002".to_owned(),
+            "_c_a-__READ__0000000001".to_owned(),
+            "_c_c-__READ__0000000003".to_owned(),
+            "_c_d-lock-0000000000".to_owned(),
+        ];
+        let nodes = sorted_lock_nodes(children, &["__READ__", "__WRIT__"]);
+        let order: Vec<(i64, usize)> = nodes.iter().map(|n| (n.sequence, n.role)).collect();
+        assert_eq!(order, vec![(1, 0), (2, 1), (3, 0)]);
     }
 
     #[test]

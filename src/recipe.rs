@@ -1,7 +1,6 @@
 //! The private waiting core shared by every recipe: create a protected ephemeral-sequential
 //! node, find its position, wait on exactly the node that blocks it, and release.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,7 +11,7 @@ use log::{debug, warn};
 use crate::client::{Client, Create, Liveness, NodeStat, Session};
 use crate::error::{Error, Result};
 use crate::path::{protected_prefix, sorted_lock_nodes, LockNode};
-use crate::watch::{NodeEvent, Signal, Wake};
+use crate::watch::{NodeEvent, RevocationWatch, Signal, Wake};
 
 /// How long an acquisition may wait.
 #[derive(Debug, Clone, Copy)]
@@ -25,11 +24,50 @@ pub(crate) enum Patience {
 
 /// What a recipe contributes to the core: its node naming, and who a contender waits for.
 pub(crate) struct Kind {
-    /// The name part before the sequence number, e.g. `lock-` (Curator's `lockName`).
-    pub(crate) lock_name: &'static str,
+    /// The name parts before the sequence number of every node kind sharing the queue, e.g.
+    /// `["__READ__", "__WRIT__"]` (Curator's `lockName`s), with what each means.
+    pub(crate) names: &'static [(&'static str, Role)],
+    /// Which of `names` our node carries.
+    pub(crate) ours: usize,
     /// Given the lock nodes in order and our index, the index of the node we must wait for,
     /// or `None` if we hold the lock.
     pub(crate) blocker: fn(&[LockNode], usize) -> Option<usize>,
+}
+
+impl Kind {
+    pub(crate) fn lock_names(&self) -> Vec<&'static str> {
+        self.names.iter().map(|(name, _)| *name).collect()
+    }
+
+    /// Whether, with `blocker` gone, we would hold the lock. Sequence numbers only grow and our
+    /// listing holds every node created before ours, so no new node can get in our way: the
+    /// blocker's deletion alone then makes us the holder, without listing again.
+    fn sole_blocker(&self, nodes: &[LockNode], ours: usize, blocker: usize) -> bool {
+        let mut rest = nodes.to_vec();
+        rest.remove(blocker);
+        (self.blocker)(&rest, if blocker < ours { ours - 1 } else { ours }).is_none()
+    }
+}
+
+/// The exclusive lock's rule (ZooKeeper's lock recipe): wait for the node just before ours.
+pub(crate) fn previous_node(_: &[LockNode], ours: usize) -> Option<usize> {
+    ours.checked_sub(1)
+}
+
+/// What a node in a lock's queue stands for, as reported by inspection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Role {
+    /// A contender for an exclusive lock ([`DistributedMutex`](crate::DistributedMutex)).
+    Exclusive,
+    /// A reader of a [`DistributedRwLock`](crate::DistributedRwLock).
+    Read,
+    /// A writer of a [`DistributedRwLock`](crate::DistributedRwLock).
+    Write,
+    /// A lease of a [`Semaphore`](crate::Semaphore).
+    Lease,
+    /// A participant of a [`LeaderElection`](crate::LeaderElection).
+    Participant,
 }
 
 /// Whether a held lock is still ours, as far as this process can tell.
@@ -53,7 +91,7 @@ pub(crate) struct Held {
     lock_path: String,
     node_path: String,
     stat: NodeStat,
-    lost: AtomicBool,
+    revocation: Option<RevocationWatch>,
     released: bool,
 }
 
@@ -71,9 +109,6 @@ impl Held {
     }
 
     pub(crate) fn state(&self) -> LockState {
-        if self.lost.load(Ordering::Acquire) {
-            return LockState::Lost;
-        }
         match self.session.liveness() {
             Liveness::Connected => LockState::Held,
             Liveness::Disconnected => LockState::Suspended,
@@ -95,6 +130,16 @@ impl Held {
         }
     }
 
+    pub(crate) fn revocation_requested(&self) -> bool {
+        self.revocation
+            .as_ref()
+            .is_some_and(RevocationWatch::requested)
+    }
+
+    pub(crate) fn wait_revocation(&self, deadline: Instant) -> bool {
+        self.revocation.as_ref().is_some_and(|r| r.wait(deadline))
+    }
+
     /// Releases: deletes our node, retrying in the background if the connection is down.
     pub(crate) fn release(&mut self) -> Result<()> {
         if self.released {
@@ -104,9 +149,8 @@ impl Held {
         let lost = || Error::LockLost {
             path: self.lock_path.clone(),
         };
-        if self.lost.load(Ordering::Acquire) {
-            return Err(lost());
-        }
+        // Stop listening for revocation before the node goes.
+        self.revocation = None;
         match self
             .session
             .delete_node(&self.node_path, self.session.timeout)
@@ -186,6 +230,7 @@ pub(crate) fn acquire(
     lock_path: &str,
     kind: &Kind,
     patience: Patience,
+    revocable: bool,
 ) -> Result<Option<Held>> {
     let deadline = match patience {
         Patience::Forever => None,
@@ -194,15 +239,24 @@ pub(crate) fn acquire(
         Patience::None => Some(client.call_deadline()),
     };
     let session = client.session(deadline)?;
-    match contend(&session, lock_path, kind, patience, deadline) {
+    let held = match contend(&session, lock_path, kind, patience, deadline) {
         // A request outlived the deadline on a live connection (a slow server): that is a
         // timeout, not an outage.
         Err(Error::ConnectionLoss) if deadline.is_some_and(|d| Instant::now() >= d) => {
             gave_up(&session)
         }
         outcome => outcome,
-    }
+    }?;
+    Ok(held.map(|mut held| {
+        if revocable {
+            held.revocation = Some(session.watch_revocation(&held.node_path));
+        }
+        held
+    }))
 }
+
+/// The data Curator's `Revoker` writes into a lock node to ask its holder to release.
+pub(crate) const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 
 /// After the deadline: during an outage the caller learns that the lock could not be decided,
 /// not that it is busy.
@@ -224,7 +278,7 @@ fn contend(
     let prefix = format!(
         "{}{}",
         protected_prefix(&uuid::Uuid::new_v4()),
-        kind.lock_name
+        kind.names[kind.ours].0
     );
     let data = owner_data();
 
@@ -292,7 +346,7 @@ fn contend(
             Some(children) => children,
             None => session.list(lock_path, deadline)?,
         };
-        let nodes = sorted_lock_nodes(children, kind.lock_name);
+        let nodes = sorted_lock_nodes(children, &kind.lock_names());
         let Some(ours) = nodes.iter().position(|n| n.name == name) else {
             // Only our session or someone deleting it by hand removes our node.
             contender.armed = false;
@@ -309,9 +363,7 @@ fn contend(
         if let Patience::None = patience {
             return Ok(None);
         }
-        // Sequence numbers only grow and our listing holds every node created before ours: if
-        // the blocker is the only node ahead of us, its deletion makes us the holder.
-        let sole_blocker = ours == 1 && blocker == 0;
+        let sole_blocker = kind.sole_blocker(&nodes, ours, blocker);
         let blocker_path = format!("{lock_path}/{}", nodes[blocker].name);
         // A fresh mailbox per watch: an event the previous watch task posted on its way out
         // (say, a deletion delivered on reconnect) must not be read as news about this one.
@@ -378,7 +430,7 @@ fn claim(mut contender: Contender, lock_path: &str, stat: NodeStat) -> Result<He
         lock_path: lock_path.to_owned(),
         node_path: std::mem::take(&mut contender.node_path),
         stat,
-        lost: AtomicBool::new(false),
+        revocation: None,
         released: false,
     })
 }

@@ -118,3 +118,54 @@ impl Drop for NodeWatch {
         self.task.abort();
     }
 }
+
+/// A holder's ear for revocation requests: a task re-reads our node's data on every change and
+/// raises the flag when it holds the revocation marker.
+pub(crate) struct RevocationWatch {
+    flag: Arc<Flag>,
+    task: JoinHandle<()>,
+}
+
+#[derive(Default)]
+pub(crate) struct Flag {
+    raised: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl Flag {
+    pub(crate) fn raise(&self) {
+        *self.raised.lock() = true;
+        self.changed.notify_all();
+    }
+}
+
+impl RevocationWatch {
+    pub(crate) fn new(flag: Arc<Flag>, task: JoinHandle<()>) -> RevocationWatch {
+        RevocationWatch { flag, task }
+    }
+
+    pub(crate) fn requested(&self) -> bool {
+        *self.flag.raised.lock()
+    }
+
+    pub(crate) fn wait(&self, deadline: Instant) -> bool {
+        let mut raised = self.flag.raised.lock();
+        while !*raised {
+            if self
+                .flag
+                .changed
+                .wait_until(&mut raised, deadline)
+                .timed_out()
+            {
+                return *raised;
+            }
+        }
+        true
+    }
+}
+
+impl Drop for RevocationWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

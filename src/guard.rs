@@ -1,0 +1,122 @@
+//! `LockGuard`: proof that one lock node is held, shared by every single-node recipe.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use crate::client::HoldToken;
+use crate::error::Result;
+use crate::recipe::{deadline_after, Held, LockState};
+
+/// Proof that a lock is held; releases it when dropped.
+///
+/// Returned by [`DistributedMutex`](crate::DistributedMutex) (and, under the names
+/// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard) and
+/// [`Leadership`](crate::Leadership), by the other recipes). The lifetime ties it to the lock
+/// object it came from.
+///
+/// Dropping the guard deletes the lock node, waiting at most for one reply from the server; if
+/// the connection is down, the delete is retried in the background until the node is gone or
+/// the session has ended (which removes the node too). Use [`unlock`](Self::unlock) to learn
+/// whether the release went through.
+///
+/// The guard may be moved to and released from another thread.
+#[must_use = "the lock is released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
+pub struct LockGuard<'a> {
+    held: Held,
+    _token: HoldToken,
+    _lock: PhantomData<&'a ()>,
+}
+
+impl LockGuard<'_> {
+    pub(crate) fn new(held: Held, token: HoldToken) -> Self {
+        LockGuard {
+            held,
+            _token: token,
+            _lock: PhantomData,
+        }
+    }
+
+    /// The full path of our lock node (relative to the client's chroot).
+    pub fn node_path(&self) -> &str {
+        self.held.node_path()
+    }
+
+    /// A number that strictly increases from one holder of this lock to the next (the lock
+    /// node's creation zxid, which is monotonic across the whole ensemble). Pass it to the
+    /// protected resource so it can refuse a stale holder's late writes.
+    pub fn fencing_token(&self) -> i64 {
+        self.held.fencing_token()
+    }
+
+    /// The id of the session that holds the lock.
+    pub fn session_id(&self) -> i64 {
+        self.held.session_id()
+    }
+
+    /// Whether the lock is still ours as far as this process can tell; never blocks.
+    ///
+    /// Turns [`LockState::Suspended`] as soon as the client has not heard from the server for
+    /// 2/5 of the session timeout (or the connection drops), which is before the server may
+    /// expire the session and hand the lock to someone else. A node deleted by someone else
+    /// (see [`DistributedMutex::break_contender`](crate::DistributedMutex::break_contender)) is
+    /// only noticed by [`unlock`](Self::unlock).
+    pub fn state(&self) -> LockState {
+        self.held.state()
+    }
+
+    /// `true` while [`state`](Self::state) is [`LockState::Held`]. Never blocks.
+    pub fn is_held(&self) -> bool {
+        self.state() == LockState::Held
+    }
+
+    /// Blocks until the lock is no longer [`LockState::Held`] and returns the new state:
+    /// [`LockState::Suspended`] (connection in doubt: pause work on the resource) or
+    /// [`LockState::Lost`]. Lets a holder learn of trouble without polling, for example from a
+    /// watchdog thread that stops the work the lock protects.
+    pub fn wait_lost(&self) -> LockState {
+        self.held.wait_not_held(None).unwrap_or(LockState::Lost)
+    }
+
+    /// As [`wait_lost`](Self::wait_lost), but gives up after `timeout` (monotonic clock) and
+    /// returns `None` if the lock was still held all along.
+    pub fn wait_lost_timeout(&self, timeout: Duration) -> Option<LockState> {
+        self.held.wait_not_held(Some(deadline_after(timeout)))
+    }
+
+    /// Whether another process asked this holder to release the lock (revocation; only for
+    /// locks made revocable, e.g. [`DistributedMutex::revocable`](crate::DistributedMutex::revocable)).
+    /// Never blocks. The holder decides what to do; nothing is released for it.
+    pub fn revocation_requested(&self) -> bool {
+        self.held.revocation_requested()
+    }
+
+    /// Blocks until revocation is requested (`true`) or `timeout` passes (`false`). Returns
+    /// `false` at once for a lock that was not made revocable.
+    pub fn wait_revocation_timeout(&self, timeout: Duration) -> bool {
+        self.held.wait_revocation(deadline_after(timeout))
+    }
+
+    /// Releases the lock and reports the outcome. Blocks for at most one reply from the server
+    /// (bounded by the session timeout).
+    ///
+    /// # Errors
+    /// [`Error::LockLost`](crate::Error::LockLost) if the lock had been lost (session expired,
+    /// node deleted by someone else); [`Error::ConnectionLoss`](crate::Error::ConnectionLoss)
+    /// if the delete could not be confirmed: it is then retried in the background until the
+    /// node is gone or the session has ended.
+    pub fn unlock(mut self) -> Result<()> {
+        self.held.release()
+    }
+}
+
+impl fmt::Debug for LockGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("node_path", &self.node_path())
+            .field("fencing_token", &self.fencing_token())
+            .field("state", &self.state())
+            .finish()
+    }
+}

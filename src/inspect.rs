@@ -1,0 +1,111 @@
+//! Inspection of a lock's queue, and breaking a stale holder's node, for every recipe.
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::path::{sorted_lock_nodes, LockNode};
+use crate::recipe::Role;
+
+/// One node in a lock's queue, as seen by inspection (`contenders()`, `participants()`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Contender {
+    /// The node's name, the last segment of its path.
+    pub node_name: String,
+    /// What the node stands for (exclusive lock, reader, writer, lease, participant).
+    pub role: Role,
+    /// The sequence number ZooKeeper appended; the queue order.
+    pub sequence: i64,
+    /// The session owning the (ephemeral) node.
+    pub session_id: i64,
+    /// The node's data, as text: who created it (`host=.. pid=.. thread=..` for zklock nodes).
+    pub owner: String,
+    /// When the node was created, in milliseconds since the Unix epoch (server clock).
+    pub created_ms: i64,
+    /// The node's creation zxid, which is the fencing token of its holder.
+    pub fencing_token: i64,
+    /// The node's data version (changes when someone writes its data, e.g. a revocation
+    /// request); breaking a node refuses to delete a changed one.
+    pub version: i32,
+}
+
+/// The nodes under `path` carrying one of `names`, in queue order. An absent path is empty.
+pub(crate) fn contenders(
+    client: &Client,
+    path: &str,
+    names: &[(&str, Role)],
+) -> Result<Vec<Contender>> {
+    let deadline = Some(client.call_deadline());
+    let session = client.session(deadline)?;
+    let children = match session.list(path, deadline) {
+        Ok(children) => children,
+        Err(Error::ZooKeeper { code: -101, .. }) => return Ok(Vec::new()),
+        Err(err) => return Err(err),
+    };
+    let lock_names: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+    let mut contenders = Vec::new();
+    for LockNode {
+        sequence,
+        name,
+        role,
+    } in sorted_lock_nodes(children, &lock_names)
+    {
+        // A node may go away between the listing and the read: it is no contender then.
+        if let Some((data, stat)) = session.get_data(&format!("{path}/{name}"), deadline)? {
+            contenders.push(Contender {
+                node_name: name,
+                role: names[role].1,
+                sequence,
+                session_id: stat.ephemeral_owner,
+                owner: String::from_utf8_lossy(&data).into_owned(),
+                created_ms: stat.ctime,
+                fencing_token: stat.czxid,
+                version: stat.version,
+            });
+        }
+    }
+    Ok(contenders)
+}
+
+/// Deletes `path/<contender>` if unchanged since it was inspected; `Ok(false)` if gone.
+pub(crate) fn break_contender(client: &Client, path: &str, contender: &Contender) -> Result<bool> {
+    if contender.node_name.is_empty() || contender.node_name.contains('/') {
+        return Err(Error::InvalidPath {
+            path: contender.node_name.clone(),
+            reason: "not a node name",
+        });
+    }
+    let deadline = Some(client.call_deadline());
+    let session = client.session(deadline)?;
+    let node = format!("{path}/{}", contender.node_name);
+    let deleted = session.delete_if_unchanged(&node, contender.version, deadline)?;
+    if deleted {
+        log::warn!(
+            "broke lock node {node} (owner {:?}, session {:#x})",
+            contender.owner,
+            contender.session_id
+        );
+    }
+    Ok(deleted)
+}
+
+/// Asks the holder of `path/<contender>` to release (Curator's revocation protocol: the node's
+/// data becomes `__REVOKE__`); `Ok(false)` if the node is gone.
+pub(crate) fn request_revocation(
+    client: &Client,
+    path: &str,
+    contender: &Contender,
+) -> Result<bool> {
+    if contender.node_name.is_empty() || contender.node_name.contains('/') {
+        return Err(Error::InvalidPath {
+            path: contender.node_name.clone(),
+            reason: "not a node name",
+        });
+    }
+    let deadline = Some(client.call_deadline());
+    let session = client.session(deadline)?;
+    session.set_existing(
+        &format!("{path}/{}", contender.node_name),
+        crate::recipe::REVOKE_MESSAGE,
+        deadline,
+    )
+}
