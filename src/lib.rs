@@ -54,6 +54,7 @@
 #![deny(missing_docs)]
 
 mod client;
+mod election;
 mod error;
 mod guard;
 mod inspect;
@@ -61,11 +62,14 @@ mod mutex;
 mod path;
 mod recipe;
 mod runtime;
+mod rwlock;
 mod watch;
 
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
+pub use election::{LeaderElection, Leadership};
 pub use error::{Error, Result};
 pub use guard::LockGuard;
 pub use inspect::Contender;
 pub use mutex::DistributedMutex;
 pub use recipe::{LockState, Role};
+pub use rwlock::{DistributedRwLock, ReadGuard, WriteGuard};

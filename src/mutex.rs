@@ -9,7 +9,7 @@ use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::inspect::{self, Contender};
 use crate::path::{validate_lock_path, LOCK_NAME};
-use crate::recipe::{self, deadline_after, previous_node, Kind, Patience, Role};
+use crate::recipe::{self, deadline_after, previous_node, Kind, Options, Patience, Role};
 
 /// A mutual-exclusion lock shared by every process that uses the same ZooKeeper path.
 ///
@@ -110,7 +110,16 @@ impl DistributedMutex {
 
     fn acquire(&self, patience: Patience) -> Result<Option<LockGuard<'_>>> {
         let token = self.client.enter(&self.path)?;
-        let held = recipe::acquire(&self.client, &self.path, &MUTEX, patience, self.revocable)?;
+        let held = recipe::acquire(
+            &self.client,
+            &self.path,
+            &MUTEX,
+            patience,
+            &Options {
+                revocable: self.revocable,
+                data: None,
+            },
+        )?;
         Ok(held.map(|held| LockGuard::new(held, token)))
     }
 

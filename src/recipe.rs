@@ -49,6 +49,18 @@ impl Kind {
     }
 }
 
+#[cfg(test)]
+impl Kind {
+    pub(crate) fn sole_blocker_for_tests(
+        &self,
+        nodes: &[LockNode],
+        ours: usize,
+        blocker: usize,
+    ) -> bool {
+        self.sole_blocker(nodes, ours, blocker)
+    }
+}
+
 /// The exclusive lock's rule (ZooKeeper's lock recipe): wait for the node just before ours.
 pub(crate) fn previous_node(_: &[LockNode], ours: usize) -> Option<usize> {
     ours.checked_sub(1)
@@ -230,7 +242,7 @@ pub(crate) fn acquire(
     lock_path: &str,
     kind: &Kind,
     patience: Patience,
-    revocable: bool,
+    options: &Options,
 ) -> Result<Option<Held>> {
     let deadline = match patience {
         Patience::Forever => None,
@@ -239,7 +251,8 @@ pub(crate) fn acquire(
         Patience::None => Some(client.call_deadline()),
     };
     let session = client.session(deadline)?;
-    let held = match contend(&session, lock_path, kind, patience, deadline) {
+    let data = options.data.clone().unwrap_or_else(owner_data);
+    let held = match contend(&session, lock_path, kind, patience, deadline, &data) {
         // A request outlived the deadline on a live connection (a slow server): that is a
         // timeout, not an outage.
         Err(Error::ConnectionLoss) if deadline.is_some_and(|d| Instant::now() >= d) => {
@@ -248,11 +261,20 @@ pub(crate) fn acquire(
         outcome => outcome,
     }?;
     Ok(held.map(|mut held| {
-        if revocable {
+        if options.revocable {
             held.revocation = Some(session.watch_revocation(&held.node_path));
         }
         held
     }))
+}
+
+/// Per-acquisition choices of a recipe.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Options {
+    /// Listen for revocation requests while held.
+    pub(crate) revocable: bool,
+    /// The node's data; [`owner_data`] if `None`.
+    pub(crate) data: Option<Vec<u8>>,
 }
 
 /// The data Curator's `Revoker` writes into a lock node to ask its holder to release.
@@ -274,73 +296,17 @@ fn contend(
     kind: &Kind,
     patience: Patience,
     deadline: Option<Instant>,
+    data: &[u8],
 ) -> Result<Option<Held>> {
-    let prefix = format!(
-        "{}{}",
-        protected_prefix(&uuid::Uuid::new_v4()),
-        kind.names[kind.ours].0
-    );
-    let data = owner_data();
-
-    let mut parent_attempts = 0;
-    let (name, stat, mut children) = loop {
-        match session.create_lock_node(lock_path, &prefix, &data, deadline)? {
-            Create::Created {
-                name,
-                stat,
-                children,
-            } => break (name, stat, children),
-            Create::TimedOut => return gave_up(session),
-            Create::Unknown => {
-                // The reply was lost: look for the node by its unique prefix before creating
-                // again, so there is never a second node of ours.
-                if let Err(err) = session.wait_connected(deadline) {
-                    session.sweep_in_background(lock_path, &prefix);
-                    return Err(err);
-                }
-                let children = match session.list(lock_path, deadline) {
-                    Ok(children) => children,
-                    Err(err) => {
-                        session.sweep_in_background(lock_path, &prefix);
-                        return Err(err);
-                    }
-                };
-                if let Some(found) = children.iter().find(|c| c.starts_with(&prefix)) {
-                    let path = format!("{lock_path}/{found}");
-                    match session.get_data(&path, deadline) {
-                        Ok(Some((_, stat))) => {
-                            debug!("found {path} after a lost create reply");
-                            break (found.clone(), stat, Some(children));
-                        }
-                        Ok(None) => {} // Gone again (session trouble): create anew below.
-                        Err(err) => {
-                            session.sweep_in_background(lock_path, &prefix);
-                            return Err(err);
-                        }
-                    }
-                }
-            }
-            Create::ParentMissing if parent_attempts < PARENT_ATTEMPTS => {
-                parent_attempts += 1;
-                session.ensure_path(lock_path, deadline)?;
-            }
-            Create::ParentMissing => {
-                return Err(Error::ZooKeeper {
-                    code: -101,
-                    path: lock_path.to_owned(),
-                    message: "lock path keeps disappearing".into(),
-                })
-            }
-        }
+    let Some(Created {
+        mut contender,
+        name,
+        stat,
+        mut children,
+    }) = create_node(session, lock_path, kind.names[kind.ours].0, data, deadline)?
+    else {
+        return gave_up(session);
     };
-    let node_path = format!("{lock_path}/{name}");
-    let mut contender = Contender {
-        session: session.clone(),
-        node_path: node_path.clone(),
-        armed: true,
-    };
-    debug!("created {node_path} (session {:#x})", session.id);
-
     loop {
         let children = match children.take() {
             Some(children) => children,
@@ -348,14 +314,7 @@ fn contend(
         };
         let nodes = sorted_lock_nodes(children, &kind.lock_names());
         let Some(ours) = nodes.iter().position(|n| n.name == name) else {
-            // Only our session or someone deleting it by hand removes our node.
-            contender.armed = false;
-            return Err(match session.liveness() {
-                Liveness::Ended => Error::SessionExpired,
-                _ => Error::LockLost {
-                    path: lock_path.to_owned(),
-                },
-            });
+            return Err(node_vanished(&mut contender, lock_path));
         };
         let Some(blocker) = (kind.blocker)(&nodes, ours) else {
             return claim(contender, lock_path, stat).map(Some);
@@ -374,41 +333,164 @@ fn contend(
             Err(Error::ConnectionLoss) => return gave_up(session),
             Err(err) => return Err(err),
         };
-        debug!("{node_path} waits for {blocker_path}");
-        // A state change may have slipped in before the watch task began listening: if not
-        // connected now, start with a session change pending.
-        let mut seen_changes: u64 = if session.liveness() == Liveness::Connected {
-            0
-        } else {
-            u64::MAX
-        };
-        loop {
-            match signal.wait(&mut seen_changes, deadline) {
-                Wake::Node(NodeEvent::Deleted)
-                    if sole_blocker && session.liveness() == Liveness::Connected =>
-                {
-                    return claim(contender, lock_path, stat).map(Some);
-                }
-                Wake::Node(NodeEvent::Deleted | NodeEvent::Changed) => break,
-                Wake::Node(NodeEvent::SessionEnded) => {
-                    contender.armed = false;
-                    return Err(Error::SessionExpired);
-                }
-                Wake::SessionChanged => match session.liveness() {
-                    Liveness::Ended => {
-                        contender.armed = false;
-                        return Err(Error::SessionExpired);
-                    }
-                    // Reconnected: the client crate re-arms watches, but re-check rather than
-                    // trust that a deletion during the outage was delivered.
-                    Liveness::Connected => break,
-                    Liveness::Disconnected => debug!("{node_path}: connection lost while waiting"),
-                },
-                Wake::TimedOut => return gave_up(session),
+        debug!("{} waits for {blocker_path}", contender.node_path);
+        match wait_for_change(session, &signal, &mut contender, deadline)? {
+            Woken::Deleted if sole_blocker && session.liveness() == Liveness::Connected => {
+                return claim(contender, lock_path, stat).map(Some);
             }
+            Woken::Deleted | Woken::Recheck => {}
+            Woken::TimedOut => return gave_up(session),
         }
         drop(watch);
     }
+}
+
+/// Our freshly created node, deleted on drop unless claimed.
+struct Created {
+    contender: Contender,
+    name: String,
+    stat: NodeStat,
+    /// The listing of the lock path taken right after the create, if it could be read.
+    children: Option<Vec<String>>,
+}
+
+/// Creates our protected ephemeral-sequential node `<uuid-prefix><lock_name><seq>` under
+/// `lock_path` (creating the path if needed), surviving a lost reply without ever leaving two
+/// nodes. `None` if the deadline passed first; a node created late is then deleted in the
+/// background.
+fn create_node(
+    session: &Arc<Session>,
+    lock_path: &str,
+    lock_name: &str,
+    data: &[u8],
+    deadline: Option<Instant>,
+) -> Result<Option<Created>> {
+    let prefix = format!("{}{lock_name}", protected_prefix(&uuid::Uuid::new_v4()));
+    let mut parent_attempts = 0;
+    let (name, stat, children) = loop {
+        match session.create_lock_node(lock_path, &prefix, data, deadline)? {
+            Create::Created {
+                name,
+                stat,
+                children,
+            } => break (name, stat, children),
+            Create::TimedOut => return Ok(None),
+            Create::Unknown => {
+                // The reply was lost: look for the node by its unique prefix before creating
+                // again, so there is never a second node of ours.
+                if let Some(found) = find_created(session, lock_path, &prefix, deadline)? {
+                    break found;
+                }
+            }
+            Create::ParentMissing if parent_attempts < PARENT_ATTEMPTS => {
+                parent_attempts += 1;
+                session.ensure_path(lock_path, deadline)?;
+            }
+            Create::ParentMissing => {
+                return Err(Error::ZooKeeper {
+                    code: -101,
+                    path: lock_path.to_owned(),
+                    message: "lock path keeps disappearing".into(),
+                })
+            }
+        }
+    };
+    let node_path = format!("{lock_path}/{name}");
+    debug!("created {node_path} (session {:#x})", session.id);
+    let contender = Contender {
+        session: session.clone(),
+        node_path,
+        armed: true,
+    };
+    Ok(Some(Created {
+        contender,
+        name,
+        stat,
+        children,
+    }))
+}
+
+/// After a create whose reply was lost: our node by its prefix, if the create executed. On any
+/// error the prefix is swept in the background, so a late node cannot linger.
+fn find_created(
+    session: &Session,
+    lock_path: &str,
+    prefix: &str,
+    deadline: Option<Instant>,
+) -> Result<Option<(String, NodeStat, Option<Vec<String>>)>> {
+    let found = (|| {
+        session.wait_connected(deadline)?;
+        let children = session.list(lock_path, deadline)?;
+        let Some(found) = children.iter().find(|c| c.starts_with(prefix)).cloned() else {
+            return Ok(None);
+        };
+        let path = format!("{lock_path}/{found}");
+        // `None`: gone again (session trouble); the caller creates anew.
+        Ok(session.get_data(&path, deadline)?.map(|(_, stat)| {
+            debug!("found {path} after a lost create reply");
+            (found, stat, Some(children))
+        }))
+    })();
+    if found.is_err() {
+        session.sweep_in_background(lock_path, prefix);
+    }
+    found
+}
+
+/// Our node is missing from the listing: only our session's end or someone deleting it by
+/// hand removes it.
+fn node_vanished(contender: &mut Contender, lock_path: &str) -> Error {
+    contender.armed = false;
+    match contender.session.liveness() {
+        Liveness::Ended => Error::SessionExpired,
+        _ => Error::LockLost {
+            path: lock_path.to_owned(),
+        },
+    }
+}
+
+/// Why a wait for a watched node ended.
+enum Woken {
+    Deleted,
+    /// The node changed, or the connection came back: look again.
+    Recheck,
+    TimedOut,
+}
+
+/// Waits for the watch behind `signal` to fire, a reconnect, or the deadline. Session end is an
+/// error (and disarms `contender`: the server already removed the node).
+fn wait_for_change(
+    session: &Session,
+    signal: &Signal,
+    contender: &mut Contender,
+    deadline: Option<Instant>,
+) -> Result<Woken> {
+    // A state change may have slipped in before the watch task began listening: if not
+    // connected now, start with a session change pending.
+    let mut seen_changes: u64 = if session.liveness() == Liveness::Connected {
+        0
+    } else {
+        u64::MAX
+    };
+    loop {
+        match signal.wait(&mut seen_changes, deadline) {
+            Wake::Node(NodeEvent::Deleted) => return Ok(Woken::Deleted),
+            Wake::Node(NodeEvent::Changed) => return Ok(Woken::Recheck),
+            Wake::Node(NodeEvent::SessionEnded) => break,
+            Wake::SessionChanged => match session.liveness() {
+                Liveness::Ended => break,
+                // Reconnected: the client crate re-arms watches, but re-check rather than
+                // trust that a deletion during the outage was delivered.
+                Liveness::Connected => return Ok(Woken::Recheck),
+                Liveness::Disconnected => {
+                    debug!("{}: connection lost while waiting", contender.node_path)
+                }
+            },
+            Wake::TimedOut => return Ok(Woken::TimedOut),
+        }
+    }
+    contender.armed = false;
+    Err(Error::SessionExpired)
 }
 
 fn claim(mut contender: Contender, lock_path: &str, stat: NodeStat) -> Result<Held> {

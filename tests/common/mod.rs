@@ -41,9 +41,9 @@ pub fn children_count(client: &Client, path: &str) -> usize {
         .len()
 }
 
-/// Sums the server's watch-notification counters (`mntr`).
-pub fn watch_notifications() -> u64 {
-    let mntr = four_letter("mntr");
+/// Sums the watch-notification counters (`mntr`) of the server at `addr`.
+pub fn watch_notifications_at(addr: &str) -> u64 {
+    let mntr = four_letter_at(addr, "mntr");
     mntr.lines()
         .filter_map(|line| line.split_once('\t'))
         .filter(|(k, _)| {
@@ -59,18 +59,9 @@ pub fn watch_notifications() -> u64 {
         .sum()
 }
 
-/// Sends a four-letter command to the first server of the connect string.
-pub fn four_letter(cmd: &str) -> String {
+/// Sends a four-letter command to the server at `addr` (`host:port`).
+pub fn four_letter_at(addr: &str, cmd: &str) -> String {
     use std::io::{Read, Write};
-    let connect = connect_string();
-    let addr = connect
-        .split(',')
-        .next()
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_owned();
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream.write_all(cmd.as_bytes()).unwrap();
     let mut out = String::new();
