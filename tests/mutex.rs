@@ -341,14 +341,22 @@ fn break_contender_frees_a_stale_holder_and_refuses_changed_nodes() {
     let guard = stale.lock().unwrap();
     let mutex = DistributedMutex::new(&operator, &path).unwrap();
     let holder = mutex.contenders().unwrap().remove(0);
-    assert!(holder.owner.contains(&format!("pid={}", std::process::id())));
+    assert!(holder
+        .owner
+        .contains(&format!("pid={}", std::process::id())));
     // A node that changed since it was shown is not deleted.
     let mut outdated = holder.clone();
     outdated.version += 1;
-    assert!(matches!(mutex.break_contender(&outdated), Err(Error::ZooKeeper { code: -103, .. })));
+    assert!(matches!(
+        mutex.break_contender(&outdated),
+        Err(Error::ZooKeeper { code: -103, .. })
+    ));
     assert!(mutex.break_contender(&holder).unwrap());
     assert!(!mutex.break_contender(&holder).unwrap(), "already gone");
     let next = mutex.try_lock().unwrap().expect("free after break");
-    assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })), "the stale holder learns it lost the lock");
+    assert!(
+        matches!(guard.unlock(), Err(Error::LockLost { .. })),
+        "the stale holder learns it lost the lock"
+    );
     drop(next);
 }
