@@ -800,6 +800,27 @@ impl Session {
         }))
     }
 
+    /// Lists `path` and sets a child watch that signals `signal` (like [`watch_node`]
+    /// (Self::watch_node) does for one node).
+    pub(crate) fn watch_children(
+        &self,
+        path: &str,
+        signal: &Arc<Signal>,
+        deadline: Option<Instant>,
+    ) -> Result<(Vec<String>, NodeWatch)> {
+        let (children, watcher) = self.read(path, deadline, |zk, p| {
+            Box::pin(async move {
+                zk.get_and_watch_children(&p)
+                    .await
+                    .map(|(children, _, watcher)| (children, watcher))
+            })
+        })?;
+        Ok((
+            children,
+            NodeWatch::spawn(&self.handle, watcher, self.state_watcher(), signal.clone()),
+        ))
+    }
+
     /// A state watcher positioned at the current state, for waits on session changes.
     pub(crate) fn state_watcher(&self) -> zk::StateWatcher {
         let mut state = self.state.clone();

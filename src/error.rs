@@ -24,6 +24,11 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// An argument is out of range (for example a semaphore with zero permits); nothing was
+    /// sent to the server.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(&'static str),
+
     /// The connect string could not be parsed; nothing was sent to the server.
     #[error("invalid connect string {connect_string:?}: {reason}")]
     InvalidConnectString {

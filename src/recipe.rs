@@ -345,6 +345,64 @@ fn contend(
     }
 }
 
+/// The name of Curator's semaphore lease nodes (`InterProcessSemaphoreV2`).
+pub(crate) const LEASE_NAME: &str = "lease-";
+
+/// Takes one lease under `leases_path` of a semaphore with `permits` leases, Curator's
+/// `InterProcessSemaphoreV2` way: create a lease node, then wait until at most `permits` lease
+/// nodes exist. The caller serialises lease takers with the semaphore's internal mutex, so only
+/// one of them watches the leases at a time.
+pub(crate) fn acquire_lease(
+    client: &Client,
+    leases_path: &str,
+    permits: usize,
+    patience: Patience,
+    deadline: Option<Instant>,
+) -> Result<Option<Held>> {
+    let session = client.session(deadline)?;
+    let Some(Created {
+        mut contender,
+        name,
+        stat,
+        mut children,
+    }) = create_node(&session, leases_path, LEASE_NAME, &owner_data(), deadline)?
+    else {
+        return gave_up(&session);
+    };
+    let admitted = |children: &[String], contender: &mut Contender| {
+        if children.contains(&name) {
+            Ok(children.len() <= permits)
+        } else {
+            Err(node_vanished(contender, leases_path))
+        }
+    };
+    loop {
+        let listed = match children.take() {
+            Some(children) => children,
+            None => session.list(leases_path, deadline)?,
+        };
+        if admitted(&listed, &mut contender)? {
+            return claim(contender, leases_path, stat).map(Some);
+        }
+        if let Patience::None = patience {
+            return Ok(None);
+        }
+        let signal = Signal::new();
+        let (listed, watch) = match session.watch_children(leases_path, &signal, deadline) {
+            Ok(watched) => watched,
+            Err(Error::ConnectionLoss) => return gave_up(&session),
+            Err(err) => return Err(err),
+        };
+        if admitted(&listed, &mut contender)? {
+            return claim(contender, leases_path, stat).map(Some);
+        }
+        if let Woken::TimedOut = wait_for_change(&session, &signal, &mut contender, deadline)? {
+            return gave_up(&session);
+        }
+        drop(watch);
+    }
+}
+
 /// Our freshly created node, deleted on drop unless claimed.
 struct Created {
     contender: Contender,
@@ -410,6 +468,9 @@ fn create_node(
     }))
 }
 
+/// Our node's name and stat, and the listing it was found in.
+type FoundNode = (String, NodeStat, Option<Vec<String>>);
+
 /// After a create whose reply was lost: our node by its prefix, if the create executed. On any
 /// error the prefix is swept in the background, so a late node cannot linger.
 fn find_created(
@@ -417,7 +478,7 @@ fn find_created(
     lock_path: &str,
     prefix: &str,
     deadline: Option<Instant>,
-) -> Result<Option<(String, NodeStat, Option<Vec<String>>)>> {
+) -> Result<Option<FoundNode>> {
     let found = (|| {
         session.wait_connected(deadline)?;
         let children = session.list(lock_path, deadline)?;

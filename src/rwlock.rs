@@ -31,7 +31,7 @@ const READER: Kind = Kind {
     ours: READ,
     blocker: nearest_lower_writer,
 };
-const WRITER: Kind = Kind {
+pub(crate) const WRITER: Kind = Kind {
     names: NAMES,
     ours: 1,
     blocker: previous_node,

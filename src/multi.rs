@@ -1,0 +1,174 @@
+//! `MultiLock`: several locks taken as one, in a global order that cannot deadlock.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::guard::LockGuard;
+use crate::mutex::MUTEX;
+use crate::path::validate_lock_path;
+use crate::recipe::{self, deadline_after, Kind, Options, Patience};
+use crate::rwlock::WRITER;
+
+/// Several locks (mutexes and write sides of read/write locks) acquired as one.
+///
+/// Every `MultiLock` takes its locks in the same global order (by path), so two processes
+/// asking for overlapping sets can never deadlock. Acquisition is all or nothing: if one lock
+/// cannot be had (timeout, error), those already taken are released before returning.
+///
+/// ```no_run
+/// # fn main() -> zklock::Result<()> {
+/// let client = zklock::Client::connect("127.0.0.1:2181")?;
+/// let transfer = zklock::MultiLock::new(&client).mutex("/accounts/alice")?.mutex("/accounts/bob")?;
+/// let _both = transfer.lock()?;
+/// # Ok(()) }
+/// ```
+pub struct MultiLock {
+    client: Client,
+    members: Vec<(String, &'static Kind)>,
+}
+
+/// Proof that every lock of a [`MultiLock`] is held; releases them in reverse order on drop.
+#[must_use = "the locks are released as soon as the guard is dropped"]
+#[clippy::has_significant_drop]
+pub struct MultiGuard<'a> {
+    guards: Vec<LockGuard<'a>>,
+}
+
+impl MultiLock {
+    /// An empty set of locks; add members with [`mutex`](Self::mutex) and
+    /// [`write_lock`](Self::write_lock).
+    pub fn new(client: &Client) -> MultiLock {
+        MultiLock {
+            client: client.clone(),
+            members: Vec::new(),
+        }
+    }
+
+    /// Adds the [`DistributedMutex`](crate::DistributedMutex) at `path`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] if `path` is already a member.
+    pub fn mutex(self, path: &str) -> Result<MultiLock> {
+        self.add(path, &MUTEX)
+    }
+
+    /// Adds the write side of the [`DistributedRwLock`](crate::DistributedRwLock) at `path`.
+    ///
+    /// # Errors
+    /// As [`mutex`](Self::mutex).
+    pub fn write_lock(self, path: &str) -> Result<MultiLock> {
+        self.add(path, &WRITER)
+    }
+
+    fn add(mut self, path: &str, kind: &'static Kind) -> Result<MultiLock> {
+        validate_lock_path(path)?;
+        match self.members.binary_search_by(|(p, _)| p.as_str().cmp(path)) {
+            Ok(_) => Err(Error::InvalidArgument(
+                "a path can be a member of a multi-lock only once",
+            )),
+            Err(at) => {
+                self.members.insert(at, (path.to_owned(), kind));
+                Ok(self)
+            }
+        }
+    }
+
+    /// The member paths, in acquisition order.
+    pub fn paths(&self) -> Vec<&str> {
+        self.members.iter().map(|(p, _)| p.as_str()).collect()
+    }
+
+    /// Blocks until every lock is held.
+    ///
+    /// # Errors
+    /// As [`DistributedMutex::lock`](crate::DistributedMutex::lock); nothing stays held.
+    pub fn lock(&self) -> Result<MultiGuard<'_>> {
+        self.acquire(Patience::Forever)
+            .map(|g| g.expect("waiting forever only returns holding"))
+    }
+
+    /// Takes every lock if each is free at once; `Ok(None)` otherwise, nothing held.
+    ///
+    /// # Errors
+    /// As [`DistributedMutex::try_lock`](crate::DistributedMutex::try_lock).
+    pub fn try_lock(&self) -> Result<Option<MultiGuard<'_>>> {
+        self.acquire(Patience::None)
+    }
+
+    /// Blocks until every lock is held or `timeout` (one deadline for the whole set) passes:
+    /// `Ok(None)` then, with nothing held.
+    ///
+    /// # Errors
+    /// As [`DistributedMutex::lock_timeout`](crate::DistributedMutex::lock_timeout).
+    pub fn lock_timeout(&self, timeout: Duration) -> Result<Option<MultiGuard<'_>>> {
+        self.acquire(Patience::Until(deadline_after(timeout)))
+    }
+
+    fn acquire(&self, patience: Patience) -> Result<Option<MultiGuard<'_>>> {
+        let mut taken = MultiGuard {
+            guards: Vec::with_capacity(self.members.len()),
+        };
+        for (path, kind) in &self.members {
+            // On any early return `taken` is dropped, releasing in reverse order.
+            let token = self.client.enter(path)?;
+            match recipe::acquire(&self.client, path, kind, patience, &Options::default())? {
+                Some(held) => taken.guards.push(LockGuard::new(held, token)),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(taken))
+    }
+}
+
+impl fmt::Debug for MultiLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MultiLock")
+            .field("paths", &self.paths())
+            .finish()
+    }
+}
+
+impl MultiGuard<'_> {
+    /// The guards, in acquisition order.
+    pub fn guards(&self) -> &[LockGuard<'_>] {
+        &self.guards
+    }
+
+    /// `true` while every lock is held.
+    pub fn is_held(&self) -> bool {
+        self.guards.iter().all(LockGuard::is_held)
+    }
+
+    /// Releases every lock, in reverse order, and reports the first failure (each is released
+    /// anyway, as [`LockGuard::unlock`] does).
+    ///
+    /// # Errors
+    /// As [`LockGuard::unlock`].
+    pub fn unlock(mut self) -> Result<()> {
+        let mut outcome = Ok(());
+        while let Some(guard) = self.guards.pop() {
+            if let Err(err) = guard.unlock() {
+                outcome = outcome.and(Err(err));
+            }
+        }
+        outcome
+    }
+}
+
+impl Drop for MultiGuard<'_> {
+    fn drop(&mut self) {
+        while let Some(guard) = self.guards.pop() {
+            drop(guard);
+        }
+    }
+}
+
+impl fmt::Debug for MultiGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.guards.iter().map(LockGuard::node_path))
+            .finish()
+    }
+}

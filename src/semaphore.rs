@@ -1,0 +1,220 @@
+//! `Semaphore`: N leases shared across processes, node-compatible with Curator's
+//! `InterProcessSemaphoreV2`.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::{Duration, Instant};
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::inspect::{self, Contender};
+use crate::mutex::DistributedMutex;
+use crate::path::validate_lock_path;
+use crate::recipe::{self, deadline_after, Held, LockState, Patience, Role, LEASE_NAME};
+
+/// A counting semaphore: at most `permits` leases are held at once, across every process using
+/// the same ZooKeeper path. A crashed holder's leases vanish with its session.
+///
+/// The layout is Curator's `InterProcessSemaphoreV2`: lease takers queue on a mutex at
+/// `<path>/locks`; the one at its head creates a lease node under `<path>/leases` and waits,
+/// watching the leases, until at most `permits` exist. So zklock and Curator processes can
+/// share one semaphore, as long as all use the same number of permits (ZooKeeper does not
+/// store it).
+pub struct Semaphore {
+    client: Client,
+    leases: String,
+    permits: usize,
+    gate: DistributedMutex,
+}
+
+/// Leases of a [`Semaphore`]; released (all of them) when dropped.
+#[must_use = "the leases are released as soon as the permit is dropped"]
+#[clippy::has_significant_drop]
+pub struct Permit<'a> {
+    leases: Vec<Held>,
+    _semaphore: PhantomData<&'a Semaphore>,
+}
+
+impl Semaphore {
+    /// A semaphore with `permits` leases at `path`; nothing is sent until first use.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`] for a bad path; [`Error::InvalidArgument`] for zero permits.
+    pub fn new(client: &Client, path: &str, permits: usize) -> Result<Semaphore> {
+        validate_lock_path(path)?;
+        if permits == 0 {
+            return Err(Error::InvalidArgument(
+                "a semaphore needs at least one permit",
+            ));
+        }
+        Ok(Semaphore {
+            client: client.clone(),
+            leases: format!("{path}/leases"),
+            permits,
+            gate: DistributedMutex::new(client, &format!("{path}/locks"))?,
+        })
+    }
+
+    /// Blocks until one lease is held.
+    ///
+    /// # Errors
+    /// As [`DistributedMutex::lock`].
+    pub fn acquire(&self) -> Result<Permit<'_>> {
+        self.acquire_many(1)
+    }
+
+    /// Takes one lease if one is free at once; `Ok(None)` otherwise, leaving nothing behind.
+    ///
+    /// # Errors
+    /// As [`DistributedMutex::try_lock`].
+    pub fn try_acquire(&self) -> Result<Option<Permit<'_>>> {
+        self.take(1, Patience::None)
+    }
+
+    /// Blocks until one lease is held or `timeout` passes (`Ok(None)`, nothing left behind).
+    ///
+    /// # Errors
+    /// As [`DistributedMutex::lock_timeout`].
+    pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Permit<'_>>> {
+        self.take(1, Patience::Until(deadline_after(timeout)))
+    }
+
+    /// Blocks until `count` leases are held, taken one after another.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `count` is zero or more than the permits; otherwise as
+    /// [`DistributedMutex::lock`]. Leases taken before an error are released.
+    pub fn acquire_many(&self, count: usize) -> Result<Permit<'_>> {
+        self.take(count, Patience::Forever)
+            .map(|p| p.expect("waiting forever only returns holding"))
+    }
+
+    /// As [`acquire_many`](Self::acquire_many), all or nothing within `timeout`: on timeout the
+    /// leases already taken are released and `Ok(None)` is returned.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Self::acquire_many).
+    pub fn acquire_many_timeout(
+        &self,
+        count: usize,
+        timeout: Duration,
+    ) -> Result<Option<Permit<'_>>> {
+        self.take(count, Patience::Until(deadline_after(timeout)))
+    }
+
+    fn take(&self, count: usize, patience: Patience) -> Result<Option<Permit<'_>>> {
+        if count == 0 || count > self.permits {
+            return Err(Error::InvalidArgument(
+                "lease count must be between 1 and the permits",
+            ));
+        }
+        let mut leases = Vec::with_capacity(count);
+        for _ in 0..count {
+            // Dropping `leases` on the way out releases what was taken: all or nothing.
+            let Some(lease) = self.take_one(patience)? else {
+                return Ok(None);
+            };
+            leases.push(lease);
+        }
+        Ok(Some(Permit {
+            leases,
+            _semaphore: PhantomData,
+        }))
+    }
+
+    fn take_one(&self, patience: Patience) -> Result<Option<Held>> {
+        let gate = match patience {
+            Patience::Forever => Some(self.gate.lock()?),
+            Patience::None => self.gate.try_lock()?,
+            Patience::Until(deadline) => self
+                .gate
+                .lock_timeout(deadline.saturating_duration_since(Instant::now()))?,
+        };
+        let Some(gate) = gate else { return Ok(None) };
+        let deadline = match patience {
+            Patience::Forever => None,
+            Patience::Until(deadline) => Some(deadline),
+            Patience::None => Some(self.client.call_deadline()),
+        };
+        let lease =
+            recipe::acquire_lease(&self.client, &self.leases, self.permits, patience, deadline);
+        drop(gate);
+        lease
+    }
+
+    /// The number of permits.
+    pub fn permits(&self) -> usize {
+        self.permits
+    }
+
+    /// The leases now held (and, briefly, the one being waited for), oldest first.
+    ///
+    /// # Errors
+    /// Connection and server errors.
+    pub fn leases(&self) -> Result<Vec<Contender>> {
+        inspect::contenders(&self.client, &self.leases, &[(LEASE_NAME, Role::Lease)])
+    }
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("leases", &self.leases)
+            .field("permits", &self.permits)
+            .finish()
+    }
+}
+
+impl Permit<'_> {
+    /// How many leases this permit holds.
+    pub fn count(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// The lease nodes' paths.
+    pub fn node_paths(&self) -> Vec<&str> {
+        self.leases.iter().map(Held::node_path).collect()
+    }
+
+    /// The least certain state among the leases (see [`LockGuard::state`](crate::LockGuard::state)).
+    pub fn state(&self) -> LockState {
+        self.leases
+            .iter()
+            .map(Held::state)
+            .max_by_key(|s| match s {
+                LockState::Held => 0,
+                LockState::Suspended => 1,
+                _ => 2,
+            })
+            .unwrap_or(LockState::Lost)
+    }
+
+    /// `true` while every lease is held.
+    pub fn is_held(&self) -> bool {
+        self.state() == LockState::Held
+    }
+
+    /// Releases every lease and reports the first failure, if any (each is released anyway,
+    /// with background retries, as a [`LockGuard`](crate::LockGuard) is).
+    ///
+    /// # Errors
+    /// As [`LockGuard::unlock`](crate::LockGuard::unlock).
+    pub fn release(mut self) -> Result<()> {
+        let mut outcome = Ok(());
+        for lease in &mut self.leases {
+            if let Err(err) = lease.release() {
+                outcome = outcome.and(Err(err));
+            }
+        }
+        outcome
+    }
+}
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("leases", &self.node_paths())
+            .field("state", &self.state())
+            .finish()
+    }
+}

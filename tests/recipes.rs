@@ -1,0 +1,353 @@
+//! Read/write lock, semaphore, multi-lock, revocation and leader election against a real
+//! server.
+
+mod common;
+
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use zklock::{
+    Client, DistributedMutex, DistributedRwLock, Error, LeaderElection, MultiLock, Role, Semaphore,
+};
+
+fn append(log: &str, line: String) {
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+        .unwrap();
+    file.write_all(format!("{line}\n").as_bytes()).unwrap();
+}
+
+/// Reader/writer cycles that log `R+`/`R-`/`W+`/`W-` lines.
+fn rw_cycles(client: &Client, path: &str, log: &str, threads: usize, tag: &str) {
+    let lock = DistributedRwLock::new(client, path).unwrap();
+    thread::scope(|s| {
+        for t in 0..threads {
+            let (lock, who) = (&lock, format!("{tag}-{t}"));
+            s.spawn(move || {
+                for i in 0..8 {
+                    if (i + t) % 3 == 0 {
+                        let guard = lock.write().unwrap();
+                        append(log, format!("W+ {who}"));
+                        thread::sleep(Duration::from_millis(2));
+                        append(log, format!("W- {who}"));
+                        guard.unlock().unwrap();
+                    } else {
+                        let guard = lock.read().unwrap();
+                        append(log, format!("R+ {who}"));
+                        thread::sleep(Duration::from_millis(2));
+                        append(log, format!("R- {who}"));
+                        guard.unlock().unwrap();
+                    }
+                }
+            });
+        }
+    });
+}
+
+#[test]
+#[ignore = "run as a child process by other tests"]
+fn worker_rw() {
+    let var = |k: &str| std::env::var(k).unwrap();
+    rw_cycles(
+        &common::client(),
+        &var("LOCK"),
+        &var("LOG"),
+        3,
+        &format!("p{}", std::process::id()),
+    );
+}
+
+#[test]
+fn rwlock_excludes_writers_across_processes_and_shares_reads() {
+    let path = common::lock_path("rw");
+    let log = std::env::temp_dir().join(format!("zklock-rw-{}.log", uuid::Uuid::new_v4().simple()));
+    let log = log.to_str().unwrap().to_owned();
+    let worker = common::spawn_worker("worker_rw", &[("LOCK", path.clone()), ("LOG", log.clone())]);
+    let client = common::client();
+    rw_cycles(&client, &path, &log, 4, "here");
+    assert!(worker.wait_with_output().unwrap().status.success());
+    let (mut readers, mut writer, mut max_readers) = (0usize, false, 0usize);
+    for line in std::fs::read_to_string(&log).unwrap().lines() {
+        match &line[..2] {
+            "R+" => {
+                assert!(!writer, "reader entered while a writer held the lock");
+                readers += 1;
+                max_readers = max_readers.max(readers);
+            }
+            "R-" => readers -= 1,
+            "W+" => {
+                assert!(
+                    !writer && readers == 0,
+                    "writer entered while the lock was held"
+                );
+                writer = true;
+            }
+            _ => writer = false,
+        }
+    }
+    assert!(max_readers > 1, "readers never shared the lock");
+    assert!(DistributedRwLock::new(&client, &path)
+        .unwrap()
+        .contenders()
+        .unwrap()
+        .is_empty());
+    let _ = std::fs::remove_file(&log);
+}
+
+#[test]
+fn queued_writer_holds_back_later_readers() {
+    let (a, b, c) = (common::client(), common::client(), common::client());
+    let path = common::lock_path("rw-fair");
+    let first = DistributedRwLock::new(&a, &path).unwrap();
+    let reading = first.read().unwrap();
+    let writer_lock = DistributedRwLock::new(&b, &path).unwrap();
+    let late = DistributedRwLock::new(&c, &path).unwrap();
+    assert!(
+        late.try_read().unwrap().is_some(),
+        "readers share while no writer waits"
+    );
+    thread::scope(|s| {
+        let writer = s.spawn(|| writer_lock.write().unwrap().unlock().unwrap());
+        assert!(common::eventually(Duration::from_secs(5), || first
+            .contenders()
+            .unwrap()
+            .len()
+            == 2));
+        let queue = first.contenders().unwrap();
+        assert_eq!((queue[0].role, queue[1].role), (Role::Read, Role::Write));
+        assert!(
+            late.try_read().unwrap().is_none(),
+            "a reader jumped a queued writer"
+        );
+        assert!(late
+            .read_timeout(Duration::from_millis(200))
+            .unwrap()
+            .is_none());
+        drop(reading);
+        writer.join().unwrap();
+    });
+    assert!(late.try_read().unwrap().is_some());
+}
+
+#[test]
+fn semaphore_admits_at_most_its_permits() {
+    let path = common::lock_path("sem");
+    let clients: Vec<Client> = (0..3).map(|_| common::client()).collect();
+    let (inside, peak) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    thread::scope(|s| {
+        for t in 0..8 {
+            let (client, path, inside, peak) = (&clients[t % 3], &path, &inside, &peak);
+            s.spawn(move || {
+                let semaphore = Semaphore::new(client, path, 3).unwrap();
+                for _ in 0..5 {
+                    let permit = semaphore.acquire().unwrap();
+                    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                    peak.fetch_max(now, Ordering::SeqCst);
+                    assert!(now <= 3, "{now} holders of a 3-permit semaphore");
+                    thread::sleep(Duration::from_millis(10));
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    permit.release().unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(peak.load(Ordering::SeqCst), 3);
+    assert!(Semaphore::new(&clients[0], &path, 3)
+        .unwrap()
+        .leases()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn semaphore_many_timeouts_and_bad_counts() {
+    let (a, b) = (common::client(), common::client());
+    let path = common::lock_path("sem-many");
+    let mine = Semaphore::new(&a, &path, 3).unwrap();
+    let theirs = Semaphore::new(&b, &path, 3).unwrap();
+    let two = mine.acquire_many(2).unwrap();
+    assert_eq!(two.count(), 2);
+    assert!(two.is_held());
+    // Only one lease left: asking for two times out, all or nothing, leaving nothing behind.
+    assert!(theirs
+        .acquire_many_timeout(2, Duration::from_millis(300))
+        .unwrap()
+        .is_none());
+    assert_eq!(mine.leases().unwrap().len(), 2);
+    let one = theirs.try_acquire().unwrap().expect("one lease free");
+    assert!(theirs.try_acquire().unwrap().is_none());
+    assert!(theirs
+        .acquire_timeout(Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    assert_eq!(
+        mine.leases()
+            .unwrap()
+            .iter()
+            .filter(|l| l.role == Role::Lease)
+            .count(),
+        3
+    );
+    drop((two, one));
+    assert!(mine.leases().unwrap().is_empty());
+    assert!(matches!(
+        Semaphore::new(&a, &path, 0),
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        mine.acquire_many(4),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+#[ignore = "run as a child process by other tests"]
+fn worker_hold_lease() {
+    let client = Client::builder(&common::connect_string())
+        .session_timeout(Duration::from_secs(2))
+        .connect()
+        .unwrap();
+    let semaphore = Semaphore::new(&client, &std::env::var("LOCK").unwrap(), 1).unwrap();
+    let _permit = semaphore.acquire().unwrap();
+    println!("LEASED");
+    std::io::stdout().flush().unwrap();
+    thread::sleep(Duration::from_secs(120));
+}
+
+#[test]
+fn killed_lease_holder_frees_its_lease() {
+    let path = common::lock_path("sem-kill");
+    let mut child = common::spawn_worker("worker_hold_lease", &[("LOCK", path.clone())]);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("LEASED") {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "worker exited before leasing"
+        );
+    }
+    let client = common::client();
+    let semaphore = Semaphore::new(&client, &path, 1).unwrap();
+    assert!(semaphore.try_acquire().unwrap().is_none());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(semaphore
+        .acquire_timeout(Duration::from_secs(30))
+        .unwrap()
+        .is_some());
+}
+
+#[test]
+fn multilock_in_opposite_orders_never_deadlocks_and_is_all_or_nothing() {
+    let (a, b) = (common::client(), common::client());
+    let base = common::lock_path("multi");
+    let (x, y) = (format!("{base}/x"), format!("{base}/y"));
+    thread::scope(|s| {
+        for (client, first, second) in [(&a, &x, &y), (&b, &y, &x)] {
+            s.spawn(move || {
+                let both = MultiLock::new(client)
+                    .mutex(first)
+                    .unwrap()
+                    .write_lock(second)
+                    .unwrap();
+                for _ in 0..15 {
+                    let guard = both.lock().unwrap();
+                    assert!(guard.is_held());
+                    guard.unlock().unwrap();
+                }
+            });
+        }
+    });
+    // y busy elsewhere: taking both times out and leaves x free.
+    let y_holder = DistributedRwLock::new(&b, &y).unwrap();
+    let held_y = y_holder.write().unwrap();
+    let both = MultiLock::new(&a)
+        .mutex(&x)
+        .unwrap()
+        .write_lock(&y)
+        .unwrap();
+    assert_eq!(both.paths(), vec![x.as_str(), y.as_str()]);
+    assert!(both
+        .lock_timeout(Duration::from_millis(300))
+        .unwrap()
+        .is_none());
+    assert!(
+        DistributedMutex::new(&b, &x)
+            .unwrap()
+            .try_lock()
+            .unwrap()
+            .is_some(),
+        "x left held"
+    );
+    drop(held_y);
+    assert!(matches!(
+        MultiLock::new(&a).mutex(&x).unwrap().mutex(&x),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn revocation_request_reaches_a_revocable_holder() {
+    let (a, b) = (common::client(), common::client());
+    let path = common::lock_path("revoke");
+    let holder_mutex = DistributedMutex::new(&a, &path).unwrap().revocable();
+    let guard = holder_mutex.lock().unwrap();
+    assert!(!guard.wait_revocation_timeout(Duration::from_millis(100)));
+    let other = DistributedMutex::new(&b, &path).unwrap();
+    let holder = other.contenders().unwrap().remove(0);
+    assert!(other.request_revocation(&holder).unwrap());
+    assert!(
+        guard.wait_revocation_timeout(Duration::from_secs(5)),
+        "holder never heard"
+    );
+    assert!(guard.revocation_requested());
+    assert!(
+        guard.is_held(),
+        "revocation is a request; the holder decides"
+    );
+    drop(guard);
+    assert!(other.try_lock().unwrap().is_some());
+}
+
+#[test]
+fn leader_election_hands_over_in_order() {
+    let (a, b) = (common::client(), common::client());
+    let path = common::lock_path("election");
+    let first = LeaderElection::new(&a, &path)
+        .unwrap()
+        .participant_id("node-a");
+    let second = LeaderElection::new(&b, &path)
+        .unwrap()
+        .participant_id("node-b");
+    let leading = first.participate().unwrap();
+    assert_eq!(second.current_leader().unwrap().unwrap().owner, "node-a");
+    thread::scope(|s| {
+        let next = s.spawn(|| {
+            let leadership = second.participate().unwrap();
+            assert!(leadership.is_held());
+            leadership.fencing_token()
+        });
+        assert!(common::eventually(Duration::from_secs(5), || first
+            .participants()
+            .unwrap()
+            .len()
+            == 2));
+        let ids: Vec<String> = first
+            .participants()
+            .unwrap()
+            .into_iter()
+            .map(|p| p.owner)
+            .collect();
+        assert_eq!(ids, vec!["node-a", "node-b"]);
+        let token = leading.fencing_token();
+        drop(leading);
+        assert!(next.join().unwrap() > token);
+    });
+    assert!(first.current_leader().unwrap().is_none());
+}
