@@ -324,6 +324,9 @@ fn contend(
         }
         let sole_blocker = kind.sole_blocker(&nodes, ours, blocker);
         let blocker_path = format!("{lock_path}/{}", nodes[blocker].name);
+        // The listing can be long (every contender ahead of us) and the wait too: with many
+        // waiters, keeping each one's copy alive grows memory with the square of the queue.
+        drop(nodes);
         // A fresh mailbox per watch: an event the previous watch task posted on its way out
         // (say, a deletion delivered on reconnect) must not be read as news about this one.
         let signal = Signal::new();
