@@ -1,0 +1,750 @@
+//! zklock's harness for the shared ZooKeeper lock anchors (`../shared/anchors`, see its README,
+//! "Adding an implementation"), plus two scenarios of zklock's own.
+//!
+//! ```text
+//! cargo build --release --example bench
+//! target/release/examples/bench <uncontended|contended|herd|scale|many_locks> <host:port> <lock path>
+//! ```
+//!
+//! `uncontended`, `contended` and `herd` follow `LockBench.java` of the anchors step by step
+//! (same counts, warm-up, sampling points and arithmetic), so zklock is one more row of the
+//! anchors table: every simulated client is one [`Client`] (one ZooKeeper session, 10 s session
+//! timeout as the Java harness asks), all clients are threads of this process sharing one
+//! monotonic clock, and the lock is used as a user would: `mutex.lock()?` then
+//! `guard.unlock()?`. Server-side counts come from the `mntr` four-letter command, sampled by
+//! opening a TCP connection, sending exactly the four bytes `mntr` and reading to EOF (the sample
+//! itself counts as one received packet, which is subtracted as the Java harness does).
+//!
+//! Extra scenarios, in the same `RESULT key=value` form:
+//! - `scale`: one holder (own session) holds `<lock path>/w<N>` while N = 10, 100, 1,000
+//!   waiters queue behind it; it releases and every waiter, on getting the lock, releases it at
+//!   once. Reported per N: hand-off latency (median, the contended scenario's definition) and
+//!   watch notifications per release. Layout: every waiter is a thread with its own
+//!   `DistributedMutex` (hence its own lock node), and waiter `i` uses shared session `i % 8`
+//!   (8 [`Client`]s for all N, so only the queue length changes between levels); a waiter is
+//!   one "client" of the hand-off definition. Each level runs one warm-up round, then rounds
+//!   until it has 1,000 hand-offs (100 rounds of 10, 10 of 100, 1 of 1,000), so every median
+//!   rests on as many samples; `mntr` is sampled around each round's release as in `herd`.
+//! - `many_locks`: 10,000 distinct lock paths `<lock path>/l<i>`, each acquired and released
+//!   once by one of 8 threads sharing one session (thread `t` takes paths `t, t+8, ...`, so the
+//!   locks are never contended). Two passes: `cold` (the lock paths do not exist yet: the
+//!   first acquisition creates them) and `warm` (the same paths again). Throughput, cycle
+//!   latency and server requests per cycle for each.
+//!
+//! Every scenario also prints the process's peak RSS (`VmHWM` of `/proc/self/status`). The
+//! server counts (`mntr`) are server-wide, so the extra scenarios also print how many other
+//! clients were connected when they began: run them on a quiet server for clean counts.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use zklock::{Client, DistributedMutex};
+
+// As in LockBench.java.
+const WARMUP: usize = 200; // uncontended
+const CYCLES: usize = 2000; // uncontended
+const CLIENTS: usize = 8; // contended
+const PER_CLIENT: usize = 250; // contended
+const WAITERS: usize = 50; // herd
+/// The Java harness's `new ZooKeeper(connect, 10_000, ..)`.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+const WATCH_KINDS: [&str; 4] = [
+    "node_created",
+    "node_deleted",
+    "node_changed",
+    "node_children",
+];
+
+// zklock's own scenarios.
+const SCALE_LEVELS: [usize; 3] = [10, 100, 1000];
+const SCALE_SESSIONS: usize = 8;
+/// Hand-offs measured per level: 100 rounds of 10 waiters, 10 of 100, 1 of 1,000.
+const SCALE_SAMPLES: usize = 1000;
+const SCALE_QUEUE_TIMEOUT: Duration = Duration::from_secs(120);
+const SCALE_WATCH_GRACE: Duration = Duration::from_secs(5);
+const MANY_LOCKS: usize = 10_000;
+const MANY_THREADS: usize = 8;
+
+type Mntr = HashMap<String, f64>;
+/// One acquisition: client, acquire() called, acquire() returned, release() called, release()
+/// returned (nanoseconds on [`nano_time`]'s clock).
+type Rec = [i64; 5];
+
+static ORIGIN: OnceLock<Instant> = OnceLock::new();
+
+/// `System.nanoTime()`: a monotonic clock shared by every thread of the process.
+fn nano_time() -> i64 {
+    ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as i64
+}
+
+/// One client = one ZooKeeper session.
+fn open(host_port: &str) -> anyhow::Result<Client> {
+    Client::builder(host_port)
+        .session_timeout(SESSION_TIMEOUT)
+        .connect()
+        .with_context(|| format!("connecting to {host_port}"))
+}
+
+/// Server-side counters from the `mntr` four-letter command (the command itself counts as 1
+/// packet).
+fn mntr(host_port: &str) -> anyhow::Result<Mntr> {
+    let mut s = TcpStream::connect(host_port).with_context(|| format!("mntr: {host_port}"))?;
+    s.write_all(b"mntr")?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let mut m = Mntr::new();
+    for line in text.split('\n') {
+        let kv: Vec<&str> = line.split('\t').collect();
+        if kv.len() == 2 {
+            if let Ok(v) = kv[1].trim().parse::<f64>() {
+                m.insert(kv[0].to_owned(), v);
+            }
+        }
+    }
+    Ok(m)
+}
+
+fn get(m: &Mntr, key: &str) -> f64 {
+    m.get(key).copied().unwrap_or(0.0)
+}
+
+fn delta(a: &Mntr, b: &Mntr, key: &str) -> f64 {
+    get(b, key) - get(a, key)
+}
+
+/// Watch notifications the server fired between two samples (all event types).
+fn watches_fired(a: &Mntr, b: &Mntr) -> f64 {
+    WATCH_KINDS
+        .iter()
+        .map(|t| delta(a, b, &format!("zk_sum_{t}_watch_count")))
+        .sum()
+}
+
+/// Nearest-rank percentile of an ascending slice.
+fn pct(sorted: &[i64], q: f64) -> i64 {
+    let rank = (q * sorted.len() as f64).ceil() as i64 - 1;
+    sorted[rank.max(0) as usize]
+}
+
+fn result(key: &str, value: impl std::fmt::Display) {
+    println!("RESULT {key}={value}");
+}
+
+fn f(v: f64) -> String {
+    format!("{v:.2}")
+}
+
+fn us(ns: i64) -> String {
+    f(ns as f64 / 1e3)
+}
+
+/// Peak resident set size of this process so far, in kB (`VmHWM`).
+fn peak_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn result_rss(prefix: &str) {
+    result(&format!("{prefix}_peak_rss_kb"), peak_rss_kb());
+}
+
+/// The extra scenarios' server counts are server-wide: say how many other clients were
+/// connected when the scenario began (0 on a private server; the `mntr` connection is not
+/// counted).
+fn result_other_connections(prefix: &str, host_port: &str) -> anyhow::Result<()> {
+    let alive = get(&mntr(host_port)?, "zk_num_alive_connections");
+    result(
+        &format!("{prefix}_other_connections_at_start"),
+        format!("{:.0}", (alive - 1.0).max(0.0)),
+    );
+    Ok(())
+}
+
+/// `CountDownLatch(1)`: threads wait until the main thread opens it.
+#[derive(Default)]
+struct Latch {
+    open: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Latch {
+    fn wait(&self) {
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+    }
+
+    fn count_down(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+}
+
+/// Hand-offs as `LockBench.contended` computes them. `done` must be sorted by acquire()
+/// returning. Counts into `overlaps` every next acquisition that returned before the previous
+/// holder called release(); returns (release() returned -> acquire() returned, release() called
+/// -> acquire() returned) for consecutive pairs where the next holder is a different client that
+/// was already waiting. Both in acquisition order (unsorted).
+fn handoffs(done: &[Rec], overlaps: &AtomicUsize) -> (Vec<i64>, Vec<i64>) {
+    let (mut handoffs, mut from_call) = (Vec::new(), Vec::new());
+    for pair in done.windows(2) {
+        let (prev, next) = (&pair[0], &pair[1]);
+        if next[2] < prev[3] {
+            overlaps.fetch_add(1, Ordering::SeqCst); // next got it before prev let go
+        }
+        if next[0] != prev[0] && next[1] < prev[3] {
+            // next was already waiting
+            handoffs.push(next[2] - prev[4]); // release() returned -> acquire() returned
+            from_call.push(next[2] - prev[3]); // release() called   -> acquire() returned
+        }
+    }
+    (handoffs, from_call)
+}
+
+// ---- a. uncontended ----
+fn uncontended(host_port: &str, path: &str) -> anyhow::Result<()> {
+    let client = open(host_port)?;
+    let m = DistributedMutex::new(&client, path)?;
+    for _ in 0..WARMUP {
+        let guard = m.lock()?;
+        guard.unlock()?;
+    }
+    let mut ns = Vec::with_capacity(CYCLES);
+    let before = mntr(host_port)?;
+    for _ in 0..CYCLES {
+        let t0 = nano_time();
+        let guard = m.lock()?;
+        guard.unlock()?;
+        ns.push(nano_time() - t0);
+    }
+    let after = mntr(host_port)?;
+    ns.sort_unstable();
+    let cycles = CYCLES as f64;
+    result("unc_median_us", us(pct(&ns, 0.50)));
+    result("unc_p99_us", us(pct(&ns, 0.99)));
+    result(
+        "unc_req_per_cycle",
+        f((delta(&before, &after, "zk_packets_received") - 1.0) / cycles),
+    );
+    result(
+        "unc_reads_per_cycle",
+        f(delta(&before, &after, "zk_cnt_readlatency") / cycles),
+    );
+    result(
+        "unc_writes_per_cycle",
+        f(delta(&before, &after, "zk_cnt_updatelatency") / cycles),
+    );
+    drop(m);
+    drop(client);
+    result_rss("unc");
+    Ok(())
+}
+
+// ---- b + c. contended throughput, mutual exclusion, hand-off latency ----
+fn contended(host_port: &str, path: &str) -> anyhow::Result<()> {
+    let clients = (0..CLIENTS)
+        .map(|_| open(host_port))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mutexes = clients
+        .iter()
+        .map(|c| DistributedMutex::new(c, path))
+        .collect::<zklock::Result<Vec<_>>>()?;
+    let holders = AtomicI32::new(0);
+    let overlaps = AtomicUsize::new(0);
+    let errors = AtomicUsize::new(0);
+    let go = Latch::default();
+
+    let (per_client, before, wall, after) = thread::scope(|s| {
+        let threads: Vec<_> = mutexes
+            .iter()
+            .enumerate()
+            .map(|(id, mutex)| {
+                let (holders, overlaps, errors, go) = (&holders, &overlaps, &errors, &go);
+                s.spawn(move || {
+                    let mut mine: Vec<Rec> = Vec::with_capacity(PER_CLIENT);
+                    go.wait();
+                    for _ in 0..PER_CLIENT {
+                        let t0 = nano_time();
+                        let guard = match mutex.lock() {
+                            Ok(guard) => guard,
+                            Err(e) => {
+                                errors.fetch_add(1, Ordering::SeqCst);
+                                eprintln!("client {id}: lock: {e}");
+                                break;
+                            }
+                        };
+                        let t1 = nano_time();
+                        // Empty critical section: count holders.
+                        if holders.fetch_add(1, Ordering::SeqCst) + 1 != 1 {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                        holders.fetch_sub(1, Ordering::SeqCst);
+                        let t2 = nano_time();
+                        if let Err(e) = guard.unlock() {
+                            errors.fetch_add(1, Ordering::SeqCst);
+                            eprintln!("client {id}: unlock: {e}");
+                            break;
+                        }
+                        mine.push([id as i64, t0, t1, t2, nano_time()]);
+                    }
+                    mine
+                })
+            })
+            .collect();
+        // Sample first, then open the latch; never leave the threads waiting on an error.
+        let before = mntr(host_port);
+        let start = nano_time();
+        go.count_down();
+        let per_client: Vec<Vec<Rec>> = threads
+            .into_iter()
+            .map(|t| {
+                t.join().unwrap_or_else(|_| {
+                    errors.fetch_add(1, Ordering::SeqCst);
+                    Vec::new()
+                })
+            })
+            .collect();
+        let wall = (nano_time() - start) as f64 / 1e9;
+        (per_client, before, wall, mntr(host_port))
+    });
+    let (before, after) = (before?, after?);
+    drop(mutexes);
+    drop(clients);
+
+    // In LockBench's record-array order (client by client), then by acquire() returning.
+    let mut done: Vec<Rec> = per_client.into_iter().flatten().collect();
+    done.sort_by_key(|r| r[2]);
+    let (mut h, mut hc) = handoffs(&done, &overlaps);
+    h.sort_unstable();
+    hc.sort_unstable();
+    let n = done.len();
+    let (overlaps, errors) = (overlaps.into_inner(), errors.into_inner());
+    let ok = errors == 0 && overlaps == 0 && n == CLIENTS * PER_CLIENT;
+    result("con_wall_s", format!("{wall:.3}"));
+    result("con_acq_per_s", format!("{:.0}", n as f64 / wall));
+    result(
+        "con_mutex",
+        if ok {
+            "PASS".to_owned()
+        } else {
+            format!("FAIL(overlaps={overlaps},errors={errors},done={n})")
+        },
+    );
+    result(
+        "con_req_per_acq",
+        f((delta(&before, &after, "zk_packets_received") - 1.0) / n as f64),
+    );
+    result(
+        "con_watch_per_acq",
+        f(watches_fired(&before, &after) / n as f64),
+    );
+    if !h.is_empty() {
+        result("con_handoff_med_us", us(pct(&h, 0.50)));
+        result("con_handoff_call_med_us", us(pct(&hc, 0.50)));
+        result("con_handoff_n", h.len());
+    }
+    result_rss("con");
+    Ok(())
+}
+
+// ---- d. herd effect: 50 queued waiters, 50 hand-offs, count server watch notifications ----
+fn herd(host_port: &str, path: &str) -> anyhow::Result<()> {
+    let holder_client = open(host_port)?;
+    let holder = DistributedMutex::new(&holder_client, path)?;
+    let clients = (0..WAITERS)
+        .map(|_| open(host_port))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mutexes = clients
+        .iter()
+        .map(|c| DistributedMutex::new(c, path))
+        .collect::<zklock::Result<Vec<_>>>()?;
+    let guard = holder.lock()?;
+    let watches_base = get(&mntr(host_port)?, "zk_watch_count");
+    let errors = AtomicUsize::new(0);
+
+    let (queued_watches, before) = thread::scope(|s| -> anyhow::Result<(f64, Mntr)> {
+        for m in &mutexes {
+            let errors = &errors;
+            s.spawn(move || {
+                if let Err(e) = m.lock().and_then(|g| g.unlock()) {
+                    errors.fetch_add(1, Ordering::SeqCst);
+                    eprintln!("waiter: {e}");
+                }
+            });
+        }
+        // Queued = all 51 lock nodes exist and every waiter has a watch registered on the
+        // server. (An early return drops `guard`, so the waiters still finish.)
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut queued_watches = 0.0;
+        while Instant::now() < deadline {
+            queued_watches = get(&mntr(host_port)?, "zk_watch_count") - watches_base;
+            if holder.contenders()?.len() == WAITERS + 1 && queued_watches >= WAITERS as f64 {
+                break;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        thread::sleep(Duration::from_millis(200));
+        let before = mntr(host_port)?;
+        guard.unlock()?;
+        Ok((queued_watches, before))
+        // The scope joins every waiter here.
+    })?;
+    thread::sleep(Duration::from_millis(300)); // let any trailing async requests land
+    let after = mntr(host_port)?;
+    let fired = watches_fired(&before, &after);
+    let waiters = WAITERS as f64;
+    result("herd_watches_queued", f(queued_watches));
+    result("herd_notifications", f(fired));
+    result("herd_notif_per_release", f(fired / waiters));
+    result(
+        "herd_req_per_handoff",
+        f((delta(&before, &after, "zk_packets_received") - 1.0) / waiters),
+    );
+    let errors = errors.into_inner();
+    if errors > 0 {
+        result("herd_errors", errors);
+    }
+    drop(holder);
+    drop(holder_client);
+    drop(mutexes);
+    drop(clients);
+    result_rss("herd");
+    Ok(())
+}
+
+// ---- scale: hand-off latency and notifications per release with 10, 100, 1,000 waiters ----
+fn scale(host_port: &str, path: &str) -> anyhow::Result<()> {
+    result_other_connections("scale", host_port)?;
+    let holder_client = open(host_port)?;
+    let clients = (0..SCALE_SESSIONS)
+        .map(|_| open(host_port))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    result("scale_waiter_sessions", SCALE_SESSIONS);
+    result(
+        "scale_layout",
+        format!(
+            "1_holder_session+{SCALE_SESSIONS}_shared_waiter_sessions;waiter_i=thread_on_session_i%{SCALE_SESSIONS}"
+        ),
+    );
+    for n in SCALE_LEVELS {
+        scale_level(
+            host_port,
+            &format!("{path}/w{n}"),
+            &holder_client,
+            &clients,
+            n,
+        )?;
+    }
+    drop(clients);
+    drop(holder_client);
+    result_rss("scale");
+    Ok(())
+}
+
+/// What one round of [`scale_round`] measured.
+struct Round {
+    /// Hand-offs (release() returned -> acquire() returned), in acquisition order.
+    handoffs: Vec<i64>,
+    /// Hand-offs from the release() call, in acquisition order.
+    from_call: Vec<i64>,
+    queued_watches: f64,
+    notifications: f64,
+    requests: f64,
+    /// From the holder's release() call until every waiter has released, seconds.
+    drain_s: f64,
+    overlaps: usize,
+    errors: usize,
+    completed: usize,
+}
+
+/// One level: a warm-up round, then enough rounds for about [`SCALE_SAMPLES`] hand-offs, so
+/// the medians of all levels rest on as many samples.
+fn scale_level(
+    host_port: &str,
+    path: &str,
+    holder_client: &Client,
+    clients: &[Client],
+    n: usize,
+) -> anyhow::Result<()> {
+    let key = |k: &str| format!("scale_{n}_{k}");
+    let rounds = SCALE_SAMPLES.div_ceil(n);
+    scale_round(host_port, path, holder_client, clients, n)?; // warm-up
+    let mut all = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        all.push(scale_round(host_port, path, holder_client, clients, n)?);
+    }
+    let sorted = |v: Vec<i64>| {
+        let mut v = v;
+        v.sort_unstable();
+        v
+    };
+    let h = sorted(all.iter().flat_map(|r| r.handoffs.clone()).collect());
+    let hc = sorted(all.iter().flat_map(|r| r.from_call.clone()).collect());
+    // The queue shortens as it drains: hand-offs of the first and of the last tenth of it.
+    let tenth = n.div_ceil(10);
+    let first = sorted(
+        all.iter()
+            .flat_map(|r| r.handoffs.iter().take(tenth).copied())
+            .collect(),
+    );
+    let last = sorted(
+        all.iter()
+            .flat_map(|r| r.handoffs.iter().rev().take(tenth).copied())
+            .collect(),
+    );
+    let sum = |f: fn(&Round) -> f64| all.iter().map(f).sum::<f64>();
+    let releases = (rounds * n) as f64;
+    let overlaps: usize = all.iter().map(|r| r.overlaps).sum();
+    let errors: usize = all.iter().map(|r| r.errors).sum();
+    let completed: usize = all.iter().map(|r| r.completed).sum();
+    let min_queued = all
+        .iter()
+        .map(|r| r.queued_watches)
+        .fold(f64::INFINITY, f64::min);
+    let ok = errors == 0 && overlaps == 0 && completed == rounds * n;
+    result(&key("rounds"), rounds);
+    result(&key("watches_queued_min"), f(min_queued));
+    result(&key("notifications"), f(sum(|r| r.notifications)));
+    result(
+        &key("notif_per_release"),
+        f(sum(|r| r.notifications) / releases),
+    );
+    result(&key("req_per_handoff"), f(sum(|r| r.requests) / releases));
+    if !h.is_empty() {
+        result(&key("handoff_med_us"), us(pct(&h, 0.50)));
+        result(&key("handoff_p99_us"), us(pct(&h, 0.99)));
+        result(&key("handoff_call_med_us"), us(pct(&hc, 0.50)));
+        result(&key("handoff_n"), h.len());
+        result(&key("handoff_first_tenth_med_us"), us(pct(&first, 0.50)));
+        result(&key("handoff_last_tenth_med_us"), us(pct(&last, 0.50)));
+    }
+    result(
+        &key("drain_med_s"),
+        format!("{:.3}", {
+            let mut d: Vec<f64> = all.iter().map(|r| r.drain_s).collect();
+            d.sort_by(f64::total_cmp);
+            d[d.len().div_ceil(2) - 1]
+        }),
+    );
+    result(
+        &key("mutex"),
+        if ok {
+            "PASS".to_owned()
+        } else {
+            format!("FAIL(overlaps={overlaps},errors={errors},done={completed})")
+        },
+    );
+    // Peak so far; the levels grow, so this is about this level's peak.
+    result(&key("peak_rss_kb"), peak_rss_kb());
+    Ok(())
+}
+
+/// The herd scenario with `n` waiters as threads over the shared sessions: the holder takes the
+/// lock, the waiters queue, `mntr` is sampled, the holder releases, the n hand-offs run, `mntr`
+/// is sampled again.
+fn scale_round(
+    host_port: &str,
+    path: &str,
+    holder_client: &Client,
+    clients: &[Client],
+    n: usize,
+) -> anyhow::Result<Round> {
+    let holder = DistributedMutex::new(holder_client, path)?;
+    let h0 = nano_time();
+    let guard = holder.lock()?;
+    let h1 = nano_time();
+    let watches_base = get(&mntr(host_port)?, "zk_watch_count");
+    let errors = AtomicUsize::new(0);
+
+    let (queued_watches, before, holder_rec, waiters_done, records) =
+        thread::scope(|s| -> anyhow::Result<_> {
+            let mut threads = Vec::with_capacity(n);
+            for i in 0..n {
+                let (client, errors) = (&clients[i % clients.len()], &errors);
+                let t = thread::Builder::new()
+                    .name(format!("waiter-{i}"))
+                    .stack_size(256 * 1024)
+                    .spawn_scoped(s, move || -> Option<Rec> {
+                        let run = || -> zklock::Result<Rec> {
+                            let mutex = DistributedMutex::new(client, path)?;
+                            let t0 = nano_time();
+                            let guard = mutex.lock()?;
+                            let t1 = nano_time();
+                            let t2 = nano_time();
+                            guard.unlock()?;
+                            Ok([i as i64, t0, t1, t2, nano_time()])
+                        };
+                        run()
+                            .map_err(|e| {
+                                errors.fetch_add(1, Ordering::SeqCst);
+                                eprintln!("waiter {i}: {e}");
+                            })
+                            .ok()
+                    })?;
+                threads.push(t);
+            }
+            // Queued = all n+1 lock nodes exist and every waiter has its watch on the server.
+            // The watch count is checked first so the (n+1)-node listing runs only at the end.
+            // (An early return drops `guard`, so the waiters still finish.)
+            // On a server shared with other clients the watch count moves with theirs too: after
+            // SCALE_WATCH_GRACE, all n+1 nodes existing (plus a second to settle) is enough.
+            let start = Instant::now();
+            let queued_watches = loop {
+                let queued_watches = get(&mntr(host_port)?, "zk_watch_count") - watches_base;
+                let watches_ok = queued_watches >= n as f64;
+                let patient = start.elapsed() >= SCALE_WATCH_GRACE;
+                if (watches_ok || patient) && holder.contenders()?.len() == n + 1 {
+                    if !watches_ok {
+                        eprintln!(
+                            "scale {n}: all nodes queued but the server's watch count rose by \
+                             {queued_watches} < {n} (other clients on this server?); going on"
+                        );
+                        thread::sleep(Duration::from_secs(1));
+                    }
+                    break queued_watches;
+                }
+                if start.elapsed() >= SCALE_QUEUE_TIMEOUT {
+                    eprintln!("scale {n}: waiters not all queued after {SCALE_QUEUE_TIMEOUT:?}");
+                    break queued_watches;
+                }
+                thread::sleep(Duration::from_millis(if patient { 200 } else { 20 }));
+            };
+            thread::sleep(Duration::from_millis(200));
+            let before = mntr(host_port)?;
+            let h2 = nano_time();
+            guard.unlock()?;
+            let holder_rec: Rec = [-1, h0, h1, h2, nano_time()];
+            let records: Vec<Rec> = threads
+                .into_iter()
+                .filter_map(|t| t.join().ok().flatten())
+                .collect();
+            let waiters_done = nano_time();
+            Ok((queued_watches, before, holder_rec, waiters_done, records))
+        })?;
+    thread::sleep(Duration::from_millis(300)); // let any trailing async requests land
+    let after = mntr(host_port)?;
+
+    let completed = records.len();
+    let mut done = records;
+    done.push(holder_rec);
+    done.sort_by_key(|r| r[2]);
+    let overlaps = AtomicUsize::new(0);
+    let (handoffs, from_call) = handoffs(&done, &overlaps);
+    Ok(Round {
+        handoffs,
+        from_call,
+        queued_watches,
+        notifications: watches_fired(&before, &after),
+        requests: delta(&before, &after, "zk_packets_received") - 1.0,
+        drain_s: (waiters_done - holder_rec[3]) as f64 / 1e9,
+        overlaps: overlaps.into_inner(),
+        errors: errors.into_inner(),
+        completed,
+    })
+}
+
+// ---- many_locks: 10,000 distinct locks, 8 threads, one session ----
+fn many_locks(host_port: &str, path: &str) -> anyhow::Result<()> {
+    result_other_connections("many", host_port)?;
+    let client = open(host_port)?;
+    let paths: Vec<String> = (0..MANY_LOCKS).map(|i| format!("{path}/l{i}")).collect();
+    for pass in ["cold", "warm"] {
+        let key = |k: &str| format!("many_{pass}_{k}");
+        let errors = AtomicUsize::new(0);
+        let before = mntr(host_port)?;
+        let start = nano_time();
+        let mut ns: Vec<i64> = thread::scope(|s| {
+            let threads: Vec<_> = (0..MANY_THREADS)
+                .map(|t| {
+                    let (client, paths, errors) = (&client, &paths, &errors);
+                    s.spawn(move || {
+                        let mut mine = Vec::with_capacity(MANY_LOCKS / MANY_THREADS + 1);
+                        for p in paths.iter().skip(t).step_by(MANY_THREADS) {
+                            let t0 = nano_time();
+                            let cycle = DistributedMutex::new(client, p)
+                                .and_then(|m| m.lock().and_then(|g| g.unlock()));
+                            match cycle {
+                                Ok(()) => mine.push(nano_time() - t0),
+                                Err(e) => {
+                                    errors.fetch_add(1, Ordering::SeqCst);
+                                    eprintln!("{p}: {e}");
+                                }
+                            }
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .flat_map(|t| t.join().unwrap_or_default())
+                .collect()
+        });
+        let wall = (nano_time() - start) as f64 / 1e9;
+        let after = mntr(host_port)?;
+        ns.sort_unstable();
+        let cycles = ns.len() as f64;
+        result(&key("cycles"), ns.len());
+        result(&key("wall_s"), format!("{wall:.3}"));
+        result(&key("cycles_per_s"), format!("{:.0}", cycles / wall));
+        if !ns.is_empty() {
+            result(&key("cycle_med_us"), us(pct(&ns, 0.50)));
+            result(&key("cycle_p99_us"), us(pct(&ns, 0.99)));
+        }
+        result(
+            &key("req_per_cycle"),
+            f((delta(&before, &after, "zk_packets_received") - 1.0) / cycles),
+        );
+        result(
+            &key("reads_per_cycle"),
+            f(delta(&before, &after, "zk_cnt_readlatency") / cycles),
+        );
+        result(
+            &key("writes_per_cycle"),
+            f(delta(&before, &after, "zk_cnt_updatelatency") / cycles),
+        );
+        let errors = errors.into_inner();
+        if errors > 0 {
+            result(&key("errors"), errors);
+        }
+    }
+    result("many_threads", MANY_THREADS);
+    result("many_sessions", 1);
+    drop(client);
+    result_rss("many");
+    Ok(())
+}
+
+fn main() -> anyhow::Result<()> {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    nano_time();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [mode, host_port, path] = args.as_slice() else {
+        eprintln!(
+            "usage: bench <uncontended|contended|herd|scale|many_locks> <host:port> <lock path>"
+        );
+        std::process::exit(2);
+    };
+    match mode.as_str() {
+        "uncontended" => uncontended(host_port, path),
+        "contended" => contended(host_port, path),
+        "herd" => herd(host_port, path),
+        "scale" => scale(host_port, path),
+        "many_locks" => many_locks(host_port, path),
+        other => bail!("unknown scenario {other:?}"),
+    }
+}
