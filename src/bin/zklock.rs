@@ -1,0 +1,324 @@
+//! `zklock`: run a command under a ZooKeeper lock, inspect a lock, break a stale one.
+//!
+//! The library never prints; this binary owns stdout and stderr. Diagnostics go to stderr
+//! through `log` (`-v`, `RUST_LOG`), results of `status` and `break` to stdout.
+
+// A crate root looks for its modules beside it; these live in the directory named after it.
+#[path = "zklock/inspect.rs"]
+mod inspect;
+#[path = "zklock/run.rs"]
+mod run;
+#[path = "zklock/text.rs"]
+mod text;
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use zklock::{Client, DistributedMutex};
+
+/// Exit codes of zklock itself. `run` otherwise exits with its command's status.
+mod code {
+    /// `break`: nothing was deleted (declined, no holder, or the node changed or vanished).
+    pub const NOTHING_DONE: u8 = 1;
+    /// `run`: the lock was lost while the command ran (the command was killed unless
+    /// `--on-lost=ignore`).
+    pub const LOST: u8 = 122;
+    /// `run --nonblock`: the lock is busy.
+    pub const BUSY: u8 = 123;
+    /// `run --timeout`: the lock stayed busy until the timeout.
+    pub const TIMEOUT: u8 = 124;
+    /// zklock failed: bad usage or input, ZooKeeper unreachable or refusing.
+    pub const ERROR: u8 = 125;
+    /// `run`: the command was found but could not be started.
+    pub const CANNOT_EXECUTE: u8 = 126;
+    /// `run`: the command was not found.
+    pub const NOT_FOUND: u8 = 127;
+}
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0        success (run: the command exited 0)
+  1..=121  run: the command's own exit status; 128+N if it was killed by signal N
+  1        break: nothing deleted (declined, no holder, node changed or already gone)
+  122      run: the lock was lost while the command ran; the command was killed
+  123      run --nonblock: the lock is busy
+  124      run --timeout: the lock was still busy when the timeout ran out
+  125      zklock failed: bad usage or input, ZooKeeper unreachable, unknown node
+  126      run: the command could not be executed
+  127      run: the command was not found";
+
+/// Distributed locks on Apache ZooKeeper, from the shell.
+///
+/// Locks are ZooKeeper's lock recipe (Curator-compatible `_c_<uuid>-lock-<seq>` nodes), so
+/// `zklock`, Rust programs using the zklock crate and Java programs using Curator's
+/// InterProcessMutex exclude each other on the same path.
+#[derive(Debug, Parser)]
+#[command(name = "zklock", version, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    #[command(flatten)]
+    global: Global,
+}
+
+#[derive(Debug, Args)]
+struct Global {
+    /// ZooKeeper connect string, `host:port[,host:port...][/chroot]`.
+    /// [default: $ZKLOCK_CONNECT, else 127.0.0.1:2181]
+    #[arg(long, short = 'c', global = true, value_name = "HOSTS")]
+    connect: Option<String>,
+
+    /// Session timeout to ask for (the server may clamp it). A holder that loses contact for
+    /// this long loses the lock; a dead holder's lock is freed after this long.
+    #[arg(long, global = true, value_name = "DUR", default_value = "10s", value_parser = duration)]
+    session_timeout: Duration,
+
+    /// How long to try to reach ZooKeeper before failing with exit code 125.
+    #[arg(long, global = true, value_name = "DUR", default_value = "15s", value_parser = duration)]
+    connect_timeout: Duration,
+
+    /// Log more to stderr (-v: lock events, -vv: protocol details). RUST_LOG also works.
+    #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Run(RunArgs),
+    Status(StatusArgs),
+    Break(BreakArgs),
+}
+
+/// Acquire LOCKPATH, run COMMAND while holding it, release it when COMMAND exits.
+///
+/// Exits with COMMAND's status. Waits for the lock as long as it takes unless --nonblock or
+/// --timeout is given. SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to COMMAND (zklock
+/// then waits for it to exit); a signal while still waiting for the lock withdraws from the
+/// queue and exits 128+N.
+///
+/// COMMAND runs in a process group of its own, so that a lost lock stops the whole job
+/// (pipelines, scripts' children). The lock is considered lost when the session expires,
+/// when the lock node is deleted (`zklock break`), or when the connection to ZooKeeper has
+/// been down (Suspended) for longer than --suspended-grace: a Suspended session may already
+/// have expired on the server, handing the lock to someone else. With the defaults
+/// (both graces 1/5 of the session timeout) COMMAND is dead before the server can expire the
+/// session: the connection is reported down after 2/5 of it, SIGTERM follows 1/5 later and
+/// SIGKILL another 1/5 later. Larger graces trade that guarantee for tolerance of slow
+/// reconnects.
+///
+/// COMMAND gets ZKLOCK_LOCK_PATH, ZKLOCK_NODE, ZKLOCK_SESSION_ID and ZKLOCK_FENCING_TOKEN in
+/// its environment; pass the fencing token to resources that can reject stale holders.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+struct RunArgs {
+    /// Fail at once with exit code 123 if the lock is busy.
+    #[arg(long, short = 'n', conflicts_with = "timeout")]
+    nonblock: bool,
+
+    /// Give up with exit code 124 if the lock is still busy after DUR (e.g. 500ms, 10s, 2m).
+    #[arg(long, short = 'w', value_name = "DUR", value_parser = duration)]
+    timeout: Option<Duration>,
+
+    /// What to do if the lock is lost while COMMAND runs.
+    #[arg(long, value_enum, default_value_t = OnLost::Kill, value_name = "ACTION")]
+    on_lost: OnLost,
+
+    /// After a lost lock, how long COMMAND gets between SIGTERM and SIGKILL.
+    /// [default: 1/5 of the session timeout]
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    kill_grace: Option<Duration>,
+
+    /// How long the connection may stay down (lock Suspended) before the lock counts as lost.
+    /// [default: 1/5 of the session timeout]
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    suspended_grace: Option<Duration>,
+
+    /// Keep COMMAND in zklock's process group, so it can read the terminal and gets Ctrl-C
+    /// directly (use it for interactive commands). Only SIGTERM is forwarded then, and a lost
+    /// lock kills COMMAND but not processes it started.
+    #[arg(long)]
+    foreground: bool,
+
+    /// The lock, an absolute ZooKeeper path such as /locks/nightly-report.
+    #[arg(value_name = "LOCKPATH")]
+    path: String,
+
+    /// The command and its arguments (put `--` before it if it has options of its own).
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OnLost {
+    /// SIGTERM COMMAND's process group, SIGKILL after --kill-grace; exit 122.
+    Kill,
+    /// Log a warning and let COMMAND finish; exit with its status.
+    Ignore,
+}
+
+/// Show the holder and the waiters of LOCKPATH, in queue order.
+///
+/// For each contender: its position, role, age (server creation time against the local
+/// clock), session id, node name and owner (`host=.. pid=.. thread=..` for zklock nodes).
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+struct StatusArgs {
+    /// Print one JSON object: {"path", "contenders": [{"position", "role", "node",
+    /// "sequence", "session_id", "owner", "host", "pid", "thread", "created_ms", "age_ms",
+    /// "fencing_token", "version"}]}. host, pid and thread are null for non-zklock owners.
+    #[arg(long)]
+    json: bool,
+
+    /// The lock, an absolute ZooKeeper path.
+    #[arg(value_name = "LOCKPATH")]
+    path: String,
+}
+
+/// Delete the holder's node of LOCKPATH (or another contender's), to free a lock whose holder
+/// is hung but still connected (a dead holder's node vanishes by itself after its session
+/// timeout).
+///
+/// Shows the node and asks for confirmation on stdin unless --yes. The node is deleted only
+/// if it is unchanged since it was shown. A `zklock run` holding it notices within a second or
+/// two and kills its command; other programs holding it learn it only when they release.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+struct BreakArgs {
+    /// The node to delete (as shown by `zklock status`) instead of the holder's.
+    #[arg(long, value_name = "NAME")]
+    node: Option<String>,
+
+    /// Do not ask for confirmation.
+    #[arg(long, short = 'y')]
+    yes: bool,
+
+    /// The lock, an absolute ZooKeeper path.
+    #[arg(value_name = "LOCKPATH")]
+    path: String,
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    text::parse_duration(text)
+}
+
+/// A failure that ends zklock with a one-line message and an exit code.
+#[derive(Debug)]
+pub struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    /// Exit code 125 with `message`.
+    pub fn error(message: impl Into<String>) -> Failure {
+        Failure {
+            code: code::ERROR,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<zklock::Error> for Failure {
+    fn from(err: zklock::Error) -> Failure {
+        Failure::error(err.to_string())
+    }
+}
+
+/// What a subcommand ends with: an exit code, or a failure to report.
+pub type Outcome = Result<u8, Failure>;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() { code::ERROR } else { 0 });
+        }
+    };
+    init_logging(cli.global.verbose);
+    let outcome = match &cli.command {
+        Command::Run(args) => run::run(&cli.global, args),
+        Command::Status(args) => inspect::status(&cli.global, args),
+        Command::Break(args) => inspect::break_lock(&cli.global, args),
+    };
+    let _ = std::io::stdout().flush();
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("zklock: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let mut builder =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"));
+    match verbose {
+        0 => {}
+        1 => {
+            builder.filter_module("zklock", log::LevelFilter::Info);
+        }
+        _ => {
+            builder.filter_level(log::LevelFilter::Debug);
+        }
+    }
+    builder
+        .format(|buf, record| {
+            writeln!(
+                buf,
+                "zklock: {}: {}",
+                record.level().as_str().to_ascii_lowercase(),
+                record.args()
+            )
+        })
+        .init();
+}
+
+impl Global {
+    /// `--connect`, else `$ZKLOCK_CONNECT`, else the local default.
+    fn connect_string(&self) -> String {
+        self.connect
+            .clone()
+            .or_else(|| std::env::var("ZKLOCK_CONNECT").ok())
+            .filter(|s| !s.trim().is_empty())
+            .unwrap_or_else(|| "127.0.0.1:2181".to_owned())
+    }
+
+    /// Connects, trying for at most `limit` when given (and the connect timeout otherwise).
+    fn connect(&self, limit: Option<Duration>) -> Result<Client, Failure> {
+        // A lock timeout bounds the connect too, but not below a second: `--timeout 0` means
+        // "try once", not "fail to connect".
+        let connect_timeout = limit.map_or(self.connect_timeout, |l| {
+            l.max(Duration::from_secs(1)).min(self.connect_timeout)
+        });
+        let client = Client::builder(&self.connect_string())
+            .session_timeout(self.session_timeout)
+            .connect_timeout(connect_timeout)
+            .connect()?;
+        log::debug!(
+            "session {:#x}, timeout {:?}",
+            client.session_id(),
+            client.session_timeout()
+        );
+        Ok(client)
+    }
+}
+
+/// Connects (within `limit`, see [`Global::connect`]) and makes the mutex, checking the path.
+fn open(
+    global: &Global,
+    path: &str,
+    limit: Option<Duration>,
+) -> Result<(Client, DistributedMutex), Failure> {
+    let client = global.connect(limit)?;
+    let mutex = DistributedMutex::new(&client, path)?;
+    Ok((client, mutex))
+}

@@ -1,0 +1,156 @@
+//! Pure helpers of the command-line tool: durations, ages, owner data, JSON strings.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// Parses `500ms`, `10s`, `2m`, `1h` (decimals allowed: `1.5s`); a bare number means seconds,
+/// as in flock(1)'s `--timeout`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let scale = match unit {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "unknown unit {unit:?} in {text:?} (use ms, s, m or h)"
+            ))
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (examples: 500ms, 10s, 2m)"))?;
+    Duration::try_from_secs_f64(value * scale).map_err(|_| format!("duration {text:?} is too long"))
+}
+
+/// A compact human duration: `850ms`, `42s`, `3m07s`, `5h02m`, `2d03h`.
+pub fn format_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        0 => format!("{}ms", d.subsec_millis()),
+        1..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m{:02}s", secs / 60, secs % 60),
+        3600..=86_399 => format!("{}h{:02}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d{:02}h", secs / 86_400, secs % 86_400 / 3600),
+    }
+}
+
+/// The fields of zklock's owner data, `host=H pid=P thread=T` (the thread name may contain
+/// spaces, so it runs to the end). `None` for data written by other clients (Curator stores
+/// an IP address).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Owner<'a> {
+    pub host: &'a str,
+    pub pid: u32,
+    pub thread: &'a str,
+}
+
+pub fn parse_owner(data: &str) -> Option<Owner<'_>> {
+    let rest = data.strip_prefix("host=")?;
+    let (host, rest) = rest.split_once(" pid=")?;
+    let (pid, thread) = rest.split_once(" thread=")?;
+    Some(Owner {
+        host,
+        pid: pid.parse().ok()?,
+        thread,
+    })
+}
+
+/// `s` as a JSON string literal, quotes included.
+pub fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 || c == '\u{2028}' || c == '\u{2029}' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A session id as ZooKeeper's logs and four-letter commands print it.
+pub fn session_hex(id: i64) -> String {
+    format!("{id:#x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_durations() {
+        let ms = Duration::from_millis;
+        assert_eq!(parse_duration("500ms"), Ok(ms(500)));
+        assert_eq!(parse_duration("10s"), Ok(ms(10_000)));
+        assert_eq!(parse_duration("2m"), Ok(ms(120_000)));
+        assert_eq!(parse_duration("1h"), Ok(ms(3_600_000)));
+        assert_eq!(parse_duration("1.5s"), Ok(ms(1500)));
+        assert_eq!(parse_duration("3"), Ok(ms(3000)));
+        assert_eq!(parse_duration("0s"), Ok(ms(0)));
+        for bad in [
+            "",
+            "s",
+            "10x",
+            "ten seconds",
+            "-1s",
+            "1..2s",
+            "10 s",
+            "1e3s",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn formats_ages() {
+        let s = Duration::from_secs;
+        assert_eq!(format_duration(Duration::from_millis(850)), "850ms");
+        assert_eq!(format_duration(s(42)), "42s");
+        assert_eq!(format_duration(s(187)), "3m07s");
+        assert_eq!(format_duration(s(5 * 3600 + 120)), "5h02m");
+        assert_eq!(format_duration(s(2 * 86_400 + 3 * 3600)), "2d03h");
+    }
+
+    #[test]
+    fn parses_owner_data() {
+        assert_eq!(
+            parse_owner("host=web-1 pid=4242 thread=worker 3"),
+            Some(Owner {
+                host: "web-1",
+                pid: 4242,
+                thread: "worker 3"
+            })
+        );
+        assert_eq!(parse_owner("10.0.0.7"), None);
+        assert_eq!(parse_owner("host=a pid=x thread=main"), None);
+    }
+
+    #[test]
+    fn escapes_json_strings() {
+        assert_eq!(json_string("plain"), "\"plain\"");
+        assert_eq!(
+            json_string("a\"b\\c\nd\u{1}e\u{2028}"),
+            "\"a\\\"b\\\\c\\nd\\u0001e\\u2028\""
+        );
+        assert_eq!(json_string("锁"), "\"锁\"");
+    }
+
+    #[test]
+    fn session_ids_in_hex() {
+        assert_eq!(session_hex(0x1000_0abc_0000_0001), "0x10000abc00000001");
+    }
+}

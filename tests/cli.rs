@@ -1,0 +1,467 @@
+//! The `zklock` binary against the real ZooKeeper: each test runs the built tool as separate
+//! processes on a lock path of its own.
+
+mod common;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::proxy::Proxy;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+fn zklock() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_zklock"));
+    cmd.env("ZKLOCK_CONNECT", common::connect_string())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn output(cmd: &mut Command) -> Output {
+    cmd.output().expect("zklock runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A scratch directory of the test's own.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "zklock-cli-{test}-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A background zklock process, ended (SIGCONT, SIGTERM, then SIGKILL) if the test leaves it.
+struct Running(Child);
+
+impl Running {
+    fn spawn(cmd: &mut Command) -> Running {
+        Running(cmd.spawn().expect("zklock starts"))
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(self.0.id() as i32)
+    }
+
+    fn signal(&self, signal: Signal) {
+        kill(self.pid(), signal).unwrap();
+    }
+
+    /// The exit status, if the process exits within `limit`.
+    fn wait_for(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn exit_code(&mut self, limit: Duration) -> i32 {
+        let status = self.wait_for(limit).expect("zklock did not exit in time");
+        status
+            .code()
+            .unwrap_or_else(|| panic!("zklock died: {status:?}"))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.0.try_wait().unwrap().is_none() {
+            let _ = kill(self.pid(), Signal::SIGCONT);
+            let _ = kill(self.pid(), Signal::SIGTERM);
+            if self.wait_for(Duration::from_secs(5)).is_none() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+    }
+}
+
+/// `zklock run PATH -- sh -c SCRIPT sh ARGS...`, in the background.
+fn run_sh(options: &[&str], path: &str, script: &str, args: &[&Path]) -> Running {
+    Running::spawn(
+        zklock()
+            .arg("run")
+            .args(options)
+            .arg(path)
+            .args(["--", "sh", "-c", script, "sh"])
+            .args(args),
+    )
+}
+
+/// Waits for a file the command writes once it holds the lock; returns its contents.
+fn wait_for_file(file: &Path) -> String {
+    assert!(
+        common::eventually(Duration::from_secs(20), || std::fs::read_to_string(file)
+            .is_ok_and(|s| s.ends_with('\n'))),
+        "{} never written",
+        file.display()
+    );
+    std::fs::read_to_string(file).unwrap()
+}
+
+fn status_json(path: &str) -> String {
+    let out = output(zklock().args(["status", "--json", path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    stdout(&out)
+}
+
+fn contenders(path: &str) -> usize {
+    status_json(path).matches("\"position\":").count()
+}
+
+fn wait_for_contenders(path: &str, n: usize) {
+    assert!(
+        common::eventually(Duration::from_secs(20), || contenders(path) == n),
+        "never {n} contenders: {}",
+        status_json(path)
+    );
+}
+
+/// What an exited process with piped stderr wrote there.
+fn read_stderr(run: &mut Running) -> String {
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut run.0.stderr.take().unwrap(), &mut err).unwrap();
+    err
+}
+
+fn process_exists(pid: i32) -> bool {
+    kill(Pid::from_raw(pid), None).is_ok()
+}
+
+#[test]
+fn runs_on_one_lock_never_overlap() {
+    let path = common::lock_path("cli-overlap");
+    let dir = scratch("overlap");
+    let log = dir.join("log");
+    let script = r#"echo "enter $ZKLOCK_FENCING_TOKEN" >> "$1"; sleep 0.2; echo "exit $ZKLOCK_FENCING_TOKEN" >> "$1""#;
+    let mut runs: Vec<Running> = (0..6)
+        .map(|_| run_sh(&[], &path, script, &[&log]))
+        .collect();
+    for run in &mut runs {
+        assert_eq!(run.exit_code(Duration::from_secs(60)), 0);
+    }
+    let lines: Vec<(String, i64)> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let (what, token) = line.split_once(' ').unwrap();
+            (what.to_owned(), token.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(lines.len(), 12, "{lines:?}");
+    let mut last_token = 0;
+    for pair in lines.chunks(2) {
+        let (enter, exit) = (&pair[0], &pair[1]);
+        assert_eq!(
+            (enter.0.as_str(), exit.0.as_str()),
+            ("enter", "exit"),
+            "{lines:?}"
+        );
+        assert_eq!(enter.1, exit.1, "interleaved holders: {lines:?}");
+        assert!(enter.1 > last_token, "fencing tokens must grow: {lines:?}");
+        last_token = enter.1;
+    }
+    assert_eq!(contenders(&path), 0);
+}
+
+#[test]
+fn nonblock_exits_123_when_busy_and_signals_reach_the_command() {
+    let path = common::lock_path("cli-nonblock");
+    let dir = scratch("nonblock");
+    let ready = dir.join("ready");
+    let mut holder = run_sh(&[], &path, r#"echo held > "$1"; exec sleep 60"#, &[&ready]);
+    wait_for_file(&ready);
+
+    let started = Instant::now();
+    let out = output(zklock().args(["run", "--nonblock", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(123), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(stderr(&out).contains("busy"), "{}", stderr(&out));
+    assert_eq!(contenders(&path), 1, "the busy attempt left a node");
+
+    // SIGTERM is forwarded: the command dies of it, and zklock exits as a shell would.
+    holder.signal(Signal::SIGTERM);
+    assert_eq!(holder.exit_code(Duration::from_secs(10)), 128 + 15);
+    assert_eq!(contenders(&path), 0);
+    let out = output(zklock().args(["run", "-n", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn timeout_is_honoured() {
+    let path = common::lock_path("cli-timeout");
+    let dir = scratch("timeout");
+    let ready = dir.join("ready");
+    let _holder = run_sh(&[], &path, r#"echo held > "$1"; exec sleep 60"#, &[&ready]);
+    wait_for_file(&ready);
+
+    let started = Instant::now();
+    let out = output(zklock().args(["run", "--timeout", "1500ms", &path, "--", "true"]));
+    let waited = started.elapsed();
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(waited >= Duration::from_millis(1500), "{waited:?}");
+    assert!(waited < Duration::from_secs(6), "{waited:?}");
+    assert!(stderr(&out).contains("still busy"), "{}", stderr(&out));
+    assert_eq!(contenders(&path), 1, "the timed-out waiter left its node");
+}
+
+#[test]
+fn command_exit_status_is_propagated() {
+    let path = common::lock_path("cli-status");
+    let code = |args: &[&str]| {
+        let out = output(zklock().arg("run").arg(&path).arg("--").args(args));
+        out.status.code().unwrap()
+    };
+    assert_eq!(code(&["true"]), 0);
+    assert_eq!(code(&["sh", "-c", "exit 7"]), 7);
+    assert_eq!(code(&["sh", "-c", "kill -USR1 $$"]), 128 + 10);
+    assert_eq!(code(&["/nonexistent/zklock-test-command"]), 127);
+    assert_eq!(code(&["/"]), 126);
+    // Options after the lock path belong to the command.
+    let out = output(zklock().args(["run", &path, "sh", "-c", "echo \"$0\"", "-x"]));
+    assert_eq!(stdout(&out), "-x\n");
+    assert_eq!(contenders(&path), 0);
+}
+
+#[test]
+fn status_shows_holder_and_waiter_with_owner_data() {
+    let path = common::lock_path("cli-show");
+    let dir = scratch("show");
+    let (ready, go) = (dir.join("ready"), dir.join("go"));
+    let mut holder = run_sh(
+        &[],
+        &path,
+        r#"echo held > "$1"; while [ ! -e "$2" ]; do sleep 0.05; done"#,
+        &[&ready, &go],
+    );
+    wait_for_file(&ready);
+    let mut waiter = run_sh(&[], &path, "true", &[]);
+    wait_for_contenders(&path, 2);
+
+    let json = status_json(&path);
+    let holder_at = json
+        .find(&format!("\"pid\":{}", holder.pid()))
+        .expect(&json);
+    let waiter_at = json
+        .find(&format!("\"pid\":{}", waiter.pid()))
+        .expect(&json);
+    assert!(holder_at < waiter_at, "{json}");
+    assert!(
+        json.starts_with(&format!(
+            "{{\"path\":\"{path}\",\"contenders\":[{{\"position\":0,\"role\":\"holder\""
+        )),
+        "{json}"
+    );
+    assert!(
+        json.contains("\"position\":1,\"role\":\"waiter\""),
+        "{json}"
+    );
+    assert!(json.contains("\"thread\":\"main\""), "{json}");
+    assert!(json.contains("\"session_id\":\"0x"), "{json}");
+
+    let out = output(zklock().args(["status", &path]));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], format!("{path}: held, 1 waiting"), "{text}");
+    assert!(lines[1].starts_with("POS  ROLE"), "{text}");
+    assert!(
+        lines[2].contains("holder") && lines[2].contains(&format!("pid={}", holder.pid())),
+        "{text}"
+    );
+    assert!(
+        lines[3].contains("waiter") && lines[3].contains(&format!("pid={}", waiter.pid())),
+        "{text}"
+    );
+    assert!(
+        lines[2].contains("0x") && lines[2].contains("lock-"),
+        "{text}"
+    );
+
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(holder.exit_code(Duration::from_secs(10)), 0);
+    assert_eq!(waiter.exit_code(Duration::from_secs(10)), 0);
+    assert_eq!(
+        stdout(&output(zklock().args(["status", &path]))),
+        format!("{path}: free (no holder, no waiters)\n")
+    );
+}
+
+#[test]
+fn break_frees_a_lock_held_by_a_stopped_process() {
+    let path = common::lock_path("cli-break");
+    let dir = scratch("break");
+    let (child_pid_file, log) = (dir.join("pid"), dir.join("log"));
+    // A long session: without `break`, the waiter would wait for all of it.
+    let mut holder = Running::spawn(
+        zklock()
+            .args(["run", "--session-timeout", "40s", &path, "--"])
+            .args(["sh", "-c", r#"echo $$ > "$1"; exec sleep 120"#, "sh"])
+            .arg(&child_pid_file)
+            .stderr(Stdio::piped()),
+    );
+    let child_pid: i32 = wait_for_file(&child_pid_file).trim().parse().unwrap();
+    // The holder hangs, its session alive as far as the server can tell for a while.
+    holder.signal(Signal::SIGSTOP);
+    kill(Pid::from_raw(child_pid), Signal::SIGSTOP).unwrap();
+    let mut waiter = run_sh(&[], &path, r#"echo waiter ran >> "$1""#, &[&log]);
+    wait_for_contenders(&path, 2);
+
+    // Declining deletes nothing.
+    let mut declined = zklock()
+        .args(["break", &path])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    declined.stdin.take().unwrap().write_all(b"n\n").unwrap();
+    let out = declined.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stdout(&out).contains("will delete"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains(&format!("pid={}", holder.pid())),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stdout(&out).contains("not deleted"), "{}", stdout(&out));
+    assert_eq!(contenders(&path), 2);
+
+    let started = Instant::now();
+    let out = output(zklock().args(["break", "--yes", &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("deleted"), "{}", stdout(&out));
+    assert_eq!(waiter.exit_code(Duration::from_secs(15)), 0);
+    assert!(started.elapsed() < Duration::from_secs(15));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "waiter ran\n");
+
+    // When the hung holder wakes up, it finds its lock gone and kills its command.
+    kill(Pid::from_raw(child_pid), Signal::SIGCONT).unwrap();
+    holder.signal(Signal::SIGCONT);
+    assert_eq!(holder.exit_code(Duration::from_secs(20)), 122);
+    assert!(!process_exists(child_pid), "the command outlived the lock");
+    let err = read_stderr(&mut holder);
+    assert!(err.contains("was deleted"), "{err}");
+    assert_eq!(contenders(&path), 0);
+}
+
+#[test]
+fn lost_lock_kills_the_command() {
+    let proxy = Proxy::start(&common::connect_string());
+    let path = common::lock_path("cli-lost");
+    let dir = scratch("lost");
+    let child_pid_file = dir.join("pid");
+    // The command ignores SIGTERM, so only the SIGKILL after the grace period stops it.
+    let mut holder = Running::spawn(
+        zklock()
+            .args(["run", "--connect", &proxy.connect_string()])
+            .args(["--session-timeout", "2s", "--kill-grace", "1s", &path, "--"])
+            .args([
+                "sh",
+                "-c",
+                r#"trap "" TERM; echo $$ > "$1"; while :; do sleep 0.1; done"#,
+                "sh",
+            ])
+            .arg(&child_pid_file)
+            .stderr(Stdio::piped()),
+    );
+    let child_pid: i32 = wait_for_file(&child_pid_file).trim().parse().unwrap();
+    assert!(holder.wait_for(Duration::from_millis(500)).is_none());
+
+    let blackholed = Instant::now();
+    proxy.blackhole(true);
+    let code = holder.exit_code(Duration::from_secs(20));
+    eprintln!(
+        "zklock exited {:?} after the blackhole",
+        blackholed.elapsed()
+    );
+    assert_eq!(code, 122);
+    assert!(!process_exists(child_pid), "the command outlived the lock");
+    let err = read_stderr(&mut holder);
+    assert!(err.contains("lost"), "{err}");
+    assert!(err.contains("SIGKILL"), "{err}");
+
+    // The server expired the silent session, so the lock is free for others.
+    let out = output(zklock().args(["run", "--timeout", "10s", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn signal_while_waiting_leaves_the_queue_at_once() {
+    let path = common::lock_path("cli-interrupt");
+    let dir = scratch("interrupt");
+    let ready = dir.join("ready");
+    let _holder = run_sh(&[], &path, r#"echo held > "$1"; exec sleep 60"#, &[&ready]);
+    wait_for_file(&ready);
+    let mut waiter = run_sh(&["--session-timeout", "40s"], &path, "true", &[]);
+    wait_for_contenders(&path, 2);
+    waiter.signal(Signal::SIGINT);
+    assert_eq!(waiter.exit_code(Duration::from_secs(5)), 128 + 2);
+    // Not after the waiter's 40 s session timeout: its node was deleted before it exited.
+    assert_eq!(contenders(&path), 1);
+}
+
+#[test]
+fn bad_input_gives_one_line_errors() {
+    let one_line_error = |out: &Output, needle: &str| {
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(out));
+        let err = stderr(out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("zklock: ") && err.contains(needle), "{err}");
+    };
+    one_line_error(
+        &output(zklock().args(["status", "locks/relative"])),
+        "invalid lock path",
+    );
+    one_line_error(
+        &output(zklock().args(["run", "/a//b", "--", "true"])),
+        "invalid lock path",
+    );
+    one_line_error(
+        &output(zklock().args([
+            "--connect",
+            "127.0.0.1:1",
+            "--connect-timeout",
+            "1s",
+            "status",
+            "/x",
+        ])),
+        "could not connect",
+    );
+    let path = common::lock_path("cli-bad");
+    one_line_error(
+        &output(zklock().args(["break", "--node", "no-such-node", &path])),
+        "no node",
+    );
+    let out = output(zklock().args(["break", "--yes", &path]));
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout(&out).contains("nothing to break"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Usage errors come from the argument parser (several lines) but exit 125 too.
+    let out = output(zklock().args(["run", "--timeout", "5parsecs", "/x", "true"]));
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("5parsecs"), "{}", stderr(&out));
+    let out = output(zklock().args(["run", "--nonblock", "--timeout", "1s", "/x", "true"]));
+    assert_eq!(out.status.code(), Some(125));
+    assert_eq!(output(zklock().arg("--help")).status.code(), Some(0));
+}
