@@ -15,7 +15,7 @@ use zookeeper_client as zk;
 
 use crate::error::{outcome_unknown, Error, Result};
 use crate::runtime::{block_on, deadline_after, Runtime};
-use crate::watch::{Flag, NodeWatch, RevocationWatch, Signal};
+use crate::watch::{NodeFlags, NodeWatch, OwnNodeWatch, Signal};
 
 /// Session timeout asked of the server unless [`ClientBuilder::session_timeout`] says otherwise.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -666,10 +666,11 @@ impl Session {
         })
     }
 
-    /// Watches our lock node `path` for the revocation marker, in the background.
-    pub(crate) fn watch_revocation(&self, path: &str) -> RevocationWatch {
-        let flag = Arc::new(Flag::default());
-        let (zk, path, raise) = (self.zk.clone(), path.to_owned(), flag.clone());
+    /// Watches our lock node `path`, in the background, for the revocation marker and for its
+    /// deletion by someone else.
+    pub(crate) fn watch_own_node(&self, path: &str) -> OwnNodeWatch {
+        let flags = Arc::new(NodeFlags::default());
+        let (zk, path, raise) = (self.zk.clone(), path.to_owned(), flags.clone());
         let mut state = self.state_watcher();
         let task = self.handle.spawn(async move {
             loop {
@@ -677,11 +678,17 @@ impl Session {
                     Ok((data, _, watcher)) => {
                         if data == crate::recipe::REVOKE_MESSAGE {
                             info!("revocation requested for {path}");
-                            raise.raise();
+                            raise.raise_revocation();
                             return;
                         }
-                        if watcher.changed().await.event_type != zk::EventType::NodeDataChanged {
-                            return; // Deleted, or the session ended.
+                        match watcher.changed().await.event_type {
+                            zk::EventType::NodeDataChanged => {}
+                            zk::EventType::NodeDeleted => {
+                                warn!("lock node {path} was deleted by someone else: lock lost");
+                                raise.raise_deleted();
+                                return;
+                            }
+                            _ => return, // The session ended: the guard sees that itself.
                         }
                     }
                     Err(err) if outcome_unknown(&err) => {
@@ -689,11 +696,15 @@ impl Session {
                             return;
                         }
                     }
+                    Err(zk::Error::NoNode) => {
+                        raise.raise_deleted();
+                        return;
+                    }
                     Err(_) => return,
                 }
             }
         });
-        RevocationWatch::new(flag, task)
+        OwnNodeWatch::new(flags, task)
     }
 
     /// Creates or overwrites a persistent node.

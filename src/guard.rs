@@ -60,8 +60,10 @@ impl LockGuard<'_> {
     /// Turns [`LockState::Suspended`] as soon as the client has not heard from the server for
     /// 2/5 of the session timeout (or the connection drops), which is before the server may
     /// expire the session and hand the lock to someone else. A node deleted by someone else
-    /// (see [`DistributedMutex::break_contender`](crate::DistributedMutex::break_contender)) is
-    /// only noticed by [`unlock`](Self::unlock).
+    /// (see [`DistributedMutex::break_contender`](crate::DistributedMutex::break_contender))
+    /// turns the state [`LockState::Lost`] at once for a lock made
+    /// [`revocable`](crate::DistributedMutex::revocable), which watches its node; otherwise it
+    /// is only noticed by [`unlock`](Self::unlock).
     pub fn state(&self) -> LockState {
         self.held.state()
     }

@@ -52,7 +52,9 @@ impl DistributedMutex {
 
     /// Makes the guards of this mutex listen for revocation requests
     /// ([`request_revocation`](Self::request_revocation), or Curator's `Revoker`): see
-    /// [`LockGuard::revocation_requested`]. Costs one extra request per acquisition.
+    /// [`LockGuard::revocation_requested`]. The guard then also learns at once when its node is
+    /// deleted by someone else (an operator breaking the lock): its state turns
+    /// [`LockState::Lost`](crate::LockState::Lost). Costs one extra request per acquisition.
     pub fn revocable(mut self) -> Self {
         self.revocable = true;
         self

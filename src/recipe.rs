@@ -11,7 +11,7 @@ use log::{debug, warn};
 use crate::client::{Client, Create, Liveness, NodeStat, Session};
 use crate::error::{Error, Result};
 use crate::path::{protected_prefix, sorted_lock_nodes, LockNode};
-use crate::watch::{NodeEvent, RevocationWatch, Signal, Wake};
+use crate::watch::{NodeEvent, OwnNodeWatch, Signal, Wake};
 
 /// How long an acquisition may wait.
 #[derive(Debug, Clone, Copy)]
@@ -103,7 +103,8 @@ pub(crate) struct Held {
     lock_path: String,
     node_path: String,
     stat: NodeStat,
-    revocation: Option<RevocationWatch>,
+    /// Set for revocable locks: listens for revocation requests and for our node's deletion.
+    own_node: Option<OwnNodeWatch>,
     released: bool,
 }
 
@@ -121,6 +122,9 @@ impl Held {
     }
 
     pub(crate) fn state(&self) -> LockState {
+        if self.own_node.as_ref().is_some_and(OwnNodeWatch::deleted) {
+            return LockState::Lost;
+        }
         match self.session.liveness() {
             Liveness::Connected => LockState::Held,
             Liveness::Disconnected => LockState::Suspended,
@@ -133,7 +137,17 @@ impl Held {
         loop {
             match self.state() {
                 LockState::Held => {
-                    if !self.session.wait_disconnected(deadline) {
+                    // Watching our node too: look at it between short waits on the session.
+                    let step = match &self.own_node {
+                        None => deadline,
+                        Some(_) => {
+                            let poll = deadline_after(OWN_NODE_POLL);
+                            Some(deadline.map_or(poll, |d| d.min(poll)))
+                        }
+                    };
+                    if !self.session.wait_disconnected(step)
+                        && deadline.is_some_and(|d| Instant::now() >= d)
+                    {
                         return None;
                     }
                 }
@@ -143,13 +157,15 @@ impl Held {
     }
 
     pub(crate) fn revocation_requested(&self) -> bool {
-        self.revocation
+        self.own_node
             .as_ref()
-            .is_some_and(RevocationWatch::requested)
+            .is_some_and(OwnNodeWatch::revocation_requested)
     }
 
     pub(crate) fn wait_revocation(&self, deadline: Instant) -> bool {
-        self.revocation.as_ref().is_some_and(|r| r.wait(deadline))
+        self.own_node
+            .as_ref()
+            .is_some_and(|w| w.wait_revocation(deadline))
     }
 
     /// Releases: deletes our node, retrying in the background if the connection is down.
@@ -161,8 +177,8 @@ impl Held {
         let lost = || Error::LockLost {
             path: self.lock_path.clone(),
         };
-        // Stop listening for revocation before the node goes.
-        self.revocation = None;
+        // Stop watching our node before it goes.
+        self.own_node = None;
         match self
             .session
             .delete_node(&self.node_path, self.session.timeout)
@@ -213,6 +229,9 @@ impl Drop for Contender {
     }
 }
 
+/// How often a holder waiting for trouble looks at its own node's deletion flag.
+const OWN_NODE_POLL: Duration = Duration::from_millis(50);
+
 /// How long a contender that gives up waits for the delete of its node to be confirmed.
 const WITHDRAW_WAIT: Duration = Duration::from_secs(1);
 
@@ -262,7 +281,7 @@ pub(crate) fn acquire(
     }?;
     Ok(held.map(|mut held| {
         if options.revocable {
-            held.revocation = Some(session.watch_revocation(&held.node_path));
+            held.own_node = Some(session.watch_own_node(&held.node_path));
         }
         held
     }))
@@ -576,7 +595,7 @@ fn claim(mut contender: Contender, lock_path: &str, stat: NodeStat) -> Result<He
         lock_path: lock_path.to_owned(),
         node_path: std::mem::take(&mut contender.node_path),
         stat,
-        revocation: None,
+        own_node: None,
         released: false,
     })
 }

@@ -119,52 +119,68 @@ impl Drop for NodeWatch {
     }
 }
 
-/// A holder's ear for revocation requests: a task re-reads our node's data on every change and
-/// raises the flag when it holds the revocation marker.
-pub(crate) struct RevocationWatch {
-    flag: Arc<Flag>,
+/// A holder's ear on its own node: a task re-reads the node's data on every change and raises
+/// a flag when it holds the revocation marker, or when the node is deleted by someone else.
+pub(crate) struct OwnNodeWatch {
+    flags: Arc<NodeFlags>,
     task: JoinHandle<()>,
 }
 
 #[derive(Default)]
-pub(crate) struct Flag {
-    raised: Mutex<bool>,
+struct Marks {
+    revocation_requested: bool,
+    deleted: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct NodeFlags {
+    marks: Mutex<Marks>,
     changed: Condvar,
 }
 
-impl Flag {
-    pub(crate) fn raise(&self) {
-        *self.raised.lock() = true;
+impl NodeFlags {
+    pub(crate) fn raise_revocation(&self) {
+        self.marks.lock().revocation_requested = true;
+        self.changed.notify_all();
+    }
+
+    pub(crate) fn raise_deleted(&self) {
+        self.marks.lock().deleted = true;
         self.changed.notify_all();
     }
 }
 
-impl RevocationWatch {
-    pub(crate) fn new(flag: Arc<Flag>, task: JoinHandle<()>) -> RevocationWatch {
-        RevocationWatch { flag, task }
+impl OwnNodeWatch {
+    pub(crate) fn new(flags: Arc<NodeFlags>, task: JoinHandle<()>) -> OwnNodeWatch {
+        OwnNodeWatch { flags, task }
     }
 
-    pub(crate) fn requested(&self) -> bool {
-        *self.flag.raised.lock()
+    pub(crate) fn revocation_requested(&self) -> bool {
+        self.flags.marks.lock().revocation_requested
     }
 
-    pub(crate) fn wait(&self, deadline: Instant) -> bool {
-        let mut raised = self.flag.raised.lock();
-        while !*raised {
+    pub(crate) fn deleted(&self) -> bool {
+        self.flags.marks.lock().deleted
+    }
+
+    /// Waits until revocation is requested (`true`) or `deadline` passes.
+    pub(crate) fn wait_revocation(&self, deadline: Instant) -> bool {
+        let mut marks = self.flags.marks.lock();
+        while !marks.revocation_requested {
             if self
-                .flag
+                .flags
                 .changed
-                .wait_until(&mut raised, deadline)
+                .wait_until(&mut marks, deadline)
                 .timed_out()
             {
-                return *raised;
+                return marks.revocation_requested;
             }
         }
         true
     }
 }
 
-impl Drop for RevocationWatch {
+impl Drop for OwnNodeWatch {
     fn drop(&mut self) {
         self.task.abort();
     }

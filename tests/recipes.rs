@@ -351,3 +351,20 @@ fn leader_election_hands_over_in_order() {
     });
     assert!(first.current_leader().unwrap().is_none());
 }
+
+#[test]
+fn revocable_holder_sees_its_node_broken_at_once() {
+    let (a, b) = (common::client(), common::client());
+    let path = common::lock_path("broken");
+    let holder_mutex = DistributedMutex::new(&a, &path).unwrap().revocable();
+    let guard = holder_mutex.lock().unwrap();
+    let operator = DistributedMutex::new(&b, &path).unwrap();
+    thread::scope(|s| {
+        let watcher = s.spawn(|| guard.wait_lost());
+        let holder = operator.contenders().unwrap().remove(0);
+        assert!(operator.break_contender(&holder).unwrap());
+        assert_eq!(watcher.join().unwrap(), zklock::LockState::Lost);
+    });
+    assert!(!guard.is_held());
+    assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })));
+}
