@@ -15,6 +15,7 @@ use zookeeper_client as zk;
 
 use crate::error::{outcome_unknown, Error, Result};
 use crate::runtime::{block_on, deadline_after, Runtime};
+use crate::security::{NodeAcl, Security};
 use crate::watch::{NodeFlags, NodeWatch, OwnNodeWatch, Signal};
 
 /// Session timeout asked of the server unless [`ClientBuilder::session_timeout`] says otherwise.
@@ -41,13 +42,15 @@ pub struct Client {
     inner: Arc<Inner>,
 }
 
-/// Options for a [`Client`]; made by [`Client::builder`].
+/// Options for a [`Client`]; made by [`Client::builder`]. Its `Debug` output never shows
+/// credentials.
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `connect` is called"]
 pub struct ClientBuilder {
     connect_string: String,
     session_timeout: Duration,
     connect_timeout: Duration,
+    security: Security,
 }
 
 struct Inner {
@@ -89,6 +92,7 @@ impl Client {
             connect_string: connect_string.to_owned(),
             session_timeout: DEFAULT_SESSION_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            security: Security::default(),
         }
     }
 
@@ -273,6 +277,74 @@ impl ClientBuilder {
         self
     }
 
+    /// Authenticates the session with ZooKeeper's `digest` scheme as `user` (the Java client's
+    /// `addAuth("digest", "user:password")`). Combine with [`acl`](Self::acl) to keep other
+    /// identities away from the lock nodes.
+    ///
+    /// Note that the digest scheme never fails: a wrong password is simply another identity,
+    /// which then gets [`Error::NoAuth`] on nodes protected against it.
+    pub fn auth_digest(self, user: &str, password: &str) -> Self {
+        self.auth("digest", format!("{user}:{password}").as_bytes())
+    }
+
+    /// Adds credentials for any authentication scheme the servers support (the Java client's
+    /// `addAuth(scheme, credential)`). Defaults to none.
+    pub fn auth(mut self, scheme: &str, credential: &[u8]) -> Self {
+        self.security
+            .auth
+            .push((scheme.to_owned(), credential.to_vec()));
+        self
+    }
+
+    /// Authenticates with SASL DIGEST-MD5 (servers with `SASLAuthenticationProvider` and a
+    /// JAAS `Server` section). Unlike the digest scheme, wrong credentials fail the connect
+    /// with [`Error::AuthFailed`].
+    #[cfg(feature = "sasl")]
+    pub fn sasl_digest_md5(mut self, user: &str, password: &str) -> Self {
+        self.security.sasl_digest = Some((user.to_owned(), password.to_owned()));
+        self
+    }
+
+    /// The ACL of every node this client creates (see [`NodeAcl`] for the trade-off). The
+    /// creator-only modes need credentials ([`auth_digest`](Self::auth_digest) or SASL).
+    ///
+    /// Defaults to [`NodeAcl::Open`], ZooKeeper's default.
+    pub fn acl(mut self, acl: NodeAcl) -> Self {
+        self.security.acl = acl;
+        self
+    }
+
+    /// Connects over TLS (the servers' `secureClientPort`), trusting the CA certificates in
+    /// `ca_pem`; server certificates must name the host of the connect string.
+    ///
+    /// Defaults to plain TCP.
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, ca_pem: &str) -> Self {
+        let identity = self.security.tls.take().and_then(|t| t.identity);
+        self.security.tls = Some(crate::security::Tls {
+            ca_pem: ca_pem.to_owned(),
+            identity,
+        });
+        self
+    }
+
+    /// A client certificate and its private key (PEM) for servers that require one. Needs
+    /// [`tls`](Self::tls).
+    #[cfg(feature = "tls")]
+    pub fn tls_identity(mut self, cert_pem: &str, key_pem: &str) -> Self {
+        let ca_pem = self
+            .security
+            .tls
+            .take()
+            .map(|t| t.ca_pem)
+            .unwrap_or_default();
+        self.security.tls = Some(crate::security::Tls {
+            ca_pem,
+            identity: Some((cert_pem.to_owned(), key_pem.to_owned())),
+        });
+        self
+    }
+
     /// Connects: blocks until a session is established or the connect timeout runs out.
     ///
     /// # Errors
@@ -345,12 +417,45 @@ fn open_session(
         timeout: config.connect_timeout,
         reason,
     };
-    let connector = zk::Client::connector().with_session_timeout(config.session_timeout);
+    let connector = config
+        .security
+        .configure(zk::Client::connector().with_session_timeout(config.session_timeout))?;
     let hosts_owned = hosts.to_owned();
+    let secure = config.security.is_tls();
     // Connecting spawns the session task, so it must run on the runtime.
-    let task = runtime
-        .handle()
-        .spawn(async move { connector.connect(&hosts_owned).await });
+    let task = runtime.handle().spawn(async move {
+        #[cfg(feature = "tls")]
+        if secure {
+            return connector.secure_connect(&hosts_owned).await;
+        }
+        connector.connect(&hosts_owned).await
+    });
+    // With TLS, the client crate reports a failed handshake only as a failed connection: if
+    // the TCP port answers, the handshake is what failed.
+    let connect_error = |reason: String| {
+        let tcp_answers = hosts
+            .split(',')
+            .filter_map(|h| {
+                h.trim()
+                    .rsplit_once("://")
+                    .map_or(Some(h.trim()), |(_, a)| Some(a))
+            })
+            .any(|addr| {
+                std::net::ToSocketAddrs::to_socket_addrs(addr)
+                    .ok()
+                    .and_then(|mut a| a.next())
+                    .is_some_and(|a| {
+                        std::net::TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok()
+                    })
+            });
+        if secure && tcp_answers {
+            Error::Tls {
+                reason: format!("servers at {hosts} accept TCP but no TLS session was established ({reason}): is their certificate signed by the configured CA and valid for the host name, and is this their secureClientPort?"),
+            }
+        } else {
+            connect_error(reason)
+        }
+    };
     let zk = match block_on(task, Some(deadline)) {
         Ok(Ok(Ok(zk))) => zk,
         Ok(Ok(Err(zk::Error::BadArguments(reason)))) => {
@@ -370,6 +475,7 @@ fn open_session(
             return Err(connect_error("no server granted a session".into()));
         }
     };
+    let acl = config.security.acl;
     let zk = match chroot {
         None => zk,
         Some(root) => {
@@ -377,11 +483,8 @@ fn open_session(
                 let zk = zk.clone();
                 let root = root.to_owned();
                 Box::pin(async move {
-                    zk.mkdir(
-                        &root,
-                        &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()),
-                    )
-                    .await
+                    zk.mkdir(&root, &zk::CreateMode::Container.with_acls(acl.acls()))
+                        .await
                 })
             };
             match block_on(mkdir, Some(deadline)) {
@@ -402,6 +505,7 @@ fn open_session(
         timeout: zk.session_timeout(),
         zk,
         state,
+        acl,
         handle: runtime.handle().clone(),
         releases: releases.clone(),
     })
@@ -479,6 +583,8 @@ pub(crate) struct Session {
     pub(crate) id: i64,
     pub(crate) timeout: Duration,
     state: zk::StateWatcher,
+    /// The ACL of every node this session creates.
+    acl: NodeAcl,
     handle: tokio::runtime::Handle,
     releases: Arc<Releases>,
 }
@@ -616,13 +722,11 @@ impl Session {
     /// Creates `path` and its missing ancestors as container nodes (the server removes them
     /// once they are empty, so lock parents do not pile up).
     pub(crate) fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        self.read(path, deadline, |zk, p| {
+        let acl = self.acl;
+        self.read(path, deadline, move |zk, p| {
             Box::pin(async move {
-                zk.mkdir(
-                    &p,
-                    &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()),
-                )
-                .await
+                zk.mkdir(&p, &zk::CreateMode::Container.with_acls(acl.acls()))
+                    .await
             })
         })
     }
@@ -709,11 +813,11 @@ impl Session {
 
     /// Creates or overwrites a persistent node.
     fn put(&self, path: &str, data: &[u8], deadline: Option<Instant>) -> Result<()> {
-        let data = data.to_vec();
+        let (data, acl) = (data.to_vec(), self.acl);
         self.read(path, deadline, move |zk, p| {
             let data = data.clone();
             Box::pin(async move {
-                let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                let options = zk::CreateMode::Persistent.with_acls(acl.acls());
                 match zk.set_data(&p, &data, None).await {
                     Err(zk::Error::NoNode) => {}
                     other => return other.map(drop),
@@ -739,14 +843,14 @@ impl Session {
         data: &[u8],
         deadline: Option<Instant>,
     ) -> Result<Create> {
-        let zk = self.zk.clone();
+        let (zk, acl) = (self.zk.clone(), self.acl);
         let (node_prefix, list_path, data) = (
             format!("{lock_path}/{prefix}"),
             lock_path.to_owned(),
             data.to_vec(),
         );
         let op: Op<CreateAndList> = Box::pin(async move {
-            let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+            let options = zk::CreateMode::EphemeralSequential.with_acls(acl.acls());
             // Both requests are sent here, before the first await.
             let create = zk.create(&node_prefix, &data, &options);
             let list = zk.list_children(&list_path);

@@ -94,6 +94,15 @@ pub enum Error {
         path: String,
     },
 
+    /// TLS could not be set up: invalid certificate or key material, or servers that accept
+    /// TCP connections but complete no TLS handshake with us (untrusted certificate, wrong
+    /// host name, or a port that does not speak TLS).
+    #[error("TLS to ZooKeeper failed: {reason}")]
+    Tls {
+        /// What failed.
+        reason: String,
+    },
+
     /// The server rejected the session's credentials. The client cannot be used any more.
     #[error("ZooKeeper authentication failed")]
     AuthFailed,

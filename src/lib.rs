@@ -64,6 +64,7 @@ mod path;
 mod recipe;
 mod runtime;
 mod rwlock;
+mod security;
 mod semaphore;
 mod watch;
 
@@ -76,4 +77,5 @@ pub use multi::{MultiGuard, MultiLock};
 pub use mutex::DistributedMutex;
 pub use recipe::{LockState, Role};
 pub use rwlock::{DistributedRwLock, ReadGuard, WriteGuard};
+pub use security::NodeAcl;
 pub use semaphore::{Permit, Semaphore};

@@ -1,0 +1,176 @@
+//! Authentication, node ACLs and TLS: how a client proves who it is and who may touch the
+//! nodes it creates.
+
+use std::fmt;
+
+use zookeeper_client as zk;
+
+use crate::error::{Error, Result};
+
+/// The ACL zklock puts on every node it creates: lock nodes, the lock paths and parents it
+/// creates, and the chroot. Set it with [`ClientBuilder::acl`](crate::ClientBuilder::acl).
+///
+/// The choice matters because ZooKeeper checks the *parent's* ACL when a child is created or
+/// deleted. With [`NodeAcl::Open`] any client that reaches the ensemble can delete a holder's
+/// node and so take its lock. With the creator-only modes only sessions authenticated as the
+/// same identity (for example every instance of one service, sharing its credentials) can
+/// queue on, release or break the lock; others get [`Error::NoAuth`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum NodeAcl {
+    /// Everyone may do everything (ZooKeeper's `OPEN_ACL_UNSAFE`, its default).
+    #[default]
+    Open,
+    /// Only the identities the session authenticated with (`CREATOR_ALL_ACL`). Other
+    /// identities cannot even see the queue.
+    CreatorOnly,
+    /// As [`CreatorOnly`](Self::CreatorOnly), plus READ for everyone, so that others can still
+    /// inspect holders and waiters (`zklock status`) but not change anything.
+    CreatorOnlyAnyoneRead,
+}
+
+static CREATOR_ALL_ANYONE_READ: [zk::Acl; 2] = [
+    zk::Acl::new_const(zk::Permission::ALL, "auth", ""),
+    zk::Acl::new_const(zk::Permission::READ, "world", "anyone"),
+];
+
+impl NodeAcl {
+    pub(crate) fn acls(self) -> zk::Acls<'static> {
+        match self {
+            NodeAcl::Open => zk::Acls::anyone_all(),
+            NodeAcl::CreatorOnly => zk::Acls::creator_all(),
+            NodeAcl::CreatorOnlyAnyoneRead => zk::Acls::new(&CREATOR_ALL_ANYONE_READ),
+        }
+    }
+}
+
+/// Credentials and transport security of a client. Never printed: `Debug` shows only which
+/// mechanisms are configured.
+#[derive(Clone, Default)]
+pub(crate) struct Security {
+    pub(crate) acl: NodeAcl,
+    /// `addAuth` pairs: scheme and credential (for `digest`, `user:password`).
+    pub(crate) auth: Vec<(String, Vec<u8>)>,
+    #[cfg(feature = "sasl")]
+    pub(crate) sasl_digest: Option<(String, String)>,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<Tls>,
+}
+
+/// PEM material for TLS.
+#[cfg(feature = "tls")]
+#[derive(Clone)]
+pub(crate) struct Tls {
+    pub(crate) ca_pem: String,
+    pub(crate) identity: Option<(String, String)>,
+}
+
+impl fmt::Debug for Security {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Security");
+        d.field("acl", &self.acl);
+        d.field(
+            "auth_schemes",
+            &self
+                .auth
+                .iter()
+                .map(|(scheme, _)| scheme.as_str())
+                .collect::<Vec<_>>(),
+        );
+        #[cfg(feature = "sasl")]
+        d.field(
+            "sasl_digest_md5",
+            &self.sasl_digest.as_ref().map(|(user, _)| user.as_str()),
+        );
+        #[cfg(feature = "tls")]
+        d.field(
+            "tls",
+            &self.tls.as_ref().map(|t| {
+                if t.identity.is_some() {
+                    "ca+identity"
+                } else {
+                    "ca"
+                }
+            }),
+        );
+        d.finish()
+    }
+}
+
+impl Security {
+    fn authenticated(&self) -> bool {
+        #[cfg(feature = "sasl")]
+        if self.sasl_digest.is_some() {
+            return true;
+        }
+        !self.auth.is_empty()
+    }
+
+    pub(crate) fn is_tls(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.tls.is_some();
+        #[cfg(not(feature = "tls"))]
+        false
+    }
+
+    /// Applies the credentials and TLS options to a connector.
+    pub(crate) fn configure(&self, mut connector: zk::Connector) -> Result<zk::Connector> {
+        if self.acl != NodeAcl::Open && !self.authenticated() {
+            return Err(Error::InvalidArgument(
+                "creator-only ACLs need an authenticated session (auth_digest, auth or sasl_digest_md5)",
+            ));
+        }
+        for (scheme, credential) in &self.auth {
+            connector = connector.with_auth(scheme, credential);
+        }
+        #[cfg(feature = "sasl")]
+        if let Some((user, password)) = &self.sasl_digest {
+            connector =
+                connector.with_sasl(zk::SaslOptions::digest_md5(user.clone(), password.clone()));
+        }
+        #[cfg(feature = "tls")]
+        if let Some(tls) = &self.tls {
+            let bad = |e: zk::Error| Error::Tls {
+                reason: format!("invalid TLS material: {e}"),
+            };
+            let mut options = zk::TlsOptions::new()
+                .with_pem_ca(&tls.ca_pem)
+                .map_err(bad)?;
+            if let Some((cert, key)) = &tls.identity {
+                options = options.with_pem_identity(cert, key).map_err(bad)?;
+            }
+            connector = connector.with_tls(options);
+        }
+        Ok(connector)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_shows_credentials() {
+        let security = Security {
+            auth: vec![("digest".into(), b"alice:s3cret".to_vec())],
+            ..Default::default()
+        };
+        let shown = format!("{security:?}");
+        assert!(
+            shown.contains("digest") && !shown.contains("s3cret") && !shown.contains("alice"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn creator_only_needs_credentials() {
+        let security = Security {
+            acl: NodeAcl::CreatorOnly,
+            ..Default::default()
+        };
+        assert!(matches!(
+            security.configure(zk::Client::connector()),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+}
