@@ -66,6 +66,7 @@ mod runtime;
 mod rwlock;
 mod security;
 mod semaphore;
+mod session;
 mod watch;
 
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};

@@ -8,9 +8,10 @@ pub(crate) use crate::runtime::deadline_after;
 
 use log::{debug, warn};
 
-use crate::client::{Client, Create, Liveness, NodeStat, Session};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::path::{protected_prefix, sorted_lock_nodes, LockNode};
+use crate::session::{Create, Liveness, NodeStat, Session};
 use crate::watch::{NodeEvent, OwnNodeWatch, Signal, Wake};
 
 /// How long an acquisition may wait.
