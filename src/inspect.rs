@@ -1,9 +1,13 @@
 //! Inspection of a lock's queue, and breaking a stale holder's node, for every recipe.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::path::{sorted_lock_nodes, LockNode};
 use crate::recipe::Role;
+use crate::session::Session;
 
 /// One node in a lock's queue, as seen by inspection (`contenders()`, `participants()`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,15 +72,7 @@ pub(crate) fn contenders(
 
 /// Deletes `path/<contender>` if unchanged since it was inspected; `Ok(false)` if gone.
 pub(crate) fn break_contender(client: &Client, path: &str, contender: &Contender) -> Result<bool> {
-    if contender.node_name.is_empty() || contender.node_name.contains('/') {
-        return Err(Error::InvalidPath {
-            path: contender.node_name.clone(),
-            reason: "not a node name",
-        });
-    }
-    let deadline = Some(client.call_deadline());
-    let session = client.session(deadline)?;
-    let node = format!("{path}/{}", contender.node_name);
+    let (session, node, deadline) = reach(client, path, contender)?;
     let deleted = session.delete_if_unchanged(&node, contender.version, deadline)?;
     if deleted {
         log::warn!(
@@ -95,17 +91,27 @@ pub(crate) fn request_revocation(
     path: &str,
     contender: &Contender,
 ) -> Result<bool> {
-    if contender.node_name.is_empty() || contender.node_name.contains('/') {
+    let (session, node, deadline) = reach(client, path, contender)?;
+    session.set_existing(&node, crate::recipe::REVOKE_MESSAGE, deadline)
+}
+
+/// The session, full node path and deadline for one operation on an inspected contender.
+fn reach(
+    client: &Client,
+    path: &str,
+    contender: &Contender,
+) -> Result<(Arc<Session>, String, Option<Instant>)> {
+    let name = &contender.node_name;
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
         return Err(Error::InvalidPath {
-            path: contender.node_name.clone(),
+            path: name.clone(),
             reason: "not a node name",
         });
     }
     let deadline = Some(client.call_deadline());
-    let session = client.session(deadline)?;
-    session.set_existing(
-        &format!("{path}/{}", contender.node_name),
-        crate::recipe::REVOKE_MESSAGE,
+    Ok((
+        client.session(deadline)?,
+        format!("{path}/{name}"),
         deadline,
-    )
+    ))
 }
