@@ -70,7 +70,7 @@ fn tool_works(tool: &str) -> bool {
 }
 
 fn setup_java() -> Result<Java, String> {
-    let mut missing: Vec<String> = ["java", "javac"]
+    let missing: Vec<String> = ["java", "javac"]
         .into_iter()
         .filter(|tool| !tool_works(tool))
         .map(|tool| format!("`{tool}` (openjdk-17-jdk-headless)"))
