@@ -294,3 +294,35 @@ fn waiter_reconnecting_after_its_predecessor_left_does_not_jump_the_holder() {
         });
     }
 }
+
+#[test]
+fn release_during_an_outage_is_retried_until_the_node_is_gone() {
+    let proxy = Proxy::start(&common::connect_string());
+    let path = common::lock_path("release-retry");
+    let client = client_via(&proxy, Duration::from_secs(8));
+    let session = client.session_id();
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    let guard = mutex.lock().unwrap();
+    proxy.blackhole(true);
+    assert_eq!(
+        guard.wait_lost_timeout(Duration::from_secs(6)),
+        Some(LockState::Suspended)
+    );
+    // The delete cannot be confirmed: reported, and handed to the background.
+    assert!(matches!(guard.unlock(), Err(Error::ConnectionLoss)));
+    let observer = common::client();
+    assert_eq!(
+        common::children_count(&observer, &path),
+        1,
+        "released before the connection came back?"
+    );
+    proxy.blackhole(false);
+    proxy.sever();
+    // Gone well before the 8 s session could expire, and by the same session: the retry did it.
+    assert!(common::eventually(
+        Duration::from_secs(3),
+        || common::children_count(&observer, &path) == 0
+    ));
+    assert_eq!(client.session_id(), session);
+    assert!(mutex.try_lock().unwrap().is_some());
+}
