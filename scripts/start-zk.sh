@@ -6,12 +6,48 @@
 #   scripts/start-zk.sh --ensemble              3-member ensemble (ports 2281,2282,2283)
 #   scripts/start-zk.sh --ensemble-member N     (re)start member N of the ensemble, using
 #                                               its existing config/data, if it is not running
+#   scripts/start-zk.sh --sasl                  standalone server that requires SASL (see below)
+#   scripts/start-zk.sh --tls                   standalone server with a TLS client port
+#   scripts/start-zk.sh --sasl --tls            both at once
 #   scripts/start-zk.sh --help
 #
 #   The LAST line on stdout is the connect string (everything else goes to stderr), so
 #       ZK=$(scripts/start-zk.sh | tail -1)
 #   works.  Standalone: "127.0.0.1:2181".  Ensemble and --ensemble-member:
-#   "127.0.0.1:2281,127.0.0.1:2282,127.0.0.1:2283".
+#   "127.0.0.1:2281,127.0.0.1:2282,127.0.0.1:2283".  --tls: the secure port,
+#   "127.0.0.1:3181" (ZK_SECURE_PORT).
+#
+# Secure variants (standalone only; each is a server of its own, in $ZK_WORKDIR/<port>-sasl,
+# <port>-tls or <port>-sasl-tls, so give it a ZK_PORT that no plain server uses):
+#   --sasl   authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider,
+#            a JAAS file (<dir>/jaas.conf, passed with -Djava.security.auth.login.config)
+#            whose Server section uses DigestLoginModule with two users:
+#                alice / alice-secret      bob / bob-secret
+#            and enforce.auth.enabled=true, enforce.auth.schemes=sasl (ZooKeeper >= 3.7):
+#            wrong credentials close the session at the SASL handshake
+#            (SESSIONCLOSEDREQUIRESASLAUTH, an AuthFailed for clients) instead of leaving an
+#            unauthenticated session, and a session without SASL is closed the same way at
+#            its first request.  (An empty user name makes ZooKeeper 3.8's DIGEST-MD5 server
+#            throw and drop the connection without an answer.)  Clients: SASL DIGEST-MD5
+#            (zklock: feature `sasl`, ClientBuilder::sasl_digest_md5("alice", "alice-secret")).
+#   --tls    serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory,
+#            secureClientPort=ZK_SECURE_PORT on 127.0.0.1, ssl.keyStore.* / ssl.trustStore.*
+#            (PKCS12) and ssl.clientAuth=ZK_TLS_CLIENT_AUTH (default need: clients must show
+#            a certificate signed by the test CA).  The plain clientPort (ZK_PORT) stays open
+#            on 127.0.0.1 for four-letter-word probes.  Generated once with openssl and
+#            keytool (kept while the files exist) into the server's dir:
+#                ca.pem  ca-key.pem           test CA (the server's truststore holds it)
+#                server.pem  server-key.pem   server cert, CN=localhost, SAN IP:127.0.0.1,
+#                                             DNS:localhost; keystore.p12 / truststore.p12
+#                client.pem  client-key.pem   client cert signed by the CA, CN=zklock-client
+#                other-ca.pem                 an unrelated CA, for "untrusted server" tests
+#            The directory is printed on stderr ("TLS material: <dir>").  zklock: feature
+#            `tls`, ClientBuilder::tls(ca.pem).tls_identity(client.pem, client-key.pem).
+#   Needs, besides zookeeper and a JRE: openssl (--tls; installed like zookeeper if missing)
+#   and keytool (--tls; part of the JRE).  Debian's zookeeper.jar manifest lacks
+#   netty-codec, which the Netty TLS handler needs: --tls adds it to the class path.
+#   A secure variant already running is reused only if it runs with the configuration it
+#   would be given now (else: stop it first); a plain server on its port is an error.
 #
 #   Idempotent: if the server(s) already serve (4lw "srvr" shows "Mode:"), nothing is
 #   started and the connect string is printed.  Stop with scripts/stop-zk.sh (same flags).
@@ -19,6 +55,8 @@
 #
 # Environment:
 #   ZK_PORT            standalone client port                      (default 2181)
+#   ZK_SECURE_PORT     --tls: TLS client port                      (default ZK_PORT+1000)
+#   ZK_TLS_CLIENT_AUTH --tls: ssl.clientAuth: need, want or none   (default need)
 #   ZK_ENSEMBLE        ensemble size; >=2 means ensemble mode even without --ensemble
 #                      (default for --ensemble: 3)
 #   ZK_ENSEMBLE_BASE   first ensemble client port                  (default 2281)
@@ -33,6 +71,8 @@
 #   $ZK_WORKDIR/.zklock-zk                       marker: directory was created by this script
 #   $ZK_WORKDIR/<port>/                          standalone server on client port <port>
 #       zoo.cfg  log4j.properties  data/  datalog/  server.log  zk.pid  .lock
+#   $ZK_WORKDIR/<port>-sasl/, <port>-tls/, <port>-sasl-tls/   secure variants: the same,
+#       plus jaas.conf (--sasl) and the TLS files listed above (--tls)
 #   $ZK_WORKDIR/ensemble/                        the ensemble (.lock lives here)
 #   $ZK_WORKDIR/ensemble/<id>/                   member <id> = 1..N
 #       zoo.cfg  log4j.properties  data/myid  datalog/  server.log  zk.pid
@@ -63,6 +103,7 @@ ZK_START_TIMEOUT="${ZK_START_TIMEOUT:-60}"
 ZK_HEAP="${ZK_HEAP:-256m}"
 ZK_LOG_LEVEL="${ZK_LOG_LEVEL:-INFO}"
 ZK_JVM_OPTS="${ZK_JVM_OPTS:-}"
+ZK_TLS_CLIENT_AUTH="${ZK_TLS_CLIENT_AUTH:-need}"
 JAVA_DIR=/usr/share/java
 ZK_JAR="$JAVA_DIR/zookeeper.jar"
 
@@ -93,6 +134,8 @@ timed_out() { # start_ms
 mode=standalone
 member=""
 ens_size=3
+sasl=0
+tls=0
 if [[ -n "${ZK_ENSEMBLE:-}" && "${ZK_ENSEMBLE}" != 0 ]]; then
     is_uint "$ZK_ENSEMBLE" && ((10#$ZK_ENSEMBLE >= 2 && 10#$ZK_ENSEMBLE <= 99)) ||
         die "ZK_ENSEMBLE must be an integer 2..99 (or 0/unset for standalone), got '$ZK_ENSEMBLE'"
@@ -109,6 +152,8 @@ while (($#)); do
             shift
             ;;
         --ensemble-member=*) mode=member; member="${1#*=}" ;;
+        --sasl) sasl=1 ;;
+        --tls) tls=1 ;;
         -h | --help) usage; exit 0 ;;
         *) usage; die "unknown argument: $1" ;;
     esac
@@ -119,6 +164,24 @@ is_uint "$ZK_ENSEMBLE_BASE" && ((10#$ZK_ENSEMBLE_BASE > 0 && 10#$ZK_ENSEMBLE_BAS
     die "bad ZK_ENSEMBLE_BASE '$ZK_ENSEMBLE_BASE'"
 is_uint "$ZK_START_TIMEOUT" || die "bad ZK_START_TIMEOUT '$ZK_START_TIMEOUT'"
 ZK_PORT=$((10#$ZK_PORT))
+if ((sasl || tls)) && [[ $mode != standalone ]]; then
+    die "--sasl and --tls start a standalone server; they cannot be combined with --ensemble or ZK_ENSEMBLE"
+fi
+ZK_SECURE_PORT="${ZK_SECURE_PORT:-$((ZK_PORT + 1000))}"
+if ((tls)); then
+    is_uint "$ZK_SECURE_PORT" && ((10#$ZK_SECURE_PORT > 0 && 10#$ZK_SECURE_PORT < 65536)) ||
+        die "bad ZK_SECURE_PORT '$ZK_SECURE_PORT'"
+    ZK_SECURE_PORT=$((10#$ZK_SECURE_PORT))
+    ((ZK_SECURE_PORT != ZK_PORT)) || die "ZK_SECURE_PORT must differ from ZK_PORT"
+    case "$ZK_TLS_CLIENT_AUTH" in
+        need | want | none) ;;
+        *) die "ZK_TLS_CLIENT_AUTH must be need, want or none, got '$ZK_TLS_CLIENT_AUTH'" ;;
+    esac
+fi
+# the secure variants' directory suffix: <port>-sasl, <port>-tls, <port>-sasl-tls
+variant=""
+((sasl)) && variant+="-sasl"
+((tls)) && variant+="-tls"
 ZK_ENSEMBLE_BASE=$((10#$ZK_ENSEMBLE_BASE))
 ZK_START_TIMEOUT=$((10#$ZK_START_TIMEOUT))
 if [[ $mode == member ]]; then
@@ -146,6 +209,9 @@ ensure_installed() {
     if [[ -z "$(java_bin)" ]]; then
         pkgs+=(default-jre-headless)
     fi
+    if ((tls)) && ! command -v openssl >/dev/null 2>&1; then
+        pkgs+=(openssl)
+    fi
     ((${#pkgs[@]})) || return 0
 
     local sudo=()
@@ -161,6 +227,21 @@ ensure_installed() {
         "${pkgs[@]}" >&2
     [[ -f "$ZK_JAR" ]] || die "$ZK_JAR still missing after installing zookeeper"
     [[ -n "$(java_bin)" ]] || die "java still missing after installing default-jre-headless"
+    ((!tls)) || command -v openssl >/dev/null 2>&1 || die "openssl still missing after installing it"
+}
+
+# keytool of the JRE that runs the server (every JRE has one, headless ones too)
+keytool_bin() {
+    local java dir
+    java="$(java_bin)"
+    if [[ -n "$java" ]]; then
+        dir="$(dirname "$(readlink -f "$java")")"
+        if [[ -x "$dir/keytool" ]]; then
+            printf '%s\n' "$dir/keytool"
+            return 0
+        fi
+    fi
+    command -v keytool || true
 }
 
 classpath() {
@@ -172,6 +253,15 @@ classpath() {
         cp+=":$JAVA_DIR/slf4j-log4j12.jar:$JAVA_DIR/log4j-1.2.jar"
     elif [[ -f "$JAVA_DIR/slf4j-simple.jar" ]]; then
         cp+=":$JAVA_DIR/slf4j-simple.jar"
+    fi
+    # --tls (Netty with TLS): Debian's manifest lacks netty-codec, which netty-handler's
+    # SslHandler needs (NoClassDefFoundError: io/netty/handler/codec/ByteToMessageDecoder
+    # on every connection otherwise), and netty-resolver.
+    if ((tls)); then
+        local jar
+        for jar in netty-codec netty-resolver; do
+            [[ -f "$JAVA_DIR/$jar.jar" ]] && cp+=":$JAVA_DIR/$jar.jar"
+        done
     fi
     printf '%s\n' "$cp"
 }
@@ -287,6 +377,146 @@ install_cfg() { # dir
     mv -f "$dir/zoo.cfg.new" "$dir/zoo.cfg"
 }
 
+# ---------------------------------------------------------------- secure variants
+# Password of the throwaway PKCS12 key and trust stores (test material only).
+TLS_STORE_PASSWORD=zklock-test
+TLS_FILES=(ca.pem ca-key.pem server.pem server-key.pem client.pem client-key.pem other-ca.pem
+    keystore.p12 truststore.p12)
+
+# JAAS login configuration of the --sasl server: SASL DIGEST-MD5 users alice and bob
+write_jaas() { # dir
+    cat >"$1/jaas.conf.new" <<'EOF'
+// generated by start-zk.sh: SASL DIGEST-MD5 users of the throwaway --sasl server
+Server {
+    org.apache.zookeeper.server.auth.DigestLoginModule required
+    user_alice="alice-secret"
+    user_bob="bob-secret";
+};
+EOF
+    if [[ -f "$1/jaas.conf" ]] && cmp -s "$1/jaas.conf.new" "$1/jaas.conf"; then
+        rm -f "$1/jaas.conf.new"
+    else
+        mv -f "$1/jaas.conf.new" "$1/jaas.conf"
+    fi
+}
+
+# Generates the TLS material of a --tls server in <dir> unless all of it is there: a CA, a
+# server certificate (SAN IP:127.0.0.1, DNS:localhost) in keystore.p12, the CA in
+# truststore.p12, a client certificate, and an unrelated CA.  EC P-256 keys, valid 10 years.
+gen_tls() { # dir
+    local dir="$1" f keytool tmp
+    local -a missing=()
+    for f in "${TLS_FILES[@]}"; do
+        [[ -s "$dir/$f" ]] || missing+=("$f")
+    done
+    if ((${#missing[@]} == 0)); then
+        log "reusing the TLS material in $dir"
+        return 0
+    fi
+    if running_pid "$dir" >/dev/null; then
+        die "TLS file(s) ${missing[*]} missing in $dir while its server runs; stop it first (scripts/stop-zk.sh with the same flags)"
+    fi
+    command -v openssl >/dev/null 2>&1 || die "--tls needs openssl (Debian package openssl)"
+    keytool="$(keytool_bin)"
+    [[ -n "$keytool" ]] || die "--tls needs keytool (part of the JRE, e.g. Debian package default-jre-headless)"
+    log "generating TLS material (CA, server and client certificates) in $dir"
+    tmp="$(mktemp -d "$dir/.tls.XXXXXX")"
+    if ! (
+        set -euo pipefail
+        umask 077
+        cd "$tmp"
+        cat >openssl.cnf <<'EOF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = zklock test
+[ca]
+basicConstraints = critical, CA:TRUE
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+[server]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+[client]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = clientAuth
+subjectAltName = IP:127.0.0.1, DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+EOF
+        newkey=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+        ca() { # name subject
+            openssl req -config openssl.cnf -x509 -new "${newkey[@]}" -days 3650 -sha256 \
+                -extensions ca -subj "$2" -keyout "$1-key.pem" -out "$1.pem"
+        }
+        leaf() { # name subject extensions
+            openssl req -config openssl.cnf -new "${newkey[@]}" -subj "$2" \
+                -keyout "$1-key.pem" -out "$1.csr"
+            openssl x509 -req -in "$1.csr" -CA ca.pem -CAkey ca-key.pem -CAcreateserial \
+                -days 3650 -sha256 -extfile openssl.cnf -extensions "$3" -out "$1.pem"
+        }
+        ca ca "/O=zklock tests/CN=zklock test CA"
+        ca other-ca "/O=zklock tests/CN=zklock unrelated CA"
+        leaf server "/O=zklock tests/CN=localhost" server
+        leaf client "/O=zklock tests/CN=zklock-client" client
+        openssl pkcs12 -export -name server -in server.pem -inkey server-key.pem \
+            -certfile ca.pem -out keystore.p12 -passout "pass:$TLS_STORE_PASSWORD"
+        "$keytool" -importcert -noprompt -alias zklock-test-ca -file ca.pem \
+            -keystore truststore.p12 -storetype PKCS12 -storepass "$TLS_STORE_PASSWORD"
+        # the JVM must be able to read the keystore openssl wrote: check before it is used
+        "$keytool" -list -keystore keystore.p12 -storetype PKCS12 \
+            -storepass "$TLS_STORE_PASSWORD" | grep -q PrivateKeyEntry
+        openssl verify -CAfile ca.pem server.pem client.pem
+        chmod 644 ca.pem other-ca.pem server.pem client.pem
+    ) >"$tmp.log" 2>&1; then
+        cat "$tmp.log" >&2
+        rm -rf -- "$tmp" "$tmp.log"
+        die "could not generate the TLS material in $dir"
+    fi
+    for f in "${TLS_FILES[@]}"; do
+        mv -f "$tmp/$f" "$dir/$f"
+    done
+    rm -rf -- "$tmp" "$tmp.log"
+}
+
+# the zoo.cfg lines of the secure variants, after cfg_common
+cfg_secure() { # dir
+    local dir="$1"
+    if ((sasl)); then
+        cat <<EOF
+# --sasl: SASL (DIGEST-MD5 users from $dir/jaas.conf) is required of every session
+authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider
+enforce.auth.enabled=true
+enforce.auth.schemes=sasl
+EOF
+    fi
+    if ((tls)); then
+        cat <<EOF
+# --tls: TLS client port (the plain clientPort above stays open for 4lw probes)
+serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory
+secureClientPort=$ZK_SECURE_PORT
+secureClientPortAddress=127.0.0.1
+ssl.keyStore.location=$dir/keystore.p12
+ssl.keyStore.password=$TLS_STORE_PASSWORD
+ssl.keyStore.type=PKCS12
+ssl.trustStore.location=$dir/truststore.p12
+ssl.trustStore.password=$TLS_STORE_PASSWORD
+ssl.trustStore.type=PKCS12
+ssl.clientAuth=$ZK_TLS_CLIENT_AUTH
+authProvider.x509=org.apache.zookeeper.server.auth.X509AuthenticationProvider
+EOF
+    fi
+}
+
+# extra JVM options for launch (the JAAS file of --sasl)
+launch_jvm_opts=()
+
 launch() { # dir
     local dir="$1" java cp i pid=""
     java="$(java_bin)"
@@ -301,6 +531,9 @@ launch() { # dir
         -Dzookeeper.admin.enableServer=false -Dzookeeper.jmx.log4j.disable=true
         "-Dzookeeper.log.dir=$dir" "-Dlog4j.configuration=file:$dir/log4j.properties"
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=${ZK_LOG_LEVEL,,}")
+    if ((${#launch_jvm_opts[@]})); then
+        cmd+=("${launch_jvm_opts[@]}")
+    fi
     if [[ -n "$ZK_JVM_OPTS" ]]; then
         local -a extra
         read -r -a extra <<<"$ZK_JVM_OPTS"
@@ -338,6 +571,12 @@ standalone() {
     m="$(zk_mode "$port")"
     if [[ -n "$m" ]]; then
         log "a ZooKeeper server already serves on 127.0.0.1:$port (Mode: $m)"
+        local v
+        for v in -sasl -tls -sasl-tls; do
+            if running_pid "$ZK_WORKDIR/$port$v" >/dev/null; then
+                log "WARNING: it is the secure server of $ZK_WORKDIR/$port$v (started with${v//-/ --}), not a plain one"
+            fi
+        done
         printf '127.0.0.1:%s\n' "$port"
         return 0
     fi
@@ -369,6 +608,72 @@ standalone() {
     done
     log "serving on 127.0.0.1:$port (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
     printf '127.0.0.1:%s\n' "$port"
+}
+
+# the secure variants (--sasl, --tls): a standalone server in $ZK_WORKDIR/<port><variant>.
+# Unlike the plain server, an already serving one is only accepted if it is this variant's
+# own server with the configuration it would be given now.
+secure_standalone() {
+    local port="$ZK_PORT" dir="$ZK_WORKDIR/$ZK_PORT$variant" m start what="${variant#-}"
+    local connect="127.0.0.1:$port"
+    ((tls)) && connect="127.0.0.1:$ZK_SECURE_PORT"
+    start="$(now_ms)"
+    what="${what/-/+}"
+    if [[ -n "$(zk_mode "$port")" ]] && ! running_pid "$dir" >/dev/null; then
+        die "a ZooKeeper server that is not the --${what/+/ --} server of $dir already serves on 127.0.0.1:$port; pick another ZK_PORT"
+    fi
+    ensure_installed
+    mark_workdir
+    lock_dir "$dir"
+    : >"$dir/.zklock-zk"
+    if ((sasl)); then
+        write_jaas "$dir"
+        launch_jvm_opts+=("-Djava.security.auth.login.config=$dir/jaas.conf")
+    fi
+    if ((tls)); then
+        gen_tls "$dir"
+    fi
+    {
+        cfg_common "$dir" "$port"
+        cfg_secure "$dir"
+    } >"$dir/zoo.cfg.new"
+    install_cfg "$dir" # refuses if the running server has another configuration
+    if ! running_pid "$dir" >/dev/null; then
+        port_in_use "$port" && die "port $port is in use by something that is not this $what ZooKeeper"
+        if ((tls)) && port_in_use "$ZK_SECURE_PORT"; then
+            die "secure port $ZK_SECURE_PORT is in use (set ZK_SECURE_PORT)"
+        fi
+        launch "$dir"
+    elif [[ -n "$(zk_mode "$port")" ]] && { ((!tls)) || port_in_use "$ZK_SECURE_PORT"; }; then
+        log "the $what server in $dir (pid $(running_pid "$dir")) already serves on 127.0.0.1:$port"
+    else
+        log "the $what server in $dir is already starting (pid $(running_pid "$dir")); waiting"
+    fi
+    while :; do
+        m="$(zk_mode "$port")"
+        if [[ -n "$m" ]] && { ((!tls)) || port_in_use "$ZK_SECURE_PORT"; }; then
+            break
+        fi
+        if ! running_pid "$dir" >/dev/null; then
+            rm -f "$dir/zk.pid"
+            tail_log "$dir"
+            die "server in $dir exited during startup"
+        fi
+        if timed_out "$start"; then
+            tail_log "$dir"
+            die "$what server on 127.0.0.1:$port not serving after ${ZK_START_TIMEOUT}s"
+        fi
+        sleep 0.2
+    done
+    log "$what server serving (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
+    if ((sasl)); then
+        log "SASL DIGEST-MD5 users: alice/alice-secret, bob/bob-secret ($dir/jaas.conf); sessions without SASL are refused"
+    fi
+    if ((tls)); then
+        log "TLS on 127.0.0.1:$ZK_SECURE_PORT (ssl.clientAuth=$ZK_TLS_CLIENT_AUTH); the plain port 127.0.0.1:$port stays open for 4lw probes"
+        log "TLS material: $dir (ca.pem, client.pem, client-key.pem, other-ca.pem)"
+    fi
+    printf '%s\n' "$connect"
 }
 
 # ---------------------------------------------------------------- ensemble
@@ -544,7 +849,7 @@ ensemble_member() {
 }
 
 case "$mode" in
-    standalone) standalone ;;
+    standalone) if [[ -n "$variant" ]]; then secure_standalone; else standalone; fi ;;
     ensemble) ensemble ;;
     member) ensemble_member ;;
 esac

@@ -3,6 +3,9 @@
 #
 # Usage:
 #   scripts/stop-zk.sh [--clean]                     standalone server on ${ZK_PORT:-2181}
+#   scripts/stop-zk.sh --sasl [--tls] [--clean]      the secure variant started with the same
+#   scripts/stop-zk.sh --tls [--clean]               flags and ZK_PORT ($ZK_WORKDIR/<port>-sasl,
+#                                                    <port>-tls or <port>-sasl-tls)
 #   scripts/stop-zk.sh --ensemble [--clean]          all ensemble members
 #   scripts/stop-zk.sh --ensemble-member N [--clean] ensemble member N only
 #   scripts/stop-zk.sh --all [--clean]               every server under $ZK_WORKDIR
@@ -11,7 +14,8 @@
 #   (and only if the process still is that server: QuorumPeerMain with that zoo.cfg).
 #   SIGTERM first, SIGKILL after ZK_STOP_TIMEOUT seconds; the pid file is removed.
 #   Exits 0 if nothing is running.
-#   --clean also deletes the work dir(s): $ZK_WORKDIR/<port>, $ZK_WORKDIR/ensemble,
+#   --all includes the secure variants (--sasl/--tls).
+#   --clean also deletes the work dir(s): $ZK_WORKDIR/<port>[-sasl|-tls|-sasl-tls], $ZK_WORKDIR/ensemble,
 #   $ZK_WORKDIR/ensemble/N, or all of those for --all; $ZK_WORKDIR itself is removed
 #   once nothing else is left in it.  Only directories carrying start-zk.sh's
 #   .zklock-zk marker are deleted (start-zk.sh never marks a pre-existing non-empty
@@ -34,6 +38,9 @@ is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 mode=standalone
 member=""
 clean=0
+variant=""
+sasl=0
+tls=0
 if [[ -n "${ZK_ENSEMBLE:-}" && "${ZK_ENSEMBLE}" != 0 ]]; then
     mode=ensemble
 fi
@@ -48,6 +55,8 @@ while (($#)); do
             ;;
         --ensemble-member=*) mode=member; member="${1#*=}" ;;
         --all) mode=all ;;
+        --sasl) sasl=1 ;;
+        --tls) tls=1 ;;
         --clean) clean=1 ;;
         -h | --help) usage; exit 0 ;;
         *) usage; die "unknown argument: $1" ;;
@@ -57,6 +66,11 @@ done
 is_uint "$ZK_PORT" || die "bad ZK_PORT '$ZK_PORT'"
 is_uint "$ZK_STOP_TIMEOUT" || die "bad ZK_STOP_TIMEOUT '$ZK_STOP_TIMEOUT'"
 [[ $mode != member ]] || is_uint "$member" || die "bad ensemble member id '$member'"
+if ((sasl || tls)) && [[ $mode != standalone ]]; then
+    die "--sasl and --tls name a standalone server; use them without --ensemble/--all"
+fi
+((sasl)) && variant+="-sasl"
+((tls)) && variant+="-tls"
 ZK_PORT=$((10#$ZK_PORT))
 ZK_STOP_TIMEOUT=$((10#$ZK_STOP_TIMEOUT))
 [[ $mode != member ]] || member=$((10#$member))
@@ -198,7 +212,7 @@ standalone_dirs() {
 
 case "$mode" in
     standalone)
-        dir="$ZK_WORKDIR/$ZK_PORT"
+        dir="$ZK_WORKDIR/$ZK_PORT$variant"
         lock_dir "$dir"
         stop_dirs "$dir"
         warn_if_still_serving "$dir"

@@ -465,3 +465,115 @@ fn bad_input_gives_one_line_errors() {
     assert_eq!(out.status.code(), Some(125));
     assert_eq!(output(zklock().arg("--help")).status.code(), Some(0));
 }
+
+#[test]
+fn break_as_another_digest_identity_fails_on_a_creator_only_lock() {
+    let path = common::lock_path("cli-acl");
+    let dir = scratch("acl");
+    let ready = dir.join("ready");
+    // alice holds the lock; its nodes admit only alice (and let anyone read).
+    let mut holder = Running::spawn(
+        zklock()
+            .env("ZKLOCK_PASSWORD", "alice-pw")
+            .args([
+                "--auth-digest",
+                "alice",
+                "--acl",
+                "creator-read",
+                "run",
+                &path,
+            ])
+            .args(["--", "sh", "-c", r#"echo held > "$1"; exec sleep 60"#, "sh"])
+            .arg(&ready)
+            .stderr(Stdio::piped()),
+    );
+    wait_for_file(&ready);
+    // The password is in the environment, not on the command line.
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", holder.pid())).unwrap();
+    assert!(!String::from_utf8_lossy(&cmdline).contains("alice-pw"));
+    // Anyone can still look (creator-read)...
+    assert_eq!(contenders(&path), 1);
+
+    // ...but bob cannot break it: one clear line, exit 125, the node stays.
+    let password_file = dir.join("bob-password");
+    std::fs::write(&password_file, "bob-pw\n").unwrap();
+    std::fs::set_permissions(
+        &password_file,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let bob = |args: &[&str]| {
+        output(
+            zklock()
+                .arg("--auth-digest")
+                .arg("bob")
+                .arg("--password-file")
+                .arg(&password_file)
+                .args(args),
+        )
+    };
+    let out = bob(&["break", "--yes", &path]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("zklock: not allowed to delete ") && err.contains("ACL"),
+        "{err}"
+    );
+    assert!(stdout(&out).contains("will delete"), "{}", stdout(&out));
+    assert_eq!(contenders(&path), 1, "bob's break deleted the node");
+    // Nor can he queue on it (an error, not "busy").
+    let out = bob(&["run", "--nonblock", &path, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not authorized"), "{}", stderr(&out));
+
+    // A wrong password is just another identity; no credentials at all fare no better.
+    for (env, args) in [
+        (Some("wrong"), &["--auth-digest", "alice"][..]),
+        (None, &[][..]),
+    ] {
+        let mut cmd = zklock();
+        if let Some(password) = env {
+            cmd.env("ZKLOCK_PASSWORD", password);
+        }
+        let out = output(cmd.args(args).args(["break", "--yes", &path]));
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("not allowed to delete"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(contenders(&path), 1);
+
+    // Usage errors: no password anywhere, creator ACLs without credentials.
+    let out = output(zklock().env_remove("ZKLOCK_PASSWORD").args([
+        "--auth-digest",
+        "bob",
+        "status",
+        &path,
+    ]));
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("ZKLOCK_PASSWORD"), "{}", stderr(&out));
+    let out = output(zklock().args(["--acl", "creator", "run", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("--acl creator needs"),
+        "{}",
+        stderr(&out)
+    );
+
+    // alice herself (another session of the identity) can break it.
+    let out = output(zklock().env("ZKLOCK_PASSWORD", "alice-pw").args([
+        "--auth-digest",
+        "alice",
+        "break",
+        "--yes",
+        &path,
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(holder.exit_code(Duration::from_secs(20)), 122);
+    let err = read_stderr(&mut holder);
+    assert!(err.contains("was deleted"), "{err}");
+    assert_eq!(contenders(&path), 0);
+}

@@ -8,6 +8,8 @@
 mod inspect;
 #[path = "zklock/run.rs"]
 mod run;
+#[path = "zklock/security.rs"]
+mod security;
 #[path = "zklock/text.rs"]
 mod text;
 
@@ -45,7 +47,8 @@ Exit codes:
   122      run: the lock was lost while the command ran; the command was killed
   123      run --nonblock: the lock is busy
   124      run --timeout: the lock was still busy when the timeout ran out
-  125      zklock failed: bad usage or input, ZooKeeper unreachable, unknown node
+  125      zklock failed: bad usage or input, ZooKeeper unreachable, authentication
+           failed or not allowed by the node's ACL, unknown node
   126      run: the command could not be executed
   127      run: the command was not found";
 
@@ -82,6 +85,9 @@ struct Global {
     /// Log more to stderr (-v: lock events, -vv: protocol details). RUST_LOG also works.
     #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+
+    #[command(flatten)]
+    security: security::SecurityArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -227,7 +233,7 @@ impl Failure {
 
 impl From<zklock::Error> for Failure {
     fn from(err: zklock::Error) -> Failure {
-        Failure::error(err.to_string())
+        Failure::error(security::explain(&err))
     }
 }
 
@@ -299,10 +305,10 @@ impl Global {
         let connect_timeout = limit.map_or(self.connect_timeout, |l| {
             l.max(Duration::from_secs(1)).min(self.connect_timeout)
         });
-        let client = Client::builder(&self.connect_string())
+        let builder = Client::builder(&self.connect_string())
             .session_timeout(self.session_timeout)
-            .connect_timeout(connect_timeout)
-            .connect()?;
+            .connect_timeout(connect_timeout);
+        let client = self.security.apply(builder)?.connect()?;
         log::debug!(
             "session {:#x}, timeout {:?}",
             client.session_id(),

@@ -214,6 +214,11 @@ fn delete(mutex: &DistributedMutex, target: &Contender) -> Outcome {
             );
             Ok(code::NOTHING_DONE)
         }
+        Err(zklock::Error::NoAuth { .. }) => Err(Failure::error(format!(
+            "not allowed to delete {path}: the lock's ACL admits only the identity that \
+             created it (connect as that identity with --auth-digest, or wait for its session \
+             to end)"
+        ))),
         Err(err) => Err(err.into()),
     }
 }
