@@ -138,6 +138,7 @@ impl Client {
     /// As [`Client::get_data`], plus [`Error::EphemeralParent`].
     pub fn set_data(&self, path: &str, data: &[u8]) -> Result<()> {
         crate::path::validate_lock_path(path)?;
+        crate::recipe::check_data_size(data)?;
         let deadline = Some(self.call_deadline());
         let session = self.session(deadline)?;
         session.put(path, data, deadline)
@@ -348,7 +349,7 @@ impl ClientBuilder {
     /// # Errors
     /// As [`Client::connect`].
     pub fn connect(self) -> Result<Client> {
-        let (hosts, chroot) = split_connect_string(&self.connect_string)?;
+        let (hosts, chroot) = split_connect_string(&self.connect_string, self.security.is_tls())?;
         let runtime = Runtime::start()?;
         let releases = Arc::new(Releases::default());
         let session = open_session(&runtime, &self, &hosts, chroot.as_deref(), &releases, None)?;
@@ -371,8 +372,10 @@ impl ClientBuilder {
     }
 }
 
-/// Splits `hosts/chroot`; the hosts part is parsed by the client crate.
-fn split_connect_string(connect_string: &str) -> Result<(String, Option<String>)> {
+/// Splits `hosts/chroot` and checks every `host:port`, so that malformed input fails at once
+/// rather than after the connect timeout (or, for a TLS host rustls cannot name, in a panic of
+/// the client crate). As in the Java client, the chroot follows the last host.
+fn split_connect_string(connect_string: &str, tls: bool) -> Result<(String, Option<String>)> {
     let invalid = |reason: &str| Error::InvalidConnectString {
         connect_string: connect_string.to_owned(),
         reason: reason.to_owned(),
@@ -381,13 +384,22 @@ fn split_connect_string(connect_string: &str) -> Result<(String, Option<String>)
     if s.is_empty() {
         return Err(invalid("empty connect string"));
     }
-    let (hosts, chroot) = match s.find('/') {
-        Some(i) if s[..i].contains("://") && !s[i..].starts_with("//") => (s, None),
-        Some(i) => (&s[..i], Some(&s[i..])),
-        None => (s, None),
+    let (head, last) = s
+        .rsplit_once(',')
+        .map_or(("", s), |(head, last)| (head, last));
+    let (scheme, rest) = split_scheme(last);
+    let (last_host, chroot) = match rest.find('/') {
+        Some(i) => (&rest[..i], Some(&rest[i..])),
+        None => (rest, None),
     };
-    if hosts.is_empty() || hosts.split(',').any(|h| h.trim().is_empty()) {
-        return Err(invalid("empty host in connect string"));
+    let hosts = if head.is_empty() {
+        format!("{scheme}{last_host}")
+    } else {
+        format!("{head},{scheme}{last_host}")
+    };
+    for entry in hosts.split(',') {
+        check_host(entry.trim(), tls)
+            .map_err(|reason| invalid(&format!("{reason} in {entry:?}")))?;
     }
     let chroot = match chroot {
         None | Some("/") => None,
@@ -397,7 +409,73 @@ fn split_connect_string(connect_string: &str) -> Result<(String, Option<String>)
             Some(root.to_owned())
         }
     };
-    Ok((hosts.to_owned(), chroot))
+    Ok((hosts, chroot))
+}
+
+/// `("tcp://", "host:port")` for the client crate's URL forms, `("", entry)` otherwise.
+fn split_scheme(entry: &str) -> (&str, &str) {
+    for scheme in ["tcp://", "tcp+tls://"] {
+        if let Some(rest) = entry.strip_prefix(scheme) {
+            return (scheme, rest);
+        }
+    }
+    ("", entry)
+}
+
+/// Checks one `[scheme://]host[:port]` entry.
+fn check_host(entry: &str, tls: bool) -> std::result::Result<(), &'static str> {
+    let (scheme, address) = split_scheme(entry);
+    let tls = tls || scheme == "tcp+tls://";
+    if address.contains("://") {
+        return Err("unknown scheme (use tcp:// or tcp+tls://)");
+    }
+    let (host, port) = if let Some(bracketed) = address.strip_prefix('[') {
+        let (ip, after) = bracketed.split_once(']').ok_or("unclosed '[' ")?;
+        ip.parse::<std::net::Ipv6Addr>()
+            .map_err(|_| "bad IPv6 address")?;
+        (
+            None,
+            after
+                .strip_prefix(':')
+                .or(if after.is_empty() { None } else { Some("") }),
+        )
+    } else {
+        match address.rsplit_once(':') {
+            Some((host, port)) => (Some(host), Some(port)),
+            None => (Some(address), None),
+        }
+    };
+    if let Some(port) = port {
+        if port.parse::<u16>().map_or(true, |p| p == 0) {
+            return Err("bad port");
+        }
+    }
+    let Some(host) = host else { return Ok(()) };
+    if host.is_empty() {
+        return Err("empty host");
+    }
+    if host.contains(':') {
+        return Err("too many ':' (write IPv6 addresses in brackets)");
+    }
+    if !host
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    {
+        return Err("invalid character in host");
+    }
+    // rustls names a server by an IP literal or a DNS name; anything else (127.1, 2130706433)
+    // would make the client crate panic when it sets up TLS.
+    let dns_name = host
+        .split('.')
+        .all(|l| !l.is_empty() && !l.starts_with('-') && !l.ends_with('-') && !l.contains('_'))
+        && host
+            .rsplit('.')
+            .next()
+            .is_some_and(|last| last.bytes().any(|b| b.is_ascii_alphabetic()));
+    if tls && host.parse::<std::net::IpAddr>().is_err() && !dns_name {
+        return Err("a TLS host must be an IP address or a DNS name");
+    }
+    Ok(())
 }
 
 impl Drop for Inner {
@@ -433,20 +511,72 @@ mod tests {
     use super::*;
 
     #[test]
+    fn url_forms_ports_and_tls_hosts() {
+        assert_eq!(
+            split_connect_string("tcp://a:1", false).unwrap(),
+            ("tcp://a:1".into(), None)
+        );
+        assert_eq!(
+            split_connect_string("a:1,tcp+tls://b:2/root", false).unwrap(),
+            ("a:1,tcp+tls://b:2".into(), Some("/root".into()))
+        );
+        assert_eq!(
+            split_connect_string("[::1]:2181", true).unwrap().0,
+            "[::1]:2181"
+        );
+        assert_eq!(
+            split_connect_string("zk-1.example.com", true).unwrap().0,
+            "zk-1.example.com"
+        );
+        for bad in [
+            "host:1:2",
+            "\0",
+            "a b:1",
+            "a:70000",
+            "a:0",
+            "http://a:1",
+            "[::1",
+            "a:",
+        ] {
+            assert!(split_connect_string(bad, false).is_err(), "{bad}");
+        }
+        for tls_bad in [
+            "127.1:1",
+            "2130706433:1",
+            "0x7f.1:1",
+            "under_score.example:1",
+            "tcp+tls://127.1:2",
+        ] {
+            assert!(split_connect_string(tls_bad, true).is_err(), "{tls_bad}");
+        }
+        assert!(
+            split_connect_string("tcp+tls://127.1:2", false).is_err(),
+            "tls by scheme"
+        );
+        assert!(
+            split_connect_string("127.1:2", false).is_ok(),
+            "fine without TLS"
+        );
+    }
+
+    #[test]
     fn splits_hosts_and_chroot() {
         assert_eq!(
-            split_connect_string("127.0.0.1:2181").unwrap(),
+            split_connect_string("127.0.0.1:2181", false).unwrap(),
             ("127.0.0.1:2181".into(), None)
         );
         assert_eq!(
-            split_connect_string("a:1,b:2/app/x").unwrap(),
+            split_connect_string("a:1,b:2/app/x", false).unwrap(),
             ("a:1,b:2".into(), Some("/app/x".into()))
         );
-        assert_eq!(split_connect_string("a:1/").unwrap(), ("a:1".into(), None));
+        assert_eq!(
+            split_connect_string("a:1/", false).unwrap(),
+            ("a:1".into(), None)
+        );
         for bad in ["", "  ", "a:1,,b:2", "a:1/bad//chroot", "a:1/trailing/"] {
             assert!(
                 matches!(
-                    split_connect_string(bad),
+                    split_connect_string(bad, false),
                     Err(Error::InvalidConnectString { .. })
                 ),
                 "{bad}"

@@ -45,7 +45,10 @@ pub(crate) fn validate_lock_path(path: &str) -> Result<()> {
 
 /// Characters ZooKeeper refuses in paths.
 fn is_forbidden_char(c: char) -> bool {
-    matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{f000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+    // ZooKeeper checks UTF-16 units: U+D800..U+F8FF covers the surrogates, so every character
+    // above U+FFFF (emoji, for one) is refused as well as the private-use area.
+    matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{e000}'..='\u{f8ff}' | '\u{fff0}'..='\u{ffff}')
+        || c > '\u{ffff}'
 }
 
 /// The parent of an absolute path, `None` for a child of the root.
@@ -138,8 +141,21 @@ mod tests {
     #[test]
     fn rejects_bad_paths_with_reason() {
         for p in [
-            "", "a", "locks/x", "/", "/a/", "//a", "/a//b", "/a/./b", "/a/..", "/a\nb", "/a\u{0}b",
+            "",
+            "a",
+            "locks/x",
+            "/",
+            "/a/",
+            "//a",
+            "/a//b",
+            "/a/./b",
+            "/a/..",
+            "/a\nb",
+            "/a\u{0}b",
             "/a\u{7f}",
+            "/\u{e000}",
+            "/\u{f8ff}",
+            "/lock\u{1f512}",
         ] {
             match validate_lock_path(p) {
                 Err(Error::InvalidPath { path, .. }) => assert_eq!(path, p),

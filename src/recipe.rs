@@ -255,6 +255,10 @@ pub(crate) fn owner_data() -> Vec<u8> {
 /// can delete an empty parent between our mkdir and our create).
 const PARENT_ATTEMPTS: u32 = 5;
 
+/// How many creates in a row may go unanswered (connection lost, nothing created) before the
+/// acquisition gives up with [`Error::ConnectionLoss`] instead of retrying for ever.
+const UNANSWERED_CREATES: u32 = 10;
+
 /// Acquires `lock_path` as a contender of `kind`. `Ok(None)` when the lock was busy and the
 /// patience ran out; nothing is left behind on any path that does not return `Ok(Some(..))`.
 pub(crate) fn acquire(
@@ -272,6 +276,7 @@ pub(crate) fn acquire(
     };
     let session = client.session(deadline)?;
     let data = options.data.clone().unwrap_or_else(owner_data);
+    check_data_size(&data)?;
     let held = match contend(&session, lock_path, kind, patience, deadline, &data) {
         // A request outlived the deadline on a live connection (a slow server): that is a
         // timeout, not an outage.
@@ -286,6 +291,19 @@ pub(crate) fn acquire(
         }
         held
     }))
+}
+
+/// The largest node data zklock sends. ZooKeeper refuses requests over `jute.maxbuffer`
+/// (1 MiB by default) by dropping the connection, which would look like an outage.
+pub(crate) const MAX_NODE_DATA: usize = 1_000_000;
+
+pub(crate) fn check_data_size(data: &[u8]) -> Result<()> {
+    if data.len() > MAX_NODE_DATA {
+        return Err(Error::InvalidArgument(
+            "node data is larger than ZooKeeper accepts (1,000,000 bytes at most here)",
+        ));
+    }
+    Ok(())
 }
 
 /// Per-acquisition choices of a recipe.
@@ -447,7 +465,7 @@ fn create_node(
     deadline: Option<Instant>,
 ) -> Result<Option<Created>> {
     let prefix = format!("{}{lock_name}", protected_prefix(&uuid::Uuid::new_v4()));
-    let mut parent_attempts = 0;
+    let (mut parent_attempts, mut unanswered) = (0, 0);
     let (name, stat, children) = loop {
         match session.create_lock_node(lock_path, &prefix, data, deadline)? {
             Create::Created {
@@ -461,6 +479,12 @@ fn create_node(
                 // again, so there is never a second node of ours.
                 if let Some(found) = find_created(session, lock_path, &prefix, deadline)? {
                     break found;
+                }
+                // A create the server keeps dropping the connection over is not an outage.
+                unanswered += 1;
+                if unanswered >= UNANSWERED_CREATES {
+                    session.sweep_in_background(lock_path, &prefix);
+                    return Err(Error::ConnectionLoss);
                 }
             }
             Create::ParentMissing if parent_attempts < PARENT_ATTEMPTS => {

@@ -121,10 +121,20 @@ impl Security {
             ));
         }
         for (scheme, credential) in &self.auth {
+            if scheme.is_empty() || credential.len() > crate::recipe::MAX_NODE_DATA {
+                return Err(Error::InvalidArgument(
+                    "an auth scheme must be named and its credential under 1,000,000 bytes",
+                ));
+            }
             connector = connector.with_auth(scheme, credential);
         }
         #[cfg(feature = "sasl")]
         if let Some((user, password)) = &self.sasl_digest {
+            if user.is_empty() || user.len() + password.len() > crate::recipe::MAX_NODE_DATA {
+                return Err(Error::InvalidArgument(
+                    "a SASL user must be named and its credentials under 1,000,000 bytes",
+                ));
+            }
             connector =
                 connector.with_sasl(zk::SaslOptions::digest_md5(user.clone(), password.clone()));
         }
