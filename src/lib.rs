@@ -22,6 +22,25 @@
 //! }
 //! ```
 //!
+//! # Recipes
+//! All recipes share one waiting core and the same failure behaviour, and use Apache Curator's
+//! node layouts, so Java services using Curator can take part in the same locks:
+//! - [`DistributedMutex`] (Curator `InterProcessMutex`), returning a [`LockGuard`];
+//! - [`DistributedRwLock`] (`InterProcessReadWriteLock`): [`ReadGuard`], [`WriteGuard`];
+//! - [`Semaphore`] (`InterProcessSemaphoreV2`): [`Permit`];
+//! - [`MultiLock`] (`InterProcessMultiLock`): several locks in a deadlock-free order;
+//! - [`LeaderElection`] (`LeaderLatch`): [`Leadership`];
+//! - revocation ([`DistributedMutex::revocable`], [`DistributedMutex::request_revocation`]) and
+//!   inspection (`contenders()`, `leases()`, `participants()`, returning [`Contender`]s).
+//!
+//! # Cargo features
+//! - `tls`: TLS to the servers' secure port ([`ClientBuilder::tls`]).
+//! - `sasl`: SASL DIGEST-MD5 authentication ([`ClientBuilder::sasl_digest_md5`]).
+//! - `cli`: the `zklock` command-line tool (run a command under a lock, inspect, break).
+//!
+//! Digest authentication and creator-only ACLs ([`ClientBuilder::auth_digest`],
+//! [`ClientBuilder::acl`], [`NodeAcl`]) need no feature.
+//!
 //! # How it works
 //! Each contender creates an ephemeral sequential node under the lock path; the lowest
 //! sequence number holds the lock and every other contender watches only the node just before
