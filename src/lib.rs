@@ -34,8 +34,8 @@
 //!   inspection (`contenders()`, `leases()`, `participants()`, returning [`Contender`]s).
 //!
 //! # Cargo features
-//! - `tls`: TLS to the servers' secure port ([`ClientBuilder::tls`]).
-//! - `sasl`: SASL DIGEST-MD5 authentication ([`ClientBuilder::sasl_digest_md5`]).
+//! - `tls`: TLS to the servers' secure port (`ClientBuilder::tls`).
+//! - `sasl`: SASL DIGEST-MD5 authentication (`ClientBuilder::sasl_digest_md5`).
 //! - `cli`: the `zklock` command-line tool (run a command under a lock, inspect, break).
 //!
 //! Digest authentication and creator-only ACLs ([`ClientBuilder::auth_digest`],
