@@ -577,3 +577,340 @@ fn break_as_another_digest_identity_fails_on_a_creator_only_lock() {
     assert!(err.contains("was deleted"), "{err}");
     assert_eq!(contenders(&path), 0);
 }
+
+/// The last segment of a node path.
+fn node_name(node_path: &str) -> String {
+    node_path.rsplit('/').next().unwrap().to_owned()
+}
+
+#[test]
+fn status_and_break_read_write_locks() {
+    use std::sync::mpsc;
+    use zklock::DistributedRwLock;
+
+    let path = common::lock_path("cli-rwlock");
+    let (a, b) = (common::client(), common::client());
+    let (lock_a, lock_b) = (
+        DistributedRwLock::new(&a, &path).unwrap(),
+        DistributedRwLock::new(&b, &path).unwrap(),
+    );
+    let reader_a = lock_a.read().unwrap();
+    let reader_b = lock_b.read().unwrap();
+    // A writer queues behind both readers.
+    let (acquired, writer_got_it) = mpsc::channel();
+    let (release, writer_may_go) = mpsc::channel::<()>();
+    let writer_path = path.clone();
+    let writer = std::thread::spawn(move || {
+        let client = common::client();
+        let lock = DistributedRwLock::new(&client, &writer_path).unwrap();
+        let guard = lock.write_timeout(Duration::from_secs(30)).unwrap();
+        acquired.send(guard.is_some()).unwrap();
+        let _ = writer_may_go.recv();
+    });
+    wait_for_contenders(&path, 3);
+
+    let json = status_json(&path);
+    assert!(
+        json.ends_with(",\"layout\":\"rwlock\",\"permits\":null}\n"),
+        "{json}"
+    );
+    assert_eq!(
+        json.matches("\"type\":\"read\",\"holds\":true").count(),
+        2,
+        "{json}"
+    );
+    assert_eq!(
+        json.matches("\"type\":\"write\",\"holds\":false").count(),
+        1,
+        "{json}"
+    );
+    assert!(
+        json.contains("\"position\":2,\"role\":\"waiter\""),
+        "{json}"
+    );
+    let out = output(zklock().args(["status", &path]));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with(&format!(
+            "{path}: read/write lock, held by 2 readers, 1 waiting\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("POS  ROLE    TYPE"),
+        "{text}"
+    );
+    assert!(text.contains("__WRIT__"), "{text}");
+
+    // Two readers hold: which one to break must be named.
+    let out = output(zklock().args(["break", "--yes", &path]));
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--node"), "{}", stderr(&out));
+    assert_eq!(contenders(&path), 3);
+
+    for reader in [&reader_a, &reader_b] {
+        let name = node_name(reader.node_path());
+        let out = output(zklock().args(["break", "--yes", "--node", &name, &path]));
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(stdout(&out).contains("(holder, read,"), "{}", stdout(&out));
+    }
+    assert_eq!(
+        writer_got_it.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "the writer never got the lock"
+    );
+    let text = stdout(&output(zklock().args(["status", &path])));
+    assert!(
+        text.starts_with(&format!(
+            "{path}: read/write lock, held by a writer, no waiters\n"
+        )),
+        "{text}"
+    );
+    drop(release);
+    writer.join().unwrap();
+    drop((reader_a, reader_b));
+    assert_eq!(contenders(&path), 0);
+}
+
+#[test]
+fn status_and_break_semaphore_leases() {
+    use std::sync::mpsc;
+    use zklock::Semaphore;
+
+    let path = common::lock_path("cli-semaphore");
+    let (a, b) = (common::client(), common::client());
+    let (sem_a, sem_b) = (
+        Semaphore::new(&a, &path, 2).unwrap(),
+        Semaphore::new(&b, &path, 2).unwrap(),
+    );
+    let permit_a = sem_a.acquire().unwrap();
+    let _permit_b = sem_b.acquire().unwrap();
+    let (acquired, third_got_it) = mpsc::channel();
+    let (release, third_may_go) = mpsc::channel::<()>();
+    let third_path = path.clone();
+    let third = std::thread::spawn(move || {
+        let client = common::client();
+        let sem = Semaphore::new(&client, &third_path, 2).unwrap();
+        let permit = sem.acquire_timeout(Duration::from_secs(30)).unwrap();
+        acquired.send(permit.is_some()).unwrap();
+        let _ = third_may_go.recv();
+    });
+    // Two leases held, the third taker's lease waited for, the taker queued on the gate.
+    wait_for_contenders(&path, 4);
+
+    let out = output(zklock().args(["status", "--json", "--permits", "2", &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let json = stdout(&out);
+    assert!(
+        json.ends_with(",\"layout\":\"semaphore\",\"permits\":2}\n"),
+        "{json}"
+    );
+    assert_eq!(
+        json.matches("\"type\":\"lease\",\"holds\":true").count(),
+        2,
+        "{json}"
+    );
+    assert_eq!(
+        json.matches("\"type\":\"lease\",\"holds\":false").count(),
+        1,
+        "{json}"
+    );
+    assert_eq!(
+        json.matches("\"type\":\"queued\",\"holds\":false").count(),
+        1,
+        "{json}"
+    );
+    assert_eq!(json.matches("\"node\":\"leases/").count(), 3, "{json}");
+    assert_eq!(json.matches("\"node\":\"locks/").count(), 1, "{json}");
+    let text = stdout(&output(zklock().args(["status", "--permits", "2", &path])));
+    assert!(
+        text.starts_with(&format!(
+            "{path}: semaphore, 2 of 2 permits held, 2 waiting\n"
+        )),
+        "{text}"
+    );
+    // Without the permits, the leases cannot be told apart.
+    let text = stdout(&output(zklock().args(["status", &path])));
+    assert!(text.contains("3 leases held or waited for"), "{text}");
+    assert!(text.contains("unknown"), "{text}");
+
+    let out = output(zklock().args(["break", "--yes", &path]));
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--node"), "{}", stderr(&out));
+    let out = output(zklock().args(["revoke", &path]));
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no revocation"), "{}", stderr(&out));
+
+    // Breaking a held lease lets the waiting taker in.
+    let lease = format!("leases/{}", node_name(permit_a.node_paths()[0]));
+    let out = output(zklock().args(["break", "--yes", "--node", &lease, &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("deleted"), "{}", stdout(&out));
+    assert_eq!(
+        third_got_it.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "the third taker never got a lease"
+    );
+    drop(release);
+    third.join().unwrap();
+}
+
+#[test]
+fn leaders_run_one_at_a_time_and_hand_over() {
+    let path = common::lock_path("cli-leader");
+    let dir = scratch("leader");
+    let log = dir.join("log");
+    let script = r#"echo "start $1" >> "$2"; while [ ! -e "$3" ]; do sleep 0.05; done; echo "end $1" >> "$2"; exit "$4""#;
+    let leader = |id: Option<&str>, name: &str, stop: &Path, code: &str| {
+        let mut cmd = zklock();
+        cmd.arg("leader");
+        if let Some(id) = id {
+            cmd.args(["--id", id]);
+        }
+        cmd.arg(&path)
+            .args(["--", "sh", "-c", script, "sh", name])
+            .arg(&log)
+            .arg(stop)
+            .arg(code)
+            .stderr(Stdio::piped());
+        Running::spawn(&mut cmd)
+    };
+    let (stop_a, stop_b) = (dir.join("stop-a"), dir.join("stop-b"));
+    let mut a = leader(None, "a", &stop_a, "3");
+    wait_for_file(&log);
+    let mut b = leader(Some("replica-b"), "b", &stop_b, "0");
+    wait_for_contenders(&path, 2);
+
+    // A signal while waiting to lead leaves the election at once (not after 40 s).
+    let mut c = Running::spawn(
+        zklock()
+            .args(["leader", "--session-timeout", "40s", &path, "--", "true"])
+            .stderr(Stdio::piped()),
+    );
+    wait_for_contenders(&path, 3);
+    c.signal(Signal::SIGINT);
+    assert_eq!(c.exit_code(Duration::from_secs(5)), 128 + 2);
+    assert_eq!(contenders(&path), 2);
+
+    let json = status_json(&path);
+    assert!(
+        json.ends_with(",\"layout\":\"election\",\"permits\":null}\n"),
+        "{json}"
+    );
+    let leader_at = json.find(&format!("\"pid\":{}", a.pid())).expect(&json);
+    let follower_at = json.find("\"owner\":\"replica-b\"").expect(&json);
+    assert!(leader_at < follower_at, "{json}");
+    assert!(
+        json.contains("\"position\":0,\"role\":\"holder\"")
+            && json.contains("\"type\":\"participant\",\"holds\":false"),
+        "{json}"
+    );
+    let text = stdout(&output(zklock().args(["status", &path])));
+    assert!(
+        text.starts_with(&format!("{path}: leader election, led by host="))
+            && text.contains("latch-"),
+        "{text}"
+    );
+    // Only the leader runs its command.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "start a\n");
+    assert!(b.wait_for(Duration::ZERO).is_none());
+
+    // The leader's command ends: it steps down with the command's status, the other takes over.
+    std::fs::write(&stop_a, "").unwrap();
+    assert_eq!(a.exit_code(Duration::from_secs(10)), 3);
+    assert!(
+        common::eventually(Duration::from_secs(10), || std::fs::read_to_string(&log)
+            .unwrap()
+            .ends_with("start b\n")),
+        "b never took over"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "start a\nend a\nstart b\n"
+    );
+    assert_eq!(contenders(&path), 1);
+
+    // Leadership lost (its node broken): the command is killed, exit 122.
+    let out = output(zklock().args(["break", "--yes", &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(b.exit_code(Duration::from_secs(15)), 122);
+    let err = read_stderr(&mut b);
+    assert!(
+        err.contains("leadership of") && err.contains("was deleted"),
+        "{err}"
+    );
+    assert!(!std::fs::read_to_string(&log).unwrap().contains("end b"));
+    assert_eq!(contenders(&path), 0);
+}
+
+#[test]
+fn revoke_reaches_a_holder_that_releases_on_request() {
+    let path = common::lock_path("cli-revoke");
+    let dir = scratch("revoke");
+    let (child_pid_file, log) = (dir.join("pid"), dir.join("log"));
+    let out = output(zklock().args(["revoke", &path]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("nothing to revoke"),
+        "{}",
+        stdout(&out)
+    );
+
+    let mut holder = Running::spawn(
+        zklock()
+            .args(["run", "--on-revoke=release", &path, "--"])
+            .args(["sh", "-c", r#"echo $$ > "$1"; exec sleep 120"#, "sh"])
+            .arg(&child_pid_file)
+            .stderr(Stdio::piped()),
+    );
+    let child_pid: i32 = wait_for_file(&child_pid_file).trim().parse().unwrap();
+    let mut waiter = run_sh(&[], &path, r#"echo waiter ran >> "$1""#, &[&log]);
+    wait_for_contenders(&path, 2);
+
+    let started = Instant::now();
+    let out = output(zklock().args(["revoke", &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("pid={}", holder.pid())),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(holder.exit_code(Duration::from_secs(10)), 121);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(!process_exists(child_pid), "the command outlived the lock");
+    let err = read_stderr(&mut holder);
+    assert!(err.contains("revocation"), "{err}");
+    assert_eq!(waiter.exit_code(Duration::from_secs(10)), 0);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "waiter ran\n");
+}
+
+#[test]
+fn revocation_is_ignored_by_default_but_a_break_still_stops_the_command() {
+    let path = common::lock_path("cli-revoke-ignored");
+    let dir = scratch("revoke-ignored");
+    let ready = dir.join("ready");
+    let mut holder = Running::spawn(
+        zklock()
+            .args(["run", &path, "--"])
+            .args(["sh", "-c", r#"echo held > "$1"; exec sleep 120"#, "sh"])
+            .arg(&ready)
+            .stderr(Stdio::piped()),
+    );
+    wait_for_file(&ready);
+    let out = output(zklock().args(["revoke", &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(holder.wait_for(Duration::from_millis(1500)).is_none());
+    assert_eq!(contenders(&path), 1);
+
+    // The library stops watching a node once revocation was asked; zklock polls it then.
+    let out = output(zklock().args(["break", "--yes", &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(holder.exit_code(Duration::from_secs(15)), 122);
+    let err = read_stderr(&mut holder);
+    assert!(err.contains("--on-revoke=ignore"), "{err}");
+    assert!(err.contains("was deleted"), "{err}");
+}

@@ -1,7 +1,8 @@
-//! `zklock`: run a command under a ZooKeeper lock, inspect a lock, break a stale one.
+//! `zklock`: run a command under a ZooKeeper lock or while leader, inspect a lock, break a
+//! stale one, ask a holder to let go.
 //!
 //! The library never prints; this binary owns stdout and stderr. Diagnostics go to stderr
-//! through `log` (`-v`, `RUST_LOG`), results of `status` and `break` to stdout.
+//! through `log` (`-v`, `RUST_LOG`), results of `status`, `break` and `revoke` to stdout.
 
 // A crate root looks for its modules beside it; these live in the directory named after it.
 #[path = "zklock/inspect.rs"]
@@ -10,6 +11,8 @@ mod inspect;
 mod run;
 #[path = "zklock/security.rs"]
 mod security;
+#[path = "zklock/supervise.rs"]
+mod supervise;
 #[path = "zklock/text.rs"]
 mod text;
 
@@ -18,14 +21,18 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use zklock::{Client, DistributedMutex};
+use zklock::Client;
 
 /// Exit codes of zklock itself. `run` otherwise exits with its command's status.
 mod code {
-    /// `break`: nothing was deleted (declined, no holder, or the node changed or vanished).
+    /// `break`: nothing was deleted (declined, no holder, or the node changed or vanished);
+    /// `revoke`: no holder, or its node vanished.
     pub const NOTHING_DONE: u8 = 1;
+    /// `run --on-revoke=release`: revocation was requested while the command ran; the command
+    /// was stopped and the lock released.
+    pub const REVOKED: u8 = 121;
     /// `run`: the lock was lost while the command ran (the command was killed unless
-    /// `--on-lost=ignore`).
+    /// `--on-lost=ignore`); `leader`: leadership was lost and the command killed.
     pub const LOST: u8 = 122;
     /// `run --nonblock`: the lock is busy.
     pub const BUSY: u8 = 123;
@@ -33,30 +40,35 @@ mod code {
     pub const TIMEOUT: u8 = 124;
     /// zklock failed: bad usage or input, ZooKeeper unreachable or refusing.
     pub const ERROR: u8 = 125;
-    /// `run`: the command was found but could not be started.
+    /// `run`, `leader`: the command was found but could not be started.
     pub const CANNOT_EXECUTE: u8 = 126;
-    /// `run`: the command was not found.
+    /// `run`, `leader`: the command was not found.
     pub const NOT_FOUND: u8 = 127;
 }
 
 const EXIT_CODES: &str = "\
 Exit codes:
-  0        success (run: the command exited 0)
-  1..=121  run: the command's own exit status; 128+N if it was killed by signal N
-  1        break: nothing deleted (declined, no holder, node changed or already gone)
+  0        success (run, leader: the command exited 0)
+  1..=120  run, leader: the command's own exit status; 128+N if it was killed by signal N
+  1        break: nothing deleted (declined, no holder, node changed or already gone);
+           revoke: no holder, or its node is already gone
+  121      run --on-revoke=release: revocation was requested; the command was stopped
   122      run: the lock was lost while the command ran; the command was killed
+           leader: leadership was lost while the command ran; the command was killed
   123      run --nonblock: the lock is busy
   124      run --timeout: the lock was still busy when the timeout ran out
   125      zklock failed: bad usage or input, ZooKeeper unreachable, authentication
-           failed or not allowed by the node's ACL, unknown node
-  126      run: the command could not be executed
-  127      run: the command was not found";
+           failed or not allowed by the node's ACL, unknown node, several holders and
+           no --node, revoke on a semaphore or election
+  126      run, leader: the command could not be executed
+  127      run, leader: the command was not found";
 
 /// Distributed locks on Apache ZooKeeper, from the shell.
 ///
 /// Locks are ZooKeeper's lock recipe (Curator-compatible `_c_<uuid>-lock-<seq>` nodes), so
 /// `zklock`, Rust programs using the zklock crate and Java programs using Curator's
-/// InterProcessMutex exclude each other on the same path.
+/// InterProcessMutex exclude each other on the same path. Elections (`zklock leader`) are
+/// Curator LeaderLatch-compatible `_c_<uuid>-latch-<seq>` nodes.
 #[derive(Debug, Parser)]
 #[command(name = "zklock", version, after_help = EXIT_CODES)]
 struct Cli {
@@ -93,8 +105,10 @@ struct Global {
 #[derive(Debug, Subcommand)]
 enum Command {
     Run(RunArgs),
+    Leader(LeaderArgs),
     Status(StatusArgs),
     Break(BreakArgs),
+    Revoke(RevokeArgs),
 }
 
 /// Acquire LOCKPATH, run COMMAND while holding it, release it when COMMAND exits.
@@ -106,11 +120,11 @@ enum Command {
 ///
 /// COMMAND runs in a process group of its own, so that a lost lock stops the whole job
 /// (pipelines, scripts' children). The lock is considered lost when the session expires,
-/// when the lock node is deleted (`zklock break`), or when the connection to ZooKeeper has
-/// been down (Suspended) for longer than --suspended-grace: a Suspended session may already
-/// have expired on the server, handing the lock to someone else. With the defaults
-/// (both graces 1/5 of the session timeout) COMMAND is dead before the server can expire the
-/// session: the connection is reported down after 2/5 of it, SIGTERM follows 1/5 later and
+/// when the lock node is deleted (`zklock break`; noticed at once), or when the connection to
+/// ZooKeeper has been down (Suspended) for longer than --suspended-grace: a Suspended session
+/// may already have expired on the server, handing the lock to someone else. With the
+/// defaults (both graces 1/5 of the session timeout) COMMAND is dead before the server can
+/// expire the session: the connection is reported down after 2/5 of it, SIGTERM follows 1/5 later and
 /// SIGKILL another 1/5 later. Larger graces trade that guarantee for tolerance of slow
 /// reconnects.
 ///
@@ -130,6 +144,12 @@ struct RunArgs {
     /// What to do if the lock is lost while COMMAND runs.
     #[arg(long, value_enum, default_value_t = OnLost::Kill, value_name = "ACTION")]
     on_lost: OnLost,
+
+    /// What to do when another process asks for the lock to be released (`zklock revoke`,
+    /// Curator's Revoker): ignore it (log a warning), or stop COMMAND as for a lost lock
+    /// (SIGTERM, SIGKILL after --kill-grace), release the lock and exit 121.
+    #[arg(long, value_enum, default_value_t = OnRevoke::Ignore, value_name = "ACTION")]
+    on_revoke: OnRevoke,
 
     /// After a lost lock, how long COMMAND gets between SIGTERM and SIGKILL.
     /// [default: 1/5 of the session timeout]
@@ -169,18 +189,92 @@ enum OnLost {
     Ignore,
 }
 
-/// Show the holder and the waiters of LOCKPATH, in queue order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum OnRevoke {
+    /// Log a warning and keep holding the lock.
+    Ignore,
+    /// SIGTERM COMMAND's process group, SIGKILL after --kill-grace, release; exit 121.
+    Release,
+}
+
+/// Join the leader election at LOCKPATH, run COMMAND once this process leads, step down when
+/// COMMAND exits.
 ///
-/// For each contender: its position, role, age (server creation time against the local
-/// clock), session id, node name and owner (`host=.. pid=.. thread=..` for zklock nodes).
+/// Exits with COMMAND's status. Waits to lead as long as it takes; participants queue, and the
+/// next one takes over when the leader steps down or dies. Signals are handled as by `run`
+/// (a signal while waiting leaves the election and exits 128+N).
+///
+/// Leadership is lost, and COMMAND's process group gets SIGTERM (SIGKILL after --kill-grace)
+/// and zklock exits 122, when the session expires, when our election node is deleted
+/// (`zklock break`; checked every second), or when the connection to ZooKeeper has been down
+/// for longer than --suspended-grace: as `run --on-lost=kill`. Run it under a supervisor
+/// (systemd, a shell loop) to keep a service running on whichever host leads.
+///
+/// COMMAND gets ZKLOCK_LOCK_PATH, ZKLOCK_NODE, ZKLOCK_SESSION_ID and ZKLOCK_FENCING_TOKEN, as
+/// with `run`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+struct LeaderArgs {
+    /// The participant id stored in our election node and shown by `zklock status` (Curator's
+    /// LeaderLatch id). [default: host=HOST pid=PID thread=main]
+    #[arg(long, value_name = "ID")]
+    id: Option<String>,
+
+    /// After leadership is lost, how long COMMAND gets between SIGTERM and SIGKILL.
+    /// [default: 1/5 of the session timeout]
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    kill_grace: Option<Duration>,
+
+    /// How long the connection may stay down before leadership counts as lost.
+    /// [default: 1/5 of the session timeout]
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    suspended_grace: Option<Duration>,
+
+    /// Keep COMMAND in zklock's process group (see `zklock help run`).
+    #[arg(long)]
+    foreground: bool,
+
+    /// The election, an absolute ZooKeeper path such as /elections/indexer.
+    #[arg(value_name = "LOCKPATH")]
+    path: String,
+
+    /// The command and its arguments (put `--` before it if it has options of its own).
+    #[arg(
+        value_name = "COMMAND",
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    command: Vec<std::ffi::OsString>,
+}
+
+/// Show the holders and the waiters of LOCKPATH, in queue order.
+///
+/// Reads every layout, told apart by the nodes under LOCKPATH: a mutex (`zklock run`,
+/// `-lock-` nodes), a read/write lock (`__READ__`/`__WRIT__` nodes; the leading readers, or
+/// the leading writer, hold it), a semaphore (`leases/` and `locks/` children) or a leader
+/// election (`zklock leader`, `-latch-` nodes).
+///
+/// For each contender: its position, role (holder, waiter; `unknown` for a semaphore's leases
+/// without --permits), type (exclusive, read, write, lease, queued, participant), age (server
+/// creation time against the local clock), session id, node name and owner (`host=.. pid=..
+/// thread=..` for zklock nodes, the participant id in an election). A semaphore's nodes are
+/// named `leases/NAME` (leases, held or waited for) and `locks/NAME` (lease takers queued).
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 struct StatusArgs {
     /// Print one JSON object: {"path", "contenders": [{"position", "role", "node",
     /// "sequence", "session_id", "owner", "host", "pid", "thread", "created_ms", "age_ms",
-    /// "fencing_token", "version"}]}. host, pid and thread are null for non-zklock owners.
+    /// "fencing_token", "version", "type", "holds"}], "layout", "permits"}. host, pid and
+    /// thread are null for non-zklock owners; holds is null where unknown; layout is "mutex",
+    /// "rwlock", "semaphore", "election" or null (nothing there); permits is null unless given.
     #[arg(long)]
     json: bool,
+
+    /// The semaphore's number of permits (ZooKeeper does not store it), to tell held leases
+    /// from the one being waited for.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    permits: Option<u32>,
 
     /// The lock, an absolute ZooKeeper path.
     #[arg(value_name = "LOCKPATH")]
@@ -191,9 +285,11 @@ struct StatusArgs {
 /// is hung but still connected (a dead holder's node vanishes by itself after its session
 /// timeout).
 ///
-/// Shows the node and asks for confirmation on stdin unless --yes. The node is deleted only
-/// if it is unchanged since it was shown. A `zklock run` holding it notices within a second or
-/// two and kills its command; other programs holding it learn it only when they release.
+/// Works for every layout `zklock status` reads. Where several hold (readers of a read/write
+/// lock, a semaphore's leases) name the node with --node. Shows the node and asks for
+/// confirmation on stdin unless --yes. The node is deleted only if it is unchanged since it was
+/// shown. A `zklock run` holding it notices at once (`zklock leader` within a second) and
+/// kills its command; other programs holding it may learn it only when they release.
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 struct BreakArgs {
@@ -204,6 +300,26 @@ struct BreakArgs {
     /// Do not ask for confirmation.
     #[arg(long, short = 'y')]
     yes: bool,
+
+    /// The lock, an absolute ZooKeeper path.
+    #[arg(value_name = "LOCKPATH")]
+    path: String,
+}
+
+/// Ask the holder of LOCKPATH (or the contender --node NAME) to release the lock.
+///
+/// Writes Curator's revocation marker into the node. Nothing is released by force: a
+/// `zklock run --on-revoke=release` holder stops its command and releases (exit 121), a
+/// Curator holder with a RevocationListener decides for itself, other holders ignore it. For
+/// mutexes and read/write locks (without --node, every holder is asked: all the readers of a
+/// read lock); semaphores and elections have no revocation protocol. The marker replaces the
+/// owner data `zklock status` shows for the node.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+struct RevokeArgs {
+    /// The node to ask (as shown by `zklock status`) instead of the holder's.
+    #[arg(long, value_name = "NAME")]
+    node: Option<String>,
 
     /// The lock, an absolute ZooKeeper path.
     #[arg(value_name = "LOCKPATH")]
@@ -251,8 +367,10 @@ fn main() -> ExitCode {
     init_logging(cli.global.verbose);
     let outcome = match &cli.command {
         Command::Run(args) => run::run(&cli.global, args),
+        Command::Leader(args) => run::leader(&cli.global, args),
         Command::Status(args) => inspect::status(&cli.global, args),
         Command::Break(args) => inspect::break_lock(&cli.global, args),
+        Command::Revoke(args) => inspect::revoke(&cli.global, args),
     };
     let _ = std::io::stdout().flush();
     match outcome {
@@ -316,15 +434,4 @@ impl Global {
         );
         Ok(client)
     }
-}
-
-/// Connects (within `limit`, see [`Global::connect`]) and makes the mutex, checking the path.
-fn open(
-    global: &Global,
-    path: &str,
-    limit: Option<Duration>,
-) -> Result<(Client, DistributedMutex), Failure> {
-    let client = global.connect(limit)?;
-    let mutex = DistributedMutex::new(&client, path)?;
-    Ok((client, mutex))
 }

@@ -1,0 +1,523 @@
+//! Holding a lock (or leadership) for the lifetime of a child process: shared by `zklock run`
+//! and `zklock leader`.
+//!
+//! Besides the main thread: the signal thread (signal-hook) turns signals into events, a
+//! watcher turns the guard's state into a "lost" event (a long `Suspended` counts), and a node
+//! watcher turns a revocation request into a "revoked" event, or polls our node where the
+//! guard does not watch it (elections, and a mutex after a revocation request, when the
+//! library stops watching). The main thread owns the child and acts on the events, so only it
+//! ever signals or reaps the child.
+
+use std::ffi::OsString;
+use std::io::ErrorKind;
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use log::{debug, error, info, warn};
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::iterator::Signals;
+use zklock::{Client, DistributedMutex, Error, LeaderElection, LockGuard, LockState};
+
+use crate::text::{format_duration, session_hex};
+use crate::{code, Failure, OnLost, OnRevoke, Outcome};
+
+/// How often our node is polled where the guard does not watch it.
+const PROBE_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the watchers look at the stop flag between waits on the guard.
+const WATCH_INTERVAL: Duration = Duration::from_millis(250);
+/// How often the watcher re-checks a `Suspended` lock.
+const SUSPENDED_POLL: Duration = Duration::from_millis(20);
+/// The supervisor's longest sleep: SIGCHLD normally wakes it at once.
+const SUPERVISE_TICK: Duration = Duration::from_millis(500);
+/// How long a signal while waiting for the lock waits for our node to be deleted.
+const WITHDRAW_WAIT: Duration = Duration::from_secs(2);
+/// How long a lost lock's cause (deleted node or expired session) is looked for.
+const CAUSE_WAIT: Duration = Duration::from_secs(2);
+
+enum Event {
+    Signal(i32),
+    ChildChanged,
+    Lost(String),
+    Revoked,
+}
+
+/// Why the command was stopped (or, with `--on-lost=ignore`, should have been).
+enum Ending {
+    Lost,
+    Revoked,
+}
+
+/// Which recipe's queue we wait in: a signal while waiting withdraws our node from it.
+#[derive(Debug, Clone, Copy)]
+pub enum Queue {
+    Lock,
+    Election,
+}
+
+/// What the signal thread does with a signal depends on how far the run has got.
+enum Phase {
+    Connecting,
+    Acquiring {
+        client: Client,
+        path: String,
+        queue: Queue,
+    },
+    Running,
+}
+
+/// The signal thread and the channel it (and the watchers) report on.
+pub struct Supervisor {
+    phase: Arc<Mutex<Phase>>,
+    events: Sender<Event>,
+    inbox: Receiver<Event>,
+}
+
+impl Supervisor {
+    /// Installs the signal handlers: call it before anything else, so no signal falls between
+    /// two regimes. Until [`acquiring`](Self::acquiring), a signal exits 128+N at once.
+    pub fn install() -> Result<Supervisor, Failure> {
+        let (events, inbox) = mpsc::channel();
+        let phase = Arc::new(Mutex::new(Phase::Connecting));
+        let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD])
+            .map_err(|e| Failure::error(format!("installing signal handlers: {e}")))?;
+        {
+            let phase = phase.clone();
+            let events = events.clone();
+            thread::Builder::new()
+                .name("signals".into())
+                .spawn(move || {
+                    for signal in signals.forever() {
+                        on_signal(signal, &phase, &events);
+                    }
+                })
+                .map_err(|e| Failure::error(format!("starting the signal thread: {e}")))?;
+        }
+        Ok(Supervisor {
+            phase,
+            events,
+            inbox,
+        })
+    }
+
+    /// From now on a signal withdraws our node from `path`'s queue before exiting 128+N.
+    pub fn acquiring(&self, client: &Client, path: &str, queue: Queue) {
+        *lock(&self.phase) = Phase::Acquiring {
+            client: client.clone(),
+            path: path.to_owned(),
+            queue,
+        };
+    }
+}
+
+/// How `hold` reacts to trouble.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    pub on_lost: OnLost,
+    pub on_revoke: OnRevoke,
+    pub kill_grace: Duration,
+    pub suspended_grace: Duration,
+    /// The child leads a process group of its own, which receives our signals.
+    pub group: bool,
+    /// The guard watches its node (a revocable mutex): deletion turns its state `Lost` and
+    /// revocation requests reach it. Otherwise the node is polled.
+    pub node_watched: bool,
+}
+
+/// What runs under the lock.
+pub struct Job<'a> {
+    pub path: &'a str,
+    pub command: &'a [OsString],
+    /// What is lost, for messages: "lock" or "leadership of".
+    pub noun: &'static str,
+}
+
+/// Runs `job` while `guard` holds, releases, and returns the exit code.
+pub fn hold(
+    supervisor: Supervisor,
+    client: &Client,
+    guard: LockGuard<'_>,
+    job: &Job<'_>,
+    policy: &Policy,
+) -> Outcome {
+    let mut command = Command::new(&job.command[0]);
+    command
+        .args(&job.command[1..])
+        .env("ZKLOCK_LOCK_PATH", job.path)
+        .env("ZKLOCK_NODE", guard.node_path())
+        .env("ZKLOCK_SESSION_ID", session_hex(guard.session_id()))
+        .env("ZKLOCK_FENCING_TOKEN", guard.fencing_token().to_string());
+    if policy.group {
+        command.process_group(0);
+    }
+    let spawned = {
+        let mut phase = lock(&supervisor.phase);
+        *phase = Phase::Running;
+        command.spawn()
+    };
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(err) => {
+            let name = job.command[0].to_string_lossy();
+            return Err(Failure {
+                code: match err.kind() {
+                    ErrorKind::NotFound => code::NOT_FOUND,
+                    _ => code::CANNOT_EXECUTE,
+                },
+                message: format!("cannot run {name:?}: {err}"),
+            });
+        }
+    };
+    debug!("started command, pid {}", child.id());
+
+    let stop = Stop::default();
+    let supervised = thread::scope(|s| {
+        let (guard, stop) = (&guard, &stop);
+        let events = supervisor.events.clone();
+        s.spawn(move || watch_state(client, guard, policy, stop, &events));
+        let events = supervisor.events.clone();
+        s.spawn(move || watch_node(client, guard, job.path, policy, stop, &events));
+        let supervised = supervise(&mut child, &supervisor.inbox, policy, job);
+        stop.set();
+        supervised
+    });
+    let (status, mut ending) = supervised?;
+
+    match guard.unlock() {
+        Ok(()) => debug!("released {}", job.path),
+        Err(Error::LockLost { .. }) if ending.is_none() => {
+            warn!(
+                "the {} {} was lost before the command finished (its node was gone at release)",
+                job.noun, job.path
+            );
+            ending = Some(Ending::Lost);
+        }
+        Err(Error::LockLost { .. }) => {}
+        Err(err) => warn!(
+            "releasing {}: {err} (the server removes the node when the session ends)",
+            job.path
+        ),
+    }
+    Ok(match ending {
+        Some(Ending::Lost) if policy.on_lost == OnLost::Kill => code::LOST,
+        Some(Ending::Revoked) => code::REVOKED,
+        _ => exit_code(status),
+    })
+}
+
+/// Acts on events until the child exits. Returns its status and why it was stopped, if it was.
+fn supervise(
+    child: &mut Child,
+    inbox: &Receiver<Event>,
+    policy: &Policy,
+    job: &Job<'_>,
+) -> Result<(ExitStatus, Option<Ending>), Failure> {
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pids fit in i32"));
+    let send = |signal: Signal| {
+        let sent = if policy.group {
+            killpg(pid, signal)
+        } else {
+            kill(pid, signal)
+        };
+        if let Err(err) = sent {
+            debug!("sending {signal} to the command: {err}");
+        }
+    };
+    let (noun, path) = (job.noun, job.path);
+    let mut ending: Option<Ending> = None;
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let stopping = match &ending {
+                    Some(Ending::Lost) => policy.on_lost == OnLost::Kill,
+                    Some(Ending::Revoked) => true,
+                    None => false,
+                };
+                if stopping && policy.group {
+                    // The leader is gone; nothing it started may go on without the lock.
+                    let _ = killpg(pid, Signal::SIGKILL);
+                }
+                return Ok((status, ending));
+            }
+            Ok(None) => {}
+            Err(err) => return Err(Failure::error(format!("waiting for the command: {err}"))),
+        }
+        let now = Instant::now();
+        if kill_at.is_some_and(|at| now >= at) {
+            warn!(
+                "command still running {} after SIGTERM; sending SIGKILL",
+                format_duration(policy.kill_grace)
+            );
+            send(Signal::SIGKILL);
+            kill_at = None;
+        }
+        let wait = kill_at.map_or(SUPERVISE_TICK, |at| {
+            at.saturating_duration_since(now).min(SUPERVISE_TICK)
+        });
+        match inbox.recv_timeout(wait) {
+            Ok(Event::Signal(number)) => {
+                // In the foreground, terminal signals reach the command directly.
+                if policy.group || number == SIGTERM {
+                    if let Ok(signal) = Signal::try_from(number) {
+                        debug!("forwarding {signal} to the command");
+                        send(signal);
+                    }
+                }
+            }
+            Ok(Event::Lost(reason)) if ending.is_none() => {
+                match policy.on_lost {
+                    OnLost::Kill => {
+                        error!(
+                            "{noun} {path} lost: {reason}; terminating the command (SIGKILL in {})",
+                            format_duration(policy.kill_grace)
+                        );
+                        send(Signal::SIGTERM);
+                        kill_at = Some(Instant::now() + policy.kill_grace);
+                    }
+                    OnLost::Ignore => {
+                        warn!("{noun} {path} lost: {reason}; the command keeps running (--on-lost=ignore)");
+                    }
+                }
+                ending = Some(Ending::Lost);
+            }
+            Ok(Event::Revoked) if ending.is_none() => {
+                error!(
+                    "release of {path} requested (revocation, --on-revoke=release); terminating \
+                     the command (SIGKILL in {})",
+                    format_duration(policy.kill_grace)
+                );
+                send(Signal::SIGTERM);
+                kill_at = Some(Instant::now() + policy.kill_grace);
+                ending = Some(Ending::Revoked);
+            }
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => unreachable!("the supervisor keeps a sender"),
+        }
+    }
+}
+
+/// Reports the lock lost once it is `Lost`, or `Suspended` for longer than the grace.
+fn watch_state(
+    client: &Client,
+    guard: &LockGuard<'_>,
+    policy: &Policy,
+    stop: &Stop,
+    events: &Sender<Event>,
+) {
+    let grace = policy.suspended_grace;
+    let mut suspended_since: Option<Instant> = None;
+    while !stop.is_set() {
+        match guard.state() {
+            LockState::Held => {
+                if suspended_since.take().is_some() {
+                    info!("connection to ZooKeeper back; lock still held");
+                }
+                // Returns at once when the lock turns Suspended or Lost (for a revocable
+                // mutex, also when its node is deleted).
+                guard.wait_lost_timeout(WATCH_INTERVAL);
+            }
+            LockState::Suspended => {
+                let since = *suspended_since.get_or_insert_with(|| {
+                    warn!(
+                        "connection to ZooKeeper lost; lock suspended (lost in {} unless it returns)",
+                        format_duration(grace)
+                    );
+                    Instant::now()
+                });
+                let down = since.elapsed();
+                if down >= grace {
+                    let _ = events.send(Event::Lost(format!(
+                        "connection to ZooKeeper down for {} (--suspended-grace), the session may have expired",
+                        format_duration(down)
+                    )));
+                    return;
+                }
+                thread::sleep((grace - down).min(SUSPENDED_POLL));
+            }
+            _ => {
+                let reason = if policy.node_watched {
+                    lost_cause(client, guard)
+                } else {
+                    "ZooKeeper session expired".into()
+                };
+                let _ = events.send(Event::Lost(reason));
+                return;
+            }
+        }
+    }
+}
+
+/// Why a watched node's lock is `Lost`: its node was deleted while the session lives on, or
+/// the session ended. Looked for within [`CAUSE_WAIT`].
+fn lost_cause(client: &Client, guard: &LockGuard<'_>) -> String {
+    let (client, node, session) = (
+        client.clone(),
+        guard.node_path().to_owned(),
+        guard.session_id(),
+    );
+    let (tell, told) = mpsc::channel();
+    let asked = node.clone();
+    let _ = thread::Builder::new()
+        .name("lost-cause".into())
+        .spawn(move || {
+            // An expired session is replaced by the read, which changes the client's id.
+            let deleted =
+                matches!(client.get_data(&asked), Ok(None)) && client.session_id() == session;
+            let _ = tell.send(deleted);
+        });
+    if told.recv_timeout(CAUSE_WAIT) == Ok(true) {
+        format!("node {node} was deleted (zklock break?)")
+    } else {
+        "ZooKeeper session expired".into()
+    }
+}
+
+/// Reports a revocation request (`--on-revoke=release`), and polls our node for deletion
+/// where the guard does not watch it: an election's node, or a mutex's once a revocation
+/// request was ignored (the library stops watching the node then).
+fn watch_node(
+    client: &Client,
+    guard: &LockGuard<'_>,
+    path: &str,
+    policy: &Policy,
+    stop: &Stop,
+    events: &Sender<Event>,
+) {
+    if policy.node_watched {
+        loop {
+            if stop.is_set() {
+                return;
+            }
+            if guard.wait_revocation_timeout(WATCH_INTERVAL) {
+                break;
+            }
+        }
+        match policy.on_revoke {
+            OnRevoke::Release => {
+                let _ = events.send(Event::Revoked);
+                return;
+            }
+            OnRevoke::Ignore => warn!(
+                "release of {path} requested (revocation); keeping the lock (--on-revoke=ignore)"
+            ),
+        }
+    }
+    while !stop.wait(PROBE_INTERVAL) {
+        if !guard.is_held() {
+            continue; // The state watcher deals with connection trouble.
+        }
+        match client.get_data(guard.node_path()) {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                let _ = events.send(Event::Lost(format!(
+                    "node {} was deleted (zklock break?)",
+                    guard.node_path()
+                )));
+                return;
+            }
+            Err(err) => debug!("checking {}: {err}", guard.node_path()),
+        }
+    }
+}
+
+/// A flag the supervisor raises when the child is gone, to end the watchers.
+#[derive(Default)]
+struct Stop {
+    stopped: Mutex<bool>,
+    changed: Condvar,
+}
+
+impl Stop {
+    fn set(&self) {
+        *lock(&self.stopped) = true;
+        self.changed.notify_all();
+    }
+
+    fn is_set(&self) -> bool {
+        *lock(&self.stopped)
+    }
+
+    /// Waits at most `timeout` for the flag; whether it is raised.
+    fn wait(&self, timeout: Duration) -> bool {
+        let stopped = lock(&self.stopped);
+        let (stopped, _) = self
+            .changed
+            .wait_timeout_while(stopped, timeout, |stopped| !*stopped)
+            .unwrap_or_else(PoisonError::into_inner);
+        *stopped
+    }
+}
+
+fn on_signal(signal: i32, phase: &Mutex<Phase>, events: &Sender<Event>) {
+    let phase = lock(phase);
+    match &*phase {
+        Phase::Running if signal == SIGCHLD => {
+            let _ = events.send(Event::ChildChanged);
+        }
+        Phase::Running => {
+            let _ = events.send(Event::Signal(signal));
+        }
+        _ if signal == SIGCHLD => {}
+        Phase::Connecting => std::process::exit(128 + signal),
+        Phase::Acquiring {
+            client,
+            path,
+            queue,
+        } => {
+            withdraw(client, path, *queue);
+            std::process::exit(128 + signal);
+        }
+    }
+    // Keep the phase locked until the process is gone, so the command never starts.
+}
+
+/// Deletes our queued (or just acquired) node before exiting on a signal, so the contenders
+/// behind us do not wait for our session to time out. The blocked acquisition cannot be
+/// cancelled; our node is found by our session id instead.
+fn withdraw(client: &Client, path: &str, queue: Queue) {
+    // The library logs every broken node as a warning; here it is our own, on purpose.
+    log::set_max_level(log::LevelFilter::Error);
+    let (done, finished) = mpsc::channel();
+    let client = client.clone();
+    let path = path.to_owned();
+    let _ = thread::Builder::new()
+        .name("withdraw".into())
+        .spawn(move || {
+            let ours = match queue {
+                Queue::Lock => DistributedMutex::new(&client, &path).and_then(|m| m.contenders()),
+                Queue::Election => {
+                    LeaderElection::new(&client, &path).and_then(|e| e.participants())
+                }
+            };
+            // Deleting a node by name works for any recipe's node under `path`.
+            if let (Ok(mutex), Ok(contenders)) = (DistributedMutex::new(&client, &path), ours) {
+                let session = client.session_id();
+                for ours in contenders.iter().filter(|c| c.session_id == session) {
+                    let _ = mutex.break_contender(ours);
+                }
+            }
+            let _ = done.send(());
+        });
+    let _ = finished.recv_timeout(WITHDRAW_WAIT);
+}
+
+/// A shell's view of an exit status: the code, or 128+N for death by signal N.
+fn exit_code(status: ExitStatus) -> u8 {
+    // Unix exit codes are the low 8 bits of the status; signal numbers are below 128.
+    let code = match (status.code(), status.signal()) {
+        (Some(code), _) => code,
+        (None, Some(signal)) => 128 + signal,
+        (None, None) => return code::ERROR,
+    };
+    u8::try_from(code & 0xff).unwrap_or(code::ERROR)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
