@@ -12,8 +12,8 @@ use crate::path::validate_lock_path;
 use crate::recipe::{self, deadline_after, previous_node, Kind, Options, Patience, Role};
 
 /// Proof of leadership; see [`LockGuard`]: [`LockGuard::state`] and
-/// [`LockGuard::wait_lost`] report a lost leadership exactly as a lost lock, and dropping it
-/// steps down.
+/// [`LockGuard::wait_lost`] report a lost leadership exactly as a lost lock (including, at
+/// once, the deletion of our node by someone else), and dropping it steps down.
 pub type Leadership<'a> = LockGuard<'a>;
 
 const LATCH: Kind = Kind {
@@ -44,7 +44,12 @@ impl LeaderElection {
         Ok(LeaderElection {
             client: client.clone(),
             path: path.to_owned(),
-            options: Options::default(),
+            // Leadership is rare and precious: always watch our node, so a leader whose node
+            // is deleted by someone else learns at once that it no longer leads.
+            options: Options {
+                revocable: true,
+                data: None,
+            },
         })
     }
 
@@ -90,6 +95,15 @@ impl LeaderElection {
     /// Connection and server errors.
     pub fn participants(&self) -> Result<Vec<Contender>> {
         inspect::contenders(&self.client, &self.path, LATCH.names)
+    }
+
+    /// Deletes a participant's node if unchanged since inspected (for example a hung leader's);
+    /// see [`DistributedMutex::break_contender`](crate::DistributedMutex::break_contender).
+    ///
+    /// # Errors
+    /// As there.
+    pub fn break_participant(&self, participant: &Contender) -> Result<bool> {
+        inspect::break_contender(&self.client, &self.path, participant)
     }
 
     /// The current leader, if anyone participates.

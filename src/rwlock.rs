@@ -51,6 +51,7 @@ pub(crate) const WRITER: Kind = Kind {
 pub struct DistributedRwLock {
     client: Client,
     path: String,
+    options: Options,
 }
 
 impl DistributedRwLock {
@@ -64,7 +65,25 @@ impl DistributedRwLock {
         Ok(DistributedRwLock {
             client: client.clone(),
             path: path.to_owned(),
+            options: Options::default(),
         })
+    }
+
+    /// Makes the guards listen for revocation requests and notice at once if their node is
+    /// deleted by someone else; see
+    /// [`DistributedMutex::revocable`](crate::DistributedMutex::revocable).
+    pub fn revocable(mut self) -> Self {
+        self.options.revocable = true;
+        self
+    }
+
+    /// Asks the holder of `contender`'s node to release; see
+    /// [`DistributedMutex::request_revocation`](crate::DistributedMutex::request_revocation).
+    ///
+    /// # Errors
+    /// As there.
+    pub fn request_revocation(&self, contender: &Contender) -> Result<bool> {
+        inspect::request_revocation(&self.client, &self.path, contender)
     }
 
     /// The lock path.
@@ -127,13 +146,7 @@ impl DistributedRwLock {
 
     fn acquire(&self, kind: &Kind, patience: Patience) -> Result<Option<LockGuard<'_>>> {
         let token = self.client.enter(&self.path)?;
-        let held = recipe::acquire(
-            &self.client,
-            &self.path,
-            kind,
-            patience,
-            &Options::default(),
-        )?;
+        let held = recipe::acquire(&self.client, &self.path, kind, patience, &self.options)?;
         Ok(held.map(|held| LockGuard::new(held, token)))
     }
 

@@ -142,6 +142,15 @@ impl Semaphore {
         lease
     }
 
+    /// Deletes a lease node if unchanged since inspected (a hung holder's), freeing its permit;
+    /// see [`DistributedMutex::break_contender`].
+    ///
+    /// # Errors
+    /// As there.
+    pub fn break_lease(&self, lease: &Contender) -> Result<bool> {
+        inspect::break_contender(&self.client, &self.leases, lease)
+    }
+
     /// The number of permits.
     pub fn permits(&self) -> usize {
         self.permits

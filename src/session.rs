@@ -366,10 +366,11 @@ impl Session {
             loop {
                 match zk.get_and_watch_data(&path).await {
                     Ok((data, _, watcher)) => {
-                        if data == crate::recipe::REVOKE_MESSAGE {
+                        // Keep watching after a request: the holder may ignore it, and a later
+                        // deletion must still mark the lock lost.
+                        if data == crate::recipe::REVOKE_MESSAGE && !raise.revocation_raised() {
                             info!("revocation requested for {path}");
                             raise.raise_revocation();
-                            return;
                         }
                         match watcher.changed().await.event_type {
                             zk::EventType::NodeDataChanged => {}

@@ -144,6 +144,10 @@ impl NodeFlags {
         self.changed.notify_all();
     }
 
+    pub(crate) fn revocation_raised(&self) -> bool {
+        self.marks.lock().revocation_requested
+    }
+
     pub(crate) fn raise_deleted(&self) {
         self.marks.lock().deleted = true;
         self.changed.notify_all();

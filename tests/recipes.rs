@@ -368,3 +368,48 @@ fn revocable_holder_sees_its_node_broken_at_once() {
     assert!(!guard.is_held());
     assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })));
 }
+
+#[test]
+fn ignored_revocation_still_lets_a_later_break_mark_the_lock_lost() {
+    let (a, b) = (common::client(), common::client());
+    let path = common::lock_path("revoke-then-break");
+    let rw = DistributedRwLock::new(&a, &path).unwrap().revocable();
+    let guard = rw.write().unwrap();
+    let operator = DistributedRwLock::new(&b, &path).unwrap();
+    let holder = operator.contenders().unwrap().remove(0);
+    assert!(operator.request_revocation(&holder).unwrap());
+    assert!(guard.wait_revocation_timeout(Duration::from_secs(5)));
+    // The holder ignores the request; an operator then breaks the lock.
+    let holder = operator.contenders().unwrap().remove(0);
+    assert!(operator.break_contender(&holder).unwrap());
+    assert_eq!(
+        guard.wait_lost_timeout(Duration::from_secs(5)),
+        Some(zklock::LockState::Lost)
+    );
+}
+
+#[test]
+fn broken_leader_and_lease_are_noticed_and_freed() {
+    let (a, b) = (common::client(), common::client());
+    let path = common::lock_path("break-leader");
+    let election = LeaderElection::new(&a, &path).unwrap();
+    let leading = election.participate().unwrap();
+    let observer = LeaderElection::new(&b, &path).unwrap();
+    let leader = observer.current_leader().unwrap().unwrap();
+    assert!(observer.break_participant(&leader).unwrap());
+    assert_eq!(
+        leading.wait_lost_timeout(Duration::from_secs(5)),
+        Some(zklock::LockState::Lost)
+    );
+    drop(leading);
+
+    let sem_path = common::lock_path("break-lease");
+    let semaphore = Semaphore::new(&a, &sem_path, 1).unwrap();
+    let permit = semaphore.acquire().unwrap();
+    let other = Semaphore::new(&b, &sem_path, 1).unwrap();
+    assert!(other.try_acquire().unwrap().is_none());
+    let lease = other.leases().unwrap().remove(0);
+    assert!(other.break_lease(&lease).unwrap());
+    assert!(other.try_acquire().unwrap().is_some());
+    assert!(matches!(permit.release(), Err(Error::LockLost { .. })));
+}
