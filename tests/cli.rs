@@ -834,10 +834,12 @@ fn leaders_run_one_at_a_time_and_hand_over() {
     );
     assert_eq!(contenders(&path), 1);
 
-    // Leadership lost (its node broken): the command is killed, exit 122.
+    // Leadership lost (its node broken, noticed at once): the command is killed, exit 122.
+    let started = Instant::now();
     let out = output(zklock().args(["break", "--yes", &path]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(b.exit_code(Duration::from_secs(15)), 122);
+    assert!(started.elapsed() < Duration::from_secs(5));
     let err = read_stderr(&mut b);
     assert!(
         err.contains("leadership of") && err.contains("was deleted"),
@@ -906,11 +908,97 @@ fn revocation_is_ignored_by_default_but_a_break_still_stops_the_command() {
     assert!(holder.wait_for(Duration::from_millis(1500)).is_none());
     assert_eq!(contenders(&path), 1);
 
-    // The library stops watching a node once revocation was asked; zklock polls it then.
+    // The guard keeps watching its node after the ignored request: a break is noticed at once.
+    let started = Instant::now();
     let out = output(zklock().args(["break", "--yes", &path]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(holder.exit_code(Duration::from_secs(15)), 122);
+    assert!(started.elapsed() < Duration::from_secs(5));
     let err = read_stderr(&mut holder);
     assert!(err.contains("--on-revoke=ignore"), "{err}");
     assert!(err.contains("was deleted"), "{err}");
+}
+
+#[test]
+fn revoke_reaches_revocable_read_write_lock_holders() {
+    use zklock::{DistributedRwLock, LockState};
+
+    let path = common::lock_path("cli-revoke-rwlock");
+    let (a, b) = (common::client(), common::client());
+    let (lock_a, lock_b) = (
+        DistributedRwLock::new(&a, &path).unwrap().revocable(),
+        DistributedRwLock::new(&b, &path).unwrap().revocable(),
+    );
+    let reader_a = lock_a.read().unwrap();
+    let reader_b = lock_b.read().unwrap();
+
+    // Without --node, every holder is asked: both readers.
+    let out = output(zklock().args(["revoke", &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).matches("(holder, read,").count(),
+        2,
+        "{}",
+        stdout(&out)
+    );
+    for reader in [&reader_a, &reader_b] {
+        assert!(
+            reader.wait_revocation_timeout(Duration::from_secs(10)),
+            "{} never heard the request",
+            reader.node_path()
+        );
+        assert!(reader.is_held());
+    }
+
+    // A reader that ignored the request still learns at once that its node was broken.
+    let name = node_name(reader_a.node_path());
+    let out = output(zklock().args(["break", "--yes", "--node", &name, &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        reader_a.wait_lost_timeout(Duration::from_secs(10)),
+        Some(LockState::Lost)
+    );
+    assert!(reader_b.is_held());
+    drop((reader_a, reader_b));
+    assert_eq!(contenders(&path), 0);
+}
+
+#[test]
+fn break_a_semaphore_lease_taker_queued_on_its_gate() {
+    use zklock::Semaphore;
+
+    let path = common::lock_path("cli-semaphore-gate");
+    let (a, b) = (common::client(), common::client());
+    let sem_a = Semaphore::new(&a, &path, 1).unwrap();
+    let permit_a = sem_a.acquire().unwrap();
+    // The second taker holds the gate while it waits for a lease.
+    let second_path = path.clone();
+    let second = std::thread::spawn(move || {
+        let sem = Semaphore::new(&b, &second_path, 1).unwrap();
+        sem.acquire_timeout(Duration::from_secs(30))
+            .map(|p| p.is_some())
+    });
+    // One lease held, one waited for, the taker on the gate.
+    wait_for_contenders(&path, 3);
+    let json = status_json(&path);
+    let gate_node = json
+        .split("\"node\":\"locks/")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect(&json)
+        .to_owned();
+
+    // The taker's node is deleted from the gate mutex at `<path>/locks`.
+    let name = format!("locks/{gate_node}");
+    let out = output(zklock().args(["break", "--yes", "--node", &name, &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("deleted {path}/locks/{gate_node}")),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!status_json(&path).contains(&gate_node));
+    // Its lease is still waited for, and comes when the first is released.
+    drop(permit_a);
+    assert_eq!(second.join().unwrap().ok(), Some(true));
 }

@@ -206,8 +206,8 @@ enum OnRevoke {
 ///
 /// Leadership is lost, and COMMAND's process group gets SIGTERM (SIGKILL after --kill-grace)
 /// and zklock exits 122, when the session expires, when our election node is deleted
-/// (`zklock break`; checked every second), or when the connection to ZooKeeper has been down
-/// for longer than --suspended-grace: as `run --on-lost=kill`. Run it under a supervisor
+/// (`zklock break`; noticed at once), or when the connection to ZooKeeper has been down for
+/// longer than --suspended-grace: as `run --on-lost=kill`. Run it under a supervisor
 /// (systemd, a shell loop) to keep a service running on whichever host leads.
 ///
 /// COMMAND gets ZKLOCK_LOCK_PATH, ZKLOCK_NODE, ZKLOCK_SESSION_ID and ZKLOCK_FENCING_TOKEN, as
@@ -288,8 +288,9 @@ struct StatusArgs {
 /// Works for every layout `zklock status` reads. Where several hold (readers of a read/write
 /// lock, a semaphore's leases) name the node with --node. Shows the node and asks for
 /// confirmation on stdin unless --yes. The node is deleted only if it is unchanged since it was
-/// shown. A `zklock run` holding it notices at once (`zklock leader` within a second) and
-/// kills its command; other programs holding it may learn it only when they release.
+/// shown. A `zklock run` or `zklock leader` holding it notices at once and kills its command;
+/// other programs holding it may learn it only when they release (zklock's revocable locks and
+/// elections at once).
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 struct BreakArgs {
@@ -309,11 +310,12 @@ struct BreakArgs {
 /// Ask the holder of LOCKPATH (or the contender --node NAME) to release the lock.
 ///
 /// Writes Curator's revocation marker into the node. Nothing is released by force: a
-/// `zklock run --on-revoke=release` holder stops its command and releases (exit 121), a
-/// Curator holder with a RevocationListener decides for itself, other holders ignore it. For
-/// mutexes and read/write locks (without --node, every holder is asked: all the readers of a
-/// read lock); semaphores and elections have no revocation protocol. The marker replaces the
-/// owner data `zklock status` shows for the node.
+/// `zklock run --on-revoke=release` holder stops its command and releases (exit 121); a
+/// program holding a revocable zklock mutex or read/write lock, or a Curator holder with a
+/// RevocationListener, decides for itself; other holders ignore it. For mutexes and read/write
+/// locks (without --node, every holder is asked: all the readers of a read lock); semaphores
+/// and elections have no revocation protocol. The marker replaces the owner data
+/// `zklock status` shows for the node.
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 struct RevokeArgs {

@@ -107,12 +107,15 @@ impl View {
     }
 }
 
+/// The type of a semaphore's lease nodes.
+const LEASE: &str = "lease";
+
 fn kind(role: Role) -> &'static str {
     match role {
         Role::Exclusive => "exclusive",
         Role::Read => "read",
         Role::Write => "write",
-        Role::Lease => "lease",
+        Role::Lease => LEASE,
         Role::Participant => "participant",
         _ => "other",
     }
@@ -453,13 +456,17 @@ fn delete(client: &Client, view: &View, target: &Entry) -> Outcome {
     if level <= log::LevelFilter::Warn {
         log::set_max_level(log::LevelFilter::Error);
     }
+    let node = &target.contender;
     let deleted = match view.layout {
-        Some(Layout::RwLock) => {
-            DistributedRwLock::new(client, &target.parent)?.break_contender(&target.contender)
+        Some(Layout::RwLock) => DistributedRwLock::new(client, &view.path)?.break_contender(node),
+        Some(Layout::Election) => LeaderElection::new(client, &view.path)?.break_participant(node),
+        // The permits do not matter for breaking a lease.
+        Some(Layout::Semaphore) if target.kind == LEASE => {
+            Semaphore::new(client, &view.path, 1)?.break_lease(node)
         }
-        // The semaphore and the election have no break call of their own; the mutex's deletes
-        // the named node under its path whatever the recipe.
-        _ => DistributedMutex::new(client, &target.parent)?.break_contender(&target.contender),
+        // A queued lease taker's node is in the semaphore's internal mutex at `<path>/locks`:
+        // a real mutex, broken as one.
+        _ => DistributedMutex::new(client, &target.parent)?.break_contender(node),
     };
     log::set_max_level(level);
     match deleted {
@@ -515,12 +522,19 @@ pub fn revoke(global: &Global, args: &RevokeArgs) -> Outcome {
         println!("{}: free (no holder); nothing to revoke", args.path);
         return Ok(code::NOTHING_DONE);
     }
-    // Revocation writes Curator's marker into the node: the same for any recipe's node.
+    let rwlock = match view.layout {
+        Some(Layout::RwLock) => Some(DistributedRwLock::new(&client, &args.path)?),
+        _ => None,
+    };
     let mutex = DistributedMutex::new(&client, &args.path)?;
     let mut asked = 0;
     for target in targets {
         let path = target.full_path();
-        match mutex.request_revocation(&target.contender) {
+        let requested = match &rwlock {
+            Some(rwlock) => rwlock.request_revocation(&target.contender),
+            None => mutex.request_revocation(&target.contender),
+        };
+        match requested {
             Ok(true) => {
                 println!(
                     "asked {path} ({}, {}, owner {}) to release",
@@ -539,12 +553,6 @@ pub fn revoke(global: &Global, args: &RevokeArgs) -> Outcome {
             }
             Err(err) => return Err(err.into()),
         }
-    }
-    if asked > 0 && view.layout == Some(Layout::RwLock) {
-        println!(
-            "note: zklock's read/write lock holders do not listen for revocation (Curator's \
-             may); `zklock break` frees the lock by force"
-        );
     }
     Ok(if asked > 0 { 0 } else { code::NOTHING_DONE })
 }

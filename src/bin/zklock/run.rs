@@ -8,25 +8,24 @@ use zklock::{DistributedMutex, Error, LeaderElection, LockGuard};
 
 use crate::supervise::{hold, Job, Policy, Queue, Supervisor};
 use crate::text::{format_duration, session_hex};
-use crate::{code, Failure, Global, LeaderArgs, OnLost, OnRevoke, Outcome, RunArgs};
+use crate::{code, Failure, Global, LeaderArgs, OnLost, Outcome, RunArgs};
 
 pub fn run(global: &Global, args: &RunArgs) -> Outcome {
     let started = Instant::now();
     let supervisor = Supervisor::install()?;
     let client = global.connect(args.timeout)?;
-    // Revocable: the guard learns at once when its node is deleted (`zklock break`), and
-    // hears revocation requests (`zklock revoke`).
+    // Revocable: the guard learns at once when its node is deleted (`zklock break`), also
+    // after a revocation request it ignored, and hears revocation requests (`zklock revoke`).
     let mutex = DistributedMutex::new(&client, &args.path)?.revocable();
     supervisor.acquiring(&client, &args.path, Queue::Lock);
     let guard = acquire(&mutex, args, started)?;
     let fifth = client.session_timeout() / 5;
     let policy = Policy {
         on_lost: args.on_lost,
-        on_revoke: args.on_revoke,
+        on_revoke: Some(args.on_revoke),
         kill_grace: args.kill_grace.unwrap_or(fifth),
         suspended_grace: args.suspended_grace.unwrap_or(fifth),
         group: !args.foreground,
-        node_watched: true,
     };
     info!(
         "acquired {} (fencing token {}, session {})",
@@ -108,14 +107,14 @@ pub fn leader(global: &Global, args: &LeaderArgs) -> Outcome {
         }
     };
     let fifth = client.session_timeout() / 5;
+    // A leadership watches its own node: its deletion (`zklock break`) turns it `Lost` at
+    // once. Elections have no revocation protocol.
     let policy = Policy {
         on_lost: OnLost::Kill,
-        on_revoke: OnRevoke::Ignore,
+        on_revoke: None,
         kill_grace: args.kill_grace.unwrap_or(fifth),
         suspended_grace: args.suspended_grace.unwrap_or(fifth),
         group: !args.foreground,
-        // LeaderElection has no revocable mode: our node is polled instead.
-        node_watched: false,
     };
     info!(
         "leading {} (node {}, fencing token {}, session {})",

@@ -2,18 +2,19 @@
 //! and `zklock leader`.
 //!
 //! Besides the main thread: the signal thread (signal-hook) turns signals into events, a
-//! watcher turns the guard's state into a "lost" event (a long `Suspended` counts), and a node
-//! watcher turns a revocation request into a "revoked" event, or polls our node where the
-//! guard does not watch it (elections, and a mutex after a revocation request, when the
-//! library stops watching). The main thread owns the child and acts on the events, so only it
-//! ever signals or reaps the child.
+//! watcher turns the guard's state into a "lost" event (a long `Suspended` counts; so does our
+//! node's deletion, which every guard used here watches for, also after an ignored revocation
+//! request), and, for `run`, a revocation watcher turns a revocation request into a "revoked"
+//! event. The main thread owns the child and acts on the events, so only it ever signals or
+//! reaps the child.
 
 use std::ffi::OsString;
 use std::io::ErrorKind;
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::process::{Child, Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -22,13 +23,11 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
-use zklock::{Client, DistributedMutex, Error, LeaderElection, LockGuard, LockState};
+use zklock::{Client, Contender, DistributedMutex, Error, LeaderElection, LockGuard, LockState};
 
 use crate::text::{format_duration, session_hex};
 use crate::{code, Failure, OnLost, OnRevoke, Outcome};
 
-/// How often our node is polled where the guard does not watch it.
-const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the watchers look at the stop flag between waits on the guard.
 const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 /// How often the watcher re-checks a `Suspended` lock.
@@ -119,14 +118,13 @@ impl Supervisor {
 #[derive(Debug, Clone, Copy)]
 pub struct Policy {
     pub on_lost: OnLost,
-    pub on_revoke: OnRevoke,
+    /// `None` where the recipe has no revocation protocol (elections): requests are not
+    /// listened for.
+    pub on_revoke: Option<OnRevoke>,
     pub kill_grace: Duration,
     pub suspended_grace: Duration,
     /// The child leads a process group of its own, which receives our signals.
     pub group: bool,
-    /// The guard watches its node (a revocable mutex): deletion turns its state `Lost` and
-    /// revocation requests reach it. Otherwise the node is polled.
-    pub node_watched: bool,
 }
 
 /// What runs under the lock.
@@ -138,6 +136,9 @@ pub struct Job<'a> {
 }
 
 /// Runs `job` while `guard` holds, releases, and returns the exit code.
+///
+/// `guard` must watch its own node (a revocable lock, or a leadership), so that its deletion
+/// by someone else turns its state `Lost` at once.
 pub fn hold(
     supervisor: Supervisor,
     client: &Client,
@@ -180,8 +181,10 @@ pub fn hold(
         let (guard, stop) = (&guard, &stop);
         let events = supervisor.events.clone();
         s.spawn(move || watch_state(client, guard, policy, stop, &events));
-        let events = supervisor.events.clone();
-        s.spawn(move || watch_node(client, guard, job.path, policy, stop, &events));
+        if let Some(on_revoke) = policy.on_revoke {
+            let events = supervisor.events.clone();
+            s.spawn(move || watch_revocation(guard, job.path, on_revoke, stop, &events));
+        }
         let supervised = supervise(&mut child, &supervisor.inbox, policy, job);
         stop.set();
         supervised
@@ -318,8 +321,8 @@ fn watch_state(
                 if suspended_since.take().is_some() {
                     info!("connection to ZooKeeper back; lock still held");
                 }
-                // Returns at once when the lock turns Suspended or Lost (for a revocable
-                // mutex, also when its node is deleted).
+                // Returns at once when the lock turns Suspended or Lost (also when its node
+                // is deleted: the guard watches it).
                 guard.wait_lost_timeout(WATCH_INTERVAL);
             }
             LockState::Suspended => {
@@ -341,12 +344,7 @@ fn watch_state(
                 thread::sleep((grace - down).min(SUSPENDED_POLL));
             }
             _ => {
-                let reason = if policy.node_watched {
-                    lost_cause(client, guard)
-                } else {
-                    "ZooKeeper session expired".into()
-                };
-                let _ = events.send(Event::Lost(reason));
+                let _ = events.send(Event::Lost(lost_cause(client, guard)));
                 return;
             }
         }
@@ -378,79 +376,45 @@ fn lost_cause(client: &Client, guard: &LockGuard<'_>) -> String {
     }
 }
 
-/// Reports a revocation request (`--on-revoke=release`), and polls our node for deletion
-/// where the guard does not watch it: an election's node, or a mutex's once a revocation
-/// request was ignored (the library stops watching the node then).
-fn watch_node(
-    client: &Client,
+/// Reports a revocation request: as an event for `--on-revoke=release`, as a warning for
+/// `--on-revoke=ignore` (the guard then keeps watching its node, so a later deletion still
+/// reaches `watch_state`).
+fn watch_revocation(
     guard: &LockGuard<'_>,
     path: &str,
-    policy: &Policy,
+    on_revoke: OnRevoke,
     stop: &Stop,
     events: &Sender<Event>,
 ) {
-    if policy.node_watched {
-        loop {
-            if stop.is_set() {
-                return;
-            }
-            if guard.wait_revocation_timeout(WATCH_INTERVAL) {
-                break;
-            }
-        }
-        match policy.on_revoke {
-            OnRevoke::Release => {
-                let _ = events.send(Event::Revoked);
-                return;
-            }
-            OnRevoke::Ignore => warn!(
-                "release of {path} requested (revocation); keeping the lock (--on-revoke=ignore)"
-            ),
+    while !guard.wait_revocation_timeout(WATCH_INTERVAL) {
+        if stop.is_set() {
+            return;
         }
     }
-    while !stop.wait(PROBE_INTERVAL) {
-        if !guard.is_held() {
-            continue; // The state watcher deals with connection trouble.
+    match on_revoke {
+        OnRevoke::Release => {
+            let _ = events.send(Event::Revoked);
         }
-        match client.get_data(guard.node_path()) {
-            Ok(Some(_)) => {}
-            Ok(None) => {
-                let _ = events.send(Event::Lost(format!(
-                    "node {} was deleted (zklock break?)",
-                    guard.node_path()
-                )));
-                return;
-            }
-            Err(err) => debug!("checking {}: {err}", guard.node_path()),
+        OnRevoke::Ignore => {
+            warn!("release of {path} requested (revocation); keeping the lock (--on-revoke=ignore)")
         }
     }
 }
 
-/// A flag the supervisor raises when the child is gone, to end the watchers.
+/// A flag the supervisor raises when the child is gone, to end the watchers (they look at it
+/// between their short waits on the guard).
 #[derive(Default)]
 struct Stop {
-    stopped: Mutex<bool>,
-    changed: Condvar,
+    stopped: AtomicBool,
 }
 
 impl Stop {
     fn set(&self) {
-        *lock(&self.stopped) = true;
-        self.changed.notify_all();
+        self.stopped.store(true, Ordering::Relaxed);
     }
 
     fn is_set(&self) -> bool {
-        *lock(&self.stopped)
-    }
-
-    /// Waits at most `timeout` for the flag; whether it is raised.
-    fn wait(&self, timeout: Duration) -> bool {
-        let stopped = lock(&self.stopped);
-        let (stopped, _) = self
-            .changed
-            .wait_timeout_while(stopped, timeout, |stopped| !*stopped)
-            .unwrap_or_else(PoisonError::into_inner);
-        *stopped
+        self.stopped.load(Ordering::Relaxed)
     }
 }
 
@@ -489,17 +453,26 @@ fn withdraw(client: &Client, path: &str, queue: Queue) {
     let _ = thread::Builder::new()
         .name("withdraw".into())
         .spawn(move || {
-            let ours = match queue {
-                Queue::Lock => DistributedMutex::new(&client, &path).and_then(|m| m.contenders()),
-                Queue::Election => {
-                    LeaderElection::new(&client, &path).and_then(|e| e.participants())
-                }
+            let session = client.session_id();
+            let ours = |contenders: Vec<Contender>| {
+                contenders
+                    .into_iter()
+                    .filter(move |c| c.session_id == session)
             };
-            // Deleting a node by name works for any recipe's node under `path`.
-            if let (Ok(mutex), Ok(contenders)) = (DistributedMutex::new(&client, &path), ours) {
-                let session = client.session_id();
-                for ours in contenders.iter().filter(|c| c.session_id == session) {
-                    let _ = mutex.break_contender(ours);
+            match queue {
+                Queue::Lock => {
+                    if let Ok(mutex) = DistributedMutex::new(&client, &path) {
+                        for node in mutex.contenders().map(ours).into_iter().flatten() {
+                            let _ = mutex.break_contender(&node);
+                        }
+                    }
+                }
+                Queue::Election => {
+                    if let Ok(election) = LeaderElection::new(&client, &path) {
+                        for node in election.participants().map(ours).into_iter().flatten() {
+                            let _ = election.break_participant(&node);
+                        }
+                    }
                 }
             }
             let _ = done.send(());
