@@ -70,8 +70,7 @@ impl LeaderElection {
     /// # Errors
     /// As [`DistributedMutex::lock`](crate::DistributedMutex::lock).
     pub fn participate(&self) -> Result<Leadership<'_>> {
-        self.join(Patience::Forever)
-            .map(|g| g.expect("waiting forever only returns leading"))
+        self.join(Patience::Forever).and_then(recipe::waited)
     }
 
     /// Joins the election and waits at most `timeout` to lead; `Ok(None)` (having left the

@@ -85,8 +85,7 @@ impl MultiLock {
     /// # Errors
     /// As [`DistributedMutex::lock`](crate::DistributedMutex::lock); nothing stays held.
     pub fn lock(&self) -> Result<MultiGuard<'_>> {
-        self.acquire(Patience::Forever)
-            .map(|g| g.expect("waiting forever only returns holding"))
+        self.acquire(Patience::Forever).and_then(recipe::waited)
     }
 
     /// Takes every lock if each is free at once; `Ok(None)` otherwise, nothing held.

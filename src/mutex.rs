@@ -77,8 +77,7 @@ impl DistributedMutex {
     /// [`Error::EphemeralParent`](crate::Error::EphemeralParent),
     /// [`Error::NoAuth`](crate::Error::NoAuth) and other server errors. No node is left behind.
     pub fn lock(&self) -> Result<LockGuard<'_>> {
-        self.acquire(Patience::Forever)
-            .map(|guard| guard.expect("waiting forever only returns holding"))
+        self.acquire(Patience::Forever).and_then(recipe::waited)
     }
 
     /// Takes the lock if no one else holds it or waits for it; never waits for other

@@ -315,6 +315,13 @@ pub(crate) struct Options {
     pub(crate) data: Option<Vec<u8>>,
 }
 
+/// The outcome of an acquisition that waits as long as it takes (`lock()` and the like): it
+/// never gives up, so `None` cannot come back; should it ever, that is reported as a lost
+/// connection rather than a panic.
+pub(crate) fn waited<T>(outcome: Option<T>) -> Result<T> {
+    outcome.ok_or(Error::ConnectionLoss)
+}
+
 /// The data Curator's `Revoker` writes into a lock node to ask its holder to release.
 pub(crate) const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 

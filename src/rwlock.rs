@@ -97,7 +97,7 @@ impl DistributedRwLock {
     /// As [`DistributedMutex::lock`](crate::DistributedMutex::lock).
     pub fn read(&self) -> Result<ReadGuard<'_>> {
         self.acquire(&READER, Patience::Forever)
-            .map(|g| g.expect("waiting forever only returns holding"))
+            .and_then(recipe::waited)
     }
 
     /// Takes a read lock if no writer holds or waits for the lock; never waits. `Ok(None)` if
@@ -123,7 +123,7 @@ impl DistributedRwLock {
     /// As [`DistributedMutex::lock`](crate::DistributedMutex::lock).
     pub fn write(&self) -> Result<WriteGuard<'_>> {
         self.acquire(&WRITER, Patience::Forever)
-            .map(|g| g.expect("waiting forever only returns holding"))
+            .and_then(recipe::waited)
     }
 
     /// Takes the write lock if nobody holds or waits for the lock; never waits. `Ok(None)` if

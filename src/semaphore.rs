@@ -85,8 +85,7 @@ impl Semaphore {
     /// [`Error::InvalidArgument`] if `count` is zero or more than the permits; otherwise as
     /// [`DistributedMutex::lock`]. Leases taken before an error are released.
     pub fn acquire_many(&self, count: usize) -> Result<Permit<'_>> {
-        self.take(count, Patience::Forever)
-            .map(|p| p.expect("waiting forever only returns holding"))
+        self.take(count, Patience::Forever).and_then(recipe::waited)
     }
 
     /// As [`acquire_many`](Self::acquire_many), all or nothing within `timeout`: on timeout the
