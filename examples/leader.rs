@@ -1,7 +1,7 @@
-//! The holder of a lock is the leader: this process waits to become leader, leads until
-//! Ctrl-C (or `--for SECONDS`), and steps down by releasing the lock. Start it in several
-//! terminals: one leads, the others queue, and the next takes over when the leader stops or
-//! dies.
+//! A leader election: this process joins, waits to become leader, leads until Ctrl-C (or
+//! `--for SECONDS`), and steps down. Start it in several terminals: one leads, the others
+//! queue, and the next takes over when the leader stops or dies. The nodes are Curator
+//! `LeaderLatch` nodes, so Java services can take part too.
 //!
 //! ```text
 //! cargo run --example leader -- --for 10
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use zklock::{Client, DistributedMutex, LockState};
+use zklock::{Client, LeaderElection, LockState};
 
 fn main() -> anyhow::Result<()> {
     env_logger::init();
@@ -32,15 +32,19 @@ fn main() -> anyhow::Result<()> {
     ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))?;
 
     let client = Client::connect(&connect)?;
-    let mutex = DistributedMutex::new(&client, "/zklock-examples/leader")?;
+    let id = format!("example-leader-{}", std::process::id());
+    let election = LeaderElection::new(&client, "/zklock-examples/leader")?.participant_id(&id);
     println!(
         "pid {}: waiting to become leader (Ctrl-C to stop)",
         std::process::id()
     );
-    let guard = loop {
+    let leadership = loop {
         // Wait in slices so that Ctrl-C while queued also ends the process cleanly.
-        if let Some(guard) = mutex.lock_timeout(Duration::from_millis(500))? {
-            break guard;
+        if let Some(leadership) = election.participate_timeout(Duration::from_millis(500))? {
+            break leadership;
+        }
+        if let Some(leader) = election.current_leader()? {
+            log::debug!("{} leads", leader.owner);
         }
         if stop.load(Ordering::SeqCst) {
             println!("stopped before becoming leader");
@@ -50,11 +54,11 @@ fn main() -> anyhow::Result<()> {
     println!(
         "pid {}: I am the leader (fencing token {})",
         std::process::id(),
-        guard.fencing_token()
+        leadership.fencing_token()
     );
     let started = Instant::now();
     while !stop.load(Ordering::SeqCst) && lead_for.is_none_or(|d| started.elapsed() < d) {
-        match guard.state() {
+        match leadership.state() {
             LockState::Held => {}
             LockState::Suspended => {
                 println!("connection trouble: pausing leader work until it clears")
@@ -66,7 +70,7 @@ fn main() -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-    guard.unlock()?;
+    leadership.unlock()?;
     println!("pid {}: stepped down", std::process::id());
     Ok(())
 }
