@@ -63,9 +63,10 @@
 //!
 //! # Threads
 //! [`Client`] is a cheap handle to one session; clone it freely. [`DistributedMutex`] and
-//! [`LockGuard`] are `Send + Sync`. The client runs one background thread for its network I/O
-//! (the async `zookeeper-client` crate runs there), and never runs user code on it, so every
-//! method can be called from any thread, including threads of an async runtime.
+//! [`LockGuard`] are `Send + Sync`. Each client runs one background thread of its own, where
+//! the async `zookeeper-client` crate's session task runs (its sockets also use one reactor
+//! thread shared by the whole process); zklock never runs user code there, so every method can
+//! be called from any thread, including threads of an async runtime.
 //!
 //! Logging goes through the `log` crate, with the lock path, node and session in each message.
 
