@@ -384,7 +384,15 @@ fn contend(
         debug!("{} waits for {blocker_path}", contender.node_path);
         match wait_for_change(session, &signal, &mut contender, deadline)? {
             Woken::Deleted if sole_blocker && session.liveness() == Liveness::Connected => {
-                return claim(contender, lock_path, stat).map(Some);
+                // No listing needed (nothing can be ahead of us now), but our own node must
+                // still be there: someone may have deleted it while we waited. Reading one
+                // node is cheaper than listing a long queue.
+                match session.get_data(&contender.node_path, deadline)? {
+                    Some((_, now)) if now.czxid == stat.czxid => {
+                        return claim(contender, lock_path, stat).map(Some)
+                    }
+                    _ => return Err(node_vanished(&mut contender, lock_path)),
+                }
             }
             Woken::Deleted | Woken::Recheck => {}
             Woken::TimedOut => return gave_up(session),

@@ -360,3 +360,47 @@ fn break_contender_frees_a_stale_holder_and_refuses_changed_nodes() {
     );
     drop(next);
 }
+
+#[test]
+fn a_waiter_whose_node_was_broken_never_becomes_a_holder() {
+    // Queue: holder A, waiter B (next in line), waiter C. An operator breaks B's node while it
+    // waits; when A releases, B must fail instead of claiming, and C alone holds.
+    let (a, b, c) = (common::client(), common::client(), common::client());
+    let path = common::lock_path("broken-waiter");
+    let a_mutex = DistributedMutex::new(&a, &path).unwrap();
+    let held = a_mutex.lock().unwrap();
+    thread::scope(|s| {
+        let b_waiter = s.spawn(|| {
+            DistributedMutex::new(&b, &path)
+                .unwrap()
+                .lock()
+                .map(|g| g.fencing_token())
+        });
+        assert!(common::eventually(Duration::from_secs(5), || a_mutex
+            .contenders()
+            .unwrap()
+            .len()
+            == 2));
+        let c_waiter = s.spawn(|| {
+            let mutex = DistributedMutex::new(&c, &path).unwrap();
+            let guard = mutex.lock().unwrap();
+            let alone = mutex.contenders().unwrap().len() == 1;
+            guard.unlock().unwrap();
+            alone
+        });
+        assert!(common::eventually(Duration::from_secs(5), || a_mutex
+            .contenders()
+            .unwrap()
+            .len()
+            == 3));
+        let b_node = a_mutex.contenders().unwrap().remove(1);
+        assert!(a_mutex.break_contender(&b_node).unwrap());
+        thread::sleep(Duration::from_millis(200));
+        drop(held);
+        assert!(
+            matches!(b_waiter.join().unwrap(), Err(Error::LockLost { .. })),
+            "a broken waiter claimed the lock"
+        );
+        assert!(c_waiter.join().unwrap(), "C was not the only holder");
+    });
+}
