@@ -107,21 +107,8 @@ impl Semaphore {
                 "lease count must be between 1 and the permits",
             ));
         }
-        let mut leases = Vec::with_capacity(count);
-        for _ in 0..count {
-            // Dropping `leases` on the way out releases what was taken: all or nothing.
-            let Some(lease) = self.take_one(patience)? else {
-                return Ok(None);
-            };
-            leases.push(lease);
-        }
-        Ok(Some(Permit {
-            leases,
-            _semaphore: PhantomData,
-        }))
-    }
-
-    fn take_one(&self, patience: Patience) -> Result<Option<Held>> {
+        // One pass through the gate for all `count` leases: two takers each holding some
+        // leases while waiting for more would wait for each other for ever.
         let gate = match patience {
             Patience::Forever => Some(self.gate.lock()?),
             Patience::None => self.gate.try_lock()?,
@@ -135,10 +122,25 @@ impl Semaphore {
             Patience::Until(deadline) => Some(deadline),
             Patience::None => Some(self.client.call_deadline()),
         };
-        let lease =
-            recipe::acquire_lease(&self.client, &self.leases, self.permits, patience, deadline);
+        let mut leases = Vec::with_capacity(count);
+        for _ in 0..count {
+            // Dropping `leases` on the way out releases what was taken: all or nothing.
+            match recipe::acquire_lease(
+                &self.client,
+                &self.leases,
+                self.permits,
+                patience,
+                deadline,
+            )? {
+                Some(lease) => leases.push(lease),
+                None => return Ok(None),
+            }
+        }
         drop(gate);
-        lease
+        Ok(Some(Permit {
+            leases,
+            _semaphore: PhantomData,
+        }))
     }
 
     /// Deletes a lease node if unchanged since inspected (a hung holder's), freeing its permit;

@@ -413,3 +413,37 @@ fn broken_leader_and_lease_are_noticed_and_freed() {
     assert!(other.try_acquire().unwrap().is_some());
     assert!(matches!(permit.release(), Err(Error::LockLost { .. })));
 }
+
+#[test]
+fn two_takers_of_all_permits_do_not_deadlock() {
+    // Each asks for both permits at once: taking them one at a time through the gate would let
+    // each hold one and wait for the other's for ever.
+    let path = common::lock_path("sem-all");
+    let (a, b) = (common::client(), common::client());
+    for _ in 0..3 {
+        thread::scope(|s| {
+            let takers: Vec<_> = [&a, &b]
+                .into_iter()
+                .map(|client| {
+                    let path = &path;
+                    s.spawn(move || {
+                        let semaphore = Semaphore::new(client, path, 2).unwrap();
+                        let permit = semaphore
+                            .acquire_many_timeout(2, Duration::from_secs(10))
+                            .unwrap();
+                        permit.map(|p| {
+                            thread::sleep(Duration::from_millis(20));
+                            p.release().unwrap();
+                        })
+                    })
+                })
+                .collect();
+            for taker in takers {
+                assert!(
+                    taker.join().unwrap().is_some(),
+                    "a taker of all permits timed out"
+                );
+            }
+        });
+    }
+}
