@@ -422,60 +422,71 @@ fn split_scheme(entry: &str) -> (&str, &str) {
     ("", entry)
 }
 
-/// Checks one `[scheme://]host[:port]` entry.
+/// Checks one `[scheme://]host[:port]` entry as the client crate will read it (an empty port
+/// means the default, 2181). `tls` says whether entries without a scheme use TLS.
 fn check_host(entry: &str, tls: bool) -> std::result::Result<(), &'static str> {
     let (scheme, address) = split_scheme(entry);
-    let tls = tls || scheme == "tcp+tls://";
+    let tls = match scheme {
+        "tcp+tls://" => true,
+        "tcp://" => false,
+        _ => tls,
+    };
     if address.contains("://") {
         return Err("unknown scheme (use tcp:// or tcp+tls://)");
     }
-    let (host, port) = if let Some(bracketed) = address.strip_prefix('[') {
-        let (ip, after) = bracketed.split_once(']').ok_or("unclosed '[' ")?;
-        ip.parse::<std::net::Ipv6Addr>()
+    let (host, port, ipv6) = if let Some(bracketed) = address.strip_prefix('[') {
+        let (ip, after) = bracketed.split_once(']').ok_or("unclosed '['")?;
+        // A zone id (`%eth0`) may follow a link-local address.
+        let address = ip.split('%').next().unwrap_or(ip);
+        address
+            .parse::<std::net::Ipv6Addr>()
             .map_err(|_| "bad IPv6 address")?;
-        (
-            None,
-            after
-                .strip_prefix(':')
-                .or(if after.is_empty() { None } else { Some("") }),
-        )
+        let port = if after.is_empty() {
+            None
+        } else {
+            Some(after.strip_prefix(':').ok_or("junk after ']'")?)
+        };
+        (ip, port, true)
     } else {
-        match address.rsplit_once(':') {
-            Some((host, port)) => (Some(host), Some(port)),
-            None => (Some(address), None),
-        }
+        let (host, port) = address
+            .rsplit_once(':')
+            .map_or((address, None), |(h, p)| (h, Some(p)));
+        (host, port, host.parse::<std::net::Ipv6Addr>().is_ok())
     };
-    if let Some(port) = port {
-        if port.parse::<u16>().map_or(true, |p| p == 0) {
-            return Err("bad port");
-        }
+    if port.is_some_and(|p| !p.is_empty() && p.parse::<u16>().map_or(true, |p| p == 0)) {
+        return Err("bad port");
     }
-    let Some(host) = host else { return Ok(()) };
     if host.is_empty() {
         return Err("empty host");
     }
-    if host.contains(':') {
-        return Err("too many ':' (write IPv6 addresses in brackets)");
+    if !ipv6 {
+        if host.contains(':') {
+            return Err("too many ':' (write IPv6 addresses in brackets)");
+        }
+        if !host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+        {
+            return Err("invalid character in host");
+        }
     }
-    if !host
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
-    {
-        return Err("invalid character in host");
-    }
-    // rustls names a server by an IP literal or a DNS name; anything else (127.1, 2130706433)
-    // would make the client crate panic when it sets up TLS.
-    let dns_name = host
-        .split('.')
-        .all(|l| !l.is_empty() && !l.starts_with('-') && !l.ends_with('-') && !l.contains('_'))
-        && host
-            .rsplit('.')
-            .next()
-            .is_some_and(|last| last.bytes().any(|b| b.is_ascii_alphabetic()));
-    if tls && host.parse::<std::net::IpAddr>().is_err() && !dns_name {
+    if tls && !tls_server_name(host) {
         return Err("a TLS host must be an IP address or a DNS name");
     }
     Ok(())
+}
+
+/// Whether rustls can name `host`: zookeeper-client 0.11.2 unwraps that conversion on its
+/// session task, so a host it refuses (127.1, 2130706433) must be caught here.
+#[cfg(feature = "tls")]
+fn tls_server_name(host: &str) -> bool {
+    rustls_pki_types::ServerName::try_from(host).is_ok()
+}
+
+/// Without the `tls` feature no entry can use TLS.
+#[cfg(not(feature = "tls"))]
+fn tls_server_name(_: &str) -> bool {
+    true
 }
 
 impl Drop for Inner {
@@ -536,23 +547,44 @@ mod tests {
             "a:0",
             "http://a:1",
             "[::1",
-            "a:",
+            "[::1]x",
         ] {
             assert!(split_connect_string(bad, false).is_err(), "{bad}");
         }
-        for tls_bad in [
-            "127.1:1",
-            "2130706433:1",
-            "0x7f.1:1",
-            "under_score.example:1",
-            "tcp+tls://127.1:2",
+        // As the client crate reads them: empty port = 2181, unbracketed IPv6 + port, zones.
+        for good in [
+            "a:",
+            "[::1]:",
+            "fe80::1:2181",
+            "[fe80::1%eth0]:2181",
+            "zk.example.com.:1",
         ] {
-            assert!(split_connect_string(tls_bad, true).is_err(), "{tls_bad}");
+            assert!(split_connect_string(good, false).is_ok(), "{good}");
         }
-        assert!(
-            split_connect_string("tcp+tls://127.1:2", false).is_err(),
-            "tls by scheme"
-        );
+        #[cfg(feature = "tls")]
+        {
+            for tls_bad in [
+                "127.1:1",
+                "2130706433:1",
+                "0x7f.1:1",
+                "zk.0xab:1",
+                "tcp+tls://127.1:2",
+            ] {
+                assert!(split_connect_string(tls_bad, true).is_err(), "{tls_bad}");
+            }
+            assert!(
+                split_connect_string("tcp+tls://127.1:2", false).is_err(),
+                "tls by scheme"
+            );
+            assert!(
+                split_connect_string("tcp://127.1:2", true).is_ok(),
+                "plain by scheme"
+            );
+            assert!(
+                split_connect_string("zk_1.example:2", true).is_ok(),
+                "rustls accepts it"
+            );
+        }
         assert!(
             split_connect_string("127.1:2", false).is_ok(),
             "fine without TLS"
