@@ -42,7 +42,8 @@ impl Kind {
 
     /// Whether, with `blocker` gone, we would hold the lock. Sequence numbers only grow and our
     /// listing holds every node created before ours, so no new node can get in our way: the
-    /// blocker's deletion alone then makes us the holder, without listing again.
+    /// blocker's deletion alone then makes us the holder, without listing again (we only check
+    /// that our own node still exists).
     fn sole_blocker(&self, nodes: &[LockNode], ours: usize, blocker: usize) -> bool {
         let mut rest = nodes.to_vec();
         rest.remove(blocker);
