@@ -47,18 +47,24 @@ pub(crate) fn contenders(
     };
     let lock_names: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
     let mut contenders = Vec::new();
-    for LockNode {
-        sequence,
-        name,
-        role,
-    } in sorted_lock_nodes(children, &lock_names)
+    let nodes = sorted_lock_nodes(children, &lock_names);
+    let node_names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    let reads = session.get_data_many(path, &node_names, deadline)?;
+    for (
+        LockNode {
+            sequence,
+            name,
+            role,
+        },
+        read,
+    ) in nodes.iter().zip(reads)
     {
         // A node may go away between the listing and the read: it is no contender then.
-        if let Some((data, stat)) = session.get_data(&format!("{path}/{name}"), deadline)? {
+        if let Some((data, stat)) = read {
             contenders.push(Contender {
-                node_name: name,
-                role: names[role].1,
-                sequence,
+                node_name: name.clone(),
+                role: names[*role].1,
+                sequence: *sequence,
                 session_id: stat.ephemeral_owner,
                 owner: String::from_utf8_lossy(&data).into_owned(),
                 created_ms: stat.ctime,

@@ -109,7 +109,7 @@ impl DistributedMutex {
         self.acquire(Patience::Until(deadline_after(timeout)))
     }
 
-    fn acquire(&self, patience: Patience) -> Result<Option<LockGuard<'_>>> {
+    pub(crate) fn acquire(&self, patience: Patience) -> Result<Option<LockGuard<'_>>> {
         let token = self.client.enter(&self.path)?;
         let held = recipe::acquire(
             &self.client,

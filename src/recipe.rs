@@ -23,6 +23,18 @@ pub(crate) enum Patience {
     Forever,
 }
 
+impl Patience {
+    /// The deadline of the acquisition's requests.
+    pub(crate) fn deadline(self, client: &Client) -> Option<Instant> {
+        match self {
+            Patience::Forever => None,
+            Patience::Until(deadline) => Some(deadline),
+            // Not waiting on other holders still takes round trips: bound them.
+            Patience::None => Some(client.call_deadline()),
+        }
+    }
+}
+
 /// What a recipe contributes to the core: its node naming, and who a contender waits for.
 pub(crate) struct Kind {
     /// The name parts before the sequence number of every node kind sharing the queue, e.g.
@@ -269,12 +281,7 @@ pub(crate) fn acquire(
     patience: Patience,
     options: &Options,
 ) -> Result<Option<Held>> {
-    let deadline = match patience {
-        Patience::Forever => None,
-        Patience::Until(deadline) => Some(deadline),
-        // Not waiting on other holders still takes round trips: bound them.
-        Patience::None => Some(client.call_deadline()),
-    };
+    let deadline = patience.deadline(client);
     let session = client.session(deadline)?;
     let data = options.data.clone().unwrap_or_else(owner_data);
     check_data_size(&data)?;

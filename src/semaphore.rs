@@ -3,7 +3,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
@@ -109,19 +109,10 @@ impl Semaphore {
         }
         // One pass through the gate for all `count` leases: two takers each holding some
         // leases while waiting for more would wait for each other for ever.
-        let gate = match patience {
-            Patience::Forever => Some(self.gate.lock()?),
-            Patience::None => self.gate.try_lock()?,
-            Patience::Until(deadline) => self
-                .gate
-                .lock_timeout(deadline.saturating_duration_since(Instant::now()))?,
+        let Some(gate) = self.gate.acquire(patience)? else {
+            return Ok(None);
         };
-        let Some(gate) = gate else { return Ok(None) };
-        let deadline = match patience {
-            Patience::Forever => None,
-            Patience::Until(deadline) => Some(deadline),
-            Patience::None => Some(self.client.call_deadline()),
-        };
+        let deadline = patience.deadline(&self.client);
         let mut leases = Vec::with_capacity(count);
         for _ in 0..count {
             // Dropping `leases` on the way out releases what was taken: all or nothing.

@@ -152,6 +152,9 @@ impl From<&zk::Stat> for NodeStat {
     }
 }
 
+/// A node's data and stat.
+pub(crate) type NodeData = (Vec<u8>, NodeStat);
+
 /// How the state of a session looks to a lock holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Liveness {
@@ -293,7 +296,7 @@ impl Session {
         &self,
         path: &str,
         deadline: Option<Instant>,
-    ) -> Result<Option<(Vec<u8>, NodeStat)>> {
+    ) -> Result<Option<NodeData>> {
         self.read(path, deadline, |zk, p| {
             Box::pin(async move {
                 match zk.get_data(&p).await {
@@ -301,6 +304,35 @@ impl Session {
                     Err(zk::Error::NoNode) => Ok(None),
                     Err(err) => Err(err),
                 }
+            })
+        })
+    }
+
+    /// Data and stat of each of `paths` under `parent` (`None` for a missing one). The reads
+    /// are sent back to back and awaited together: one round trip, not one per node.
+    pub(crate) fn get_data_many(
+        &self,
+        parent: &str,
+        names: &[&str],
+        deadline: Option<Instant>,
+    ) -> Result<Vec<Option<NodeData>>> {
+        let paths: Vec<String> = names
+            .iter()
+            .map(|name| format!("{parent}/{name}"))
+            .collect();
+        self.read(parent, deadline, move |zk, _| {
+            let paths = paths.clone();
+            Box::pin(async move {
+                let replies: Vec<_> = paths.iter().map(|p| zk.get_data(p)).collect();
+                let mut found = Vec::with_capacity(replies.len());
+                for reply in replies {
+                    found.push(match reply.await {
+                        Ok((data, stat)) => Some((data, NodeStat::from(&stat))),
+                        Err(zk::Error::NoNode) => None,
+                        Err(err) => return Err(err),
+                    });
+                }
+                Ok(found)
             })
         })
     }
