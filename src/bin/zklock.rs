@@ -151,21 +151,8 @@ struct RunArgs {
     #[arg(long, value_enum, default_value_t = OnRevoke::Ignore, value_name = "ACTION")]
     on_revoke: OnRevoke,
 
-    /// After a lost lock, how long COMMAND gets between SIGTERM and SIGKILL.
-    /// [default: 1/5 of the session timeout]
-    #[arg(long, value_name = "DUR", value_parser = duration)]
-    kill_grace: Option<Duration>,
-
-    /// How long the connection may stay down (lock Suspended) before the lock counts as lost.
-    /// [default: 1/5 of the session timeout]
-    #[arg(long, value_name = "DUR", value_parser = duration)]
-    suspended_grace: Option<Duration>,
-
-    /// Keep COMMAND in zklock's process group, so it can read the terminal and gets Ctrl-C
-    /// directly (use it for interactive commands). Only SIGTERM is forwarded then, and a lost
-    /// lock kills COMMAND but not processes it started.
-    #[arg(long)]
-    foreground: bool,
+    #[command(flatten)]
+    supervision: Supervision,
 
     /// The lock, an absolute ZooKeeper path such as /locks/nightly-report.
     #[arg(value_name = "LOCKPATH")]
@@ -179,6 +166,45 @@ struct RunArgs {
         allow_hyphen_values = true
     )]
     command: Vec<std::ffi::OsString>,
+}
+
+/// How `run` and `leader` watch over COMMAND once the lock or leadership is theirs.
+#[derive(Debug, Args)]
+struct Supervision {
+    /// After the lock (or leadership) is lost, how long COMMAND gets between SIGTERM and
+    /// SIGKILL. [default: 1/5 of the session timeout]
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    kill_grace: Option<Duration>,
+
+    /// How long the connection may stay down (lock Suspended) before the lock (or leadership)
+    /// counts as lost. [default: 1/5 of the session timeout]
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    suspended_grace: Option<Duration>,
+
+    /// Keep COMMAND in zklock's process group, so it can read the terminal and gets Ctrl-C
+    /// directly (use it for interactive commands). Only SIGTERM is forwarded then, and a lost
+    /// lock kills COMMAND but not processes it started.
+    #[arg(long)]
+    foreground: bool,
+}
+
+impl Supervision {
+    /// The policy for a session whose granted timeout is `session_timeout`.
+    fn policy(
+        &self,
+        on_lost: OnLost,
+        on_revoke: Option<OnRevoke>,
+        session_timeout: Duration,
+    ) -> supervise::Policy {
+        let fifth = session_timeout / 5;
+        supervise::Policy {
+            on_lost,
+            on_revoke,
+            kill_grace: self.kill_grace.unwrap_or(fifth),
+            suspended_grace: self.suspended_grace.unwrap_or(fifth),
+            group: !self.foreground,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -220,19 +246,8 @@ struct LeaderArgs {
     #[arg(long, value_name = "ID")]
     id: Option<String>,
 
-    /// After leadership is lost, how long COMMAND gets between SIGTERM and SIGKILL.
-    /// [default: 1/5 of the session timeout]
-    #[arg(long, value_name = "DUR", value_parser = duration)]
-    kill_grace: Option<Duration>,
-
-    /// How long the connection may stay down before leadership counts as lost.
-    /// [default: 1/5 of the session timeout]
-    #[arg(long, value_name = "DUR", value_parser = duration)]
-    suspended_grace: Option<Duration>,
-
-    /// Keep COMMAND in zklock's process group (see `zklock help run`).
-    #[arg(long)]
-    foreground: bool,
+    #[command(flatten)]
+    supervision: Supervision,
 
     /// The election, an absolute ZooKeeper path such as /elections/indexer.
     #[arg(value_name = "LOCKPATH")]

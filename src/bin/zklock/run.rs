@@ -6,7 +6,7 @@ use std::time::Instant;
 use log::{info, warn};
 use zklock::{DistributedMutex, Error, LeaderElection, LockGuard};
 
-use crate::supervise::{hold, Job, Policy, Queue, Supervisor};
+use crate::supervise::{hold, Job, Queue, Supervisor};
 use crate::text::{format_duration, session_hex};
 use crate::{code, Failure, Global, LeaderArgs, OnLost, Outcome, RunArgs};
 
@@ -19,14 +19,9 @@ pub fn run(global: &Global, args: &RunArgs) -> Outcome {
     let mutex = DistributedMutex::new(&client, &args.path)?.revocable();
     supervisor.acquiring(&client, &args.path, Queue::Lock);
     let guard = acquire(&mutex, args, started)?;
-    let fifth = client.session_timeout() / 5;
-    let policy = Policy {
-        on_lost: args.on_lost,
-        on_revoke: Some(args.on_revoke),
-        kill_grace: args.kill_grace.unwrap_or(fifth),
-        suspended_grace: args.suspended_grace.unwrap_or(fifth),
-        group: !args.foreground,
-    };
+    let policy =
+        args.supervision
+            .policy(args.on_lost, Some(args.on_revoke), client.session_timeout());
     info!(
         "acquired {} (fencing token {}, session {})",
         guard.node_path(),
@@ -106,16 +101,11 @@ pub fn leader(global: &Global, args: &LeaderArgs) -> Outcome {
             Err(err) => return Err(err.into()),
         }
     };
-    let fifth = client.session_timeout() / 5;
     // A leadership watches its own node: its deletion (`zklock break`) turns it `Lost` at
     // once. Elections have no revocation protocol.
-    let policy = Policy {
-        on_lost: OnLost::Kill,
-        on_revoke: None,
-        kill_grace: args.kill_grace.unwrap_or(fifth),
-        suspended_grace: args.suspended_grace.unwrap_or(fifth),
-        group: !args.foreground,
-    };
+    let policy = args
+        .supervision
+        .policy(OnLost::Kill, None, client.session_timeout());
     info!(
         "leading {} (node {}, fencing token {}, session {})",
         args.path,
