@@ -110,9 +110,9 @@ ZK_JAR="$JAVA_DIR/zookeeper.jar"
 log() { printf 'start-zk: %s\n' "$*" >&2; }
 die() { printf 'start-zk: ERROR: %s\n' "$*" >&2; exit 1; }
 
-usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; }
 
-is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+# shellcheck source=scripts/zk-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/zk-lib.sh"
 
 now_ms() { # milliseconds since the epoch
     if [[ -n "${EPOCHREALTIME:-}" ]]; then
@@ -282,23 +282,6 @@ port_in_use() { # port
     timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
 }
 
-# the pid recorded in <dir>/zk.pid if that process is alive and is our server
-running_pid() { # dir
-    local dir="$1" pid state cmd
-    [[ -f "$dir/zk.pid" ]] || return 1
-    pid="$(tr -dc '0-9' <"$dir/zk.pid")"
-    [[ -n "$pid" ]] || return 1
-    kill -0 "$pid" 2>/dev/null || return 1
-    if [[ -r "/proc/$pid/stat" ]]; then
-        state="$(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f1)"
-        [[ "$state" != Z ]] || return 1 # zombie: gone, but not reaped
-        cmd="$(tr '\0' ' ' <"/proc/$pid/cmdline")"
-    else
-        cmd="$(ps -o args= -p "$pid" 2>/dev/null || true)"
-    fi
-    [[ "$cmd" == *QuorumPeerMain*"$dir/zoo.cfg"* ]] || return 1
-    printf '%s\n' "$pid"
-}
 
 tail_log() { # dir
     if [[ -f "$1/server.log" ]]; then

@@ -32,8 +32,8 @@ ZK_STOP_TIMEOUT="${ZK_STOP_TIMEOUT:-10}"
 
 log() { printf 'stop-zk: %s\n' "$*" >&2; }
 die() { printf 'stop-zk: ERROR: %s\n' "$*" >&2; exit 1; }
-usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; }
-is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+# shellcheck source=scripts/zk-lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/zk-lib.sh"
 
 mode=standalone
 member=""
@@ -77,23 +77,6 @@ ZK_STOP_TIMEOUT=$((10#$ZK_STOP_TIMEOUT))
 [[ -n "$ZK_WORKDIR" && "$ZK_WORKDIR" != / ]] || die "bad ZK_WORKDIR '$ZK_WORKDIR'"
 ens_dir="$ZK_WORKDIR/ensemble"
 
-# the pid recorded in <dir>/zk.pid if that process is alive and is our server
-running_pid() { # dir
-    local dir="$1" pid state cmd
-    [[ -f "$dir/zk.pid" ]] || return 1
-    pid="$(tr -dc '0-9' <"$dir/zk.pid")"
-    [[ -n "$pid" ]] || return 1
-    kill -0 "$pid" 2>/dev/null || return 1
-    if [[ -r "/proc/$pid/stat" ]]; then
-        state="$(sed 's/^.*) //' "/proc/$pid/stat" | cut -d' ' -f1)"
-        [[ "$state" != Z ]] || return 1 # zombie: gone, but not reaped
-        cmd="$(tr '\0' ' ' <"/proc/$pid/cmdline")"
-    else
-        cmd="$(ps -o args= -p "$pid" 2>/dev/null || true)"
-    fi
-    [[ "$cmd" == *QuorumPeerMain*"$dir/zoo.cfg"* ]] || return 1
-    printf '%s\n' "$pid"
-}
 
 serves() { # port -> true if a ZooKeeper answers srvr with a Mode: line
     timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1; printf srvr >&3; cat <&3' \
@@ -194,21 +177,7 @@ prune_workdir() {
     rm -rf -- "$ZK_WORKDIR"
 }
 
-ensemble_member_dirs() {
-    local d
-    for d in "$ens_dir"/[0-9]*; do
-        [[ -d "$d" ]] && printf '%s\n' "$d"
-    done
-    return 0
-}
 
-standalone_dirs() {
-    local d
-    for d in "$ZK_WORKDIR"/[0-9]*; do
-        [[ -d "$d" ]] && printf '%s\n' "$d"
-    done
-    return 0
-}
 
 case "$mode" in
     standalone)
@@ -220,7 +189,7 @@ case "$mode" in
         ;;
     ensemble)
         lock_dir "$ens_dir"
-        mapfile -t dirs < <(ensemble_member_dirs)
+        mapfile -t dirs < <(numbered_dirs "$ens_dir")
         if ((${#dirs[@]})); then
             stop_dirs "${dirs[@]}"
             warn_if_still_serving "${dirs[@]}"
@@ -234,13 +203,13 @@ case "$mode" in
         ((clean)) && remove_dir "$ens_dir/$member"
         ;;
     all)
-        mapfile -t dirs < <(standalone_dirs)
+        mapfile -t dirs < <(numbered_dirs "$ZK_WORKDIR")
         for dir in "${dirs[@]}"; do
             lock_dir "$dir"
             stop_dirs "$dir"
         done
         lock_dir "$ens_dir"
-        mapfile -t edirs < <(ensemble_member_dirs)
+        mapfile -t edirs < <(numbered_dirs "$ens_dir")
         ((${#edirs[@]} == 0)) || stop_dirs "${edirs[@]}"
         if ((clean)); then
             for dir in "${dirs[@]}"; do remove_dir "$dir"; done
