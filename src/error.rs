@@ -111,6 +111,42 @@ pub enum Error {
     #[error("ZooKeeper client closed")]
     Closed,
 
+    /// The node at `path` does not exist.
+    #[error("no node at {path}")]
+    NoNode {
+        /// The missing node.
+        path: String,
+    },
+
+    /// The node at `path` changed since it was read (its data version differs), so a
+    /// conditional operation on it was refused.
+    #[error("node {path} changed since it was read")]
+    NodeChanged {
+        /// The node.
+        path: String,
+    },
+
+    /// A write was sent, but the connection failed before its reply and the outcome could not
+    /// be established afterwards: it may or may not have been applied.
+    #[error("outcome of the write to {path} is unknown (connection lost before the reply)")]
+    OutcomeUnknown {
+        /// The node written.
+        path: String,
+    },
+
+    /// The [`Client`](crate::Client) was made before this process forked. Its background
+    /// thread did not survive the fork; a forked child must connect a `Client` of its own.
+    #[error("this ZooKeeper client was made in another process (before a fork); connect a new one in this process")]
+    Forked,
+
+    /// A local resource zklock needs could not be had: its runtime could not be built or its
+    /// thread could not be spawned.
+    #[error("zklock could not start: {reason}")]
+    Runtime {
+        /// What failed.
+        reason: String,
+    },
+
     /// Any other error reported by ZooKeeper, with its numeric error code (as in the Java
     /// client's `KeeperException.Code`).
     #[error("ZooKeeper error {code} on {path}: {message}")]
@@ -173,6 +209,12 @@ impl Error {
                 path: path.to_owned(),
             },
             zk::Error::NoChildrenForEphemerals => Error::EphemeralParent {
+                path: path.to_owned(),
+            },
+            zk::Error::NoNode => Error::NoNode {
+                path: path.to_owned(),
+            },
+            zk::Error::BadVersion => Error::NodeChanged {
                 path: path.to_owned(),
             },
             ref e if is_connection_loss(e) => Error::ConnectionLoss,

@@ -42,7 +42,7 @@ pub(crate) fn contenders(
     let session = client.session(deadline)?;
     let children = match session.list(path, deadline) {
         Ok(children) => children,
-        Err(Error::ZooKeeper { code: -101, .. }) => return Ok(Vec::new()),
+        Err(Error::NoNode { .. }) => return Ok(Vec::new()),
         Err(err) => return Err(err),
     };
     let lock_names: Vec<&str> = names.iter().map(|(n, _)| *n).collect();

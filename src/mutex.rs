@@ -143,7 +143,7 @@ impl DistributedMutex {
     /// Returns `Ok(false)` if the node is already gone.
     ///
     /// # Errors
-    /// [`Error::ZooKeeper`](crate::Error::ZooKeeper) with code -103 (BadVersion) if the node
+    /// [`Error::NodeChanged`](crate::Error::NodeChanged) if the node
     /// changed; [`Error::NoAuth`](crate::Error::NoAuth) if its ACL forbids us; connection
     /// errors.
     pub fn break_contender(&self, contender: &Contender) -> Result<bool> {

@@ -515,11 +515,10 @@ fn create_node(
                 session.ensure_path(lock_path, deadline)?;
             }
             Create::ParentMissing => {
-                return Err(Error::ZooKeeper {
-                    code: -101,
+                warn!("{lock_path} keeps disappearing while we create our node in it");
+                return Err(Error::NoNode {
                     path: lock_path.to_owned(),
-                    message: "lock path keeps disappearing".into(),
-                })
+                });
             }
         }
     };

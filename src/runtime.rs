@@ -31,10 +31,8 @@ impl Runtime {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
-            .map_err(|e| Error::ZooKeeper {
-                code: -1,
-                path: String::new(),
-                message: format!("cannot build runtime: {e}"),
+            .map_err(|e| Error::Runtime {
+                reason: format!("cannot build its runtime: {e}"),
             })?;
         let handle = runtime.handle().clone();
         let (stop, stopped) = oneshot::channel::<()>();
@@ -47,10 +45,8 @@ impl Runtime {
                 // an async context, so it cannot panic.
                 drop(runtime);
             })
-            .map_err(|e| Error::ZooKeeper {
-                code: -1,
-                path: String::new(),
-                message: format!("cannot spawn thread: {e}"),
+            .map_err(|e| Error::Runtime {
+                reason: format!("cannot spawn its runtime thread: {e}"),
             })?;
         Ok(Runtime {
             handle,

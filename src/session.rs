@@ -350,7 +350,7 @@ impl Session {
     }
 
     /// Deletes `path` only if it still has data version `version`: `Ok(false)` if it is gone,
-    /// [`Error::ZooKeeper`] with code -103 (BadVersion) if it changed.
+    /// [`Error::NodeChanged`] if it changed.
     pub(crate) fn delete_if_unchanged(
         &self,
         path: &str,

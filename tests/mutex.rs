@@ -349,7 +349,7 @@ fn break_contender_frees_a_stale_holder_and_refuses_changed_nodes() {
     outdated.version += 1;
     assert!(matches!(
         mutex.break_contender(&outdated),
-        Err(Error::ZooKeeper { code: -103, .. })
+        Err(Error::NodeChanged { .. })
     ));
     assert!(mutex.break_contender(&holder).unwrap());
     assert!(!mutex.break_contender(&holder).unwrap(), "already gone");

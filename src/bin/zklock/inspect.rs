@@ -478,7 +478,7 @@ fn delete(client: &Client, view: &View, target: &Entry) -> Outcome {
             println!("{path} is already gone; nothing deleted");
             Ok(code::NOTHING_DONE)
         }
-        Err(zklock::Error::ZooKeeper { code: -103, .. }) => {
+        Err(zklock::Error::NodeChanged { .. }) => {
             println!(
                 "{path} changed since it was shown; not deleted (look again with `zklock status`)"
             );
