@@ -74,10 +74,13 @@ pub(crate) fn protected_prefix(id: &uuid::Uuid) -> String {
 pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<i64> {
     let start = name.rfind(lock_name)? + lock_name.len();
     let digits = &name[start..];
-    // ZooKeeper appends at least ten digits (a signed 32-bit counter, "%010d"; negative after
-    // wrapping). Anything else is not ours to order.
-    let unsigned = digits.strip_prefix('-').unwrap_or(digits);
-    if unsigned.len() < 10 || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
+    // ZooKeeper appends a signed 32-bit counter formatted "%010d": ten digits, or after the
+    // counter wrapped a minus sign and at least nine. Anything else is not ours to order.
+    let (unsigned, min_len) = match digits.strip_prefix('-') {
+        Some(unsigned) => (unsigned, 9),
+        None => (digits, 10),
+    };
+    if unsigned.len() < min_len || !unsigned.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     digits.parse().ok()
@@ -96,6 +99,15 @@ pub(crate) struct LockNode {
 /// only, whatever the prefix, so nodes of other libraries using the same naming (Curator's)
 /// interleave correctly. A name's sequence is the text after the last occurrence of any of
 /// the names, as Curator's `fixForSorting` does.
+///
+/// The parent's counter is a signed 32-bit integer that every create and every delete
+/// advances, so a busy lock path that is never emptied wraps (after about 1.07e9
+/// acquisitions): `2147483647` is followed by `-2147483648`, and later `-1` by `0`. Sequences
+/// are therefore compared as serial numbers (RFC 1982): the live queue always spans far less
+/// than 2^31 values, so it is ordered from the node that follows the largest gap on the
+/// 2^32 circle. (Curator compares the suffixes as text, which puts wrapped, negative
+/// sequences first: a Curator peer on a wrapped path can disagree with zklock about who
+/// holds the lock. Recreating an idle lock path resets its counter.)
 pub(crate) fn sorted_lock_nodes(children: Vec<String>, lock_names: &[&str]) -> Vec<LockNode> {
     let mut nodes: Vec<LockNode> = children
         .into_iter()
@@ -113,11 +125,22 @@ pub(crate) fn sorted_lock_nodes(children: Vec<String>, lock_names: &[&str]) -> V
             })
         })
         .collect();
-    nodes.sort_unstable_by(|a, b| {
-        a.sequence
-            .cmp(&b.sequence)
-            .then_with(|| a.name.cmp(&b.name))
-    });
+    // The counter's value as a point on the 2^32 circle (truncation is the point).
+    let circle = |n: &LockNode| n.sequence as u32;
+    nodes.sort_unstable_by(|a, b| circle(a).cmp(&circle(b)).then_with(|| a.name.cmp(&b.name)));
+    // Start after the largest gap between neighbours on the circle: the gap that wraps.
+    if let Some(last) = nodes.last() {
+        let wrap_gap = circle(&nodes[0]).wrapping_sub(circle(last));
+        let (start, _) = nodes
+            .windows(2)
+            .enumerate()
+            .map(|(i, pair)| (i + 1, circle(&pair[1]).wrapping_sub(circle(&pair[0]))))
+            .fold(
+                (0, wrap_gap),
+                |best, gap| if gap.1 > best.1 { gap } else { best },
+            );
+        nodes.rotate_left(start);
+    }
     nodes
 }
 
@@ -184,9 +207,45 @@ mod tests {
             sequence_of("x-lock--2147483648", LOCK_NAME),
             Some(-2_147_483_648)
         );
+        assert_eq!(sequence_of("x-lock--000000005", LOCK_NAME), Some(-5));
+        assert_eq!(sequence_of("x-lock--00000005", LOCK_NAME), None);
         assert_eq!(sequence_of("lock-12", LOCK_NAME), None);
         assert_eq!(sequence_of("lock-00000000x1", LOCK_NAME), None);
         assert_eq!(sequence_of("leases", LOCK_NAME), None);
+    }
+
+    fn order(sequences: &[i32]) -> Vec<i64> {
+        let names = sequences
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("_c_{i}-lock-{s:010}"))
+            .collect();
+        sorted_lock_nodes(names, &[LOCK_NAME])
+            .iter()
+            .map(|n| n.sequence)
+            .collect()
+    }
+
+    #[test]
+    fn orders_across_the_sequence_wrap() {
+        // The signed counter passes i32::MAX, then -1 -> 0; listings come in any order.
+        assert_eq!(
+            order(&[i32::MIN, i32::MAX - 1, i32::MIN + 1, i32::MAX]),
+            [2147483646, 2147483647, -2147483648, -2147483647]
+        );
+        assert_eq!(order(&[0, -1, 1, -2]), [-2, -1, 0, 1]);
+        assert_eq!(order(&[-7]), [-7]);
+        assert!(order(&[]).is_empty());
+        // No wrap: plain numeric order, even with gaps in the queue.
+        assert_eq!(order(&[100, 5, 7, 1_000_000]), [5, 7, 100, 1_000_000]);
+        // A newcomer after the wrap queues behind the holder from before it.
+        let holder = i32::MAX - 3;
+        assert_eq!(order(&[i32::MIN + 2, holder])[0], i64::from(holder));
+        // Still serial when the queue straddles the wrap point of the u32 image (-1 -> 0) and
+        // the listing is long.
+        let queue: Vec<i32> = (-500..500).rev().collect();
+        let expected: Vec<i64> = (-500..500).collect();
+        assert_eq!(order(&queue), expected);
     }
 
     #[test]
