@@ -13,7 +13,7 @@ use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
 use crate::runtime::{block_on, deadline_after, Runtime};
-use crate::security::{NodeAcl, Security};
+use crate::security::{NodeAcl, ParentAcl, Security};
 use crate::session::{open_session, Releases, Session};
 
 /// Session timeout asked of the server unless [`ClientBuilder::session_timeout`] says otherwise.
@@ -196,6 +196,7 @@ impl Client {
 
     fn current_session(&self) -> Result<Arc<Session>> {
         let current = self.inner.session.lock().clone().ok_or(Error::Closed)?;
+        current.check_process()?;
         match current.state() {
             zk::SessionState::AuthFailed => Err(Error::AuthFailed),
             zk::SessionState::Closed => Err(Error::Closed),
@@ -310,6 +311,16 @@ impl ClientBuilder {
     /// Defaults to [`NodeAcl::Open`], ZooKeeper's default.
     pub fn acl(mut self, acl: NodeAcl) -> Self {
         self.security.acl = acl;
+        self
+    }
+
+    /// The ACL of the parents zklock creates on the way to a lock path, and of the chroot
+    /// (see [`ParentAcl`] for the trade-off). Matters only with a creator-only
+    /// [`acl`](Self::acl).
+    ///
+    /// Defaults to [`ParentAcl::Shared`]: any identity may create locks below a parent.
+    pub fn parent_acl(mut self, acl: ParentAcl) -> Self {
+        self.security.parent_acl = acl;
         self
     }
 
@@ -494,6 +505,12 @@ impl Drop for Inner {
         let Some(session) = self.session.get_mut().take() else {
             return;
         };
+        if session.check_process().is_err() {
+            // A forked child: the runtime thread and the connection belong to the parent.
+            // Nothing can be waited for here, and the parent's session must not be touched.
+            std::mem::forget(session);
+            return;
+        }
         // Let releases that are being retried finish while the session can still delete.
         let idle = self.releases.wait_idle(Instant::now() + session.timeout);
         if !idle {

@@ -79,7 +79,8 @@ pub(crate) fn contenders(
 /// Deletes `path/<contender>` if unchanged since it was inspected; `Ok(false)` if gone.
 pub(crate) fn break_contender(client: &Client, path: &str, contender: &Contender) -> Result<bool> {
     let (session, node, deadline) = reach(client, path, contender)?;
-    let deleted = session.delete_if_unchanged(&node, contender.version, deadline)?;
+    let deleted =
+        session.delete_if_unchanged(&node, contender.fencing_token, contender.version, deadline)?;
     if deleted {
         log::warn!(
             "broke lock node {node} (owner {:?}, session {:#x})",

@@ -98,5 +98,5 @@ pub use multi::{MultiGuard, MultiLock};
 pub use mutex::DistributedMutex;
 pub use recipe::{LockState, Role};
 pub use rwlock::{DistributedRwLock, ReadGuard, WriteGuard};
-pub use security::NodeAcl;
+pub use security::{NodeAcl, ParentAcl};
 pub use semaphore::{Permit, Semaphore};

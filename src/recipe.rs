@@ -550,6 +550,10 @@ fn find_created(
 ) -> Result<Option<FoundNode>> {
     let found = (|| {
         session.wait_connected(deadline)?;
+        // We may be talking to another server now, one that has not yet applied our create:
+        // without the sync its listing could miss our node, and we would create a second one
+        // that waits for ever behind the first.
+        session.sync(lock_path, deadline)?;
         let children = session.list(lock_path, deadline)?;
         let Some(found) = children.iter().find(|c| c.starts_with(prefix)).cloned() else {
             return Ok(None);

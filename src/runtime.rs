@@ -22,6 +22,8 @@ use crate::error::{Error, Result};
 /// The runtime thread; stopped when dropped.
 pub(crate) struct Runtime {
     handle: tokio::runtime::Handle,
+    /// The process that started the thread: a forked child has no such thread.
+    pid: u32,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<thread::JoinHandle<()>>,
 }
@@ -50,6 +52,7 @@ impl Runtime {
             })?;
         Ok(Runtime {
             handle,
+            pid: std::process::id(),
             stop: Some(stop),
             thread: Some(thread),
         })
@@ -66,7 +69,10 @@ impl Drop for Runtime {
             let _ = stop.send(());
         }
         if let Some(thread) = self.thread.take() {
-            if thread.thread().id() == thread::current().id() {
+            if self.pid != std::process::id() {
+                // Forked: the thread exists only in the parent; joining it here would hang.
+                std::mem::forget(thread);
+            } else if thread.thread().id() == thread::current().id() {
                 // The last reference died inside a task on the runtime itself: the thread ends on
                 // its own once the task returns.
                 debug!("zklock runtime dropped from its own thread");

@@ -29,6 +29,38 @@ pub enum NodeAcl {
     CreatorOnlyAnyoneRead,
 }
 
+/// The ACL of the parents zklock creates on the way to a lock path (and of the chroot). Set it
+/// with [`ClientBuilder::parent_acl`](crate::ClientBuilder::parent_acl).
+///
+/// ZooKeeper checks a parent's ACL when a child is created, so a creator-only parent keeps
+/// every other identity from creating anything below it: the first service to lock
+/// `/shared/a` would own `/shared`, and another identity's `/shared/b` would fail with
+/// [`Error::NoAuth`]. Only with a creator-only [`NodeAcl`] does the choice matter; with
+/// [`NodeAcl::Open`] parents are open too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ParentAcl {
+    /// Anyone may read a parent and create children in it; only the identity that created it
+    /// may change or delete it. Locks of different identities can live side by side below a
+    /// common parent, while each lock path and its nodes stay creator-only.
+    #[default]
+    Shared,
+    /// Parents get the same ACL as the lock nodes ([`NodeAcl`]). Stricter: the identity that
+    /// creates a parent first is the only one that can create locks below it.
+    SameAsLocks,
+}
+
+static CREATOR_ALL_ANYONE_CREATE_READ: std::sync::LazyLock<[zk::Acl; 2]> =
+    std::sync::LazyLock::new(|| {
+        [
+            zk::Acl::new(zk::Permission::ALL, zk::AuthId::authed()),
+            zk::Acl::new(
+                zk::Permission::READ | zk::Permission::CREATE,
+                zk::AuthId::anyone(),
+            ),
+        ]
+    });
+
 static CREATOR_ALL_ANYONE_READ: [zk::Acl; 2] = [
     zk::Acl::new_const(zk::Permission::ALL, "auth", ""),
     zk::Acl::new_const(zk::Permission::READ, "world", "anyone"),
@@ -49,6 +81,7 @@ impl NodeAcl {
 #[derive(Clone, Default)]
 pub(crate) struct Security {
     pub(crate) acl: NodeAcl,
+    pub(crate) parent_acl: ParentAcl,
     /// `addAuth` pairs: scheme and credential (for `digest`, `user:password`).
     pub(crate) auth: Vec<(String, Vec<u8>)>,
     #[cfg(feature = "sasl")]
@@ -98,6 +131,15 @@ impl fmt::Debug for Security {
 }
 
 impl Security {
+    /// The ACL of parents created on the way to a lock path, and of the chroot.
+    pub(crate) fn parents(&self) -> zk::Acls<'static> {
+        match (self.acl, self.parent_acl) {
+            (NodeAcl::Open, _) => zk::Acls::anyone_all(),
+            (acl, ParentAcl::SameAsLocks) => acl.acls(),
+            (_, ParentAcl::Shared) => zk::Acls::new(&*CREATOR_ALL_ANYONE_CREATE_READ),
+        }
+    }
+
     fn authenticated(&self) -> bool {
         #[cfg(feature = "sasl")]
         if self.sasl_digest.is_some() {

@@ -90,26 +90,24 @@ pub(crate) fn open_session(
         }
     };
     let acl = config.security.acl;
-    let zk = match chroot {
-        None => zk,
+    let parent_acl = config.security.parents();
+    let (zk, chroot) = match chroot {
+        None => (zk, None),
         Some(root) => {
-            let mkdir = {
-                let zk = zk.clone();
-                let root = root.to_owned();
-                Box::pin(async move {
-                    zk.mkdir(&root, &zk::CreateMode::Container.with_acls(acl.acls()))
-                        .await
-                })
+            let chroot = Chroot {
+                path: root.to_owned(),
+                root: zk.clone(),
             };
-            match block_on(mkdir, Some(deadline)) {
+            match block_on(chroot.create(parent_acl), Some(deadline)) {
                 Ok(Ok(())) => {}
                 Ok(Err(err)) => return Err(Error::from_zk(err, root)),
                 Err(_) => return Err(connect_error(format!("could not create chroot {root}"))),
             }
-            zk.chroot(root).map_err(|_| Error::InvalidConnectString {
+            let zk = zk.chroot(root).map_err(|_| Error::InvalidConnectString {
                 connect_string: config.connect_string.clone(),
                 reason: "bad chroot".into(),
-            })?
+            })?;
+            (zk, Some(chroot))
         }
     };
     let mut state = zk.state_watcher();
@@ -120,9 +118,32 @@ pub(crate) fn open_session(
         zk,
         state,
         acl,
+        parent_acl,
+        chroot,
+        pid: std::process::id(),
         handle: runtime.handle().clone(),
         releases: releases.clone(),
     })
+}
+
+/// The connect string's chroot, and a handle on the same session outside it, so that the
+/// chroot can be created again if someone deletes it.
+struct Chroot {
+    path: String,
+    root: zk::Client,
+}
+
+impl Chroot {
+    /// Creates the chroot and its missing ancestors. They are persistent nodes, never
+    /// containers: once the server swept an empty container chroot, a client inside it could
+    /// not create anything any more (every request would fail with NoNode).
+    fn create(&self, acl: zk::Acls<'static>) -> Op<()> {
+        let (zk, path) = (self.root.clone(), self.path.clone());
+        Box::pin(async move {
+            zk.mkdir(&path, &zk::CreateMode::Persistent.with_acls(acl))
+                .await
+        })
+    }
 }
 
 /// Pause before retrying a request the server did not answer while the connection stayed up.
@@ -172,8 +193,13 @@ pub(crate) struct Session {
     pub(crate) id: i64,
     pub(crate) timeout: Duration,
     pub(crate) state: zk::StateWatcher,
-    /// The ACL of every node this session creates.
+    /// The ACL of the lock paths and lock nodes this session creates.
     acl: NodeAcl,
+    /// The ACL of the parents (and chroot) this session creates on the way to a lock path.
+    parent_acl: zk::Acls<'static>,
+    chroot: Option<Chroot>,
+    /// The process that opened the session: after a fork, the child has no runtime thread.
+    pid: u32,
     handle: tokio::runtime::Handle,
     releases: Arc<Releases>,
 }
@@ -202,6 +228,9 @@ pub(crate) enum Create {
 
 impl Session {
     pub(crate) fn liveness(&self) -> Liveness {
+        if self.check_process().is_err() {
+            return Liveness::Ended;
+        }
         match self.state() {
             zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
                 Liveness::Connected
@@ -216,6 +245,9 @@ impl Session {
     }
 
     fn ended_error(&self) -> Error {
+        if let Err(forked) = self.check_process() {
+            return forked;
+        }
         match self.state() {
             zk::SessionState::AuthFailed => Error::AuthFailed,
             zk::SessionState::Closed => Error::Closed,
@@ -226,6 +258,7 @@ impl Session {
     /// Blocks until the session is connected, the session ends (error) or `deadline` passes
     /// ([`Error::ConnectionLoss`]).
     pub(crate) fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
+        self.check_process()?;
         let mut state = self.state.clone();
         loop {
             // Check before waiting: `changed()` never returns once the state is terminal.
@@ -244,6 +277,9 @@ impl Session {
 
     /// Blocks until the session is no longer connected (`true`) or `deadline` passes (`false`).
     pub(crate) fn wait_disconnected(&self, deadline: Option<Instant>) -> bool {
+        if self.check_process().is_err() {
+            return true;
+        }
         let mut state = self.state.clone();
         loop {
             // Consume the current state first, so no change between check and wait is missed.
@@ -260,23 +296,33 @@ impl Session {
         }
     }
 
-    /// Runs a read, retrying across reconnects until `deadline`.
-    fn read<T: Send + 'static>(
+    /// `Err(Error::Forked)` in a child forked after the session was opened: its runtime thread
+    /// did not survive the fork, so no request could ever be answered.
+    pub(crate) fn check_process(&self) -> Result<()> {
+        if std::process::id() == self.pid {
+            Ok(())
+        } else {
+            Err(Error::Forked)
+        }
+    }
+
+    /// Runs `op` until the server answers it, retrying across reconnects until `deadline`.
+    ///
+    /// Only for requests that may run more than once: reads, and the writes whose doc says why
+    /// a repeat is harmless. Any other write must handle an unknown outcome itself.
+    fn retry<T: Send + 'static>(
         &self,
         path: &str,
         deadline: Option<Instant>,
         op: impl Fn(zk::Client, String) -> Op<T>,
     ) -> Result<T> {
+        self.check_process()?;
         loop {
             match block_on(op(self.zk.clone(), path.to_owned()), deadline) {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(err)) if outcome_unknown(&err) => {
                     debug!("request on {path} failed without an answer ({err}); retrying");
-                    if self.liveness() == Liveness::Connected {
-                        // Throttled, or a transient fault the connection survived: back off.
-                        std::thread::sleep(RETRY_PAUSE);
-                    }
-                    self.wait_connected(deadline)?;
+                    self.pause_before_retry(deadline)?;
                 }
                 Ok(Err(err)) => return Err(Error::from_zk(err, path)),
                 Err(_) => return Err(Error::ConnectionLoss),
@@ -284,9 +330,27 @@ impl Session {
         }
     }
 
+    /// Before repeating a request that got no answer: back off briefly if the connection
+    /// survived (throttled, or a transient fault), then wait for it to be up.
+    fn pause_before_retry(&self, deadline: Option<Instant>) -> Result<()> {
+        if self.liveness() == Liveness::Connected {
+            std::thread::sleep(RETRY_PAUSE);
+        }
+        self.wait_connected(deadline)
+    }
+
+    /// Makes the server we are connected to catch up with the leader on `path`, so that a
+    /// read after it sees every write committed before it (ours from an earlier connection,
+    /// in particular: a follower we reconnected to may lag). A read; retried.
+    pub(crate) fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        self.retry(path, deadline, |zk, p| {
+            Box::pin(async move { zk.sync(&p).await })
+        })
+    }
+
     /// The children of `path`; `NoNode` as an error.
     pub(crate) fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
-        self.read(path, deadline, |zk, p| {
+        self.retry(path, deadline, |zk, p| {
             Box::pin(async move { zk.list_children(&p).await })
         })
     }
@@ -297,7 +361,7 @@ impl Session {
         path: &str,
         deadline: Option<Instant>,
     ) -> Result<Option<NodeData>> {
-        self.read(path, deadline, |zk, p| {
+        self.retry(path, deadline, |zk, p| {
             Box::pin(async move {
                 match zk.get_data(&p).await {
                     Ok((data, stat)) => Ok(Some((data, NodeStat::from(&stat)))),
@@ -320,7 +384,7 @@ impl Session {
             .iter()
             .map(|name| format!("{parent}/{name}"))
             .collect();
-        self.read(parent, deadline, move |zk, _| {
+        self.retry(parent, deadline, move |zk, _| {
             let paths = paths.clone();
             Box::pin(async move {
                 let replies: Vec<_> = paths.iter().map(|p| zk.get_data(p)).collect();
@@ -337,38 +401,97 @@ impl Session {
         })
     }
 
-    /// Creates `path` and its missing ancestors as container nodes (the server removes them
-    /// once they are empty, so lock parents do not pile up).
+    /// Creates the lock path `path` and its missing ancestors as container nodes (the server
+    /// removes them once they are empty, so lock parents do not pile up). The lock path gets
+    /// the lock ACL; the ancestors the parent ACL, so that one identity's creator-only lock
+    /// does not close a shared parent to every other identity.
+    ///
+    /// Retry rule: repeated freely. It only creates what is missing, and a node that exists
+    /// already is what was asked for.
     pub(crate) fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        let acl = self.acl;
-        self.read(path, deadline, move |zk, p| {
-            Box::pin(async move {
-                zk.mkdir(&p, &zk::CreateMode::Container.with_acls(acl.acls()))
-                    .await
-            })
-        })
+        if let Some(parent) = crate::path::parent(path) {
+            self.mkdir(parent, zk::CreateMode::Container, self.parent_acl, deadline)?;
+        }
+        self.mkdir(path, zk::CreateMode::Container, self.acl.acls(), deadline)
     }
 
-    /// Deletes `path` only if it still has data version `version`: `Ok(false)` if it is gone,
-    /// [`Error::NodeChanged`] if it changed.
+    /// `mkdir -p`, recreating the chroot first if it has been deleted.
+    fn mkdir(
+        &self,
+        path: &str,
+        mode: zk::CreateMode,
+        acl: zk::Acls<'static>,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let mkdir = || {
+            self.retry(path, deadline, move |zk, p| {
+                Box::pin(async move { zk.mkdir(&p, &mode.with_acls(acl)).await })
+            })
+        };
+        match (mkdir(), &self.chroot) {
+            // Even the chroot is missing (someone deleted it): create it again.
+            (Err(Error::NoNode { .. }), Some(chroot)) => {
+                warn!("chroot {} is gone; creating it again", chroot.path);
+                let parent_acl = self.parent_acl;
+                self.retry(&chroot.path, deadline, |_, _| chroot.create(parent_acl))?;
+                mkdir()
+            }
+            (outcome, _) => outcome,
+        }
+    }
+
+    /// Deletes `path` only if it is still the node created at zxid `czxid` with data version
+    /// `version`: `Ok(true)` once it is gone after our delete, `Ok(false)` if the server says
+    /// it was gone before, [`Error::NodeChanged`] if it changed.
+    ///
+    /// Retry rule: a delete whose reply was lost is never simply repeated (the repeat would
+    /// find the node gone and report it as gone before). The node is read again: unchanged,
+    /// the delete did not happen and is sent again; absent, it is gone after our request
+    /// (ours, or its owner's release: either way what was asked); changed, refused.
     pub(crate) fn delete_if_unchanged(
         &self,
         path: &str,
+        czxid: i64,
         version: i32,
         deadline: Option<Instant>,
     ) -> Result<bool> {
-        self.read(path, deadline, move |zk, p| {
-            Box::pin(async move {
-                match zk.delete(&p, Some(version)).await {
-                    Ok(()) => Ok(true),
-                    Err(zk::Error::NoNode) => Ok(false),
-                    Err(err) => Err(err),
+        self.check_process()?;
+        loop {
+            let zk = self.zk.clone();
+            let target = path.to_owned();
+            let op: Op<()> = Box::pin(async move { zk.delete(&target, Some(version)).await });
+            match block_on(op, deadline) {
+                Ok(Ok(())) => return Ok(true),
+                Ok(Err(zk::Error::NoNode)) => return Ok(false),
+                Ok(Err(err)) if outcome_unknown(&err) => {
+                    debug!("delete of {path} got no answer ({err}); reading it again");
+                    self.pause_before_retry(deadline)?;
+                    self.sync(path, deadline)?;
+                    match self.get_data(path, deadline)? {
+                        None => return Ok(true),
+                        Some((_, stat)) if stat.czxid == czxid && stat.version == version => {}
+                        Some(_) => {
+                            return Err(Error::NodeChanged {
+                                path: path.to_owned(),
+                            })
+                        }
+                    }
                 }
-            })
-        })
+                Ok(Err(err)) => return Err(Error::from_zk(err, path)),
+                Err(_) => {
+                    return Err(Error::OutcomeUnknown {
+                        path: path.to_owned(),
+                    })
+                }
+            }
+        }
     }
 
     /// Writes `data` into `path` if it exists: `Ok(false)` if it does not.
+    ///
+    /// Retry rule: repeated freely. It is used for Curator's revocation marker on a lock node,
+    /// whose protected name is never reused: writing the marker twice asks the same holder the
+    /// same thing.
     pub(crate) fn set_existing(
         &self,
         path: &str,
@@ -376,7 +499,7 @@ impl Session {
         deadline: Option<Instant>,
     ) -> Result<bool> {
         let data = data.to_vec();
-        self.read(path, deadline, move |zk, p| {
+        self.retry(path, deadline, move |zk, p| {
             let data = data.clone();
             Box::pin(async move {
                 match zk.set_data(&p, &data, None).await {
@@ -430,19 +553,27 @@ impl Session {
         OwnNodeWatch::new(flags, task)
     }
 
-    /// Creates or overwrites a persistent node.
+    /// Creates or overwrites a persistent node (missing parents are created persistent too).
+    ///
+    /// Retry rule: repeated freely. The write is unconditional, so a repeat leaves the same
+    /// data as a single write applied at the later moment would.
     pub(crate) fn put(&self, path: &str, data: &[u8], deadline: Option<Instant>) -> Result<()> {
+        if let Some(parent) = crate::path::parent(path) {
+            self.mkdir(
+                parent,
+                zk::CreateMode::Persistent,
+                self.parent_acl,
+                deadline,
+            )?;
+        }
         let (data, acl) = (data.to_vec(), self.acl);
-        self.read(path, deadline, move |zk, p| {
+        self.retry(path, deadline, move |zk, p| {
             let data = data.clone();
             Box::pin(async move {
                 let options = zk::CreateMode::Persistent.with_acls(acl.acls());
                 match zk.set_data(&p, &data, None).await {
                     Err(zk::Error::NoNode) => {}
                     other => return other.map(drop),
-                }
-                if let Some(parent) = crate::path::parent(&p) {
-                    zk.mkdir(parent, &options).await?;
                 }
                 match zk.create(&p, &data, &options).await {
                     Err(zk::Error::NodeExists) => zk.set_data(&p, &data, None).await.map(drop),
@@ -462,6 +593,7 @@ impl Session {
         data: &[u8],
         deadline: Option<Instant>,
     ) -> Result<Create> {
+        self.check_process()?;
         let (zk, acl) = (self.zk.clone(), self.acl);
         let (node_prefix, list_path, data) = (
             format!("{lock_path}/{prefix}"),
@@ -520,7 +652,7 @@ impl Session {
         signal: &Arc<Signal>,
         deadline: Option<Instant>,
     ) -> Result<Option<NodeWatch>> {
-        let watcher = self.read(path, deadline, |zk, p| {
+        let watcher = self.retry(path, deadline, |zk, p| {
             Box::pin(async move {
                 match zk.get_and_watch_data(&p).await {
                     Ok((_, _, watcher)) => Ok(Some(watcher)),
@@ -542,7 +674,7 @@ impl Session {
         signal: &Arc<Signal>,
         deadline: Option<Instant>,
     ) -> Result<(Vec<String>, NodeWatch)> {
-        let (children, watcher) = self.read(path, deadline, |zk, p| {
+        let (children, watcher) = self.retry(path, deadline, |zk, p| {
             Box::pin(async move {
                 zk.get_and_watch_children(&p)
                     .await
