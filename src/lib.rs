@@ -84,6 +84,7 @@ mod path;
 mod recipe;
 mod runtime;
 mod rwlock;
+mod seam;
 mod security;
 mod semaphore;
 mod session;

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::mutex::MUTEX;
 use crate::path::validate_lock_path;
-use crate::recipe::{self, deadline_after, Kind, Options, Patience};
+use crate::recipe::{self, deadline_after, Kind, Options, Partial, Patience};
 use crate::rwlock::WRITER;
 
 /// Several locks (mutexes and write sides of read/write locks) acquired as one.
@@ -106,18 +106,32 @@ impl MultiLock {
     }
 
     fn acquire(&self, patience: Patience) -> Result<Option<MultiGuard<'_>>> {
-        let mut taken = MultiGuard {
-            guards: Vec::with_capacity(self.members.len()),
-        };
+        let deadline = patience.deadline(&self.client);
+        // One session for every member: were it to expire half-way, the later members would
+        // fail with it rather than be taken on a new session beside lost ones.
+        let session = self.client.session(deadline)?;
+        let mut tokens = Vec::with_capacity(self.members.len());
+        // On any early return `taken` is dropped, releasing in reverse order within the
+        // deadline.
+        let mut taken = Partial::new(deadline);
         for (path, kind) in &self.members {
-            // On any early return `taken` is dropped, releasing in reverse order.
-            let token = self.client.enter(path)?;
-            match recipe::acquire(&self.client, path, kind, patience, &Options::default())? {
-                Some(held) => taken.guards.push(LockGuard::new(held, token)),
+            if !taken.is_empty() {
+                crate::seam::between_steps();
+            }
+            tokens.push(self.client.enter(path)?);
+            let options = Options::default();
+            match recipe::acquire_on(&session, path, kind, patience, deadline, &options)? {
+                Some(held) => taken.push(held),
                 None => return Ok(None),
             }
         }
-        Ok(Some(taken))
+        let guards = taken
+            .complete()
+            .into_iter()
+            .zip(tokens)
+            .map(|(held, token)| LockGuard::new(held, token))
+            .collect();
+        Ok(Some(MultiGuard { guards }))
     }
 }
 

@@ -184,6 +184,12 @@ impl Held {
 
     /// Releases: deletes our node, retrying in the background if the connection is down.
     pub(crate) fn release(&mut self) -> Result<()> {
+        self.release_within(self.session.timeout)
+    }
+
+    /// As [`release`](Self::release), waiting at most `wait` for the server's reply (the
+    /// background retry takes over after that).
+    fn release_within(&mut self, wait: Duration) -> Result<()> {
         if self.released {
             return Ok(());
         }
@@ -193,10 +199,7 @@ impl Held {
         };
         // Stop watching our node before it goes.
         self.own_node = None;
-        match self
-            .session
-            .delete_node(&self.node_path, self.session.timeout)
-        {
+        match self.session.delete_node(&self.node_path, wait) {
             Ok(true) => {
                 debug!(
                     "released {} (session {:#x})",
@@ -219,6 +222,53 @@ impl Drop for Held {
                 "release of {} (session {:#x}): {err}",
                 self.node_path, self.session.id
             );
+        }
+    }
+}
+
+/// The nodes an all-or-nothing acquisition (multi-lock, semaphore) has taken so far. Dropped
+/// before it completes, it releases them in reverse order, waiting for the server no longer
+/// than the acquisition's deadline: the rest of the cleanup goes on in the background, so a
+/// timed call returns on time even when the connection fails under it.
+pub(crate) struct Partial {
+    held: Vec<Held>,
+    deadline: Option<Instant>,
+}
+
+impl Partial {
+    pub(crate) fn new(deadline: Option<Instant>) -> Partial {
+        Partial {
+            held: Vec::new(),
+            deadline,
+        }
+    }
+
+    pub(crate) fn push(&mut self, held: Held) {
+        self.held.push(held);
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Everything was taken: the nodes, in the order taken, now for the caller to hold.
+    pub(crate) fn complete(mut self) -> Vec<Held> {
+        std::mem::take(&mut self.held)
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        while let Some(mut held) = self.held.pop() {
+            let wait = self.deadline.map_or(held.session.timeout, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if let Err(err) = held.release_within(wait) {
+                debug!(
+                    "releasing {} after a failed acquisition: {err}",
+                    held.node_path
+                );
+            }
         }
     }
 }
@@ -283,13 +333,28 @@ pub(crate) fn acquire(
 ) -> Result<Option<Held>> {
     let deadline = patience.deadline(client);
     let session = client.session(deadline)?;
+    acquire_on(&session, lock_path, kind, patience, deadline, options)
+}
+
+/// As [`acquire`], on a given session: every step of an acquisition made of several nodes
+/// (a multi-lock's members, a semaphore's gate and leases) must use one session, so that an
+/// expiry between two steps fails the whole acquisition instead of mixing a lost node with
+/// fresh ones.
+pub(crate) fn acquire_on(
+    session: &Arc<Session>,
+    lock_path: &str,
+    kind: &Kind,
+    patience: Patience,
+    deadline: Option<Instant>,
+    options: &Options,
+) -> Result<Option<Held>> {
     let data = options.data.clone().unwrap_or_else(owner_data);
     check_data_size(&data)?;
-    let held = match contend(&session, lock_path, kind, patience, deadline, &data) {
+    let held = match contend(session, lock_path, kind, patience, deadline, &data) {
         // A request outlived the deadline on a live connection (a slow server): that is a
         // timeout, not an outage.
         Err(Error::ConnectionLoss) if deadline.is_some_and(|d| Instant::now() >= d) => {
-            gave_up(&session)
+            gave_up(session)
         }
         outcome => outcome,
     }?;
@@ -417,21 +482,20 @@ pub(crate) const LEASE_NAME: &str = "lease-";
 /// nodes exist. The caller serialises lease takers with the semaphore's internal mutex, so only
 /// one of them watches the leases at a time.
 pub(crate) fn acquire_lease(
-    client: &Client,
+    session: &Arc<Session>,
     leases_path: &str,
     permits: usize,
     patience: Patience,
     deadline: Option<Instant>,
 ) -> Result<Option<Held>> {
-    let session = client.session(deadline)?;
     let Some(Created {
         mut contender,
         name,
         stat,
         mut children,
-    }) = create_node(&session, leases_path, LEASE_NAME, &owner_data(), deadline)?
+    }) = create_node(session, leases_path, LEASE_NAME, &owner_data(), deadline)?
     else {
-        return gave_up(&session);
+        return gave_up(session);
     };
     let admitted = |children: &[String], contender: &mut Contender| {
         if children.contains(&name) {
@@ -454,14 +518,14 @@ pub(crate) fn acquire_lease(
         let signal = Signal::new();
         let (listed, watch) = match session.watch_children(leases_path, &signal, deadline) {
             Ok(watched) => watched,
-            Err(Error::ConnectionLoss) => return gave_up(&session),
+            Err(Error::ConnectionLoss) => return gave_up(session),
             Err(err) => return Err(err),
         };
         if admitted(&listed, &mut contender)? {
             return claim(contender, leases_path, stat).map(Some);
         }
-        if let Woken::TimedOut = wait_for_change(&session, &signal, &mut contender, deadline)? {
-            return gave_up(&session);
+        if let Woken::TimedOut = wait_for_change(session, &signal, &mut contender, deadline)? {
+            return gave_up(session);
         }
         drop(watch);
     }

@@ -8,9 +8,11 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::{self, Contender};
-use crate::mutex::DistributedMutex;
+use crate::mutex::MUTEX;
 use crate::path::validate_lock_path;
-use crate::recipe::{self, deadline_after, Held, LockState, Patience, Role, LEASE_NAME};
+use crate::recipe::{
+    self, deadline_after, Held, LockState, Options, Partial, Patience, Role, LEASE_NAME,
+};
 
 /// A counting semaphore: at most `permits` leases are held at once, across every process using
 /// the same ZooKeeper path. A crashed holder's leases vanish with its session.
@@ -24,7 +26,8 @@ pub struct Semaphore {
     client: Client,
     leases: String,
     permits: usize,
-    gate: DistributedMutex,
+    /// The path of the mutex that serialises lease takers.
+    gate: String,
 }
 
 /// Leases of a [`Semaphore`]; released (all of them) when dropped.
@@ -51,14 +54,14 @@ impl Semaphore {
             client: client.clone(),
             leases: format!("{path}/leases"),
             permits,
-            gate: DistributedMutex::new(client, &format!("{path}/locks"))?,
+            gate: format!("{path}/locks"),
         })
     }
 
     /// Blocks until one lease is held.
     ///
     /// # Errors
-    /// As [`DistributedMutex::lock`].
+    /// As [`DistributedMutex::lock`](crate::DistributedMutex::lock).
     pub fn acquire(&self) -> Result<Permit<'_>> {
         self.acquire_many(1)
     }
@@ -66,7 +69,7 @@ impl Semaphore {
     /// Takes one lease if one is free at once; `Ok(None)` otherwise, leaving nothing behind.
     ///
     /// # Errors
-    /// As [`DistributedMutex::try_lock`].
+    /// As [`DistributedMutex::try_lock`](crate::DistributedMutex::try_lock).
     pub fn try_acquire(&self) -> Result<Option<Permit<'_>>> {
         self.take(1, Patience::None)
     }
@@ -74,7 +77,7 @@ impl Semaphore {
     /// Blocks until one lease is held or `timeout` passes (`Ok(None)`, nothing left behind).
     ///
     /// # Errors
-    /// As [`DistributedMutex::lock_timeout`].
+    /// As [`DistributedMutex::lock_timeout`](crate::DistributedMutex::lock_timeout).
     pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Permit<'_>>> {
         self.take(1, Patience::Until(deadline_after(timeout)))
     }
@@ -83,7 +86,7 @@ impl Semaphore {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if `count` is zero or more than the permits; otherwise as
-    /// [`DistributedMutex::lock`]. Leases taken before an error are released.
+    /// [`DistributedMutex::lock`](crate::DistributedMutex::lock). Leases taken before an error are released.
     pub fn acquire_many(&self, count: usize) -> Result<Permit<'_>> {
         self.take(count, Patience::Forever).and_then(recipe::waited)
     }
@@ -107,27 +110,32 @@ impl Semaphore {
                 "lease count must be between 1 and the permits",
             ));
         }
+        let deadline = patience.deadline(&self.client);
+        // One session for the gate and every lease: were it to expire half-way, a lease taken
+        // on a new session would wait while the gate (lost with the old one) let others in.
+        let session = self.client.session(deadline)?;
         // One pass through the gate for all `count` leases: two takers each holding some
         // leases while waiting for more would wait for each other for ever.
-        let Some(gate) = self.gate.acquire(patience)? else {
+        let options = Options::default();
+        let Some(gate) =
+            recipe::acquire_on(&session, &self.gate, &MUTEX, patience, deadline, &options)?
+        else {
             return Ok(None);
         };
-        let deadline = patience.deadline(&self.client);
-        let mut leases = Vec::with_capacity(count);
+        // Dropped on the way out, `taken` releases what was taken (all or nothing), waiting
+        // no longer than the deadline; the gate, taken first, goes last.
+        let mut taken = Partial::new(deadline);
+        taken.push(gate);
         for _ in 0..count {
-            // Dropping `leases` on the way out releases what was taken: all or nothing.
-            match recipe::acquire_lease(
-                &self.client,
-                &self.leases,
-                self.permits,
-                patience,
-                deadline,
-            )? {
-                Some(lease) => leases.push(lease),
+            crate::seam::between_steps();
+            match recipe::acquire_lease(&session, &self.leases, self.permits, patience, deadline)? {
+                Some(lease) => taken.push(lease),
                 None => return Ok(None),
             }
         }
-        drop(gate);
+        let mut leases = taken.complete();
+        // Leave the gate to the next taker.
+        drop(leases.remove(0));
         Ok(Some(Permit {
             leases,
             _semaphore: PhantomData,
@@ -135,7 +143,7 @@ impl Semaphore {
     }
 
     /// Deletes a lease node if unchanged since inspected (a hung holder's), freeing its permit;
-    /// see [`DistributedMutex::break_contender`].
+    /// see [`DistributedMutex::break_contender`](crate::DistributedMutex::break_contender).
     ///
     /// # Errors
     /// As there.

@@ -854,3 +854,35 @@ impl Drop for ReleaseToken {
         }
     }
 }
+
+#[cfg(test)]
+impl Session {
+    /// Ends this session from the server's side, as an expiry would: a second connection
+    /// takes the session over (the server drops ours) and closes it. Returns once this client
+    /// has seen the session expire. Our client may win the session back before the thief
+    /// closes it, so the theft is repeated until it takes.
+    pub(crate) fn expire_for_tests(&self, hosts: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            let (info, hosts) = (self.zk.session().clone(), hosts.to_owned());
+            let thief = self.handle.spawn(async move {
+                let connect = zk::Client::connector().with_session(info).connect(&hosts);
+                // Dropping the last handle closes the session.
+                if let Ok(Ok(thief)) = tokio::time::timeout(Duration::from_secs(5), connect).await {
+                    drop(thief);
+                }
+            });
+            let _ = block_on(thief, None);
+            let mut state = self.state_watcher();
+            let expired = Box::pin(async move {
+                while state.state() != zk::SessionState::Expired {
+                    state.changed().await;
+                }
+            });
+            if block_on(expired, Some(Instant::now() + Duration::from_secs(3))).is_ok() {
+                return;
+            }
+        }
+        panic!("session {:#x} never expired", self.id);
+    }
+}
