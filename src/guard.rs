@@ -57,9 +57,15 @@ impl LockGuard<'_> {
 
     /// Whether the lock is still ours as far as this process can tell; never blocks.
     ///
-    /// Turns [`LockState::Suspended`] as soon as the client has not heard from the server for
-    /// 2/5 of the session timeout (or the connection drops), which is before the server may
-    /// expire the session and hand the lock to someone else. A node deleted by someone else
+    /// Decided when called, on the calling thread, from a lease on the monotonic clock: the
+    /// lock is [`LockState::Held`] only while less than 2/3 of the session timeout has passed
+    /// since the send time of the latest request the server answered (the server cannot
+    /// expire the session before a full session timeout after that). So the state turns
+    /// [`LockState::Suspended`] before the server may expire the session and hand the lock to
+    /// someone else, also when this process was frozen (SIGSTOP, a long pause) or zklock's
+    /// network thread could not run: nothing the network thread last said is trusted past the
+    /// lease. It also turns `Suspended` when the connection drops, and comes back to `Held`
+    /// only when a new answer from the server proves the session alive. A node deleted by someone else
     /// (see [`DistributedMutex::break_contender`](crate::DistributedMutex::break_contender))
     /// turns the state [`LockState::Lost`] at once for a lock made
     /// [`revocable`](crate::DistributedMutex::revocable), which watches its node; otherwise it
@@ -71,6 +77,34 @@ impl LockGuard<'_> {
     /// `true` while [`state`](Self::state) is [`LockState::Held`]. Never blocks.
     pub fn is_held(&self) -> bool {
         self.state() == LockState::Held
+    }
+
+    /// How much longer, from now, this holder can be sure it holds the lock: the time left on
+    /// its lease (see [`state`](Self::state)). `None` when the state is not
+    /// [`LockState::Held`]; otherwise more than zero and less than the session timeout. Never
+    /// blocks.
+    ///
+    /// The pattern for work that must not outlive the lock: before each step, check that the
+    /// lease covers the time the step needs, and stop (or renew by waiting for
+    /// [`is_held`](Self::is_held) again) if it does not.
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// # let mutex = zklock::DistributedMutex::new(&client, "/jobs/compact")?;
+    /// # let steps: Vec<fn()> = Vec::new();
+    /// use std::time::Duration;
+    /// let guard = mutex.lock()?;
+    /// for step in steps {
+    ///     match guard.lease_remaining() {
+    ///         Some(left) if left > Duration::from_millis(500) => step(),
+    ///         _ => break, // not sure enough that we still hold it: stop touching the resource
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn lease_remaining(&self) -> Option<Duration> {
+        self.held.lease_remaining()
     }
 
     /// Blocks until the lock is no longer [`LockState::Held`] and returns the new state:

@@ -135,38 +135,53 @@ impl Held {
         self.session.id
     }
 
+    /// Decided now, on the calling thread: `Held` only while the session is connected, our
+    /// node is not known to be gone, and the lease has not run out (see `lease.rs`).
     pub(crate) fn state(&self) -> LockState {
+        self.state_and_lease().0
+    }
+
+    /// The state, and with `Held` how much longer the lease runs.
+    fn state_and_lease(&self) -> (LockState, Option<Duration>) {
         if self.own_node.as_ref().is_some_and(OwnNodeWatch::deleted) {
-            return LockState::Lost;
+            return (LockState::Lost, None);
         }
         match self.session.liveness() {
-            Liveness::Connected => LockState::Held,
-            Liveness::Disconnected => LockState::Suspended,
-            Liveness::Ended => LockState::Lost,
+            Liveness::Connected => match self.session.lease.remaining() {
+                Some(left) => (LockState::Held, Some(left)),
+                None => (LockState::Suspended, None),
+            },
+            Liveness::Disconnected => (LockState::Suspended, None),
+            Liveness::Ended => (LockState::Lost, None),
         }
     }
 
-    /// Blocks until the state is no longer `Held`, or until `deadline` (`None` then).
+    /// How much longer, from now, the holder can be sure it holds the lock; `None` unless
+    /// `Held`.
+    pub(crate) fn lease_remaining(&self) -> Option<Duration> {
+        self.state_and_lease().1
+    }
+
+    /// Blocks until the state is no longer `Held`, or until `deadline` (`None` then). Wakes
+    /// on session changes, and on its own (the calling thread's clock) when the lease would
+    /// run out, so a stalled runtime thread cannot keep it waiting.
     pub(crate) fn wait_not_held(&self, deadline: Option<Instant>) -> Option<LockState> {
         loop {
-            match self.state() {
-                LockState::Held => {
-                    // Watching our node too: look at it between short waits on the session.
-                    let step = match &self.own_node {
-                        None => deadline,
-                        Some(_) => {
-                            let poll = deadline_after(OWN_NODE_POLL);
-                            Some(deadline.map_or(poll, |d| d.min(poll)))
-                        }
-                    };
-                    if !self.session.wait_disconnected(step)
-                        && deadline.is_some_and(|d| Instant::now() >= d)
-                    {
-                        return None;
-                    }
-                }
-                other => return Some(other),
+            let (state, lease) = self.state_and_lease();
+            let Some(lease) = lease else {
+                return Some(state);
+            };
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return None;
             }
+            // Look again when the lease would run out (renewals move it on), and, watching
+            // our node too, between short waits.
+            let mut step = deadline_after(lease);
+            if self.own_node.is_some() {
+                step = step.min(deadline_after(OWN_NODE_POLL));
+            }
+            self.session
+                .wait_disconnected(Some(deadline.map_or(step, |d| d.min(step))));
         }
     }
 

@@ -6,12 +6,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use log::{debug, info, warn};
+use log::{debug, warn};
 use parking_lot::{Condvar, Mutex};
 use zookeeper_client as zk;
 
 use crate::client::ClientBuilder;
 use crate::error::{outcome_unknown, Error, Result};
+use crate::lease::Lease;
+use crate::relay::io_log;
 use crate::runtime::{block_on, deadline_after, Runtime};
 use crate::security::NodeAcl;
 use crate::watch::{NodeFlags, NodeWatch, OwnNodeWatch, Signal};
@@ -36,6 +38,8 @@ pub(crate) fn open_session(
         .configure(zk::Client::connector().with_session_timeout(config.session_timeout))?;
     let hosts_owned = hosts.to_owned();
     let secure = config.security.is_tls();
+    // The session exists no earlier than our connect request: the lease starts from here.
+    let connect_sent = Instant::now();
     // Connecting spawns the session task, so it must run on the runtime.
     let task = runtime.handle().spawn(async move {
         #[cfg(feature = "tls")]
@@ -112,9 +116,15 @@ pub(crate) fn open_session(
     };
     let mut state = zk.state_watcher();
     state.state();
+    let lease = Arc::new(Lease::new(connect_sent, zk.session_timeout()));
+    let keepalive = runtime
+        .handle()
+        .spawn(keep_alive(zk.clone(), lease.clone(), state.clone()));
     Ok(Session {
         id: zk.session_id().0,
         timeout: zk.session_timeout(),
+        lease,
+        keepalive,
         zk,
         state,
         acl,
@@ -143,6 +153,38 @@ impl Chroot {
             zk.mkdir(&path, &zk::CreateMode::Persistent.with_acls(acl))
                 .await
         })
+    }
+}
+
+/// Renews `lease` whenever a third of the session timeout passes without an answered request,
+/// with a cheap read. It runs on the runtime thread on purpose: if that thread stalls, the
+/// lease is not renewed and holders read "not held" in time, on their own threads.
+async fn keep_alive(zk: zk::Client, lease: Arc<Lease>, mut state: zk::StateWatcher) {
+    loop {
+        let due = lease.renewal_due();
+        if Instant::now() < due {
+            tokio::time::sleep_until(due.into()).await;
+            continue;
+        }
+        if !retry_pause_async(&mut state).await {
+            return; // The session ended.
+        }
+        let sent = Instant::now();
+        // Any answer, even NoNode (a deleted chroot), proves the session alive.
+        if proves_alive(&zk.check_stat("/").await) {
+            lease.renew(sent);
+        }
+    }
+}
+
+/// Whether a request's outcome is an answer from a server that still serves our session.
+fn proves_alive<T>(outcome: &ZkResult<T>) -> bool {
+    use zk::Error as E;
+    match outcome {
+        Ok(_) => true,
+        Err(E::NoNode | E::NoAuth | E::BadVersion | E::NodeExists | E::NotEmpty) => true,
+        Err(E::NoChildrenForEphemerals | E::InvalidAcl) => true,
+        Err(_) => false,
     }
 }
 
@@ -192,6 +234,9 @@ pub(crate) struct Session {
     zk: zk::Client,
     pub(crate) id: i64,
     pub(crate) timeout: Duration,
+    /// Until when the server cannot have expired this session, renewed by every answer.
+    pub(crate) lease: Arc<Lease>,
+    keepalive: tokio::task::JoinHandle<()>,
     pub(crate) state: zk::StateWatcher,
     /// The ACL of the lock paths and lock nodes this session creates.
     acl: NodeAcl,
@@ -318,7 +363,12 @@ impl Session {
     ) -> Result<T> {
         self.check_process()?;
         loop {
-            match block_on(op(self.zk.clone(), path.to_owned()), deadline) {
+            let sent = Instant::now();
+            let outcome = block_on(op(self.zk.clone(), path.to_owned()), deadline);
+            if let Ok(answer) = &outcome {
+                self.answered(sent, answer);
+            }
+            match outcome {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(err)) if outcome_unknown(&err) => {
                     debug!("request on {path} failed without an answer ({err}); retrying");
@@ -327,6 +377,13 @@ impl Session {
                 Ok(Err(err)) => return Err(Error::from_zk(err, path)),
                 Err(_) => return Err(Error::ConnectionLoss),
             }
+        }
+    }
+
+    /// Renews the lease if `outcome`, of a request sent at `sent`, is the server's answer.
+    fn answered<T>(&self, sent: Instant, outcome: &ZkResult<T>) {
+        if proves_alive(outcome) {
+            self.lease.renew(sent);
         }
     }
 
@@ -460,7 +517,12 @@ impl Session {
             let zk = self.zk.clone();
             let target = path.to_owned();
             let op: Op<()> = Box::pin(async move { zk.delete(&target, Some(version)).await });
-            match block_on(op, deadline) {
+            let sent = Instant::now();
+            let outcome = block_on(op, deadline);
+            if let Ok(answer) = &outcome {
+                self.answered(sent, answer);
+            }
+            match outcome {
                 Ok(Ok(())) => return Ok(true),
                 Ok(Err(zk::Error::NoNode)) => return Ok(false),
                 Ok(Err(err)) if outcome_unknown(&err) => {
@@ -524,13 +586,16 @@ impl Session {
                         // Keep watching after a request: the holder may ignore it, and a later
                         // deletion must still mark the lock lost.
                         if data == crate::recipe::REVOKE_MESSAGE && !raise.revocation_raised() {
-                            info!("revocation requested for {path}");
+                            io_log!(Info, "revocation requested for {path}");
                             raise.raise_revocation();
                         }
                         match watcher.changed().await.event_type {
                             zk::EventType::NodeDataChanged => {}
                             zk::EventType::NodeDeleted => {
-                                warn!("lock node {path} was deleted by someone else: lock lost");
+                                io_log!(
+                                    Warn,
+                                    "lock node {path} was deleted by someone else: lock lost"
+                                );
                                 raise.raise_deleted();
                                 return;
                             }
@@ -613,7 +678,12 @@ impl Session {
             });
             Ok((created, list.await))
         });
-        match block_on(op, deadline) {
+        let sent = Instant::now();
+        let outcome = block_on(op, deadline);
+        if let Ok(Ok((answer, _))) = &outcome {
+            self.answered(sent, answer);
+        }
+        match outcome {
             Ok(Ok((Ok((name, stat)), listing))) => Ok(Create::Created {
                 name,
                 stat,
@@ -709,7 +779,12 @@ impl Session {
         } else {
             Instant::now()
         };
-        let pending = match block_on(op, Some(deadline)) {
+        let sent = Instant::now();
+        let outcome = block_on(op, Some(deadline));
+        if let Ok(answer) = &outcome {
+            self.answered(sent, answer);
+        }
+        let pending = match outcome {
             Ok(Ok(())) => return Ok(true),
             Ok(Err(zk::Error::NoNode)) => return Ok(false),
             Ok(Err(err)) if !outcome_unknown(&err) => return Err(Error::from_zk(err, path)),
@@ -752,13 +827,20 @@ impl Session {
     }
 }
 
+impl Drop for Session {
+    fn drop(&mut self) {
+        // The keepalive holds a handle on the client: the session closes only once it is gone.
+        self.keepalive.abort();
+    }
+}
+
 /// Retries `delete(path)` until it succeeds, the node is gone, or the session ends.
 async fn delete_until_gone(zk: &zk::Client, path: &str) {
     let mut state = zk.state_watcher();
     loop {
         match zk.delete(path, None).await {
             Ok(()) => {
-                debug!("deleted {path} in the background");
+                io_log!(Debug, "deleted {path} in the background");
                 return;
             }
             Err(zk::Error::NoNode) => return,
@@ -769,7 +851,7 @@ async fn delete_until_gone(zk: &zk::Client, path: &str) {
             }
             Err(err) => {
                 // Expired or closed: the server removes the ephemeral node itself.
-                debug!("background delete of {path} stopped: {err}");
+                io_log!(Debug, "background delete of {path} stopped: {err}");
                 return;
             }
         }
@@ -783,7 +865,10 @@ async fn sweep(zk: &zk::Client, lock_path: &str, prefix: &str) {
         match zk.list_children(lock_path).await {
             Ok(children) => {
                 for child in children.iter().filter(|c| c.starts_with(prefix)) {
-                    warn!("deleting {lock_path}/{child}, left by an abandoned create");
+                    io_log!(
+                        Warn,
+                        "deleting {lock_path}/{child}, left by an abandoned create"
+                    );
                     delete_until_gone(zk, &format!("{lock_path}/{child}")).await;
                 }
                 return;

@@ -1,0 +1,116 @@
+//! The holder's lease: for how long, from now, the server cannot have expired our session.
+//!
+//! The server expires a session one session timeout after it last heard from it, and may then
+//! hand our locks to the next contender. Whatever it heard last, it heard no earlier than we
+//! *sent* it: so if a request sent at `t` was answered, the session lives at least until
+//! `t + session timeout`. The lease keeps the latest such `t` ("acknowledged") and is judged
+//! at call time on the caller's own thread with the monotonic clock, so a process frozen
+//! past its session (SIGSTOP, a long GC or VM pause) or a stalled runtime thread reads
+//! "not held" as soon as it looks, whatever the runtime thread last published.
+//!
+//! The lease runs [`LEASE_FRACTION`] of the session timeout past the last acknowledgement; a
+//! keepalive (see `session.rs`) renews it after a third of the timeout without other traffic,
+//! so a healthy holder never sees it run out.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The lease is this fraction of the negotiated session timeout: 2/3.
+///
+/// The remaining third is the safety margin between "we stop believing" and "the server may
+/// expire us": it covers the time between a caller's check and its next step, scheduling
+/// delays on a loaded host, and any difference between the client's and the server's clock
+/// rates (parts per million in practice). The server's tick only makes expiry later (sessions
+/// expire on tick boundaries after their deadline), never earlier. A larger fraction would
+/// leave too little of that margin; a smaller one would make a holder on a slow network
+/// suspend for nothing.
+pub(crate) const LEASE_FRACTION: (u32, u32) = (2, 3);
+
+/// The keepalive renews the lease once this fraction of the session timeout (1/3) has passed
+/// without an answered request, well before the lease (2/3) runs out.
+pub(crate) const KEEPALIVE_FRACTION: (u32, u32) = (1, 3);
+
+pub(crate) struct Lease {
+    /// A fixed point of the monotonic clock that acknowledgements are measured from.
+    origin: Instant,
+    /// Send time of the latest answered request, in nanoseconds after `origin`.
+    acknowledged: AtomicU64,
+    /// The negotiated session timeout.
+    timeout: Duration,
+}
+
+impl Lease {
+    /// A lease acknowledged at `sent`: the send time of the request that established the
+    /// session.
+    pub(crate) fn new(sent: Instant, timeout: Duration) -> Lease {
+        Lease {
+            origin: sent,
+            acknowledged: AtomicU64::new(0),
+            timeout,
+        }
+    }
+
+    /// The server answered a request we sent at `sent`.
+    pub(crate) fn renew(&self, sent: Instant) {
+        let since = sent.saturating_duration_since(self.origin).as_nanos();
+        let since = u64::try_from(since).unwrap_or(u64::MAX);
+        self.acknowledged.fetch_max(since, Ordering::AcqRel);
+    }
+
+    /// When the latest answered request was sent.
+    pub(crate) fn acknowledged(&self) -> Instant {
+        self.origin + Duration::from_nanos(self.acknowledged.load(Ordering::Acquire))
+    }
+
+    /// The instant the lease runs out unless renewed.
+    pub(crate) fn expiry(&self) -> Instant {
+        self.acknowledged() + fraction(self.timeout, LEASE_FRACTION)
+    }
+
+    /// How long, from now, the lease still runs; `None` once it has run out.
+    pub(crate) fn remaining(&self) -> Option<Duration> {
+        self.expiry()
+            .checked_duration_since(Instant::now())
+            .filter(|left| !left.is_zero())
+    }
+
+    /// When the keepalive should renew the lease if nothing else has.
+    pub(crate) fn renewal_due(&self) -> Instant {
+        self.acknowledged() + fraction(self.timeout, KEEPALIVE_FRACTION)
+    }
+}
+
+fn fraction(timeout: Duration, (num, den): (u32, u32)) -> Duration {
+    timeout * num / den
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_two_thirds_of_the_timeout_from_the_latest_acknowledged_send() {
+        let start = Instant::now();
+        let lease = Lease::new(start, Duration::from_secs(3));
+        assert_eq!(lease.expiry(), start + Duration::from_secs(2));
+        assert_eq!(lease.renewal_due(), start + Duration::from_secs(1));
+        // An older answer (a slow reply to an earlier request) never moves it back.
+        lease.renew(start + Duration::from_millis(500));
+        lease.renew(start + Duration::from_millis(100));
+        assert_eq!(lease.acknowledged(), start + Duration::from_millis(500));
+        assert!(lease
+            .remaining()
+            .is_some_and(|r| r <= Duration::from_millis(2500)));
+    }
+
+    #[test]
+    fn has_nothing_left_once_run_out() {
+        let now = Instant::now();
+        let long_ago = now.checked_sub(Duration::from_secs(10)).unwrap_or(now);
+        let lease = Lease::new(long_ago, Duration::from_secs(3));
+        if long_ago == now {
+            return; // The monotonic clock is younger than 10 s: nothing to test.
+        }
+        assert_eq!(lease.remaining(), None);
+    }
+}
