@@ -114,3 +114,76 @@ mod tests {
         assert_eq!(lease.remaining(), None);
     }
 }
+
+/// The lease against the real server of the integration tests (`ZK_CONNECT`, default
+/// 127.0.0.1:2181), with zklock's runtime thread held up as a blocking logger would.
+#[cfg(test)]
+mod stalled_runtime {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    use std::thread;
+    use std::time::{Duration, Instant};
+
+    use crate::{Client, DistributedMutex, LockState};
+
+    #[test]
+    fn a_holder_whose_runtime_thread_stalls_knows_before_the_next_holder_acquires() {
+        let hosts = std::env::var("ZK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".into());
+        let connect = |timeout| {
+            Client::builder(&hosts)
+                .session_timeout(timeout)
+                .connect()
+                .expect("ZooKeeper must be running: scripts/start-zk.sh")
+        };
+        let path = format!("/zklock-tests/stall-{}", uuid::Uuid::new_v4().simple());
+        let a = connect(Duration::from_secs(2));
+        let b = connect(Duration::from_secs(10));
+        let a_mutex = DistributedMutex::new(&a, &path).unwrap();
+        let b_mutex = DistributedMutex::new(&b, &path).unwrap();
+        let a_guard = a_mutex.lock().unwrap();
+        assert!(a_guard.is_held());
+
+        let stall = Duration::from_secs(8);
+        let (done, samples) = (AtomicBool::new(false), Mutex::new(Vec::new()));
+        let b_acquired = thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(Ordering::SeqCst) {
+                    // The time is taken before the question, so a late answer cannot hide.
+                    let at = Instant::now();
+                    samples.lock().unwrap().push((at, a_guard.state()));
+                    thread::sleep(Duration::from_millis(2));
+                }
+            });
+            a.session(None).unwrap().stall_runtime_for_tests(stall);
+            let stalled_at = Instant::now();
+            let guard = b_mutex.lock().unwrap();
+            let acquired = Instant::now();
+            assert!(
+                acquired < stalled_at + stall,
+                "the next holder only acquired after the stall ended: nothing was tested"
+            );
+            // Keep asking the stalled holder for a while after the hand-over.
+            thread::sleep(Duration::from_millis(500));
+            done.store(true, Ordering::SeqCst);
+            (acquired, guard)
+        });
+        let (b_acquired, _b_guard) = b_acquired;
+        let samples = samples.into_inner().unwrap();
+        let held_late = samples
+            .iter()
+            .filter(|(at, state)| *at >= b_acquired && *state == LockState::Held)
+            .count();
+        let first_not_held = samples
+            .iter()
+            .find(|(_, state)| *state != LockState::Held)
+            .map(|(at, _)| *at);
+        assert_eq!(
+            held_late, 0,
+            "the stalled holder still read Held after the next holder acquired"
+        );
+        assert!(
+            first_not_held.is_some_and(|at| at < b_acquired),
+            "the stalled holder never noticed before the next holder acquired"
+        );
+    }
+}

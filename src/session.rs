@@ -942,6 +942,11 @@ impl Drop for ReleaseToken {
 
 #[cfg(test)]
 impl Session {
+    /// Blocks the runtime thread for `stall`, as a blocking call on it would.
+    pub(crate) fn stall_runtime_for_tests(&self, stall: Duration) {
+        self.handle.spawn(async move { std::thread::sleep(stall) });
+    }
+
     /// Ends this session from the server's side, as an expiry would: a second connection
     /// takes the session over (the server drops ours) and closes it. Returns once this client
     /// has seen the session expire. Our client may win the session back before the thief
