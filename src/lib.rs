@@ -76,6 +76,7 @@
 mod client;
 mod election;
 mod error;
+mod fence;
 mod guard;
 mod inspect;
 mod multi;
@@ -92,6 +93,7 @@ mod watch;
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
 pub use election::{LeaderElection, Leadership};
 pub use error::{Error, Result};
+pub use fence::FencedTransaction;
 pub use guard::LockGuard;
 pub use inspect::Contender;
 pub use multi::{MultiGuard, MultiLock};
