@@ -256,6 +256,55 @@ fn a_revocation_request_does_not_break_fenced_writes() {
     assert!(guard.fenced_delete(&data).unwrap());
 }
 
+#[test]
+fn a_lost_reply_is_outcome_unknown_and_never_resent() {
+    let proxy = common::proxy::Proxy::start(&common::connect_string());
+    let client = Client::builder(&proxy.connect_string())
+        .session_timeout(Duration::from_secs(4))
+        .connect()
+        .unwrap();
+    let observer = common::client();
+    let (lock, data) = paths("fenced-lost-reply");
+    let mutex = DistributedMutex::new(&client, &lock).unwrap();
+    let guard = mutex.lock().unwrap();
+    guard.fenced_set_data(&data, b"before").unwrap();
+
+    // The server executes what it receives, but its replies never arrive.
+    proxy.drop_replies(true);
+    let once = format!("{data}/once");
+    let outcome = guard.transaction().create(&once, b"once").commit();
+    proxy.drop_replies(false);
+    proxy.sever();
+    // Unknown to the caller; applied once by the server. Resending it after the reconnect
+    // would have failed (the node exists) instead of reporting the unknown outcome.
+    assert_eq!(outcome, Err(Error::OutcomeUnknown { path: once.clone() }));
+    assert_eq!(
+        observer.get_data(&once).unwrap().as_deref(),
+        Some(&b"once"[..])
+    );
+
+    // Reconnected (a read waits for that), then the same for a fenced update.
+    assert!(client.get_data(&once).unwrap().is_some());
+    proxy.drop_replies(true);
+    let outcome = guard.fenced_set_data(&data, b"after");
+    proxy.drop_replies(false);
+    proxy.sever();
+    assert_eq!(outcome, Err(Error::OutcomeUnknown { path: data.clone() }));
+    assert_eq!(
+        observer.get_data(&data).unwrap().as_deref(),
+        Some(&b"after"[..])
+    );
+
+    // The session survived: the lock is still ours and fenced writes work again.
+    assert!(client.get_data(&data).unwrap().is_some());
+    guard
+        .transaction()
+        .delete(&once)
+        .delete(&data)
+        .commit()
+        .unwrap();
+}
+
 // ---- A holder frozen past its session (SIGSTOP), in a child process ----
 
 /// The child process holding the lock: `LOCK`, `DATA` (the node it writes), `SIGNAL` (a file
