@@ -60,6 +60,15 @@ impl Fence<'_> {
         }
     }
 
+    /// An ended session is a lost lock: if it was our node's session, the node went with it;
+    /// if it was a later one, our node's session had ended before.
+    fn expired_is_lost(&self, err: Error) -> Error {
+        match err {
+            Error::SessionExpired => self.lost(),
+            other => other,
+        }
+    }
+
     fn check(&self) -> TxnOp {
         TxnOp::Check {
             path: self.node_path.to_owned(),
@@ -93,10 +102,8 @@ impl Fence<'_> {
             Ok(TxnOutcome::Unknown) => Err(Error::OutcomeUnknown {
                 path: unknown_path.to_owned(),
             }),
-            // Definite: nothing was applied, and the session that sent it has ended. If it was
-            // our node's session, the node is gone with it; if not, ours ended before it.
-            Err(Error::SessionExpired) => Err(self.lost()),
-            Err(err) => Err(err),
+            // Definite: nothing was applied, and the session that sent it has ended.
+            Err(err) => Err(self.expired_is_lost(err)),
         }
     }
 
@@ -133,13 +140,13 @@ impl Fence<'_> {
                 Ok(()) => return Ok(()),
                 // No node to update: create it (and its missing parents) instead.
                 Err((_, Error::NoNode { .. })) if create.is_none() => {
-                    create = Some(missing_parents(&session, path, deadline)?);
+                    create = Some(self.missing_parents(&session, path, deadline)?);
                 }
                 // Created by someone else meanwhile: update it instead.
                 Err((index, err)) if index == target && is_node_exists(&err) => create = None,
                 // A parent appeared or vanished meanwhile: look again.
                 Err((_, err)) if is_node_exists(&err) || matches!(err, Error::NoNode { .. }) => {
-                    create = Some(missing_parents(&session, path, deadline)?);
+                    create = Some(self.missing_parents(&session, path, deadline)?);
                 }
                 Err((_, err)) => return Err(err),
             }
@@ -147,6 +154,15 @@ impl Fence<'_> {
         Err(Error::NodeChanged {
             path: path.to_owned(),
         })
+    }
+
+    fn missing_parents(
+        &self,
+        session: &Session,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<String>> {
+        missing_parents(session, path, deadline).map_err(|err| self.expired_is_lost(err))
     }
 
     /// See [`LockGuard::fenced_delete`](crate::LockGuard::fenced_delete).
