@@ -2,6 +2,11 @@
 //! ZooKeeper, read-modify-write under a `DistributedMutex`. Without the lock, increments would
 //! be lost; with it, the final count is exact.
 //!
+//! The write is fenced (`LockGuard::fenced_set_data`): the server applies it only while our lock
+//! node exists, so a holder that was paused past its session (and lost the lock meanwhile) has
+//! its write refused instead of overwriting the next holder's count. It then tries the round
+//! again.
+//!
 //! ```text
 //! cargo run --example counter -- --threads 4 --rounds 25
 //! # two processes at once: both print their increments, the counter ends at 2 x 4 x 25 more
@@ -13,7 +18,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use zklock::{Client, DistributedMutex};
+use zklock::{Client, DistributedMutex, Error};
 
 struct Options {
     connect: String,
@@ -61,18 +66,30 @@ fn main() -> anyhow::Result<()> {
             .map(|t| {
                 let (client, mutex, counter) = (&client, &mutex, &counter);
                 s.spawn(move || -> anyhow::Result<()> {
-                    for _ in 0..options.rounds {
+                    let mut round = 0;
+                    while round < options.rounds {
                         let guard = mutex.lock()?;
                         let value = read(client, counter)? + 1;
-                        if !guard.is_held() {
-                            bail!("lock lost before the write; not writing");
+                        match guard.fenced_set_data(counter, value.to_string().as_bytes()) {
+                            Ok(()) => {}
+                            Err(Error::LockLost { .. }) => {
+                                // Refused by the server: nothing was written. Take the lock
+                                // again and read the count anew.
+                                eprintln!(
+                                    "pid {pid} thread {t}: lock lost before the write; retrying"
+                                );
+                                continue;
+                            }
+                            // `OutcomeUnknown` among them: the increment may or may not count,
+                            // and an exact count cannot be promised any more.
+                            Err(err) => return Err(err.into()),
                         }
-                        client.set_data(counter, value.to_string().as_bytes())?;
                         println!(
                             "pid {pid} thread {t}: counter = {value} (fencing token {})",
                             guard.fencing_token()
                         );
                         guard.unlock()?;
+                        round += 1;
                     }
                     Ok(())
                 })

@@ -244,6 +244,13 @@ pub(crate) struct HoldToken {
     thread: ThreadId,
 }
 
+impl HoldToken {
+    /// The client the lock was taken through (fenced writes go through its current session).
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
 impl Drop for HoldToken {
     fn drop(&mut self) {
         let mut holders = self.client.inner.holders.lock();

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::client::HoldToken;
 use crate::error::Result;
+use crate::fence::{Fence, FencedTransaction};
 use crate::recipe::{deadline_after, Held, LockState};
 
 /// Proof that a lock is held; releases it when dropped.
@@ -154,5 +155,104 @@ impl fmt::Debug for LockGuard<'_> {
             .field("fencing_token", &self.fencing_token())
             .field("state", &self.state())
             .finish()
+    }
+}
+
+/// Fenced writes: ZooKeeper writes the server applies only while this guard's lock node exists.
+impl LockGuard<'_> {
+    fn fence(&self) -> Fence<'_> {
+        Fence {
+            client: self._token.client(),
+            node_path: self.held.node_path(),
+        }
+    }
+
+    /// Writes `data` into the node at `path`, creating it (persistent) if absent, but only if
+    /// this guard's lock node still exists when the server executes the write.
+    ///
+    /// The write and the check of our lock node are one atomic ZooKeeper transaction, and the
+    /// server deletes our node (release, session expiry, an operator's
+    /// [`break_contender`](crate::DistributedMutex::break_contender)) before anyone else can
+    /// acquire the lock. So the write is applied while we hold the lock, or not at all: a holder
+    /// paused by a GC or `SIGSTOP`, or cut off until its session expired, cannot overwrite what
+    /// the next holder wrote, however late its write arrives. The server makes the check, not
+    /// this process: the write goes through the client's current session, so it is refused by
+    /// the server even when the guard's session has expired and the client has opened another
+    /// one since. This protects data that every writer changes through fenced writes (or
+    /// otherwise only while holding the lock); data outside ZooKeeper needs
+    /// [`fencing_token`](Self::fencing_token).
+    ///
+    /// The check is on our node's existence, not its data version, so a revocation request
+    /// (which writes into our node) does not make fenced writes fail: our node's name carries a
+    /// random uuid and a sequence number, so once it is gone no contender re-creates it.
+    ///
+    /// Missing parents of `path` are created (persistent, empty) in the same transaction, so a
+    /// stale holder creates nothing at all. If `path` appears or disappears between the attempt
+    /// to update it and the attempt to create it, the other form is tried again (each refused
+    /// attempt applied nothing).
+    ///
+    /// Blocks for one round trip (a few more when `path` or its parents must be created),
+    /// waiting for a lost connection to return for at most the session timeout, measured from
+    /// the call like [`Client::set_data`](crate::Client::set_data); opening a replacement for
+    /// an expired session counts against the same bound.
+    ///
+    /// A write whose reply is lost is never resent and never guessed: the call returns
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown). Resending could apply it twice
+    /// (or after a later write of ours), and no read can tell our write from an identical one by
+    /// someone else. Whatever happened, it happened only while our node existed. Read the data
+    /// back under the lock (or check [`state`](Self::state)) to decide what to do.
+    ///
+    /// # Errors
+    /// - Nothing sent: [`Error::InvalidPath`](crate::Error::InvalidPath);
+    ///   [`Error::InvalidArgument`](crate::Error::InvalidArgument) if `data` is over 1,000,000
+    ///   bytes; [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) if the connection did
+    ///   not return in time; [`Error::Closed`](crate::Error::Closed).
+    /// - Nothing written: [`Error::LockLost`](crate::Error::LockLost) (naming the lock path)
+    ///   if our lock node is gone; [`Error::NodeChanged`](crate::Error::NodeChanged) if `path`
+    ///   kept appearing and disappearing; [`Error::EphemeralParent`](crate::Error::EphemeralParent),
+    ///   [`Error::NoAuth`](crate::Error::NoAuth) and other server errors.
+    /// - [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) (naming `path`): see above.
+    pub fn fenced_set_data(&self, path: &str, data: &[u8]) -> Result<()> {
+        self.fence().set_data(path, data)
+    }
+
+    /// Deletes the node at `path` if this guard's lock node still exists when the server
+    /// executes the delete (one atomic transaction; see
+    /// [`fenced_set_data`](Self::fenced_set_data) for what that guarantees). Returns
+    /// `Ok(false)` if there was no node at `path` (and the lock was still held).
+    ///
+    /// Blocks for one round trip, waiting for a lost connection to return for at most the
+    /// session timeout from the call. Never resent after a lost reply.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) (nothing sent);
+    /// [`Error::LockLost`](crate::Error::LockLost) if our lock node is gone (nothing deleted);
+    /// [`Error::ZooKeeper`](crate::Error::ZooKeeper) with code -111 if the node has children;
+    /// [`Error::NoAuth`](crate::Error::NoAuth); [`Error::ConnectionLoss`](crate::Error::ConnectionLoss)
+    /// (not sent); [`Error::Closed`](crate::Error::Closed);
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) if the reply was lost (deleted
+    /// or not; if deleted, then while our node existed).
+    pub fn fenced_delete(&self, path: &str) -> Result<bool> {
+        self.fence().delete(path)
+    }
+
+    /// Starts a transaction of several writes, applied atomically, all or none, and only while
+    /// this guard's lock node exists (see [`fenced_set_data`](Self::fenced_set_data)). Nothing
+    /// is sent until [`FencedTransaction::commit`]. Never blocks.
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// # let mutex = zklock::DistributedMutex::new(&client, "/locks/jobs")?;
+    /// let guard = mutex.lock()?;
+    /// guard
+    ///     .transaction()
+    ///     .create("/jobs/42", b"claimed")
+    ///     .delete("/jobs/queue/42")
+    ///     .commit()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn transaction(&self) -> FencedTransaction<'_> {
+        FencedTransaction::new(self.fence())
     }
 }

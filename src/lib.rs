@@ -61,6 +61,44 @@
 //!   retried in the background until the node is gone or the session has ended.
 //! - After a session expiry the [`Client`] opens a new session on the next call.
 //!
+//! # Three layers against a stale holder
+//! A holder can lose its lock without noticing at once: a long GC pause, a `SIGSTOP`, a network
+//! partition longer than the session timeout. Meanwhile the server expires its session, deletes
+//! its node and lets the next contender in, and the old holder, once it runs again, may be in
+//! the middle of a write. zklock offers three layers, from the cheapest to the strongest:
+//!
+//! 1. **The lease: know quickly.** [`LockGuard::is_held`] and [`LockGuard::state`] answer
+//!    without asking the server, from what this process knows of its session, and
+//!    `LockGuard::lease_remaining()` says how much of that knowledge is left. Use them to stop
+//!    work early and to skip writes that would be refused anyway. They are a belief held by
+//!    this process: a check that passed just before the process froze cannot stop the write
+//!    that follows it.
+//! 2. **Fenced writes: ZooKeeper data stays safe even after a pause.**
+//!    [`LockGuard::fenced_set_data`], [`LockGuard::fenced_delete`] and
+//!    [`LockGuard::transaction`] send each write in one atomic transaction with a check that
+//!    our lock node still exists. The server applies it only if the node is there when the
+//!    write is executed, and the node is gone before anyone else can acquire the lock. No
+//!    clock or flag of this process takes part, so a holder resumed after its session expired
+//!    is refused by the server ([`Error::LockLost`]), even if its client has opened a new
+//!    session since.
+//! 3. **The fencing token: for stores outside ZooKeeper.** [`LockGuard::fencing_token`]
+//!    strictly increases from one holder to the next. A database or service that remembers the
+//!    highest token it has seen and refuses lower ones protects its data the same way.
+//!
+//! ```no_run
+//! # fn main() -> zklock::Result<()> {
+//! # let client = zklock::Client::connect("127.0.0.1:2181")?;
+//! let mutex = zklock::DistributedMutex::new(&client, "/locks/report")?;
+//! let guard = mutex.lock()?;
+//! let report = b"totals: 42";
+//! if guard.is_held() {
+//!     // Written only if we still hold the lock when the server executes it.
+//!     guard.fenced_set_data("/reports/latest", report)?;
+//!     // For another store: send `guard.fencing_token()` along, and let it refuse stale ones.
+//! }
+//! # Ok(()) }
+//! ```
+//!
 //! # Threads
 //! [`Client`] is a cheap handle to one session; clone it freely. [`DistributedMutex`] and
 //! [`LockGuard`] are `Send + Sync`. Each client runs one background thread of its own, where
@@ -76,6 +114,7 @@
 mod client;
 mod election;
 mod error;
+mod fence;
 mod guard;
 mod inspect;
 mod lease;
@@ -95,6 +134,7 @@ mod watch;
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
 pub use election::{LeaderElection, Leadership};
 pub use error::{Error, Result};
+pub use fence::FencedTransaction;
 pub use guard::LockGuard;
 pub use inspect::Contender;
 pub use multi::{MultiGuard, MultiLock};

@@ -940,6 +940,122 @@ impl Drop for ReleaseToken {
     }
 }
 
+/// One operation of a transaction ([`Session::multi`]).
+#[derive(Debug, Clone)]
+pub(crate) enum TxnOp {
+    /// Succeeds only if `path` exists and, if `version` is given, has that data version.
+    Check {
+        path: String,
+        version: Option<i32>,
+    },
+    /// Creates a persistent node with the session's ACL.
+    Create {
+        path: String,
+        data: Vec<u8>,
+    },
+    SetData {
+        path: String,
+        data: Vec<u8>,
+    },
+    Delete {
+        path: String,
+    },
+}
+
+impl TxnOp {
+    pub(crate) fn path(&self) -> &str {
+        match self {
+            TxnOp::Check { path, .. }
+            | TxnOp::Create { path, .. }
+            | TxnOp::SetData { path, .. }
+            | TxnOp::Delete { path } => path,
+        }
+    }
+}
+
+/// How a transaction ended, when the server answered or the request stayed unsent.
+#[derive(Debug)]
+pub(crate) enum TxnOutcome {
+    /// Every operation was applied.
+    Committed,
+    /// The server refused operation `index` with `error` (typed for that operation's path);
+    /// nothing of the transaction was applied.
+    Refused { index: usize, error: Error },
+    /// The request was sent but its reply was lost (connection dropped, or the deadline passed
+    /// first): it may or may not have been applied, and one abandoned at the deadline may still
+    /// be applied later, as the server finds the state then.
+    Unknown,
+}
+
+impl Session {
+    /// Sends `ops` as one ZooKeeper `multi`: the server applies all of them or none.
+    ///
+    /// Never resends a request that may have reached the server: only a throttled one (refused
+    /// unexecuted). Blocks until a reply or `deadline`; the request is issued only once the
+    /// session is connected, so [`Error::ConnectionLoss`] means nothing was sent. Other errors
+    /// (session expired, client closed) are definite: nothing was applied.
+    pub(crate) fn multi(&self, ops: &[TxnOp], deadline: Option<Instant>) -> Result<TxnOutcome> {
+        let first_path = ops.first().map_or("", TxnOp::path);
+        loop {
+            // A request queued while disconnected would be sent whenever the connection
+            // returns, long after the caller gave up: send only on a live connection.
+            self.wait_connected(deadline)?;
+            let (zk, acl, owned) = (self.zk.clone(), self.acl, ops.to_vec());
+            let request = Box::pin(async move {
+                let mut writer = zk.new_multi_writer();
+                for op in &owned {
+                    match op {
+                        TxnOp::Check { path, version } => {
+                            writer.add_check_version(path, version.unwrap_or(-1))?
+                        }
+                        TxnOp::Create { path, data } => writer.add_create(
+                            path,
+                            data,
+                            &zk::CreateMode::Persistent.with_acls(acl.acls()),
+                        )?,
+                        TxnOp::SetData { path, data } => writer.add_set_data(path, data, None)?,
+                        TxnOp::Delete { path } => writer.add_delete(path, None)?,
+                    }
+                }
+                // The request is queued here, when the future is made, not when awaited.
+                writer.commit().await.map(drop)
+            });
+            match block_on(request, deadline) {
+                Ok(Ok(())) => return Ok(TxnOutcome::Committed),
+                Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => {
+                    let path = ops.get(index).map_or(first_path, TxnOp::path);
+                    return Ok(TxnOutcome::Refused {
+                        index,
+                        error: Error::from_zk(source, path),
+                    });
+                }
+                Ok(Err(zk::MultiWriteError::RequestFailed {
+                    source: zk::Error::Throttled,
+                })) => {
+                    debug!("transaction on {first_path} throttled by the server; retrying");
+                    std::thread::sleep(RETRY_PAUSE);
+                }
+                Ok(Err(zk::MultiWriteError::RequestFailed { source }))
+                    if outcome_unknown(&source) =>
+                {
+                    warn!(
+                        "transaction on {first_path} (session {:#x}) sent, reply lost: {source}",
+                        self.id
+                    );
+                    return Ok(TxnOutcome::Unknown);
+                }
+                Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
+                    return Err(Error::from_zk(source, first_path))
+                }
+                Err(_abandoned) => {
+                    warn!("transaction on {first_path} (session {:#x}) unanswered at the deadline; it may still be applied", self.id);
+                    return Ok(TxnOutcome::Unknown);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 impl Session {
     /// Blocks the runtime thread for `stall`, as a blocking call on it would.
