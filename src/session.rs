@@ -480,18 +480,22 @@ impl Session {
         acl: zk::Acls<'static>,
         deadline: Option<Instant>,
     ) -> Result<()> {
-        let mkdir = || {
+        self.in_chroot(deadline, || {
             self.retry(path, deadline, move |zk, p| {
                 Box::pin(async move { zk.mkdir(&p, &mode.with_acls(acl)).await })
             })
-        };
-        match (mkdir(), &self.chroot) {
-            // Even the chroot is missing (someone deleted it): create it again.
+        })
+    }
+
+    /// Runs `write`; if it fails with NoNode because even the chroot is missing (someone
+    /// deleted it), creates the chroot again and runs `write` once more.
+    fn in_chroot<T>(&self, deadline: Option<Instant>, write: impl Fn() -> Result<T>) -> Result<T> {
+        match (write(), &self.chroot) {
             (Err(Error::NoNode { .. }), Some(chroot)) => {
                 warn!("chroot {} is gone; creating it again", chroot.path);
                 let parent_acl = self.parent_acl;
                 self.retry(&chroot.path, deadline, |_, _| chroot.create(parent_acl))?;
-                mkdir()
+                write()
             }
             (outcome, _) => outcome,
         }
@@ -631,19 +635,22 @@ impl Session {
                 deadline,
             )?;
         }
-        let (data, acl) = (data.to_vec(), self.acl);
-        self.retry(path, deadline, move |zk, p| {
-            let data = data.clone();
-            Box::pin(async move {
-                let options = zk::CreateMode::Persistent.with_acls(acl.acls());
-                match zk.set_data(&p, &data, None).await {
-                    Err(zk::Error::NoNode) => {}
-                    other => return other.map(drop),
-                }
-                match zk.create(&p, &data, &options).await {
-                    Err(zk::Error::NodeExists) => zk.set_data(&p, &data, None).await.map(drop),
-                    other => other.map(drop),
-                }
+        let acl = self.acl;
+        self.in_chroot(deadline, || {
+            let data = data.to_vec();
+            self.retry(path, deadline, move |zk, p| {
+                let data = data.clone();
+                Box::pin(async move {
+                    let options = zk::CreateMode::Persistent.with_acls(acl.acls());
+                    match zk.set_data(&p, &data, None).await {
+                        Err(zk::Error::NoNode) => {}
+                        other => return other.map(drop),
+                    }
+                    match zk.create(&p, &data, &options).await {
+                        Err(zk::Error::NodeExists) => zk.set_data(&p, &data, None).await.map(drop),
+                        other => other.map(drop),
+                    }
+                })
             })
         })
     }

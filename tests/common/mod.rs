@@ -27,6 +27,15 @@ pub fn client() -> Client {
         .expect("ZooKeeper must be running: scripts/start-zk.sh")
 }
 
+/// A client connected through `proxy` (see [`proxy::Proxy`]), with `session_timeout`.
+pub fn client_via(proxy: &proxy::Proxy, session_timeout: Duration) -> Client {
+    init_logging();
+    Client::builder(&proxy.connect_string())
+        .session_timeout(session_timeout)
+        .connect()
+        .unwrap()
+}
+
 /// A lock path no other test (or earlier run) uses.
 pub fn lock_path(test: &str) -> String {
     format!("/zklock-tests/{test}-{}", uuid::Uuid::new_v4().simple())
@@ -135,4 +144,169 @@ pub fn spawn_worker(entry: &str, vars: &[(&str, String)]) -> std::process::Child
         cmd.env(k, v);
     }
     cmd.spawn().unwrap()
+}
+
+/// A standalone ZooKeeper server of one test's own, started by `scripts/start-zk.sh` on
+/// `127.0.0.1:<port>` with extra JVM options (e.g. `-Dznode.container.checkIntervalMs=1000`);
+/// stopped, and its work dir removed, when dropped. `ZK_WORKDIR` is taken from the environment
+/// as the scripts do. Give each test its own port, so two tests in one binary never share a
+/// server whose settings or lifetime they do not control.
+pub struct PrivateServer {
+    port: u16,
+}
+
+impl PrivateServer {
+    /// Starts the server (after stopping whatever an aborted earlier run left on `port`, so
+    /// that `jvm_opts` really apply) and waits until it serves.
+    pub fn start(port: u16, jvm_opts: &str) -> PrivateServer {
+        let server = PrivateServer { port };
+        server.script("stop-zk.sh", &["--clean"], "");
+        server.script("start-zk.sh", &[], jvm_opts);
+        server
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn script(&self, name: &str, args: &[&str], jvm_opts: &str) {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scripts")
+            .join(name);
+        let status = std::process::Command::new("bash")
+            .arg(script)
+            .args(args)
+            .env("ZK_PORT", self.port.to_string())
+            .env("ZK_JVM_OPTS", jvm_opts)
+            .env("ZK_HEAP", "128m")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "{name} {args:?} (port {}) failed",
+            self.port
+        );
+    }
+}
+
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        self.script("stop-zk.sh", &["--clean"], "");
+    }
+}
+
+/// A bare `zookeeper-client` session (no zklock in between), for looking at and changing nodes
+/// behind zklock's back: raw stats, recursive deletes. Its runtime runs on a thread of its own,
+/// so the session keeps pinging between calls.
+pub struct RawClient {
+    client: Option<zookeeper_client::Client>,
+    handle: tokio::runtime::Handle,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RawClient {
+    /// Connects to `connect_string` (hosts only, no chroot).
+    pub fn connect(connect_string: &str) -> RawClient {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let _ = runtime.block_on(stopped);
+        });
+        let connect_string = connect_string.to_owned();
+        let client = handle
+            .block_on(handle.spawn(async move {
+                zookeeper_client::Client::connector()
+                    .with_session_timeout(Duration::from_secs(10))
+                    .connect(&connect_string)
+                    .await
+            }))
+            .unwrap()
+            .expect("raw ZooKeeper session");
+        RawClient {
+            client: Some(client),
+            handle,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    fn zk(&self) -> zookeeper_client::Client {
+        self.client.clone().unwrap()
+    }
+
+    /// The node's stat, `None` if there is no node at `path`. (A stat does not tell container
+    /// from persistent nodes: the server shows both with `ephemeral_owner` 0.)
+    pub fn stat(&self, path: &str) -> Option<zookeeper_client::Stat> {
+        let zk = self.zk();
+        self.handle
+            .block_on(async move { zk.check_stat(path).await })
+            .unwrap()
+    }
+
+    /// The children of `path` (empty if it does not exist).
+    pub fn children(&self, path: &str) -> Vec<String> {
+        let zk = self.zk();
+        match self
+            .handle
+            .block_on(async move { zk.list_children(path).await })
+        {
+            Ok(children) => children,
+            Err(zookeeper_client::Error::NoNode) => Vec::new(),
+            Err(err) => panic!("listing {path}: {err}"),
+        }
+    }
+
+    /// Creates `path` and its missing ancestors as container nodes anyone may use.
+    pub fn mkdir_open(&self, path: &str) {
+        use zookeeper_client as zk;
+        let client = self.zk();
+        self.handle
+            .block_on(async move {
+                client
+                    .mkdir(
+                        path,
+                        &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()),
+                    )
+                    .await
+            })
+            .unwrap();
+    }
+
+    /// Deletes `path` and everything below it; nothing happens if it does not exist.
+    pub fn delete_tree(&self, path: &str) {
+        for child in self.children(path) {
+            self.delete_tree(&format!("{path}/{child}"));
+        }
+        let zk = self.zk();
+        match self
+            .handle
+            .block_on(async move { zk.delete(path, None).await })
+        {
+            Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
+            Err(err) => panic!("deleting {path}: {err}"),
+        }
+    }
+}
+
+impl Drop for RawClient {
+    fn drop(&mut self) {
+        {
+            // The client crate's objects must be dropped inside the runtime context.
+            let _context = self.handle.enter();
+            drop(self.client.take());
+        }
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }

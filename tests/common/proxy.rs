@@ -1,10 +1,11 @@
 //! A fault-injecting TCP proxy on loopback: a client connects through it to the real server,
 //! and a test can sever every connection or blackhole traffic (accept and read, never forward),
-//! so the client sees silence rather than a reset.
+//! so the client sees silence rather than a reset. It can also record the requests clients send
+//! (opcode, xid, path), to check which requests a recipe makes and in what order.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -16,6 +17,49 @@ struct Shared {
     refuse: AtomicBool,
     stop: AtomicBool,
     conns: Mutex<Vec<TcpStream>>,
+    record: AtomicBool,
+    requests: Mutex<Vec<Request>>,
+    /// Number of connections accepted so far (the next one's [`Request::conn`]).
+    accepted: AtomicU64,
+}
+
+/// ZooKeeper request opcodes (`ZooDefs.OpCode`), as recorded in [`Request::opcode`].
+pub mod opcode {
+    pub const CREATE: i32 = 1;
+    pub const DELETE: i32 = 2;
+    pub const EXISTS: i32 = 3;
+    pub const GET_DATA: i32 = 4;
+    pub const SET_DATA: i32 = 5;
+    pub const GET_CHILDREN: i32 = 8;
+    pub const SYNC: i32 = 9;
+    pub const PING: i32 = 11;
+    pub const GET_CHILDREN2: i32 = 12;
+    pub const CHECK: i32 = 13;
+    pub const MULTI: i32 = 14;
+    pub const CREATE2: i32 = 15;
+    pub const CREATE_CONTAINER: i32 = 19;
+    pub const CREATE_TTL: i32 = 21;
+    pub const AUTH: i32 = 100;
+    pub const SET_WATCHES: i32 = 101;
+    pub const CLOSE_SESSION: i32 = -11;
+
+    /// Opcodes whose request body starts with the path (a jute `ustring`).
+    pub(super) fn has_path(op: i32) -> bool {
+        matches!(op, 1..=9 | 12 | 13 | 15 | 17..=21)
+    }
+}
+
+/// One client-to-server request seen by the proxy (see [`Proxy::record_requests`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Which connection carried it: 0 for the first one the proxy accepted, and so on.
+    pub conn: u64,
+    /// The request's xid (-2 for pings, -8 for SetWatches, -4 for auth).
+    pub xid: i32,
+    /// The request's type (see [`opcode`]).
+    pub opcode: i32,
+    /// The path, for requests whose body starts with one (chroot included, as sent).
+    pub path: Option<String>,
 }
 
 pub struct Proxy {
@@ -40,6 +84,7 @@ impl Proxy {
                             drop(down);
                             continue;
                         }
+                        let conn = state.accepted.fetch_add(1, Ordering::SeqCst);
                         down.set_nonblocking(false).unwrap();
                         let Ok(up) = TcpStream::connect(&upstream) else {
                             continue;
@@ -51,13 +96,18 @@ impl Proxy {
                             .lock()
                             .unwrap()
                             .extend([down.try_clone().unwrap(), up.try_clone().unwrap()]);
+                        let requests = RequestParser {
+                            conn,
+                            buf: Vec::new(),
+                            handshake_done: false,
+                        };
                         pump(
                             down.try_clone().unwrap(),
                             up.try_clone().unwrap(),
                             state.clone(),
-                            false,
+                            Some(requests),
                         );
-                        pump(up, down, state.clone(), true);
+                        pump(up, down, state.clone(), None);
                     }
                     Err(_) => thread::sleep(Duration::from_millis(5)),
                 }
@@ -93,6 +143,72 @@ impl Proxy {
     pub fn refuse(&self, on: bool) {
         self.shared.refuse.store(on, Ordering::SeqCst);
     }
+
+    /// Records every request clients send through the proxy while on (off at start), as the
+    /// client sent it: a request swallowed by [`blackhole`](Self::blackhole) is recorded too.
+    /// Each connection's ConnectRequest is skipped; pings, auth and SetWatches are recorded.
+    pub fn record_requests(&self, on: bool) {
+        self.shared.record.store(on, Ordering::SeqCst);
+    }
+
+    /// The requests recorded so far, in the order the proxy read them (exact within one
+    /// connection; across connections, as the proxy's threads happened to read them).
+    pub fn requests(&self) -> Vec<Request> {
+        self.shared.requests.lock().unwrap().clone()
+    }
+
+    /// Forgets the requests recorded so far.
+    pub fn clear_requests(&self) {
+        self.shared.requests.lock().unwrap().clear();
+    }
+}
+
+/// Splits one connection's client-to-server byte stream into ZooKeeper frames (4-byte
+/// big-endian length, then the body; the first frame is the ConnectRequest, every later one
+/// starts with xid and type).
+struct RequestParser {
+    conn: u64,
+    buf: Vec<u8>,
+    handshake_done: bool,
+}
+
+impl RequestParser {
+    fn feed(&mut self, bytes: &[u8], state: &Shared) {
+        self.buf.extend_from_slice(bytes);
+        loop {
+            let Some(len) = self.buf.get(..4).map(|b| be_i32(b) as usize) else {
+                return;
+            };
+            if self.buf.len() < 4 + len {
+                return;
+            }
+            let frame: Vec<u8> = self.buf.drain(..4 + len).skip(4).collect();
+            if !std::mem::replace(&mut self.handshake_done, true) || frame.len() < 8 {
+                continue;
+            }
+            let opcode = be_i32(&frame[4..8]);
+            let path = if opcode::has_path(opcode) && frame.len() >= 12 {
+                let n = be_i32(&frame[8..12]).max(0) as usize;
+                frame
+                    .get(12..12 + n)
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+            } else {
+                None
+            };
+            if state.record.load(Ordering::SeqCst) {
+                state.requests.lock().unwrap().push(Request {
+                    conn: self.conn,
+                    xid: be_i32(&frame[..4]),
+                    opcode,
+                    path,
+                });
+            }
+        }
+    }
+}
+
+fn be_i32(bytes: &[u8]) -> i32 {
+    i32::from_be_bytes(bytes[..4].try_into().unwrap())
 }
 
 impl Drop for Proxy {
@@ -102,7 +218,14 @@ impl Drop for Proxy {
     }
 }
 
-fn pump(mut from: TcpStream, mut to: TcpStream, state: Arc<Shared>, replies: bool) {
+/// Forwards `from` to `to`; `requests` parses the client's side (absent for the replies).
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    state: Arc<Shared>,
+    mut requests: Option<RequestParser>,
+) {
+    let replies = requests.is_none();
     thread::spawn(move || {
         let mut buf = [0u8; 16 * 1024];
         loop {
@@ -110,6 +233,9 @@ fn pump(mut from: TcpStream, mut to: TcpStream, state: Arc<Shared>, replies: boo
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
+            if let Some(parser) = &mut requests {
+                parser.feed(&buf[..n], &state);
+            }
             if state.blackhole.load(Ordering::SeqCst)
                 || (replies && state.drop_replies.load(Ordering::SeqCst))
             {
