@@ -1,18 +1,17 @@
 //! `Client`: one ZooKeeper session shared by every lock made from it, behind a blocking facade;
 //! the session itself, and every request, live in `session.rs`.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
-use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 use zookeeper_client as zk;
 
+use crate::cancel::{self, CancelToken, Watching};
 use crate::error::{Error, Result};
-use crate::runtime::{block_on, deadline_after, Runtime};
+use crate::runtime::{deadline_after, Runtime};
 use crate::security::{NodeAcl, ParentAcl, Security};
 use crate::session::{open_session, Releases, Session};
 
@@ -60,8 +59,8 @@ struct Inner {
     /// Held by the one thread replacing an expired session.
     reconnect: Mutex<()>,
     releases: Arc<Releases>,
-    /// Threads holding or acquiring each lock path through this client, to refuse reentry.
-    holders: Mutex<HashMap<String, Vec<ThreadId>>>,
+    /// Cancelled by [`Client::close`]: every call in progress on any clone watches it.
+    closed: CancelToken,
     // Dropped last: the session's task runs on it.
     runtime: Runtime,
 }
@@ -144,8 +143,17 @@ impl Client {
         session.put(path, data, deadline)
     }
 
-    /// The current session, replacing it first if the server expired it.
-    pub(crate) fn session(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
+    /// The current session for a call, replacing it first if the server expired it.
+    pub(crate) fn session(&self, deadline: Option<Instant>) -> Result<Call> {
+        let watching = cancel::watch([&self.inner.closed]);
+        let session = self.current_or_renewed(deadline)?;
+        Ok(Call {
+            session,
+            _watching: watching,
+        })
+    }
+
+    fn current_or_renewed(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
         let current = self.current_session()?;
         if current.state() != zk::SessionState::Expired {
             return Ok(current);
@@ -177,14 +185,25 @@ impl Client {
             deadline,
         );
         let fresh = match fresh {
+            Ok(fresh) if self.is_closed() => {
+                fresh.close(); // Closed while we connected.
+                return Err(Error::Closed);
+            }
             Ok(fresh) => Arc::new(fresh),
             // The caller's deadline, not the connect timeout, ran out: an outage.
+            Err(_) if self.is_closed() => return Err(Error::Closed),
             Err(Error::Connect { .. }) if deadline.is_some_and(|d| Instant::now() >= d) => {
                 return Err(Error::ConnectionLoss)
             }
             Err(err) => return Err(err),
         };
-        *self.inner.session.lock() = Some(fresh.clone());
+        let mut slot = self.inner.session.lock();
+        if slot.is_none() {
+            fresh.close(); // Closed while we connected.
+            return Err(Error::Closed);
+        }
+        *slot = Some(fresh.clone());
+        drop(slot);
         drop(reconnecting);
         Ok(fresh)
     }
@@ -204,22 +223,64 @@ impl Client {
         }
     }
 
-    /// Registers the calling thread as holder-or-acquirer of `path`; refuses reentry.
-    pub(crate) fn enter(&self, path: &str) -> Result<HoldToken> {
-        let thread = std::thread::current().id();
-        let mut holders = self.inner.holders.lock();
-        let threads = holders.entry(path.to_owned()).or_default();
-        if threads.contains(&thread) {
-            return Err(Error::WouldDeadlock {
-                path: path.to_owned(),
-            });
+    /// Ends the session now: ZooKeeper's closeSession removes every ephemeral node of the
+    /// session at once (held locks, queued waiters, leases), instead of after the session
+    /// timeout.
+    ///
+    /// Every thread blocked in a call on this client or any clone of it returns
+    /// [`Error::Closed`] promptly (within milliseconds); every guard turns
+    /// [`LockState::Lost`](crate::LockState::Lost); later calls on any clone return
+    /// [`Error::Closed`]. Guards dropped afterwards do nothing and never block. Idempotent.
+    ///
+    /// Blocks until the server confirmed the close, at most about two seconds.
+    ///
+    /// The shutdown recipe for a service: on SIGTERM, cancel the acquisitions you own
+    /// ([`CancelToken`]) or call `close()`, join your threads, exit. Dropping the last clone of
+    /// a client closes it too, but `std::process::exit` runs no destructors: call `close()`
+    /// before it.
+    ///
+    /// # Errors
+    /// [`Error::ConnectionLoss`] if the server could not be told (the connection is down): the
+    /// session then ends on the server after its timeout. The client is closed either way.
+    pub fn close(&self) -> Result<()> {
+        self.inner.closed.cancel();
+        let Some(session) = self.inner.session.lock().take() else {
+            return Ok(()); // Closed already.
+        };
+        info!("closing zookeeper session {:#x}", session.id);
+        session.close();
+        if session.wait_ended(Instant::now() + CLOSE_WAIT) {
+            Ok(())
+        } else {
+            warn!(
+                "session {:#x} closed without the server's confirmation; it expires there after its timeout",
+                session.id
+            );
+            Err(Error::ConnectionLoss)
         }
-        threads.push(thread);
-        Ok(HoldToken {
-            client: self.clone(),
-            path: path.to_owned(),
-            thread,
-        })
+    }
+
+    /// Whether [`close`](Self::close) was called on this client or a clone.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.is_cancelled()
+    }
+}
+
+/// How long closing waits for the server to confirm.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// The session for one call on a client. While it lives, the calling thread watches the
+/// client's close token, so that [`Client::close`] on any clone stops the call's waits.
+pub(crate) struct Call {
+    session: Arc<Session>,
+    _watching: Watching,
+}
+
+impl std::ops::Deref for Call {
+    type Target = Arc<Session>;
+
+    fn deref(&self) -> &Arc<Session> {
+        &self.session
     }
 }
 
@@ -234,32 +295,6 @@ impl fmt::Debug for Client {
             )
             .field("state", &session.as_ref().map(|s| s.state()))
             .finish()
-    }
-}
-
-/// Marks a thread as holding or acquiring a lock path until dropped (see [`Client::enter`]).
-pub(crate) struct HoldToken {
-    client: Client,
-    path: String,
-    thread: ThreadId,
-}
-
-impl HoldToken {
-    /// The client the lock was taken through (fenced writes go through its current session).
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
-    }
-}
-
-impl Drop for HoldToken {
-    fn drop(&mut self) {
-        let mut holders = self.client.inner.holders.lock();
-        if let Some(threads) = holders.get_mut(&self.path) {
-            threads.retain(|t| *t != self.thread);
-            if threads.is_empty() {
-                holders.remove(&self.path);
-            }
-        }
     }
 }
 
@@ -383,7 +418,7 @@ impl ClientBuilder {
                 session: Mutex::new(Some(Arc::new(session))),
                 reconnect: Mutex::new(()),
                 releases,
-                holders: Mutex::new(HashMap::new()),
+                closed: CancelToken::for_client(),
                 runtime,
             }),
         })
@@ -523,19 +558,11 @@ impl Drop for Inner {
         if !idle {
             warn!("closing session {:#x} with releases still pending; the server removes their nodes when the session expires", session.id);
         }
-        let mut state = session.state.clone();
-        // Drop our last handle on the session so the client crate sends CloseSession (which
-        // removes our ephemeral nodes at once), and wait briefly for it to go through. With
-        // releases still pending the connection is down and their tasks still hold handles:
-        // there is nothing to wait for.
-        drop(session);
-        if idle && !state.peek_state().is_terminated() {
-            let closed = Box::pin(async move {
-                while !state.state().is_terminated() {
-                    state.changed().await;
-                }
-            });
-            let _ = block_on(closed, Some(Instant::now() + Duration::from_secs(2)));
+        // CloseSession removes our ephemeral nodes at once. With releases still pending the
+        // connection is down: there is nothing to wait for.
+        session.close();
+        if idle {
+            session.wait_ended(Instant::now() + CLOSE_WAIT);
         }
         debug!("zookeeper client for {} closed", self.config.connect_string);
     }

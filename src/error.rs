@@ -70,16 +70,6 @@ pub enum Error {
         path: String,
     },
 
-    /// The calling thread already holds (or is acquiring) this lock through the same [`Client`]:
-    /// waiting would deadlock, since zklock locks are not reentrant.
-    ///
-    /// [`Client`]: crate::Client
-    #[error("lock {path} is already held by this thread (zklock locks are not reentrant)")]
-    WouldDeadlock {
-        /// The lock path.
-        path: String,
-    },
-
     /// The lock path's parent is an ephemeral node, which cannot have children.
     #[error("cannot create lock node under {path}: its parent is an ephemeral node")]
     EphemeralParent {
@@ -110,6 +100,12 @@ pub enum Error {
     /// The [`Client`](crate::Client) is closed.
     #[error("ZooKeeper client closed")]
     Closed,
+
+    /// The acquisition was cancelled through its [`CancelToken`](crate::CancelToken). Its
+    /// queued node was deleted (or, with the connection down, is being deleted in the
+    /// background).
+    #[error("acquisition cancelled")]
+    Cancelled,
 
     /// The node at `path` does not exist.
     #[error("no node at {path}")]

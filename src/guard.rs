@@ -1,10 +1,9 @@
 //! `LockGuard`: proof that one lock node is held, shared by every single-node recipe.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::client::HoldToken;
+use crate::client::Client;
 use crate::error::Result;
 use crate::fence::{Fence, FencedTransaction};
 use crate::recipe::{deadline_after, Held, LockState};
@@ -13,30 +12,26 @@ use crate::recipe::{deadline_after, Held, LockState};
 ///
 /// Returned by [`DistributedMutex`](crate::DistributedMutex) (and, under the names
 /// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard) and
-/// [`Leadership`](crate::Leadership), by the other recipes). The lifetime ties it to the lock
-/// object it came from.
+/// [`Leadership`](crate::Leadership), by the other recipes). It owns what it needs (it keeps
+/// its [`Client`](crate::Client) alive): it can outlive the lock object it came from, be
+/// returned from functions and from `spawn_blocking`, be stored next to its lock, and be moved
+/// to and released from any thread or task.
 ///
 /// Dropping the guard deletes the lock node, waiting at most for one reply from the server; if
 /// the connection is down, the delete is retried in the background until the node is gone or
 /// the session has ended (which removes the node too). Use [`unlock`](Self::unlock) to learn
 /// whether the release went through.
-///
-/// The guard may be moved to and released from another thread.
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]
-pub struct LockGuard<'a> {
+pub struct LockGuard {
     held: Held,
-    _token: HoldToken,
-    _lock: PhantomData<&'a ()>,
+    /// For fenced writes, which go through the client's current session.
+    client: Client,
 }
 
-impl LockGuard<'_> {
-    pub(crate) fn new(held: Held, token: HoldToken) -> Self {
-        LockGuard {
-            held,
-            _token: token,
-            _lock: PhantomData,
-        }
+impl LockGuard {
+    pub(crate) fn new(held: Held, client: Client) -> Self {
+        LockGuard { held, client }
     }
 
     /// The full path of our lock node (relative to the client's chroot).
@@ -148,7 +143,7 @@ impl LockGuard<'_> {
     }
 }
 
-impl fmt::Debug for LockGuard<'_> {
+impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
             .field("node_path", &self.node_path())
@@ -159,10 +154,10 @@ impl fmt::Debug for LockGuard<'_> {
 }
 
 /// Fenced writes: ZooKeeper writes the server applies only while this guard's lock node exists.
-impl LockGuard<'_> {
+impl LockGuard {
     fn fence(&self) -> Fence<'_> {
         Fence {
-            client: self._token.client(),
+            client: &self.client,
             node_path: self.held.node_path(),
         }
     }

@@ -1,13 +1,11 @@
 //! Inspection of a lock's queue, and breaking a stale holder's node, for every recipe.
 
-use std::sync::Arc;
 use std::time::Instant;
 
-use crate::client::Client;
+use crate::client::{Call, Client};
 use crate::error::{Error, Result};
 use crate::path::{sorted_lock_nodes, LockNode};
 use crate::recipe::Role;
-use crate::session::Session;
 
 /// One node in a lock's queue, as seen by inspection (`contenders()`, `participants()`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +105,7 @@ fn reach(
     client: &Client,
     path: &str,
     contender: &Contender,
-) -> Result<(Arc<Session>, String, Option<Instant>)> {
+) -> Result<(Call, String, Option<Instant>)> {
     let name = &contender.node_name;
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
         return Err(Error::InvalidPath {

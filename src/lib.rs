@@ -111,6 +111,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod cancel;
 mod client;
 mod election;
 mod error;
@@ -121,6 +122,7 @@ mod lease;
 mod multi;
 mod mutex;
 mod path;
+mod queue;
 mod recipe;
 mod relay;
 mod runtime;
@@ -129,8 +131,10 @@ mod seam;
 mod security;
 mod semaphore;
 mod session;
+mod wait;
 mod watch;
 
+pub use cancel::CancelToken;
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
 pub use election::{LeaderElection, Leadership};
 pub use error::{Error, Result};
@@ -143,3 +147,4 @@ pub use recipe::{LockState, Role};
 pub use rwlock::{DistributedRwLock, ReadGuard, WriteGuard};
 pub use security::{NodeAcl, ParentAcl};
 pub use semaphore::{Permit, Semaphore};
+pub use wait::Wait;

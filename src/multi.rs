@@ -1,15 +1,16 @@
 //! `MultiLock`: several locks taken as one, in a global order that cannot deadlock.
 
 use std::fmt;
-use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::mutex::MUTEX;
 use crate::path::validate_lock_path;
-use crate::recipe::{self, deadline_after, Kind, Options, Partial, Patience};
+use crate::queue::acquisitions;
+use crate::recipe::{self, Kind, Options, Partial};
 use crate::rwlock::WRITER;
+use crate::wait::Attempt;
 
 /// Several locks (mutexes and write sides of read/write locks) acquired as one.
 ///
@@ -24,6 +25,7 @@ use crate::rwlock::WRITER;
 /// let _both = transfer.lock()?;
 /// # Ok(()) }
 /// ```
+#[derive(Clone)]
 pub struct MultiLock {
     client: Client,
     members: Vec<(String, &'static Kind)>,
@@ -32,8 +34,8 @@ pub struct MultiLock {
 /// Proof that every lock of a [`MultiLock`] is held; releases them in reverse order on drop.
 #[must_use = "the locks are released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]
-pub struct MultiGuard<'a> {
-    guards: Vec<LockGuard<'a>>,
+pub struct MultiGuard {
+    guards: Vec<LockGuard>,
 }
 
 impl MultiLock {
@@ -80,58 +82,35 @@ impl MultiLock {
         self.members.iter().map(|(p, _)| p.as_str()).collect()
     }
 
-    /// Blocks until every lock is held.
-    ///
-    /// # Errors
-    /// As [`DistributedMutex::lock`](crate::DistributedMutex::lock); nothing stays held.
-    pub fn lock(&self) -> Result<MultiGuard<'_>> {
-        self.acquire(Patience::Forever).and_then(recipe::waited)
-    }
+    acquisitions!("every lock" => MultiGuard, via acquire:
+        lock, try_lock, lock_timeout, lock_cancellable, lock_with);
 
-    /// Takes every lock if each is free at once; `Ok(None)` otherwise, nothing held.
-    ///
-    /// # Errors
-    /// As [`DistributedMutex::try_lock`](crate::DistributedMutex::try_lock).
-    pub fn try_lock(&self) -> Result<Option<MultiGuard<'_>>> {
-        self.acquire(Patience::None)
-    }
-
-    /// Blocks until every lock is held or `timeout` (one deadline for the whole set) passes:
-    /// `Ok(None)` then, with nothing held.
-    ///
-    /// # Errors
-    /// As [`DistributedMutex::lock_timeout`](crate::DistributedMutex::lock_timeout).
-    pub fn lock_timeout(&self, timeout: Duration) -> Result<Option<MultiGuard<'_>>> {
-        self.acquire(Patience::Until(deadline_after(timeout)))
-    }
-
-    fn acquire(&self, patience: Patience) -> Result<Option<MultiGuard<'_>>> {
-        let deadline = patience.deadline(&self.client);
-        // One session for every member: were it to expire half-way, the later members would
-        // fail with it rather than be taken on a new session beside lost ones.
-        let session = self.client.session(deadline)?;
-        let mut tokens = Vec::with_capacity(self.members.len());
-        // On any early return `taken` is dropped, releasing in reverse order within the
-        // deadline.
-        let mut taken = Partial::new(deadline);
-        for (path, kind) in &self.members {
-            if !taken.is_empty() {
-                crate::seam::between_steps();
+    /// All or nothing: on any early return `taken` is dropped, releasing what was taken in
+    /// reverse order within the deadline.
+    fn acquire(&self, attempt: Attempt) -> Result<Option<MultiGuard>> {
+        attempt.run(|| {
+            let deadline = attempt.deadline(&self.client);
+            // One session for every member: were it to expire half-way, the later members
+            // would fail with it rather than be taken on a new session beside lost ones.
+            let session = self.client.session(deadline)?;
+            let mut taken = Partial::new(deadline);
+            for (path, kind) in &self.members {
+                if !taken.is_empty() {
+                    crate::seam::between_steps();
+                }
+                let options = Options::default();
+                match recipe::acquire_on(&session, path, kind, &attempt, deadline, &options)? {
+                    Some(held) => taken.push(held),
+                    None => return Ok(None),
+                }
             }
-            tokens.push(self.client.enter(path)?);
-            let options = Options::default();
-            match recipe::acquire_on(&session, path, kind, patience, deadline, &options)? {
-                Some(held) => taken.push(held),
-                None => return Ok(None),
-            }
-        }
-        let guards = taken
-            .complete()
-            .into_iter()
-            .zip(tokens)
-            .map(|(held, token)| LockGuard::new(held, token))
-            .collect();
-        Ok(Some(MultiGuard { guards }))
+            let guards = taken
+                .complete()
+                .into_iter()
+                .map(|held| LockGuard::new(held, self.client.clone()))
+                .collect();
+            Ok(Some(MultiGuard { guards }))
+        })
     }
 }
 
@@ -143,9 +122,9 @@ impl fmt::Debug for MultiLock {
     }
 }
 
-impl MultiGuard<'_> {
+impl MultiGuard {
     /// The guards, in acquisition order.
-    pub fn guards(&self) -> &[LockGuard<'_>] {
+    pub fn guards(&self) -> &[LockGuard] {
         &self.guards
     }
 
@@ -170,7 +149,7 @@ impl MultiGuard<'_> {
     }
 }
 
-impl Drop for MultiGuard<'_> {
+impl Drop for MultiGuard {
     fn drop(&mut self) {
         while let Some(guard) = self.guards.pop() {
             drop(guard);
@@ -178,7 +157,7 @@ impl Drop for MultiGuard<'_> {
     }
 }
 
-impl fmt::Debug for MultiGuard<'_> {
+impl fmt::Debug for MultiGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list()
             .entries(self.guards.iter().map(LockGuard::node_path))

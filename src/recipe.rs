@@ -12,28 +12,8 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::path::{protected_prefix, sorted_lock_nodes, LockNode};
 use crate::session::{Create, Liveness, NodeStat, Session};
+use crate::wait::{Attempt, Patience};
 use crate::watch::{NodeEvent, OwnNodeWatch, Signal, Wake};
-
-/// How long an acquisition may wait.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Patience {
-    /// Do not wait for other contenders (`try_lock`).
-    None,
-    Until(Instant),
-    Forever,
-}
-
-impl Patience {
-    /// The deadline of the acquisition's requests.
-    pub(crate) fn deadline(self, client: &Client) -> Option<Instant> {
-        match self {
-            Patience::Forever => None,
-            Patience::Until(deadline) => Some(deadline),
-            // Not waiting on other holders still takes round trips: bound them.
-            Patience::None => Some(client.call_deadline()),
-        }
-    }
-}
 
 /// What a recipe contributes to the core: its node naming, and who a contender waits for.
 pub(crate) struct Kind {
@@ -232,7 +212,8 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if let Err(err) = self.release() {
+        // Releasing must not be cut short by a cancellation in progress on this thread.
+        if let Err(err) = crate::cancel::shielded(|| self.release()) {
             warn!(
                 "release of {} (session {:#x}): {err}",
                 self.node_path, self.session.id
@@ -278,7 +259,7 @@ impl Drop for Partial {
             let wait = self.deadline.map_or(held.session.timeout, |d| {
                 d.saturating_duration_since(Instant::now())
             });
-            if let Err(err) = held.release_within(wait) {
+            if let Err(err) = crate::cancel::shielded(|| held.release_within(wait)) {
                 debug!(
                     "releasing {} after a failed acquisition: {err}",
                     held.node_path
@@ -300,7 +281,8 @@ impl Drop for Contender {
         if self.armed && self.session.liveness() != Liveness::Ended {
             // Wait briefly: the caller's deadline has usually passed already, and the
             // background retry covers a slow or lost reply.
-            match self.session.delete_node(&self.node_path, WITHDRAW_WAIT) {
+            let withdraw = || self.session.delete_node(&self.node_path, WITHDRAW_WAIT);
+            match crate::cancel::shielded(withdraw) {
                 Ok(_) => debug!("withdrew {}", self.node_path),
                 Err(err) => debug!("withdrawing {}: {err}", self.node_path),
             }
@@ -343,12 +325,12 @@ pub(crate) fn acquire(
     client: &Client,
     lock_path: &str,
     kind: &Kind,
-    patience: Patience,
+    attempt: &Attempt,
     options: &Options,
 ) -> Result<Option<Held>> {
-    let deadline = patience.deadline(client);
+    let deadline = attempt.deadline(client);
     let session = client.session(deadline)?;
-    acquire_on(&session, lock_path, kind, patience, deadline, options)
+    acquire_on(&session, lock_path, kind, attempt, deadline, options)
 }
 
 /// As [`acquire`], on a given session: every step of an acquisition made of several nodes
@@ -359,10 +341,11 @@ pub(crate) fn acquire_on(
     session: &Arc<Session>,
     lock_path: &str,
     kind: &Kind,
-    patience: Patience,
+    attempt: &Attempt,
     deadline: Option<Instant>,
     options: &Options,
 ) -> Result<Option<Held>> {
+    let patience = attempt.patience;
     let data = options.data.clone().unwrap_or_else(owner_data);
     check_data_size(&data)?;
     let held = match contend(session, lock_path, kind, patience, deadline, &data) {
@@ -373,12 +356,13 @@ pub(crate) fn acquire_on(
         }
         outcome => outcome,
     }?;
-    Ok(held.map(|mut held| {
-        if options.revocable {
-            held.own_node = Some(session.watch_own_node(&held.node_path));
-        }
-        held
-    }))
+    let Some(mut held) = held else {
+        return Ok(None);
+    };
+    if options.revocable {
+        held.own_node = Some(session.watch_own_node(&held.node_path)?);
+    }
+    Ok(Some(held))
 }
 
 /// The largest node data zklock sends. ZooKeeper refuses requests over `jute.maxbuffer`
@@ -403,19 +387,15 @@ pub(crate) struct Options {
     pub(crate) data: Option<Vec<u8>>,
 }
 
-/// The outcome of an acquisition that waits as long as it takes (`lock()` and the like): it
-/// never gives up, so `None` cannot come back; should it ever, that is reported as a lost
-/// connection rather than a panic.
-pub(crate) fn waited<T>(outcome: Option<T>) -> Result<T> {
-    outcome.ok_or(Error::ConnectionLoss)
-}
-
 /// The data Curator's `Revoker` writes into a lock node to ask its holder to release.
 pub(crate) const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 
 /// After the deadline: during an outage the caller learns that the lock could not be decided,
-/// not that it is busy.
+/// not that it is busy. A wait stopped by cancellation or by closing the client says so.
 fn gave_up(session: &Session) -> Result<Option<Held>> {
+    if let Some(stopped) = crate::cancel::interruption() {
+        return Err(stopped);
+    }
     if session.liveness() == Liveness::Connected {
         Ok(None)
     } else {
@@ -452,7 +432,7 @@ fn contend(
         let Some(blocker) = (kind.blocker)(&nodes, ours) else {
             return claim(contender, lock_path, stat).map(Some);
         };
-        if let Patience::None = patience {
+        if let Patience::DontWait = patience {
             return Ok(None);
         }
         let sole_blocker = kind.sole_blocker(&nodes, ours, blocker);
@@ -500,7 +480,7 @@ pub(crate) fn acquire_lease(
     session: &Arc<Session>,
     leases_path: &str,
     permits: usize,
-    patience: Patience,
+    attempt: &Attempt,
     deadline: Option<Instant>,
 ) -> Result<Option<Held>> {
     let Some(Created {
@@ -527,7 +507,7 @@ pub(crate) fn acquire_lease(
         if admitted(&listed, &mut contender)? {
             return claim(contender, leases_path, stat).map(Some);
         }
-        if let Patience::None = patience {
+        if let Patience::DontWait = attempt.patience {
             return Ok(None);
         }
         let signal = Signal::new();

@@ -103,9 +103,9 @@ impl Wake for ThreadWaker {
 }
 
 /// Polls `future` on the calling thread, parking between polls, until it completes or
-/// `deadline` passes. On timeout the future is handed back unfinished, so the caller can decide
-/// whether to drop it or let a background task finish it (a request already sent may still
-/// execute).
+/// `deadline` passes, or a token the thread watches is cancelled (`cancel::interrupted`). Then
+/// the future is handed back unfinished, so the caller can decide whether to drop it or let a
+/// background task finish it (a request already sent may still execute).
 pub(crate) fn block_on<F: Future + Unpin>(
     mut future: F,
     deadline: Option<Instant>,
@@ -115,6 +115,9 @@ pub(crate) fn block_on<F: Future + Unpin>(
     loop {
         if let Poll::Ready(output) = pin!(&mut future).poll(&mut cx) {
             return Ok(output);
+        }
+        if crate::cancel::interrupted() {
+            return Err(future);
         }
         match deadline {
             None => thread::park(),

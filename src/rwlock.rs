@@ -2,20 +2,21 @@
 //! `InterProcessReadWriteLock`.
 
 use std::fmt;
-use std::time::Duration;
 
 use crate::client::Client;
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::inspect::{self, Contender};
-use crate::path::{validate_lock_path, LockNode};
-use crate::recipe::{self, deadline_after, previous_node, Kind, Options, Patience, Role};
+use crate::inspect::Contender;
+use crate::path::LockNode;
+use crate::queue::{acquisitions, LockQueue};
+use crate::recipe::{previous_node, Kind, Options, Role};
+use crate::wait::Attempt;
 
 /// Proof that a read lock is held; see [`LockGuard`].
-pub type ReadGuard<'a> = LockGuard<'a>;
+pub type ReadGuard = LockGuard;
 
 /// Proof that a write lock is held; see [`LockGuard`].
-pub type WriteGuard<'a> = LockGuard<'a>;
+pub type WriteGuard = LockGuard;
 
 // Curator's names: both the same length, the sequence follows directly.
 const READ: usize = 0;
@@ -46,12 +47,12 @@ pub(crate) const WRITER: Kind = Kind {
 /// `InterProcessReadWriteLock` (`_c_<uuid>-__READ__<seq>`, `_c_<uuid>-__WRIT__<seq>`), so zklock
 /// and Curator processes share the same lock.
 ///
-/// Not reentrant, and no upgrade or downgrade: a thread holding either side through the same
-/// [`Client`] gets [`Error::WouldDeadlock`](crate::Error::WouldDeadlock) for another.
+/// Not reentrant, and no upgrade or downgrade: like `std::sync::RwLock`, a thread that asks for
+/// either side while holding the other (or a write while holding a read) waits for itself;
+/// use a timed or cancellable call where that can happen. Cheap to clone.
+#[derive(Clone)]
 pub struct DistributedRwLock {
-    client: Client,
-    path: String,
-    options: Options,
+    queue: LockQueue,
 }
 
 impl DistributedRwLock {
@@ -61,11 +62,8 @@ impl DistributedRwLock {
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) for a path that is not absolute and
     /// canonical.
     pub fn new(client: &Client, path: &str) -> Result<DistributedRwLock> {
-        validate_lock_path(path)?;
         Ok(DistributedRwLock {
-            client: client.clone(),
-            path: path.to_owned(),
-            options: Options::default(),
+            queue: LockQueue::new(client, path, Options::default())?,
         })
     }
 
@@ -73,81 +71,27 @@ impl DistributedRwLock {
     /// deleted by someone else; see
     /// [`DistributedMutex::revocable`](crate::DistributedMutex::revocable).
     pub fn revocable(mut self) -> Self {
-        self.options.revocable = true;
+        self.queue.options.revocable = true;
         self
-    }
-
-    /// Asks the holder of `contender`'s node to release; see
-    /// [`DistributedMutex::request_revocation`](crate::DistributedMutex::request_revocation).
-    ///
-    /// # Errors
-    /// As there.
-    pub fn request_revocation(&self, contender: &Contender) -> Result<bool> {
-        inspect::request_revocation(&self.client, &self.path, contender)
     }
 
     /// The lock path.
     pub fn path(&self) -> &str {
-        &self.path
+        &self.queue.path
     }
 
-    /// Blocks until a read lock is held (no writer queued before us).
-    ///
-    /// # Errors
-    /// As [`DistributedMutex::lock`](crate::DistributedMutex::lock).
-    pub fn read(&self) -> Result<ReadGuard<'_>> {
-        self.acquire(&READER, Patience::Forever)
-            .and_then(recipe::waited)
+    acquisitions!("a read lock (no writer queued before us)" => ReadGuard, via acquire_read:
+        read, try_read, read_timeout, read_cancellable, read_with);
+
+    acquisitions!("the write lock (exclusive)" => WriteGuard, via acquire_write:
+        write, try_write, write_timeout, write_cancellable, write_with);
+
+    fn acquire_read(&self, attempt: Attempt) -> Result<Option<ReadGuard>> {
+        self.queue.acquire(&READER, attempt)
     }
 
-    /// Takes a read lock if no writer holds or waits for the lock; never waits. `Ok(None)` if
-    /// busy, leaving nothing behind.
-    ///
-    /// # Errors
-    /// As [`DistributedMutex::try_lock`](crate::DistributedMutex::try_lock).
-    pub fn try_read(&self) -> Result<Option<ReadGuard<'_>>> {
-        self.acquire(&READER, Patience::None)
-    }
-
-    /// Blocks until a read lock is held or `timeout` passes (`Ok(None)`, nothing left behind).
-    ///
-    /// # Errors
-    /// As [`DistributedMutex::lock_timeout`](crate::DistributedMutex::lock_timeout).
-    pub fn read_timeout(&self, timeout: Duration) -> Result<Option<ReadGuard<'_>>> {
-        self.acquire(&READER, Patience::Until(deadline_after(timeout)))
-    }
-
-    /// Blocks until the write lock is held (alone).
-    ///
-    /// # Errors
-    /// As [`DistributedMutex::lock`](crate::DistributedMutex::lock).
-    pub fn write(&self) -> Result<WriteGuard<'_>> {
-        self.acquire(&WRITER, Patience::Forever)
-            .and_then(recipe::waited)
-    }
-
-    /// Takes the write lock if nobody holds or waits for the lock; never waits. `Ok(None)` if
-    /// busy, leaving nothing behind.
-    ///
-    /// # Errors
-    /// As [`DistributedMutex::try_lock`](crate::DistributedMutex::try_lock).
-    pub fn try_write(&self) -> Result<Option<WriteGuard<'_>>> {
-        self.acquire(&WRITER, Patience::None)
-    }
-
-    /// Blocks until the write lock is held or `timeout` passes (`Ok(None)`, nothing left
-    /// behind).
-    ///
-    /// # Errors
-    /// As [`DistributedMutex::lock_timeout`](crate::DistributedMutex::lock_timeout).
-    pub fn write_timeout(&self, timeout: Duration) -> Result<Option<WriteGuard<'_>>> {
-        self.acquire(&WRITER, Patience::Until(deadline_after(timeout)))
-    }
-
-    fn acquire(&self, kind: &Kind, patience: Patience) -> Result<Option<LockGuard<'_>>> {
-        let token = self.client.enter(&self.path)?;
-        let held = recipe::acquire(&self.client, &self.path, kind, patience, &self.options)?;
-        Ok(held.map(|held| LockGuard::new(held, token)))
+    fn acquire_write(&self, attempt: Attempt) -> Result<Option<WriteGuard>> {
+        self.queue.acquire(&WRITER, attempt)
     }
 
     /// Readers and writers queued on this lock, in order, with their [`Role`]. The holders are
@@ -156,7 +100,7 @@ impl DistributedRwLock {
     /// # Errors
     /// Connection and server errors.
     pub fn contenders(&self) -> Result<Vec<Contender>> {
-        inspect::contenders(&self.client, &self.path, NAMES)
+        self.queue.contenders(&WRITER)
     }
 
     /// Deletes a stale contender's node if unchanged; see
@@ -165,14 +109,23 @@ impl DistributedRwLock {
     /// # Errors
     /// As there.
     pub fn break_contender(&self, contender: &Contender) -> Result<bool> {
-        inspect::break_contender(&self.client, &self.path, contender)
+        self.queue.break_contender(contender)
+    }
+
+    /// Asks the holder of `contender`'s node to release; see
+    /// [`DistributedMutex::request_revocation`](crate::DistributedMutex::request_revocation).
+    ///
+    /// # Errors
+    /// As there.
+    pub fn request_revocation(&self, contender: &Contender) -> Result<bool> {
+        self.queue.request_revocation(contender)
     }
 }
 
 impl fmt::Debug for DistributedRwLock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DistributedRwLock")
-            .field("path", &self.path)
+            .field("path", &self.queue.path)
             .finish()
     }
 }

@@ -2,7 +2,6 @@
 //! `InterProcessSemaphoreV2`.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::client::Client;
@@ -10,9 +9,10 @@ use crate::error::{Error, Result};
 use crate::inspect::{self, Contender};
 use crate::mutex::MUTEX;
 use crate::path::validate_lock_path;
-use crate::recipe::{
-    self, deadline_after, Held, LockState, Options, Partial, Patience, Role, LEASE_NAME,
-};
+use crate::queue::acquisitions;
+use crate::recipe::{self, Held, LockState, Options, Partial, Role, LEASE_NAME};
+use crate::wait::{never_gives_up, Attempt};
+use crate::{CancelToken, Wait};
 
 /// A counting semaphore: at most `permits` leases are held at once, across every process using
 /// the same ZooKeeper path. A crashed holder's leases vanish with its session.
@@ -22,6 +22,7 @@ use crate::recipe::{
 /// watching the leases, until at most `permits` exist. So zklock and Curator processes can
 /// share one semaphore, as long as all use the same number of permits (ZooKeeper does not
 /// store it).
+#[derive(Clone)]
 pub struct Semaphore {
     client: Client,
     leases: String,
@@ -33,9 +34,10 @@ pub struct Semaphore {
 /// Leases of a [`Semaphore`]; released (all of them) when dropped.
 #[must_use = "the leases are released as soon as the permit is dropped"]
 #[clippy::has_significant_drop]
-pub struct Permit<'a> {
+pub struct Permit {
     leases: Vec<Held>,
-    _semaphore: PhantomData<&'a Semaphore>,
+    /// Keeps the client (its runtime) alive as long as the leases.
+    _client: Client,
 }
 
 impl Semaphore {
@@ -58,88 +60,93 @@ impl Semaphore {
         })
     }
 
-    /// Blocks until one lease is held.
-    ///
-    /// # Errors
-    /// As [`DistributedMutex::lock`](crate::DistributedMutex::lock).
-    pub fn acquire(&self) -> Result<Permit<'_>> {
-        self.acquire_many(1)
+    acquisitions!("one lease" => Permit, via take_one:
+        acquire, try_acquire, acquire_timeout, acquire_cancellable, acquire_with);
+
+    fn take_one(&self, attempt: Attempt) -> Result<Option<Permit>> {
+        self.take(1, attempt)
     }
 
-    /// Takes one lease if one is free at once; `Ok(None)` otherwise, leaving nothing behind.
-    ///
-    /// # Errors
-    /// As [`DistributedMutex::try_lock`](crate::DistributedMutex::try_lock).
-    pub fn try_acquire(&self) -> Result<Option<Permit<'_>>> {
-        self.take(1, Patience::None)
-    }
-
-    /// Blocks until one lease is held or `timeout` passes (`Ok(None)`, nothing left behind).
-    ///
-    /// # Errors
-    /// As [`DistributedMutex::lock_timeout`](crate::DistributedMutex::lock_timeout).
-    pub fn acquire_timeout(&self, timeout: Duration) -> Result<Option<Permit<'_>>> {
-        self.take(1, Patience::Until(deadline_after(timeout)))
-    }
-
-    /// Blocks until `count` leases are held, taken one after another.
+    /// Blocks until `count` leases are held, all taken in one pass (two takers of several
+    /// leases cannot deadlock each other).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] if `count` is zero or more than the permits; otherwise as
-    /// [`DistributedMutex::lock`](crate::DistributedMutex::lock). Leases taken before an error are released.
-    pub fn acquire_many(&self, count: usize) -> Result<Permit<'_>> {
-        self.take(count, Patience::Forever).and_then(recipe::waited)
+    /// [`acquire`](Self::acquire). Leases taken before an error are released.
+    pub fn acquire_many(&self, count: usize) -> Result<Permit> {
+        self.take(count, Attempt::forever())
+            .and_then(never_gives_up)
     }
 
     /// As [`acquire_many`](Self::acquire_many), all or nothing within `timeout`: on timeout the
-    /// leases already taken are released and `Ok(None)` is returned.
+    /// leases already taken are released (waiting for the server no longer than the timeout;
+    /// the rest goes on in the background) and `Ok(None)` is returned.
     ///
     /// # Errors
     /// As [`acquire_many`](Self::acquire_many).
-    pub fn acquire_many_timeout(
-        &self,
-        count: usize,
-        timeout: Duration,
-    ) -> Result<Option<Permit<'_>>> {
-        self.take(count, Patience::Until(deadline_after(timeout)))
+    pub fn acquire_many_timeout(&self, count: usize, timeout: Duration) -> Result<Option<Permit>> {
+        self.take(count, Attempt::timeout(timeout))
     }
 
-    fn take(&self, count: usize, patience: Patience) -> Result<Option<Permit<'_>>> {
+    /// As [`acquire_many`](Self::acquire_many), until `token` is cancelled:
+    /// [`Error::Cancelled`](crate::Error::Cancelled) then, with nothing held.
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Self::acquire_many), plus `Cancelled`.
+    pub fn acquire_many_cancellable(&self, count: usize, token: &CancelToken) -> Result<Permit> {
+        self.take(count, Attempt::cancellable(token))
+            .and_then(never_gives_up)
+    }
+
+    /// As [`acquire_many`](Self::acquire_many), waiting as `wait` says (see [`Wait`]).
+    ///
+    /// # Errors
+    /// As [`acquire_many_timeout`](Self::acquire_many_timeout) and
+    /// [`acquire_many_cancellable`](Self::acquire_many_cancellable).
+    pub fn acquire_many_with(&self, count: usize, wait: Wait) -> Result<Option<Permit>> {
+        self.take(count, Attempt::with(wait))
+    }
+
+    fn take(&self, count: usize, attempt: Attempt) -> Result<Option<Permit>> {
         if count == 0 || count > self.permits {
             return Err(Error::InvalidArgument(
                 "lease count must be between 1 and the permits",
             ));
         }
-        let deadline = patience.deadline(&self.client);
-        // One session for the gate and every lease: were it to expire half-way, a lease taken
-        // on a new session would wait while the gate (lost with the old one) let others in.
-        let session = self.client.session(deadline)?;
-        // One pass through the gate for all `count` leases: two takers each holding some
-        // leases while waiting for more would wait for each other for ever.
-        let options = Options::default();
-        let Some(gate) =
-            recipe::acquire_on(&session, &self.gate, &MUTEX, patience, deadline, &options)?
-        else {
-            return Ok(None);
-        };
-        // Dropped on the way out, `taken` releases what was taken (all or nothing), waiting
-        // no longer than the deadline; the gate, taken first, goes last.
-        let mut taken = Partial::new(deadline);
-        taken.push(gate);
-        for _ in 0..count {
-            crate::seam::between_steps();
-            match recipe::acquire_lease(&session, &self.leases, self.permits, patience, deadline)? {
-                Some(lease) => taken.push(lease),
-                None => return Ok(None),
+        attempt.run(|| {
+            let deadline = attempt.deadline(&self.client);
+            // One session for the gate and every lease: were it to expire half-way, a lease
+            // taken on a new session would wait while the gate (lost with the old one) let
+            // others in.
+            let session = self.client.session(deadline)?;
+            // One pass through the gate for all `count` leases: two takers each holding some
+            // leases while waiting for more would wait for each other for ever.
+            let options = Options::default();
+            let Some(gate) =
+                recipe::acquire_on(&session, &self.gate, &MUTEX, &attempt, deadline, &options)?
+            else {
+                return Ok(None);
+            };
+            // Dropped on the way out, `taken` releases what was taken (all or nothing), waiting
+            // no longer than the deadline; the gate, taken first, goes last.
+            let mut taken = Partial::new(deadline);
+            taken.push(gate);
+            for _ in 0..count {
+                crate::seam::between_steps();
+                let leases = &self.leases;
+                match recipe::acquire_lease(&session, leases, self.permits, &attempt, deadline)? {
+                    Some(lease) => taken.push(lease),
+                    None => return Ok(None),
+                }
             }
-        }
-        let mut leases = taken.complete();
-        // Leave the gate to the next taker.
-        drop(leases.remove(0));
-        Ok(Some(Permit {
-            leases,
-            _semaphore: PhantomData,
-        }))
+            let mut leases = taken.complete();
+            // Leave the gate to the next taker.
+            drop(leases.remove(0));
+            Ok(Some(Permit {
+                leases,
+                _client: self.client.clone(),
+            }))
+        })
     }
 
     /// Deletes a lease node if unchanged since inspected (a hung holder's), freeing its permit;
@@ -174,7 +181,7 @@ impl fmt::Debug for Semaphore {
     }
 }
 
-impl Permit<'_> {
+impl Permit {
     /// How many leases this permit holds.
     pub fn count(&self) -> usize {
         self.leases.len()
@@ -219,7 +226,7 @@ impl Permit<'_> {
     }
 }
 
-impl fmt::Debug for Permit<'_> {
+impl fmt::Debug for Permit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("leases", &self.node_paths())

@@ -3,6 +3,7 @@
 //! Everything zklock asks of ZooKeeper goes through this module, so the recipes never see the
 //! client crate's types and the transport can be replaced without touching them.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -116,28 +117,39 @@ pub(crate) fn open_session(
     };
     let mut state = zk.state_watcher();
     state.state();
-    let lease = Arc::new(Lease::new(connect_sent, zk.session_timeout()));
-    let keepalive = runtime
-        .handle()
-        .spawn(keep_alive(zk.clone(), lease.clone(), state.clone()));
-    Ok(Session {
+    let session = Session {
         id: zk.session_id().0,
         timeout: zk.session_timeout(),
-        lease,
-        keepalive,
-        zk,
+        lease: Arc::new(Lease::new(connect_sent, zk.session_timeout())),
+        tasks: Mutex::new(Vec::new()),
+        release_tasks: Mutex::new(Vec::new()),
+        closed: AtomicBool::new(false),
+        handles: Mutex::new(Some(Handles { zk, chroot })),
         state,
         acl,
         parent_acl,
-        chroot,
         pid: std::process::id(),
         handle: runtime.handle().clone(),
         releases: releases.clone(),
-    })
+    };
+    let keepalive = keep_alive(
+        session.zk()?,
+        session.lease.clone(),
+        session.state_watcher(),
+    );
+    session.spawn(keepalive);
+    Ok(session)
+}
+
+/// What keeps the session open: the client crate closes it once every handle is dropped.
+struct Handles {
+    zk: zk::Client,
+    chroot: Option<Chroot>,
 }
 
 /// The connect string's chroot, and a handle on the same session outside it, so that the
 /// chroot can be created again if someone deletes it.
+#[derive(Clone)]
 struct Chroot {
     path: String,
     root: zk::Client,
@@ -188,6 +200,12 @@ fn proves_alive<T>(outcome: &ZkResult<T>) -> bool {
     }
 }
 
+/// The error of a wait that ended without an answer: the caller's cancellation or its client's
+/// closing if that is what stopped it, else the deadline during an outage.
+fn gave_up_waiting() -> Error {
+    crate::cancel::interruption().unwrap_or(Error::ConnectionLoss)
+}
+
 /// Pause before retrying a request the server did not answer while the connection stayed up.
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
 
@@ -231,18 +249,26 @@ pub(crate) enum Liveness {
 
 /// One ZooKeeper session of a [`Client`]; replaced when it expires.
 pub(crate) struct Session {
-    zk: zk::Client,
+    /// `None` once closed: every request then fails with [`Error::Closed`].
+    handles: Mutex<Option<Handles>>,
+    /// Set by [`close`](Self::close).
+    closed: AtomicBool,
+    /// Tasks on the runtime that hold a handle on the session (keepalive, own-node watches),
+    /// aborted when this value is dropped or the session closed, so that the session can
+    /// close.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// Background releases: aborted only when the session is closed (which removes their
+    /// nodes anyway).
+    release_tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     pub(crate) id: i64,
     pub(crate) timeout: Duration,
     /// Until when the server cannot have expired this session, renewed by every answer.
     pub(crate) lease: Arc<Lease>,
-    keepalive: tokio::task::JoinHandle<()>,
     pub(crate) state: zk::StateWatcher,
     /// The ACL of the lock paths and lock nodes this session creates.
     acl: NodeAcl,
     /// The ACL of the parents (and chroot) this session creates on the way to a lock path.
     parent_acl: zk::Acls<'static>,
-    chroot: Option<Chroot>,
     /// The process that opened the session: after a fork, the child has no runtime thread.
     pid: u32,
     handle: tokio::runtime::Handle,
@@ -273,7 +299,7 @@ pub(crate) enum Create {
 
 impl Session {
     pub(crate) fn liveness(&self) -> Liveness {
-        if self.check_process().is_err() {
+        if self.check_process().is_err() || self.closed.load(Ordering::SeqCst) {
             return Liveness::Ended;
         }
         match self.state() {
@@ -292,6 +318,9 @@ impl Session {
     fn ended_error(&self) -> Error {
         if let Err(forked) = self.check_process() {
             return forked;
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            return Error::Closed;
         }
         match self.state() {
             zk::SessionState::AuthFailed => Error::AuthFailed,
@@ -315,7 +344,7 @@ impl Session {
                 _ => {}
             }
             if block_on(Box::pin(state.changed()), deadline).is_err() {
-                return Err(Error::ConnectionLoss);
+                return Err(gave_up_waiting());
             }
         }
     }
@@ -341,6 +370,61 @@ impl Session {
         }
     }
 
+    /// A handle to send requests with; [`Error::Closed`] once the session is closed.
+    fn zk(&self) -> Result<zk::Client> {
+        self.check_process()?;
+        let handles = self.handles.lock();
+        handles.as_ref().map(|h| h.zk.clone()).ok_or(Error::Closed)
+    }
+
+    fn chroot(&self) -> Option<Chroot> {
+        self.handles.lock().as_ref().and_then(|h| h.chroot.clone())
+    }
+
+    /// Runs `task` on the runtime, aborted when the session closes.
+    fn spawn(
+        &self,
+        task: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        let handle = self.handle.spawn(task);
+        let mut tasks = self.tasks.lock();
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(handle.abort_handle());
+        handle
+    }
+
+    fn abort_tasks(&self, releases_too: bool) {
+        for task in self.tasks.lock().drain(..) {
+            task.abort();
+        }
+        if releases_too {
+            for task in self.release_tasks.lock().drain(..) {
+                task.abort();
+            }
+        }
+    }
+
+    /// Closes the session: from now on every request fails with [`Error::Closed`], and once
+    /// the handles held by requests in flight are gone too, the client crate sends
+    /// CloseSession, which removes the session's ephemeral nodes at once. Returns without
+    /// waiting for that; see [`wait_ended`](Self::wait_ended).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.abort_tasks(true);
+        drop(self.handles.lock().take());
+    }
+
+    /// Waits until the session has ended (closed, expired) or `deadline`; `true` if it has.
+    pub(crate) fn wait_ended(&self, deadline: Instant) -> bool {
+        let mut state = self.state_watcher();
+        let ended = Box::pin(async move {
+            while !state.state().is_terminated() {
+                state.changed().await;
+            }
+        });
+        crate::cancel::shielded(|| block_on(ended, Some(deadline)).is_ok())
+    }
+
     /// `Err(Error::Forked)` in a child forked after the session was opened: its runtime thread
     /// did not survive the fork, so no request could ever be answered.
     pub(crate) fn check_process(&self) -> Result<()> {
@@ -364,7 +448,7 @@ impl Session {
         self.check_process()?;
         loop {
             let sent = Instant::now();
-            let outcome = block_on(op(self.zk.clone(), path.to_owned()), deadline);
+            let outcome = block_on(op(self.zk()?, path.to_owned()), deadline);
             if let Ok(answer) = &outcome {
                 self.answered(sent, answer);
             }
@@ -375,7 +459,7 @@ impl Session {
                     self.pause_before_retry(deadline)?;
                 }
                 Ok(Err(err)) => return Err(Error::from_zk(err, path)),
-                Err(_) => return Err(Error::ConnectionLoss),
+                Err(_) => return Err(gave_up_waiting()),
             }
         }
     }
@@ -490,14 +574,17 @@ impl Session {
     /// Runs `write`; if it fails with NoNode because even the chroot is missing (someone
     /// deleted it), creates the chroot again and runs `write` once more.
     fn in_chroot<T>(&self, deadline: Option<Instant>, write: impl Fn() -> Result<T>) -> Result<T> {
-        match (write(), &self.chroot) {
-            (Err(Error::NoNode { .. }), Some(chroot)) => {
+        match write() {
+            Err(Error::NoNode { .. }) => {
+                let Some(chroot) = self.chroot() else {
+                    return write();
+                };
                 warn!("chroot {} is gone; creating it again", chroot.path);
                 let parent_acl = self.parent_acl;
                 self.retry(&chroot.path, deadline, |_, _| chroot.create(parent_acl))?;
                 write()
             }
-            (outcome, _) => outcome,
+            outcome => outcome,
         }
     }
 
@@ -518,7 +605,7 @@ impl Session {
     ) -> Result<bool> {
         self.check_process()?;
         loop {
-            let zk = self.zk.clone();
+            let zk = self.zk()?;
             let target = path.to_owned();
             let op: Op<()> = Box::pin(async move { zk.delete(&target, Some(version)).await });
             let sent = Instant::now();
@@ -579,11 +666,11 @@ impl Session {
 
     /// Watches our lock node `path`, in the background, for the revocation marker and for its
     /// deletion by someone else.
-    pub(crate) fn watch_own_node(&self, path: &str) -> OwnNodeWatch {
+    pub(crate) fn watch_own_node(&self, path: &str) -> Result<OwnNodeWatch> {
         let flags = Arc::new(NodeFlags::default());
-        let (zk, path, raise) = (self.zk.clone(), path.to_owned(), flags.clone());
+        let (zk, path, raise) = (self.zk()?, path.to_owned(), flags.clone());
         let mut state = self.state_watcher();
-        let task = self.handle.spawn(async move {
+        let task = self.spawn(async move {
             loop {
                 match zk.get_and_watch_data(&path).await {
                     Ok((data, _, watcher)) => {
@@ -619,7 +706,7 @@ impl Session {
                 }
             }
         });
-        OwnNodeWatch::new(flags, task)
+        Ok(OwnNodeWatch::new(flags, task))
     }
 
     /// Creates or overwrites a persistent node (missing parents are created persistent too).
@@ -666,7 +753,7 @@ impl Session {
         deadline: Option<Instant>,
     ) -> Result<Create> {
         self.check_process()?;
-        let (zk, acl) = (self.zk.clone(), self.acl);
+        let (zk, acl) = (self.zk()?, self.acl);
         let (node_prefix, list_path, data) = (
             format!("{lock_path}/{prefix}"),
             lock_path.to_owned(),
@@ -702,7 +789,9 @@ impl Session {
             Ok(Err(err)) => Err(Error::from_zk(err, lock_path)),
             Err(pending) => {
                 // The create may still execute after the connection returns.
-                let zk = self.zk.clone();
+                let Ok(zk) = self.zk() else {
+                    return Ok(Create::TimedOut); // Closed: the node goes with the session.
+                };
                 let (lock_path, prefix) = (lock_path.to_owned(), prefix.to_owned());
                 self.spawn_release(async move {
                     match pending.await {
@@ -778,7 +867,7 @@ impl Session {
         if self.liveness() == Liveness::Ended {
             return Err(self.ended_error());
         }
-        let zk = self.zk.clone();
+        let zk = self.zk()?;
         let target = path.to_owned();
         let op: Op<()> = Box::pin(async move { zk.delete(&target, None).await });
         let deadline = if self.liveness() == Liveness::Connected {
@@ -802,7 +891,9 @@ impl Session {
             "delete of {path} (session {:#x}) not confirmed; retrying in the background",
             self.id
         );
-        let zk = self.zk.clone();
+        let Ok(zk) = self.zk() else {
+            return Err(Error::Closed); // The node goes with the session.
+        };
         let target = path.to_owned();
         self.spawn_release(async move {
             if let Some(pending) = pending {
@@ -820,24 +911,32 @@ impl Session {
     /// Deletes every child of `lock_path` whose name starts with `prefix`, in the background,
     /// once the connection allows (used after a create whose outcome is unknown was abandoned).
     pub(crate) fn sweep_in_background(&self, lock_path: &str, prefix: &str) {
-        let zk = self.zk.clone();
+        let Ok(zk) = self.zk() else {
+            return; // Closed: the nodes go with the session.
+        };
         let (lock_path, prefix) = (lock_path.to_owned(), prefix.to_owned());
         self.spawn_release(async move { sweep(&zk, &lock_path, &prefix).await });
     }
 
+    /// Runs a background release on the runtime: it outlives this `Session` value (it ends
+    /// with the node gone or the session), and is aborted only when the session is closed.
     fn spawn_release(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
         let token = self.releases.begin();
-        self.handle.spawn(async move {
+        let handle = self.handle.spawn(async move {
             task.await;
             drop(token);
         });
+        let mut releases = self.release_tasks.lock();
+        releases.retain(|t| !t.is_finished());
+        releases.push(handle.abort_handle());
     }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
-        // The keepalive holds a handle on the client: the session closes only once it is gone.
-        self.keepalive.abort();
+        // Tasks on the runtime hold handles on the session, which closes only once they are
+        // gone; background releases end on their own (with the node gone or the session).
+        self.abort_tasks(false);
     }
 }
 
@@ -1007,7 +1106,7 @@ impl Session {
             // A request queued while disconnected would be sent whenever the connection
             // returns, long after the caller gave up: send only on a live connection.
             self.wait_connected(deadline)?;
-            let (zk, acl, owned) = (self.zk.clone(), self.acl, ops.to_vec());
+            let (zk, acl, owned) = (self.zk()?, self.acl, ops.to_vec());
             let request = Box::pin(async move {
                 let mut writer = zk.new_multi_writer();
                 for op in &owned {
@@ -1077,7 +1176,7 @@ impl Session {
     pub(crate) fn expire_for_tests(&self, hosts: &str) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
-            let (info, hosts) = (self.zk.session().clone(), hosts.to_owned());
+            let (info, hosts) = (self.zk().unwrap().session().clone(), hosts.to_owned());
             let thief = self.handle.spawn(async move {
                 let connect = zk::Client::connector().with_session(info).connect(&hosts);
                 // Dropping the last handle closes the session.

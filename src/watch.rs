@@ -2,6 +2,7 @@
 //! the runtime waits for either and signals a `parking_lot::Condvar`.
 
 use std::sync::Arc;
+use std::thread::Thread;
 use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
@@ -33,46 +34,59 @@ struct SignalState {
     session_changes: u64,
 }
 
-/// A one-waiter mailbox: watch tasks post, the acquiring thread waits.
-#[derive(Default)]
+/// The mailbox of one waiting thread: watch tasks post and unpark it. The thread parks rather
+/// than waiting on a condition variable, so that cancelling a token it watches wakes it too.
 pub(crate) struct Signal {
     state: Mutex<SignalState>,
-    changed: Condvar,
+    waiter: Thread,
 }
 
 impl Signal {
+    /// A mailbox for the calling thread, the only one that may [`wait`](Self::wait) on it.
     pub(crate) fn new() -> Arc<Signal> {
-        Arc::default()
+        Arc::new(Signal {
+            state: Mutex::default(),
+            waiter: std::thread::current(),
+        })
     }
 
     fn post_node(&self, event: NodeEvent) {
         self.state.lock().event = Some(event);
-        self.changed.notify_all();
+        self.waiter.unpark();
     }
 
     fn post_session_change(&self) {
         self.state.lock().session_changes += 1;
-        self.changed.notify_all();
+        self.waiter.unpark();
     }
 
-    /// Blocks until a node event or a session change newer than `*seen` is posted, or until
-    /// `deadline`. Spurious wake-ups are absorbed here.
+    /// Blocks until a node event or a session change newer than `*seen` is posted, until
+    /// `deadline`, or until a token the thread watches is cancelled (then
+    /// [`Wake::TimedOut`] too: the caller gives up either way). Spurious wake-ups are
+    /// absorbed here.
     pub(crate) fn wait(&self, seen: &mut u64, deadline: Option<Instant>) -> Wake {
-        let mut state = self.state.lock();
         loop {
-            if let Some(event) = state.event.take() {
-                return Wake::Node(event);
+            {
+                let mut state = self.state.lock();
+                if let Some(event) = state.event.take() {
+                    return Wake::Node(event);
+                }
+                if state.session_changes != *seen {
+                    *seen = state.session_changes;
+                    return Wake::SessionChanged;
+                }
             }
-            if state.session_changes != *seen {
-                *seen = state.session_changes;
-                return Wake::SessionChanged;
+            if crate::cancel::interrupted() {
+                return Wake::TimedOut;
             }
             match deadline {
-                None => self.changed.wait(&mut state),
+                None => std::thread::park(),
                 Some(deadline) => {
-                    if self.changed.wait_until(&mut state, deadline).timed_out() {
+                    let now = Instant::now();
+                    if now >= deadline {
                         return Wake::TimedOut;
                     }
+                    std::thread::park_timeout(deadline - now);
                 }
             }
         }

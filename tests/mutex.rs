@@ -188,7 +188,7 @@ fn guard_is_send_and_released_from_another_thread() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Client>();
     assert_send_sync::<DistributedMutex>();
-    assert_send_sync::<LockGuard<'static>>();
+    assert_send_sync::<LockGuard>();
 
     let client = common::client();
     let path = common::lock_path("cross-thread");

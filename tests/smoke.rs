@@ -2,7 +2,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use zklock::{DistributedMutex, Error, LockState};
+use zklock::{DistributedMutex, LockState};
 
 #[test]
 fn lock_try_lock_timeout_and_release_leave_nothing() {
@@ -39,10 +39,16 @@ fn lock_try_lock_timeout_and_release_leave_nothing() {
 }
 
 #[test]
-fn reentry_is_an_error_not_a_deadlock() {
+fn locking_again_while_holding_waits_like_std_mutex() {
     let client = common::client();
     let mutex = DistributedMutex::new(&client, &common::lock_path("reentry")).unwrap();
-    let _guard = mutex.lock().unwrap();
-    assert!(matches!(mutex.lock(), Err(Error::WouldDeadlock { .. })));
-    assert!(matches!(mutex.try_lock(), Err(Error::WouldDeadlock { .. })));
+    let guard = mutex.lock().unwrap();
+    // Not reentrant, and no false error either: the second attempt is simply busy.
+    assert!(mutex.try_lock().unwrap().is_none());
+    assert!(mutex
+        .lock_timeout(Duration::from_millis(200))
+        .unwrap()
+        .is_none());
+    drop(guard);
+    assert!(mutex.try_lock().unwrap().is_some());
 }

@@ -37,11 +37,11 @@ pub fn run(global: &Global, args: &RunArgs) -> Outcome {
 }
 
 /// Waits for the lock as the options say.
-fn acquire<'m>(
-    mutex: &'m DistributedMutex,
+fn acquire(
+    mutex: &DistributedMutex,
     args: &RunArgs,
     started: Instant,
-) -> Result<LockGuard<'m>, Failure> {
+) -> Result<LockGuard, Failure> {
     loop {
         let attempt = if args.nonblock {
             mutex.try_lock()

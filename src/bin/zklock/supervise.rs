@@ -142,7 +142,7 @@ pub struct Job<'a> {
 pub fn hold(
     supervisor: Supervisor,
     client: &Client,
-    guard: LockGuard<'_>,
+    guard: LockGuard,
     job: &Job<'_>,
     policy: &Policy,
 ) -> Outcome {
@@ -308,7 +308,7 @@ fn supervise(
 /// Reports the lock lost once it is `Lost`, or `Suspended` for longer than the grace.
 fn watch_state(
     client: &Client,
-    guard: &LockGuard<'_>,
+    guard: &LockGuard,
     policy: &Policy,
     stop: &Stop,
     events: &Sender<Event>,
@@ -353,7 +353,7 @@ fn watch_state(
 
 /// Why a watched node's lock is `Lost`: its node was deleted while the session lives on, or
 /// the session ended. Looked for within [`CAUSE_WAIT`].
-fn lost_cause(client: &Client, guard: &LockGuard<'_>) -> String {
+fn lost_cause(client: &Client, guard: &LockGuard) -> String {
     let (client, node, session) = (
         client.clone(),
         guard.node_path().to_owned(),
@@ -380,7 +380,7 @@ fn lost_cause(client: &Client, guard: &LockGuard<'_>) -> String {
 /// `--on-revoke=ignore` (the guard then keeps watching its node, so a later deletion still
 /// reaches `watch_state`).
 fn watch_revocation(
-    guard: &LockGuard<'_>,
+    guard: &LockGuard,
     path: &str,
     on_revoke: OnRevoke,
     stop: &Stop,

@@ -1,0 +1,215 @@
+//! Cancellation: a [`CancelToken`] stops acquisitions blocked on other threads.
+//!
+//! Every wait in zklock parks the waiting thread (`thread::park`, directly or in
+//! `runtime::block_on`). While a call runs, its thread is registered with the tokens that may
+//! stop it (the caller's, and its client's close token), so that cancelling unparks it, and
+//! each wait checks [`interrupted`] after every wake-up. The registration is per thread, for
+//! the length of the call ([`watch`]), so the layers in between need no extra parameter.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{self, Thread};
+
+use parking_lot::Mutex;
+
+use crate::error::Error;
+
+/// Stops blocking acquisitions from another thread: cancel it, and every acquisition
+/// watching it (`lock_cancellable`, `read_cancellable`, `acquire_cancellable`, ... and the
+/// `*_with` calls given [`Wait::cancel_on`](crate::Wait::cancel_on)) returns
+/// [`Error::Cancelled`](crate::Error::Cancelled) promptly, after deleting its queued node.
+///
+/// Clones share one state: cancel any clone and all are cancelled, for good. A token
+/// already cancelled makes acquisitions return `Cancelled` at once, before sending anything.
+///
+/// ```no_run
+/// # fn main() -> zklock::Result<()> {
+/// let client = zklock::Client::connect("127.0.0.1:2181")?;
+/// let mutex = zklock::DistributedMutex::new(&client, "/jobs/nightly")?;
+/// let shutdown = zklock::CancelToken::new();
+/// let waiter = {
+///     let shutdown = shutdown.clone();
+///     std::thread::spawn(move || mutex.lock_cancellable(&shutdown))
+/// };
+/// // ... on SIGTERM:
+/// shutdown.cancel();
+/// assert!(matches!(waiter.join().unwrap(), Err(zklock::Error::Cancelled)));
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Default)]
+pub struct CancelToken {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    cancelled: AtomicBool,
+    /// A client's own token, cancelled by `Client::close`: its calls end with
+    /// [`Error::Closed`] rather than [`Error::Cancelled`].
+    closes_client: bool,
+    /// Threads inside a call that watches this token.
+    watchers: Mutex<Vec<Thread>>,
+}
+
+impl CancelToken {
+    /// A token that is not cancelled.
+    pub fn new() -> CancelToken {
+        CancelToken::default()
+    }
+
+    /// The token a client cancels when it is closed.
+    pub(crate) fn for_client() -> CancelToken {
+        CancelToken {
+            inner: Arc::new(Inner {
+                closes_client: true,
+                ..Inner::default()
+            }),
+        }
+    }
+
+    /// Cancels: every acquisition watching this token (now or later) returns
+    /// [`Error::Cancelled`](crate::Error::Cancelled). Never blocks; idempotent.
+    pub fn cancel(&self) {
+        self.inner.cancelled.store(true, Ordering::SeqCst);
+        for thread in self.inner.watchers.lock().iter() {
+            thread.unpark();
+        }
+    }
+
+    /// Whether [`cancel`](Self::cancel) was called on this token or a clone of it.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancelled.load(Ordering::SeqCst)
+    }
+}
+
+impl fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CancelToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
+thread_local! {
+    /// The tokens the calls on this thread watch, innermost last.
+    static WATCHED: RefCell<Vec<CancelToken>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Makes the calling thread watch `tokens` until the returned value is dropped: cancelling
+/// one of them unparks the thread, and [`interrupted`] turns true.
+pub(crate) fn watch<'a>(tokens: impl IntoIterator<Item = &'a CancelToken>) -> Watching {
+    let me = thread::current();
+    let tokens: Vec<CancelToken> = tokens.into_iter().cloned().collect();
+    WATCHED.with(|watched| {
+        let mut watched = watched.borrow_mut();
+        for token in &tokens {
+            token.inner.watchers.lock().push(me.clone());
+            watched.push(token.clone());
+        }
+    });
+    Watching { tokens }
+}
+
+/// The calling thread watches some tokens (see [`watch`]) until dropped.
+#[must_use]
+pub(crate) struct Watching {
+    tokens: Vec<CancelToken>,
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let me = thread::current().id();
+        WATCHED.with(|watched| {
+            let mut watched = watched.borrow_mut();
+            for token in &self.tokens {
+                if let Some(at) = watched
+                    .iter()
+                    .rposition(|t| Arc::ptr_eq(&t.inner, &token.inner))
+                {
+                    watched.remove(at);
+                }
+                let mut watchers = token.inner.watchers.lock();
+                if let Some(at) = watchers.iter().position(|t| t.id() == me) {
+                    watchers.swap_remove(at);
+                }
+            }
+        });
+    }
+}
+
+/// Whether a token the calling thread watches has been cancelled: the wait in progress should
+/// stop.
+pub(crate) fn interrupted() -> bool {
+    WATCHED.with(|watched| watched.borrow().iter().any(CancelToken::is_cancelled))
+}
+
+/// Why the calling thread's call must stop, if it must: [`Error::Closed`] if its client was
+/// closed, else [`Error::Cancelled`] if its token was cancelled.
+pub(crate) fn interruption() -> Option<Error> {
+    WATCHED.with(|watched| {
+        let watched = watched.borrow();
+        let mut cancelled = watched.iter().filter(|t| t.is_cancelled());
+        let first = cancelled.next()?;
+        Some(
+            if first.inner.closes_client || cancelled.any(|t| t.inner.closes_client) {
+                Error::Closed
+            } else {
+                Error::Cancelled
+            },
+        )
+    })
+}
+
+/// Runs `cleanup` with no token watched: deleting the node of a cancelled acquisition must
+/// not itself be cut short by the cancellation.
+pub(crate) fn shielded<R>(cleanup: impl FnOnce() -> R) -> R {
+    let hidden = WATCHED.with(|watched| std::mem::take(&mut *watched.borrow_mut()));
+    let outcome = cleanup();
+    WATCHED.with(|watched| {
+        let mut watched = watched.borrow_mut();
+        let inner = std::mem::replace(&mut *watched, hidden);
+        watched.extend(inner);
+    });
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn cancel_unparks_a_watching_thread_and_interrupts_it() {
+        let token = CancelToken::new();
+        let waiter = {
+            let token = token.clone();
+            thread::spawn(move || {
+                let _watching = watch([&token]);
+                let start = Instant::now();
+                while !interrupted() && start.elapsed() < Duration::from_secs(10) {
+                    thread::park();
+                }
+                start.elapsed()
+            })
+        };
+        thread::sleep(Duration::from_millis(50));
+        token.cancel();
+        assert!(waiter.join().unwrap() < Duration::from_secs(5));
+        assert!(token.inner.watchers.lock().is_empty());
+    }
+
+    #[test]
+    fn shielded_work_is_not_interrupted_and_watching_ends_with_its_scope() {
+        let token = CancelToken::new();
+        token.cancel();
+        {
+            let _watching = watch([&token]);
+            assert!(interrupted());
+            assert!(!shielded(interrupted));
+            assert!(interrupted());
+        }
+        assert!(!interrupted());
+    }
+}

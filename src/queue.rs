@@ -1,0 +1,134 @@
+//! `LockQueue`: the one front-end of the recipes that queue on a single lock path (mutex,
+//! read/write lock, election). A recipe is its [`Kind`]s (names and blocker rule) plus a
+//! queue; [`acquisitions!`] writes its public lock methods.
+
+use crate::client::Client;
+use crate::error::Result;
+use crate::guard::LockGuard;
+use crate::inspect::{self, Contender};
+use crate::path::validate_lock_path;
+use crate::recipe::{self, Kind, Options};
+use crate::wait::Attempt;
+
+/// A lock path, the client it is reached through, and the recipe's per-acquisition options.
+#[derive(Clone)]
+pub(crate) struct LockQueue {
+    pub(crate) client: Client,
+    pub(crate) path: String,
+    pub(crate) options: Options,
+}
+
+impl LockQueue {
+    /// # Errors
+    /// [`Error::InvalidPath`](crate::Error::InvalidPath) for a bad lock path.
+    pub(crate) fn new(client: &Client, path: &str, options: Options) -> Result<LockQueue> {
+        validate_lock_path(path)?;
+        Ok(LockQueue {
+            client: client.clone(),
+            path: path.to_owned(),
+            options,
+        })
+    }
+
+    /// Queues a node of `kind` and waits as `attempt` says.
+    pub(crate) fn acquire(&self, kind: &Kind, attempt: Attempt) -> Result<Option<LockGuard>> {
+        attempt.run(|| {
+            let held = recipe::acquire(&self.client, &self.path, kind, &attempt, &self.options)?;
+            Ok(held.map(|held| LockGuard::new(held, self.client.clone())))
+        })
+    }
+
+    /// The nodes queued, in order, as seen by inspection.
+    pub(crate) fn contenders(&self, kind: &Kind) -> Result<Vec<Contender>> {
+        inspect::contenders(&self.client, &self.path, kind.names)
+    }
+
+    pub(crate) fn break_contender(&self, contender: &Contender) -> Result<bool> {
+        inspect::break_contender(&self.client, &self.path, contender)
+    }
+
+    pub(crate) fn request_revocation(&self, contender: &Contender) -> Result<bool> {
+        inspect::request_revocation(&self.client, &self.path, contender)
+    }
+}
+
+/// Writes a recipe's five blocking acquisitions of one kind, with their docs: block until
+/// held; try without waiting; wait up to a timeout; wait until held or cancelled; wait as a
+/// [`Wait`](crate::Wait) says. The recipe provides `fn $via(&self, Attempt) ->
+/// Result<Option<$guard>>`, and `$what` names what is held, for the docs.
+macro_rules! acquisitions {
+    (
+        $what:literal => $guard:ty, via $via:ident:
+        $block:ident, $try_:ident, $timeout:ident, $cancellable:ident, $with:ident
+    ) => {
+        #[doc = concat!("Blocks until ", $what, " is held.")]
+        ///
+        /// Waits as long as it takes for other holders; a lost connection is waited out too,
+        /// but the call returns an error once the session expires, so it cannot hang past an
+        /// outage longer than the session timeout. Contenders are served in the order they
+        /// asked (FIFO).
+        ///
+        /// Locking again from a thread that holds it through a guard waits for that guard,
+        /// like `std::sync::Mutex`: release it first, or use a timed or cancellable call.
+        ///
+        /// # Errors
+        /// [`Error::SessionExpired`](crate::Error::SessionExpired),
+        /// [`Error::Closed`](crate::Error::Closed) (the client was closed meanwhile),
+        /// [`Error::EphemeralParent`](crate::Error::EphemeralParent),
+        /// [`Error::NoAuth`](crate::Error::NoAuth) and other server errors. No node is left
+        /// behind.
+        pub fn $block(&self) -> $crate::Result<$guard> {
+            self.$via($crate::wait::Attempt::forever())
+                .and_then($crate::wait::never_gives_up)
+        }
+
+        #[doc = concat!("Takes ", $what, " if nobody holds or waits for it; never waits for other contenders.")]
+        ///
+        /// Still one round trip to the server; if the connection is down it waits for it at
+        /// most the session timeout. Returns `Ok(None)` when busy; no node is left behind.
+        ///
+        /// # Errors
+        /// As the blocking call, plus [`Error::ConnectionLoss`](crate::Error::ConnectionLoss)
+        /// if the connection did not return in time.
+        pub fn $try_(&self) -> $crate::Result<Option<$guard>> {
+            self.$via($crate::wait::Attempt::dont_wait())
+        }
+
+        #[doc = concat!("Blocks until ", $what, " is held or `timeout` (monotonic clock, from the call) has passed: `Ok(None)` then.")]
+        ///
+        /// On timeout our queued node is deleted first (waiting at most one second for that
+        /// delete; a slow one finishes in the background), so nothing is left behind. The
+        /// timeout holds during outages too: if the connection is down when it runs out, the
+        /// call returns [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) instead of
+        /// `None`, and a node created meanwhile is deleted once the connection returns.
+        ///
+        /// # Errors
+        /// As the blocking call, plus [`Error::ConnectionLoss`](crate::Error::ConnectionLoss).
+        pub fn $timeout(&self, timeout: std::time::Duration) -> $crate::Result<Option<$guard>> {
+            self.$via($crate::wait::Attempt::timeout(timeout))
+        }
+
+        #[doc = concat!("Blocks until ", $what, " is held or `token` is cancelled.")]
+        ///
+        /// Cancelling the token (from any thread) makes the call delete its queued node and
+        /// return [`Error::Cancelled`](crate::Error::Cancelled) promptly; during an outage it
+        /// returns at once and the node is deleted in the background once the connection is
+        /// back. A token cancelled before the call makes it return at once, sending nothing.
+        ///
+        /// # Errors
+        /// As the blocking call, plus [`Error::Cancelled`](crate::Error::Cancelled).
+        pub fn $cancellable(&self, token: &$crate::CancelToken) -> $crate::Result<$guard> {
+            self.$via($crate::wait::Attempt::cancellable(token))
+                .and_then($crate::wait::never_gives_up)
+        }
+
+        #[doc = concat!("Blocks until ", $what, " is held, as `wait` says: up to its timeout (`Ok(None)` then) and until its token is cancelled ([`Error::Cancelled`](crate::Error::Cancelled)).")]
+        ///
+        /// # Errors
+        /// As the timed and the cancellable calls.
+        pub fn $with(&self, wait: $crate::Wait) -> $crate::Result<Option<$guard>> {
+            self.$via($crate::wait::Attempt::with(wait))
+        }
+    };
+}
+pub(crate) use acquisitions;

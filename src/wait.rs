@@ -1,0 +1,134 @@
+//! How long an acquisition waits, and what stops it: the public [`Wait`] and its resolved,
+//! internal form [`Attempt`].
+
+use std::time::{Duration, Instant};
+
+use crate::cancel::{self, CancelToken};
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::runtime::deadline_after;
+
+/// How an acquisition waits: as long as it takes or up to a timeout, and optionally until a
+/// [`CancelToken`] is cancelled. Passed to the `*_with` acquisitions
+/// ([`DistributedMutex::lock_with`](crate::DistributedMutex::lock_with) and the like), which
+/// return `Ok(None)` when the timeout passes and [`Error::Cancelled`] when the token is
+/// cancelled.
+///
+/// ```no_run
+/// # fn main() -> zklock::Result<()> {
+/// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+/// # let mutex = zklock::DistributedMutex::new(&client, "/jobs/nightly")?;
+/// use std::time::Duration;
+/// use zklock::{CancelToken, Wait};
+/// let shutdown = CancelToken::new();
+/// match mutex.lock_with(Wait::timeout(Duration::from_secs(30)).cancel_on(&shutdown)) {
+///     Ok(Some(_guard)) => { /* do the work */ }
+///     Ok(None) => println!("still busy after 30 s"),
+///     Err(zklock::Error::Cancelled) => println!("shutting down"),
+///     Err(err) => return Err(err),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct Wait {
+    timeout: Option<Duration>,
+    cancel: Option<CancelToken>,
+}
+
+impl Wait {
+    /// Wait as long as it takes (the default).
+    pub fn forever() -> Wait {
+        Wait::default()
+    }
+
+    /// Wait at most `timeout`, measured on the monotonic clock from the start of the call.
+    pub fn timeout(timeout: Duration) -> Wait {
+        Wait {
+            timeout: Some(timeout),
+            cancel: None,
+        }
+    }
+
+    /// Also stop, with [`Error::Cancelled`], as soon as `token` is cancelled.
+    pub fn cancel_on(mut self, token: &CancelToken) -> Wait {
+        self.cancel = Some(token.clone());
+        self
+    }
+}
+
+/// How long an acquisition may wait for other contenders.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Patience {
+    /// Do not wait for other contenders (`try_lock`).
+    DontWait,
+    Until(Instant),
+    Forever,
+}
+
+/// One acquisition's patience and cancellation, resolved at the start of the call.
+#[derive(Debug, Clone)]
+pub(crate) struct Attempt {
+    pub(crate) patience: Patience,
+    cancel: Option<CancelToken>,
+}
+
+impl Attempt {
+    pub(crate) fn forever() -> Attempt {
+        Attempt::new(Patience::Forever, None)
+    }
+
+    pub(crate) fn dont_wait() -> Attempt {
+        Attempt::new(Patience::DontWait, None)
+    }
+
+    pub(crate) fn timeout(timeout: Duration) -> Attempt {
+        Attempt::new(Patience::Until(deadline_after(timeout)), None)
+    }
+
+    pub(crate) fn cancellable(token: &CancelToken) -> Attempt {
+        Attempt::new(Patience::Forever, Some(token.clone()))
+    }
+
+    pub(crate) fn with(wait: Wait) -> Attempt {
+        let patience = wait
+            .timeout
+            .map_or(Patience::Forever, |t| Patience::Until(deadline_after(t)));
+        Attempt::new(patience, wait.cancel)
+    }
+
+    fn new(patience: Patience, cancel: Option<CancelToken>) -> Attempt {
+        Attempt { patience, cancel }
+    }
+
+    /// The deadline of the acquisition's requests.
+    pub(crate) fn deadline(&self, client: &Client) -> Option<Instant> {
+        match self.patience {
+            Patience::Forever => None,
+            Patience::Until(deadline) => Some(deadline),
+            // Not waiting on other holders still takes round trips: bound them.
+            Patience::DontWait => Some(client.call_deadline()),
+        }
+    }
+
+    /// Runs the acquisition `acquire` with the calling thread watching this attempt's token,
+    /// so that cancelling it stops every wait inside. A token cancelled already stops it
+    /// before anything is sent.
+    pub(crate) fn run<T>(&self, acquire: impl FnOnce() -> Result<Option<T>>) -> Result<Option<T>> {
+        let Some(token) = &self.cancel else {
+            return acquire();
+        };
+        if token.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        let _watching = cancel::watch([token]);
+        acquire()
+    }
+}
+
+/// The outcome of an acquisition that waits as long as it takes (`lock()` and the like): it
+/// never gives up, so `None` cannot come back; should it ever, that is reported as a lost
+/// connection rather than a panic.
+pub(crate) fn never_gives_up<T>(outcome: Option<T>) -> Result<T> {
+    outcome.ok_or(Error::ConnectionLoss)
+}
