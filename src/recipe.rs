@@ -281,7 +281,12 @@ impl Drop for Contender {
         if self.armed && self.session.liveness() != Liveness::Ended {
             // Wait briefly: the caller's deadline has usually passed already, and the
             // background retry covers a slow or lost reply.
-            let withdraw = || self.session.delete_node(&self.node_path, WITHDRAW_WAIT);
+            // A cancelled caller is waiting for us: do not keep it for a slow reply.
+            let wait = match crate::cancel::interruption() {
+                Some(_) => CANCEL_WITHDRAW_WAIT,
+                None => WITHDRAW_WAIT,
+            };
+            let withdraw = || self.session.delete_node(&self.node_path, wait);
             match crate::cancel::shielded(withdraw) {
                 Ok(_) => debug!("withdrew {}", self.node_path),
                 Err(err) => debug!("withdrawing {}: {err}", self.node_path),
@@ -295,6 +300,9 @@ const OWN_NODE_POLL: Duration = Duration::from_millis(50);
 
 /// How long a contender that gives up waits for the delete of its node to be confirmed.
 const WITHDRAW_WAIT: Duration = Duration::from_secs(1);
+
+/// The same for a cancelled (or closed) acquisition; the background retry finishes the job.
+const CANCEL_WITHDRAW_WAIT: Duration = Duration::from_millis(200);
 
 /// Data stored in every lock node, so holders and waiters can be inspected.
 pub(crate) fn owner_data() -> Vec<u8> {
