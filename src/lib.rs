@@ -53,10 +53,21 @@
 //! - Every call that talks to ZooKeeper is bounded: [`DistributedMutex::lock_timeout`] and
 //!   [`DistributedMutex::try_lock`] return in time even when no server is reachable, and
 //!   [`DistributedMutex::lock`] returns [`Error::SessionExpired`] once the session is gone.
-//! - A holder must check [`LockGuard::is_held`] (or [`LockGuard::state`]): it turns false as
-//!   soon as the connection is silent for 2/5 of the session timeout, before the server can
-//!   expire the session and give the lock to another process. Use [`LockGuard::fencing_token`]
+//! - A holder must check [`LockGuard::is_held`] (or [`LockGuard::state`]): decided when
+//!   called from a lease on the monotonic clock, it turns false once 2/3 of the session
+//!   timeout has passed since the send time of the latest request the server answered, before
+//!   the server can expire the session and give the lock to another process, even if this
+//!   process was frozen or zklock's network thread stalled. Use [`LockGuard::fencing_token`]
 //!   where the resource can check it.
+//! - Blocking acquisitions can be stopped from another thread with a [`CancelToken`]
+//!   (`lock_cancellable`, `*_with(Wait)`), and [`Client::close`] ends the session and wakes
+//!   every blocked call with [`Error::Closed`]. The shutdown recipe: on SIGTERM, cancel (or
+//!   close), join your threads, exit; `std::process::exit` runs no destructors, so close the
+//!   client before it.
+//! - Guards own what they need (no lifetime): return them from functions or `spawn_blocking`,
+//!   move them across threads and tasks. Locks are not reentrant: as with `std::sync::Mutex`,
+//!   locking again while holding waits.
+//! - A `Client` made before `fork()` returns [`Error::Forked`] in the child: connect anew there.
 //! - Releasing never panics and never blocks for long: a delete that cannot be confirmed is
 //!   retried in the background until the node is gone or the session has ended.
 //! - After a session expiry the [`Client`] opens a new session on the next call.
@@ -68,9 +79,10 @@
 //! the middle of a write. zklock offers three layers, from the cheapest to the strongest:
 //!
 //! 1. **The lease: know quickly.** [`LockGuard::is_held`] and [`LockGuard::state`] answer
-//!    without asking the server, from what this process knows of its session, and
-//!    `LockGuard::lease_remaining()` says how much of that knowledge is left. Use them to stop
-//!    work early and to skip writes that would be refused anyway. They are a belief held by
+//!    without asking the server, from the session's lease (see above), and
+//!    [`LockGuard::lease_remaining`] says how much of it is left: check it against the time
+//!    the next step needs before taking it. Use them to stop work early and to skip writes
+//!    that would be refused anyway. They are a belief held by
 //!    this process: a check that passed just before the process froze cannot stop the write
 //!    that follows it.
 //! 2. **Fenced writes: ZooKeeper data stays safe even after a pause.**
