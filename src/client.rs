@@ -10,10 +10,11 @@ use parking_lot::Mutex;
 use zookeeper_client as zk;
 
 use crate::cancel::{self, CancelToken, Watching};
+use crate::connect::split_connect_string;
 use crate::error::{Error, Result};
 use crate::runtime::{deadline_after, Runtime};
 use crate::security::{NodeAcl, ParentAcl, Security};
-use crate::session::{open_session, Releases, Session};
+use crate::session::{open_session, Releases, Session, SessionConfig};
 
 /// Session timeout asked of the server unless [`ClientBuilder::session_timeout`] says otherwise.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -44,14 +45,11 @@ pub struct Client {
 #[derive(Debug, Clone)]
 #[must_use = "a builder does nothing until `connect` is called"]
 pub struct ClientBuilder {
-    pub(crate) connect_string: String,
-    pub(crate) session_timeout: Duration,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) security: Security,
+    config: SessionConfig,
 }
 
 struct Inner {
-    config: ClientBuilder,
+    config: SessionConfig,
     hosts: String,
     chroot: Option<String>,
     /// `None` only while the client is being dropped.
@@ -86,10 +84,12 @@ impl Client {
     /// Starts building a client for `connect_string` (see [`Client::connect`] for its syntax).
     pub fn builder(connect_string: &str) -> ClientBuilder {
         ClientBuilder {
-            connect_string: connect_string.to_owned(),
-            session_timeout: DEFAULT_SESSION_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            security: Security::default(),
+            config: SessionConfig {
+                connect_string: connect_string.to_owned(),
+                session_timeout: DEFAULT_SESSION_TIMEOUT,
+                connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+                security: Security::default(),
+            },
         }
     }
 
@@ -137,7 +137,7 @@ impl Client {
     /// As [`Client::get_data`], plus [`Error::EphemeralParent`].
     pub fn set_data(&self, path: &str, data: &[u8]) -> Result<()> {
         crate::path::validate_lock_path(path)?;
-        crate::recipe::check_data_size(data)?;
+        crate::layout::check_data_size(data)?;
         let deadline = Some(self.call_deadline());
         let session = self.session(deadline)?;
         session.put(path, data, deadline)
@@ -305,7 +305,7 @@ impl ClientBuilder {
     ///
     /// Defaults to [`DEFAULT_SESSION_TIMEOUT`] (10 s).
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
-        self.session_timeout = timeout;
+        self.config.session_timeout = timeout;
         self
     }
 
@@ -315,7 +315,7 @@ impl ClientBuilder {
     ///
     /// Defaults to [`DEFAULT_CONNECT_TIMEOUT`] (15 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
+        self.config.connect_timeout = timeout;
         self
     }
 
@@ -332,7 +332,8 @@ impl ClientBuilder {
     /// Adds credentials for any authentication scheme the servers support (the Java client's
     /// `addAuth(scheme, credential)`). Defaults to none.
     pub fn auth(mut self, scheme: &str, credential: &[u8]) -> Self {
-        self.security
+        self.config
+            .security
             .auth
             .push((scheme.to_owned(), credential.to_vec()));
         self
@@ -343,7 +344,7 @@ impl ClientBuilder {
     /// with [`Error::AuthFailed`].
     #[cfg(feature = "sasl")]
     pub fn sasl_digest_md5(mut self, user: &str, password: &str) -> Self {
-        self.security.sasl_digest = Some((user.to_owned(), password.to_owned()));
+        self.config.security.sasl_digest = Some((user.to_owned(), password.to_owned()));
         self
     }
 
@@ -352,7 +353,7 @@ impl ClientBuilder {
     ///
     /// Defaults to [`NodeAcl::Open`], ZooKeeper's default.
     pub fn acl(mut self, acl: NodeAcl) -> Self {
-        self.security.acl = acl;
+        self.config.security.acl = acl;
         self
     }
 
@@ -362,7 +363,7 @@ impl ClientBuilder {
     ///
     /// Defaults to [`ParentAcl::Shared`]: any identity may create locks below a parent.
     pub fn parent_acl(mut self, acl: ParentAcl) -> Self {
-        self.security.parent_acl = acl;
+        self.config.security.parent_acl = acl;
         self
     }
 
@@ -372,8 +373,8 @@ impl ClientBuilder {
     /// Defaults to plain TCP.
     #[cfg(feature = "tls")]
     pub fn tls(mut self, ca_pem: &str) -> Self {
-        let identity = self.security.tls.take().and_then(|t| t.identity);
-        self.security.tls = Some(crate::security::Tls {
+        let identity = self.config.security.tls.take().and_then(|t| t.identity);
+        self.config.security.tls = Some(crate::security::Tls {
             ca_pem: ca_pem.to_owned(),
             identity,
         });
@@ -385,12 +386,13 @@ impl ClientBuilder {
     #[cfg(feature = "tls")]
     pub fn tls_identity(mut self, cert_pem: &str, key_pem: &str) -> Self {
         let ca_pem = self
+            .config
             .security
             .tls
             .take()
             .map(|t| t.ca_pem)
             .unwrap_or_default();
-        self.security.tls = Some(crate::security::Tls {
+        self.config.security.tls = Some(crate::security::Tls {
             ca_pem,
             identity: Some((cert_pem.to_owned(), key_pem.to_owned())),
         });
@@ -402,17 +404,26 @@ impl ClientBuilder {
     /// # Errors
     /// As [`Client::connect`].
     pub fn connect(self) -> Result<Client> {
-        let (hosts, chroot) = split_connect_string(&self.connect_string, self.security.is_tls())?;
+        let config = self.config;
+        let (hosts, chroot) =
+            split_connect_string(&config.connect_string, config.security.is_tls())?;
         let runtime = Runtime::start()?;
         let releases = Arc::new(Releases::default());
-        let session = open_session(&runtime, &self, &hosts, chroot.as_deref(), &releases, None)?;
+        let session = open_session(
+            &runtime,
+            &config,
+            &hosts,
+            chroot.as_deref(),
+            &releases,
+            None,
+        )?;
         info!(
             "connected to {} (session {:#x}, timeout {:?})",
-            self.connect_string, session.id, session.timeout
+            config.connect_string, session.id, session.timeout
         );
         Ok(Client {
             inner: Arc::new(Inner {
-                config: self,
+                config,
                 hosts,
                 chroot,
                 session: Mutex::new(Some(Arc::new(session))),
@@ -423,123 +434,6 @@ impl ClientBuilder {
             }),
         })
     }
-}
-
-/// Splits `hosts/chroot` and checks every `host:port`, so that malformed input fails at once
-/// rather than after the connect timeout (or, for a TLS host rustls cannot name, in a panic of
-/// the client crate). As in the Java client, the chroot follows the last host.
-fn split_connect_string(connect_string: &str, tls: bool) -> Result<(String, Option<String>)> {
-    let invalid = |reason: &str| Error::InvalidConnectString {
-        connect_string: connect_string.to_owned(),
-        reason: reason.to_owned(),
-    };
-    let s = connect_string.trim();
-    if s.is_empty() {
-        return Err(invalid("empty connect string"));
-    }
-    let (head, last) = s
-        .rsplit_once(',')
-        .map_or(("", s), |(head, last)| (head, last));
-    let (scheme, rest) = split_scheme(last);
-    let (last_host, chroot) = match rest.find('/') {
-        Some(i) => (&rest[..i], Some(&rest[i..])),
-        None => (rest, None),
-    };
-    let hosts = if head.is_empty() {
-        format!("{scheme}{last_host}")
-    } else {
-        format!("{head},{scheme}{last_host}")
-    };
-    for entry in hosts.split(',') {
-        check_host(entry.trim(), tls)
-            .map_err(|reason| invalid(&format!("{reason} in {entry:?}")))?;
-    }
-    let chroot = match chroot {
-        None | Some("/") => None,
-        Some(root) => {
-            crate::path::validate_lock_path(root)
-                .map_err(|e| invalid(&format!("bad chroot: {e}")))?;
-            Some(root.to_owned())
-        }
-    };
-    Ok((hosts, chroot))
-}
-
-/// `("tcp://", "host:port")` for the client crate's URL forms, `("", entry)` otherwise.
-fn split_scheme(entry: &str) -> (&str, &str) {
-    for scheme in ["tcp://", "tcp+tls://"] {
-        if let Some(rest) = entry.strip_prefix(scheme) {
-            return (scheme, rest);
-        }
-    }
-    ("", entry)
-}
-
-/// Checks one `[scheme://]host[:port]` entry as the client crate will read it (an empty port
-/// means the default, 2181). `tls` says whether entries without a scheme use TLS.
-fn check_host(entry: &str, tls: bool) -> std::result::Result<(), &'static str> {
-    let (scheme, address) = split_scheme(entry);
-    let tls = match scheme {
-        "tcp+tls://" => true,
-        "tcp://" => false,
-        _ => tls,
-    };
-    if address.contains("://") {
-        return Err("unknown scheme (use tcp:// or tcp+tls://)");
-    }
-    let (host, port, ipv6) = if let Some(bracketed) = address.strip_prefix('[') {
-        let (ip, after) = bracketed.split_once(']').ok_or("unclosed '['")?;
-        // A zone id (`%eth0`) may follow a link-local address.
-        let address = ip.split('%').next().unwrap_or(ip);
-        address
-            .parse::<std::net::Ipv6Addr>()
-            .map_err(|_| "bad IPv6 address")?;
-        let port = if after.is_empty() {
-            None
-        } else {
-            Some(after.strip_prefix(':').ok_or("junk after ']'")?)
-        };
-        (ip, port, true)
-    } else {
-        let (host, port) = address
-            .rsplit_once(':')
-            .map_or((address, None), |(h, p)| (h, Some(p)));
-        (host, port, host.parse::<std::net::Ipv6Addr>().is_ok())
-    };
-    if port.is_some_and(|p| !p.is_empty() && p.parse::<u16>().map_or(true, |p| p == 0)) {
-        return Err("bad port");
-    }
-    if host.is_empty() {
-        return Err("empty host");
-    }
-    if !ipv6 {
-        if host.contains(':') {
-            return Err("too many ':' (write IPv6 addresses in brackets)");
-        }
-        if !host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
-        {
-            return Err("invalid character in host");
-        }
-    }
-    if tls && !tls_server_name(host) {
-        return Err("a TLS host must be an IP address or a DNS name");
-    }
-    Ok(())
-}
-
-/// Whether rustls can name `host`: zookeeper-client 0.11.2 unwraps that conversion on its
-/// session task, so a host it refuses (127.1, 2130706433) must be caught here.
-#[cfg(feature = "tls")]
-fn tls_server_name(host: &str) -> bool {
-    rustls_pki_types::ServerName::try_from(host).is_ok()
-}
-
-/// Without the `tls` feature no entry can use TLS.
-#[cfg(not(feature = "tls"))]
-fn tls_server_name(_: &str) -> bool {
-    true
 }
 
 impl Drop for Inner {
@@ -565,105 +459,5 @@ impl Drop for Inner {
             session.wait_ended(Instant::now() + CLOSE_WAIT);
         }
         debug!("zookeeper client for {} closed", self.config.connect_string);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn url_forms_ports_and_tls_hosts() {
-        assert_eq!(
-            split_connect_string("tcp://a:1", false).unwrap(),
-            ("tcp://a:1".into(), None)
-        );
-        assert_eq!(
-            split_connect_string("a:1,tcp+tls://b:2/root", false).unwrap(),
-            ("a:1,tcp+tls://b:2".into(), Some("/root".into()))
-        );
-        assert_eq!(
-            split_connect_string("[::1]:2181", true).unwrap().0,
-            "[::1]:2181"
-        );
-        assert_eq!(
-            split_connect_string("zk-1.example.com", true).unwrap().0,
-            "zk-1.example.com"
-        );
-        for bad in [
-            "host:1:2",
-            "\0",
-            "a b:1",
-            "a:70000",
-            "a:0",
-            "http://a:1",
-            "[::1",
-            "[::1]x",
-        ] {
-            assert!(split_connect_string(bad, false).is_err(), "{bad}");
-        }
-        // As the client crate reads them: empty port = 2181, unbracketed IPv6 + port, zones.
-        for good in [
-            "a:",
-            "[::1]:",
-            "fe80::1:2181",
-            "[fe80::1%eth0]:2181",
-            "zk.example.com.:1",
-        ] {
-            assert!(split_connect_string(good, false).is_ok(), "{good}");
-        }
-        #[cfg(feature = "tls")]
-        {
-            for tls_bad in [
-                "127.1:1",
-                "2130706433:1",
-                "0x7f.1:1",
-                "zk.0xab:1",
-                "tcp+tls://127.1:2",
-            ] {
-                assert!(split_connect_string(tls_bad, true).is_err(), "{tls_bad}");
-            }
-            assert!(
-                split_connect_string("tcp+tls://127.1:2", false).is_err(),
-                "tls by scheme"
-            );
-            assert!(
-                split_connect_string("tcp://127.1:2", true).is_ok(),
-                "plain by scheme"
-            );
-            assert!(
-                split_connect_string("zk_1.example:2", true).is_ok(),
-                "rustls accepts it"
-            );
-        }
-        assert!(
-            split_connect_string("127.1:2", false).is_ok(),
-            "fine without TLS"
-        );
-    }
-
-    #[test]
-    fn splits_hosts_and_chroot() {
-        assert_eq!(
-            split_connect_string("127.0.0.1:2181", false).unwrap(),
-            ("127.0.0.1:2181".into(), None)
-        );
-        assert_eq!(
-            split_connect_string("a:1,b:2/app/x", false).unwrap(),
-            ("a:1,b:2".into(), Some("/app/x".into()))
-        );
-        assert_eq!(
-            split_connect_string("a:1/", false).unwrap(),
-            ("a:1".into(), None)
-        );
-        for bad in ["", "  ", "a:1,,b:2", "a:1/bad//chroot", "a:1/trailing/"] {
-            assert!(
-                matches!(
-                    split_connect_string(bad, false),
-                    Err(Error::InvalidConnectString { .. })
-                ),
-                "{bad}"
-            );
-        }
     }
 }

@@ -1,12 +1,11 @@
 //! `LeaderElection`: the holder of a lock is the leader; node-compatible with Curator's
 //! `LeaderLatch`.
 
-use std::fmt;
-
 use crate::client::Client;
 use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::inspect::Contender;
+use crate::layout::LATCH_NAME;
 use crate::queue::{acquisitions, LockQueue};
 use crate::recipe::{previous_node, Kind, Options, Role};
 use crate::wait::Attempt;
@@ -17,7 +16,7 @@ use crate::wait::Attempt;
 pub type Leadership = LockGuard;
 
 const LATCH: Kind = Kind {
-    names: &[("latch-", Role::Participant)],
+    names: &[(LATCH_NAME, Role::Participant)],
     ours: 0,
     blocker: previous_node,
 };
@@ -27,7 +26,7 @@ const LATCH: Kind = Kind {
 ///
 /// Nodes are named like Curator's `LeaderLatch` nodes (`_c_<uuid>-latch-<seq>`) and carry the
 /// participant's id as data, so zklock and Curator processes can run one election together.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct LeaderElection {
     queue: LockQueue,
 }
@@ -95,13 +94,5 @@ impl LeaderElection {
     /// Connection and server errors.
     pub fn current_leader(&self) -> Result<Option<Contender>> {
         Ok(self.participants()?.into_iter().next())
-    }
-}
-
-impl fmt::Debug for LeaderElection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LeaderElection")
-            .field("path", &self.queue.path)
-            .finish()
     }
 }

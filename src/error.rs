@@ -114,6 +114,20 @@ pub enum Error {
         path: String,
     },
 
+    /// A node already exists at `path`, so it could not be created.
+    #[error("a node already exists at {path}")]
+    NodeExists {
+        /// The node.
+        path: String,
+    },
+
+    /// The node at `path` has children, so it could not be deleted.
+    #[error("node {path} has children")]
+    NotEmpty {
+        /// The node.
+        path: String,
+    },
+
     /// The node at `path` changed since it was read (its data version differs), so a
     /// conditional operation on it was refused.
     #[error("node {path} changed since it was read")]
@@ -184,7 +198,7 @@ pub(crate) fn outcome_unknown(err: &zk::Error) -> bool {
     )
 }
 
-/// How zklock classifies a `zookeeper-client` error.
+/// Whether `err` means that the connection failed under the request.
 fn is_connection_loss(err: &zk::Error) -> bool {
     // The crate reports a connection dropped mid-request as `ConnectionLoss`, but also as
     // `Custom(..)` (io errors, "no response from connection in ..ms") and `Timeout`.
@@ -211,6 +225,12 @@ impl Error {
                 path: path.to_owned(),
             },
             zk::Error::BadVersion => Error::NodeChanged {
+                path: path.to_owned(),
+            },
+            zk::Error::NodeExists => Error::NodeExists {
+                path: path.to_owned(),
+            },
+            zk::Error::NotEmpty => Error::NotEmpty {
                 path: path.to_owned(),
             },
             ref e if is_connection_loss(e) => Error::ConnectionLoss,

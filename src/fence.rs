@@ -25,12 +25,9 @@ use log::debug;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
+use crate::layout::check_data_size;
 use crate::path::{parent, validate_lock_path};
-use crate::recipe::check_data_size;
 use crate::session::{Session, TxnOp, TxnOutcome};
-
-/// ZooKeeper's `NodeExists` code, as carried by [`Error::ZooKeeper`].
-const NODE_EXISTS: i32 = -110;
 
 /// How many times [`set_data`] switches between updating and creating while `path` keeps
 /// appearing and disappearing under it (each switch follows a definite refusal, so nothing was
@@ -196,7 +193,7 @@ fn lock_path_of(node_path: &str) -> &str {
 }
 
 fn is_node_exists(err: &Error) -> bool {
-    matches!(err, Error::ZooKeeper { code, .. } if *code == NODE_EXISTS)
+    matches!(err, Error::NodeExists { .. })
 }
 
 /// The ancestors of `path`, nearest the root first (the root excluded).
@@ -356,8 +353,8 @@ impl<'a> FencedTransaction<'a> {
     /// transaction too large). Nothing applied: [`Error::LockLost`] if our node is gone (the
     /// server refused the transaction; also when the session expired);
     /// [`Error::NoNode`] (naming the path) if a `set_data` or `delete` target, or a `create`
-    /// target's parent, does not exist; [`Error::ZooKeeper`] with code -110 if a `create`
-    /// target exists, -111 if a `delete` target has children; [`Error::EphemeralParent`],
+    /// target's parent, does not exist; [`Error::NodeExists`] if a `create`
+    /// target exists, [`Error::NotEmpty`] if a `delete` target has children; [`Error::EphemeralParent`],
     /// [`Error::NoAuth`]; [`Error::ConnectionLoss`] if the connection did not return in time
     /// (the transaction was not sent); [`Error::Closed`]. Outcome unknown:
     /// [`Error::OutcomeUnknown`] (naming the first operation's path) if the connection failed
@@ -397,7 +394,7 @@ impl std::fmt::Debug for FencedTransaction<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recipe::MAX_NODE_DATA;
+    use crate::layout::MAX_NODE_DATA;
 
     #[test]
     fn ancestors_nearest_root_first() {

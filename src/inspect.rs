@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use crate::client::{Call, Client};
 use crate::error::{Error, Result};
-use crate::path::{sorted_lock_nodes, LockNode};
+use crate::layout::{sorted_lock_nodes, LockNode, REVOKE_MESSAGE};
 use crate::recipe::Role;
 
 /// One node in a lock's queue, as seen by inspection (`contenders()`, `participants()`).
@@ -52,7 +52,7 @@ pub(crate) fn contenders(
         LockNode {
             sequence,
             name,
-            role,
+            name_index,
         },
         read,
     ) in nodes.iter().zip(reads)
@@ -61,7 +61,7 @@ pub(crate) fn contenders(
         if let Some((data, stat)) = read {
             contenders.push(Contender {
                 node_name: name.clone(),
-                role: names[*role].1,
+                role: names[*name_index].1,
                 sequence: *sequence,
                 session_id: stat.ephemeral_owner,
                 owner: String::from_utf8_lossy(&data).into_owned(),
@@ -97,7 +97,7 @@ pub(crate) fn request_revocation(
     contender: &Contender,
 ) -> Result<bool> {
     let (session, node, deadline) = reach(client, path, contender)?;
-    session.set_existing(&node, crate::recipe::REVOKE_MESSAGE, deadline)
+    session.set_existing(&node, REVOKE_MESSAGE, deadline)
 }
 
 /// The session, full node path and deadline for one operation on an inspected contender.

@@ -125,11 +125,13 @@
 
 mod cancel;
 mod client;
+mod connect;
 mod election;
 mod error;
 mod fence;
 mod guard;
 mod inspect;
+mod layout;
 mod lease;
 mod multi;
 mod mutex;

@@ -18,6 +18,14 @@ pub(crate) struct LockQueue {
     pub(crate) options: Options,
 }
 
+impl std::fmt::Debug for LockQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockQueue")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
 impl LockQueue {
     /// # Errors
     /// [`Error::InvalidPath`](crate::Error::InvalidPath) for a bad lock path.
@@ -132,3 +140,72 @@ macro_rules! acquisitions {
     };
 }
 pub(crate) use acquisitions;
+
+/// Writes the calls every lock recipe (mutex, read/write lock) shares besides its
+/// acquisitions, for a queue that holds `$kind`'s nodes: `revocable`, `path`, `contenders`,
+/// `break_contender` and `request_revocation`.
+macro_rules! queue_calls {
+    ($kind:expr) => {
+        /// Makes the guards of this lock listen for revocation requests
+        /// ([`request_revocation`](Self::request_revocation), or Curator's `Revoker`): see
+        /// [`LockGuard::revocation_requested`](crate::LockGuard::revocation_requested). The
+        /// guard then also learns at once when its node is deleted by someone else (an
+        /// operator breaking the lock): its state turns
+        /// [`LockState::Lost`](crate::LockState::Lost). Costs one extra request per
+        /// acquisition.
+        pub fn revocable(mut self) -> Self {
+            self.queue.options.revocable = true;
+            self
+        }
+
+        /// The lock path.
+        pub fn path(&self) -> &str {
+            &self.queue.path
+        }
+
+        /// The contenders queued on this lock, holders first, each with its [`Role`](crate::Role)
+        /// and the owner data stored in its node (`host=.. pid=.. thread=..` for zklock
+        /// nodes).
+        ///
+        /// Blocks for a few round trips.
+        ///
+        /// # Errors
+        /// Connection and server errors; an absent lock path is an empty queue.
+        pub fn contenders(&self) -> $crate::Result<Vec<$crate::Contender>> {
+            self.queue.contenders(&$kind)
+        }
+
+        /// Deletes a contender's node, typically a stale holder's (a hung process that keeps
+        /// its session alive), as seen by an earlier [`contenders`](Self::contenders) call.
+        /// The node is deleted only if it is unchanged since then (same creation zxid and data
+        /// version), so an operator never removes a node other than the one shown. Its owner,
+        /// if alive, finds the lock lost. Blocks for one round trip (more if the reply is
+        /// lost: the node is then read again rather than deleted blindly).
+        ///
+        /// Returns `Ok(true)` once the node is gone after our delete, `Ok(false)` if the
+        /// server said it was gone already.
+        ///
+        /// # Errors
+        /// [`Error::NodeChanged`](crate::Error::NodeChanged) if the node changed;
+        /// [`Error::NoAuth`](crate::Error::NoAuth) if its ACL forbids us; connection errors.
+        pub fn break_contender(&self, contender: &$crate::Contender) -> $crate::Result<bool> {
+            self.queue.break_contender(contender)
+        }
+
+        /// Asks the holder of `contender`'s node to release the lock, by writing Curator's
+        /// revocation marker (`__REVOKE__`) into the node. A zklock holder of a
+        /// [`revocable`](Self::revocable) lock sees it through
+        /// [`LockGuard::revocation_requested`](crate::LockGuard::revocation_requested); a
+        /// Curator holder through its `RevocationListener`. The holder decides; nothing is
+        /// released by force. Blocks for one round trip.
+        ///
+        /// Returns `Ok(false)` if the node is gone.
+        ///
+        /// # Errors
+        /// Connection and server errors.
+        pub fn request_revocation(&self, contender: &$crate::Contender) -> $crate::Result<bool> {
+            self.queue.request_revocation(contender)
+        }
+    };
+}
+pub(crate) use queue_calls;

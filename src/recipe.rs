@@ -10,7 +10,9 @@ use log::{debug, warn};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::path::{protected_prefix, sorted_lock_nodes, LockNode};
+use crate::layout::{
+    check_data_size, owner_data, protected_prefix, sorted_lock_nodes, LockNode, LEASE_NAME,
+};
 use crate::session::{Create, Liveness, NodeStat, Session};
 use crate::wait::{Attempt, Patience};
 use crate::watch::{NodeEvent, OwnNodeWatch, Signal, Wake};
@@ -270,13 +272,13 @@ impl Drop for Partial {
 }
 
 /// Our node while we wait: deleted on every path that does not end holding the lock.
-struct Contender {
+struct OurNode {
     session: Arc<Session>,
     node_path: String,
     armed: bool,
 }
 
-impl Drop for Contender {
+impl Drop for OurNode {
     fn drop(&mut self) {
         if self.armed && self.session.liveness() != Liveness::Ended {
             // Wait briefly: the caller's deadline has usually passed already, and the
@@ -303,21 +305,6 @@ const WITHDRAW_WAIT: Duration = Duration::from_secs(1);
 
 /// The same for a cancelled (or closed) acquisition; the background retry finishes the job.
 const CANCEL_WITHDRAW_WAIT: Duration = Duration::from_millis(200);
-
-/// Data stored in every lock node, so holders and waiters can be inspected.
-pub(crate) fn owner_data() -> Vec<u8> {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown".into());
-    let thread = std::thread::current();
-    let thread = thread
-        .name()
-        .map(str::to_owned)
-        .unwrap_or_else(|| format!("{:?}", thread.id()));
-    format!("host={host} pid={} thread={thread}", std::process::id()).into_bytes()
-}
 
 /// How many times a missing lock path is created before giving up (a racing container reaper
 /// can delete an empty parent between our mkdir and our create).
@@ -373,19 +360,6 @@ pub(crate) fn acquire_on(
     Ok(Some(held))
 }
 
-/// The largest node data zklock sends. ZooKeeper refuses requests over `jute.maxbuffer`
-/// (1 MiB by default) by dropping the connection, which would look like an outage.
-pub(crate) const MAX_NODE_DATA: usize = 1_000_000;
-
-pub(crate) fn check_data_size(data: &[u8]) -> Result<()> {
-    if data.len() > MAX_NODE_DATA {
-        return Err(Error::InvalidArgument(
-            "node data is larger than ZooKeeper accepts (1,000,000 bytes at most here)",
-        ));
-    }
-    Ok(())
-}
-
 /// Per-acquisition choices of a recipe.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Options {
@@ -394,9 +368,6 @@ pub(crate) struct Options {
     /// The node's data; [`owner_data`] if `None`.
     pub(crate) data: Option<Vec<u8>>,
 }
-
-/// The data Curator's `Revoker` writes into a lock node to ask its holder to release.
-pub(crate) const REVOKE_MESSAGE: &[u8] = b"__REVOKE__";
 
 /// After the deadline: during an outage the caller learns that the lock could not be decided,
 /// not that it is busy. A wait stopped by cancellation or by closing the client says so.
@@ -477,9 +448,6 @@ fn contend(
     }
 }
 
-/// The name of Curator's semaphore lease nodes (`InterProcessSemaphoreV2`).
-pub(crate) const LEASE_NAME: &str = "lease-";
-
 /// Takes one lease under `leases_path` of a semaphore with `permits` leases, Curator's
 /// `InterProcessSemaphoreV2` way: create a lease node, then wait until at most `permits` lease
 /// nodes exist. The caller serialises lease takers with the semaphore's internal mutex, so only
@@ -500,7 +468,7 @@ pub(crate) fn acquire_lease(
     else {
         return gave_up(session);
     };
-    let admitted = |children: &[String], contender: &mut Contender| {
+    let admitted = |children: &[String], contender: &mut OurNode| {
         if children.contains(&name) {
             Ok(children.len() <= permits)
         } else {
@@ -536,7 +504,7 @@ pub(crate) fn acquire_lease(
 
 /// Our freshly created node, deleted on drop unless claimed.
 struct Created {
-    contender: Contender,
+    contender: OurNode,
     name: String,
     stat: NodeStat,
     /// The listing of the lock path taken right after the create, if it could be read.
@@ -591,7 +559,7 @@ fn create_node(
     };
     let node_path = format!("{lock_path}/{name}");
     debug!("created {node_path} (session {:#x})", session.id);
-    let contender = Contender {
+    let contender = OurNode {
         session: session.clone(),
         node_path,
         armed: true,
@@ -640,7 +608,7 @@ fn find_created(
 
 /// Our node is missing from the listing: only our session's end or someone deleting it by
 /// hand removes it.
-fn node_vanished(contender: &mut Contender, lock_path: &str) -> Error {
+fn node_vanished(contender: &mut OurNode, lock_path: &str) -> Error {
     contender.armed = false;
     match contender.session.liveness() {
         Liveness::Ended => Error::SessionExpired,
@@ -663,7 +631,7 @@ enum Woken {
 fn wait_for_change(
     session: &Session,
     signal: &Signal,
-    contender: &mut Contender,
+    contender: &mut OurNode,
     deadline: Option<Instant>,
 ) -> Result<Woken> {
     // A state change may have slipped in before the watch task began listening: if not
@@ -694,7 +662,7 @@ fn wait_for_change(
     Err(Error::SessionExpired)
 }
 
-fn claim(mut contender: Contender, lock_path: &str, stat: NodeStat) -> Result<Held> {
+fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat) -> Result<Held> {
     let session = contender.session.clone();
     // The node must belong to the session we hold it through (Curator once granted a lock on
     // a stale read that did not).

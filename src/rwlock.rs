@@ -1,14 +1,11 @@
 //! `DistributedRwLock`: ZooKeeper's shared-lock recipe, node-compatible with Curator's
 //! `InterProcessReadWriteLock`.
 
-use std::fmt;
-
 use crate::client::Client;
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::inspect::Contender;
-use crate::path::LockNode;
-use crate::queue::{acquisitions, LockQueue};
+use crate::layout::{LockNode, READ_NAME, WRITE_NAME};
+use crate::queue::{acquisitions, queue_calls, LockQueue};
 use crate::recipe::{previous_node, Kind, Options, Role};
 use crate::wait::Attempt;
 
@@ -18,13 +15,12 @@ pub type ReadGuard = LockGuard;
 /// Proof that a write lock is held; see [`LockGuard`].
 pub type WriteGuard = LockGuard;
 
-// Curator's names: both the same length, the sequence follows directly.
 const READ: usize = 0;
-const NAMES: &[(&str, Role)] = &[("__READ__", Role::Read), ("__WRIT__", Role::Write)];
+const NAMES: &[(&str, Role)] = &[(READ_NAME, Role::Read), (WRITE_NAME, Role::Write)];
 
 /// A reader waits only for the nearest writer queued before it.
 fn nearest_lower_writer(nodes: &[LockNode], ours: usize) -> Option<usize> {
-    nodes[..ours].iter().rposition(|n| n.role != READ)
+    nodes[..ours].iter().rposition(|n| n.name_index != READ)
 }
 
 const READER: Kind = Kind {
@@ -50,7 +46,7 @@ pub(crate) const WRITER: Kind = Kind {
 /// Not reentrant, and no upgrade or downgrade: like `std::sync::RwLock`, a thread that asks for
 /// either side while holding the other (or a write while holding a read) waits for itself;
 /// use a timed or cancellable call where that can happen. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct DistributedRwLock {
     queue: LockQueue,
 }
@@ -67,19 +63,6 @@ impl DistributedRwLock {
         })
     }
 
-    /// Makes the guards listen for revocation requests and notice at once if their node is
-    /// deleted by someone else; see
-    /// [`DistributedMutex::revocable`](crate::DistributedMutex::revocable).
-    pub fn revocable(mut self) -> Self {
-        self.queue.options.revocable = true;
-        self
-    }
-
-    /// The lock path.
-    pub fn path(&self) -> &str {
-        &self.queue.path
-    }
-
     acquisitions!("a read lock (no writer queued before us)" => ReadGuard, via acquire_read:
         read, try_read, read_timeout, read_cancellable, read_with);
 
@@ -94,40 +77,7 @@ impl DistributedRwLock {
         self.queue.acquire(&WRITER, attempt)
     }
 
-    /// Readers and writers queued on this lock, in order, with their [`Role`]. The holders are
-    /// the leading readers, or the leading writer.
-    ///
-    /// # Errors
-    /// Connection and server errors.
-    pub fn contenders(&self) -> Result<Vec<Contender>> {
-        self.queue.contenders(&WRITER)
-    }
-
-    /// Deletes a stale contender's node if unchanged; see
-    /// [`DistributedMutex::break_contender`](crate::DistributedMutex::break_contender).
-    ///
-    /// # Errors
-    /// As there.
-    pub fn break_contender(&self, contender: &Contender) -> Result<bool> {
-        self.queue.break_contender(contender)
-    }
-
-    /// Asks the holder of `contender`'s node to release; see
-    /// [`DistributedMutex::request_revocation`](crate::DistributedMutex::request_revocation).
-    ///
-    /// # Errors
-    /// As there.
-    pub fn request_revocation(&self, contender: &Contender) -> Result<bool> {
-        self.queue.request_revocation(contender)
-    }
-}
-
-impl fmt::Debug for DistributedRwLock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DistributedRwLock")
-            .field("path", &self.queue.path)
-            .finish()
-    }
+    queue_calls!(WRITER);
 }
 
 #[cfg(test)]
@@ -138,10 +88,10 @@ mod tests {
         roles
             .iter()
             .enumerate()
-            .map(|(i, &role)| LockNode {
+            .map(|(i, &name_index)| LockNode {
                 sequence: i as i64,
                 name: format!("n{i}"),
-                role,
+                name_index,
             })
             .collect()
     }

@@ -7,10 +7,11 @@ use std::time::Duration;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::{self, Contender};
+use crate::layout::LEASE_NAME;
 use crate::mutex::MUTEX;
 use crate::path::validate_lock_path;
 use crate::queue::acquisitions;
-use crate::recipe::{self, Held, LockState, Options, Partial, Role, LEASE_NAME};
+use crate::recipe::{self, Held, LockState, Options, Partial, Role};
 use crate::wait::{never_gives_up, Attempt};
 use crate::{CancelToken, Wait};
 

@@ -11,17 +11,25 @@ use log::{debug, warn};
 use parking_lot::{Condvar, Mutex};
 use zookeeper_client as zk;
 
-use crate::client::ClientBuilder;
 use crate::error::{outcome_unknown, Error, Result};
 use crate::lease::Lease;
 use crate::relay::io_log;
 use crate::runtime::{block_on, deadline_after, Runtime};
-use crate::security::NodeAcl;
-use crate::watch::{NodeFlags, NodeWatch, OwnNodeWatch, Signal};
+use crate::security::{NodeAcl, Security};
+use crate::watch::{retry_pause_async, NodeFlags, NodeWatch, OwnNodeWatch, Signal, RETRY_PAUSE};
+
+/// What a session is opened with; [`ClientBuilder`](crate::ClientBuilder) fills it in.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionConfig {
+    pub(crate) connect_string: String,
+    pub(crate) session_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) security: Security,
+}
 
 pub(crate) fn open_session(
     runtime: &Runtime,
-    config: &ClientBuilder,
+    config: &SessionConfig,
     hosts: &str,
     chroot: Option<&str>,
     releases: &Arc<Releases>,
@@ -205,9 +213,6 @@ fn proves_alive<T>(outcome: &ZkResult<T>) -> bool {
 fn gave_up_waiting() -> Error {
     crate::cancel::interruption().unwrap_or(Error::ConnectionLoss)
 }
-
-/// Pause before retrying a request the server did not answer while the connection stayed up.
-const RETRY_PAUSE: Duration = Duration::from_millis(20);
 
 /// The subset of a node's `Stat` that zklock uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -669,43 +674,8 @@ impl Session {
     pub(crate) fn watch_own_node(&self, path: &str) -> Result<OwnNodeWatch> {
         let flags = Arc::new(NodeFlags::default());
         let (zk, path, raise) = (self.zk()?, path.to_owned(), flags.clone());
-        let mut state = self.state_watcher();
-        let task = self.spawn(async move {
-            loop {
-                match zk.get_and_watch_data(&path).await {
-                    Ok((data, _, watcher)) => {
-                        // Keep watching after a request: the holder may ignore it, and a later
-                        // deletion must still mark the lock lost.
-                        if data == crate::recipe::REVOKE_MESSAGE && !raise.revocation_raised() {
-                            io_log!(Info, "revocation requested for {path}");
-                            raise.raise_revocation();
-                        }
-                        match watcher.changed().await.event_type {
-                            zk::EventType::NodeDataChanged => {}
-                            zk::EventType::NodeDeleted => {
-                                io_log!(
-                                    Warn,
-                                    "lock node {path} was deleted by someone else: lock lost"
-                                );
-                                raise.raise_deleted();
-                                return;
-                            }
-                            _ => return, // The session ended: the guard sees that itself.
-                        }
-                    }
-                    Err(err) if outcome_unknown(&err) => {
-                        if !retry_pause_async(&mut state).await {
-                            return;
-                        }
-                    }
-                    Err(zk::Error::NoNode) => {
-                        raise.raise_deleted();
-                        return;
-                    }
-                    Err(_) => return,
-                }
-            }
-        });
+        let state = self.state_watcher();
+        let task = self.spawn(OwnNodeWatch::watch(zk, path, state, raise));
         Ok(OwnNodeWatch::new(flags, task))
     }
 
@@ -985,26 +955,6 @@ async fn sweep(zk: &zk::Client, lock_path: &str, prefix: &str) {
                 }
             }
             Err(_) => return,
-        }
-    }
-}
-
-/// Before retrying a request that failed without an answer: pauses briefly if still connected
-/// (throttled), else waits until connected. `false` if the session ended.
-async fn retry_pause_async(state: &mut zk::StateWatcher) -> bool {
-    if matches!(
-        state.peek_state(),
-        zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly
-    ) {
-        tokio::time::sleep(RETRY_PAUSE).await;
-    }
-    loop {
-        match state.state() {
-            s if s.is_terminated() => return false,
-            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => return true,
-            _ => {
-                state.changed().await;
-            }
         }
     }
 }

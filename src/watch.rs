@@ -3,11 +3,15 @@
 
 use std::sync::Arc;
 use std::thread::Thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use tokio::task::JoinHandle;
 use zookeeper_client as zk;
+
+use crate::error::outcome_unknown;
+use crate::layout::REVOKE_MESSAGE;
+use crate::relay::io_log;
 
 /// What happened to a watched node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,6 +177,51 @@ impl OwnNodeWatch {
         OwnNodeWatch { flags, task }
     }
 
+    /// The task behind an `OwnNodeWatch`: reads our lock node `path` and watches it, raising
+    /// `flags` for the revocation marker and for the node's deletion by someone else, until
+    /// the node or the session is gone.
+    pub(crate) async fn watch(
+        zk: zk::Client,
+        path: String,
+        mut state: zk::StateWatcher,
+        flags: Arc<NodeFlags>,
+    ) {
+        loop {
+            match zk.get_and_watch_data(&path).await {
+                Ok((data, _, watcher)) => {
+                    // Keep watching after a request: the holder may ignore it, and a later
+                    // deletion must still mark the lock lost.
+                    if data == REVOKE_MESSAGE && !flags.revocation_raised() {
+                        io_log!(Info, "revocation requested for {path}");
+                        flags.raise_revocation();
+                    }
+                    match watcher.changed().await.event_type {
+                        zk::EventType::NodeDataChanged => {}
+                        zk::EventType::NodeDeleted => {
+                            io_log!(
+                                Warn,
+                                "lock node {path} was deleted by someone else: lock lost"
+                            );
+                            flags.raise_deleted();
+                            return;
+                        }
+                        _ => return, // The session ended: the guard sees that itself.
+                    }
+                }
+                Err(err) if outcome_unknown(&err) => {
+                    if !retry_pause_async(&mut state).await {
+                        return;
+                    }
+                }
+                Err(zk::Error::NoNode) => {
+                    flags.raise_deleted();
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
     pub(crate) fn revocation_requested(&self) -> bool {
         self.flags.marks.lock().revocation_requested
     }
@@ -203,3 +252,26 @@ impl Drop for OwnNodeWatch {
         self.task.abort();
     }
 }
+
+/// Before retrying a request that failed without an answer: pauses briefly if still connected
+/// (throttled), else waits until connected. `false` if the session ended.
+pub(crate) async fn retry_pause_async(state: &mut zk::StateWatcher) -> bool {
+    if matches!(
+        state.peek_state(),
+        zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly
+    ) {
+        tokio::time::sleep(RETRY_PAUSE).await;
+    }
+    loop {
+        match state.state() {
+            s if s.is_terminated() => return false,
+            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => return true,
+            _ => {
+                state.changed().await;
+            }
+        }
+    }
+}
+
+/// Pause before retrying a request the server did not answer while the connection stayed up.
+pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(20);
