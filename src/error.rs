@@ -299,8 +299,16 @@ mod tests {
             Error::from_zk(zk::Error::NoAuth, "/a"),
             Error::NoAuth { path: "/a".into() }
         );
-        match Error::from_zk(zk::Error::NodeExists, "/a") {
-            Error::ZooKeeper { code, path, .. } => assert_eq!((code, path.as_str()), (-110, "/a")),
+        assert_eq!(
+            Error::from_zk(zk::Error::NodeExists, "/a"),
+            Error::NodeExists { path: "/a".into() }
+        );
+        assert_eq!(
+            Error::from_zk(zk::Error::BadVersion, "/a"),
+            Error::NodeChanged { path: "/a".into() }
+        );
+        match Error::from_zk(zk::Error::QuotaExceeded, "/a") {
+            Error::ZooKeeper { code, path, .. } => assert_eq!((code, path.as_str()), (-125, "/a")),
             other => panic!("unexpected {other:?}"),
         }
     }
