@@ -38,22 +38,10 @@ impl Kind {
     /// listing holds every node created before ours, so no new node can get in our way: the
     /// blocker's deletion alone then makes us the holder, without listing again (we only check
     /// that our own node still exists).
-    fn sole_blocker(&self, nodes: &[LockNode], ours: usize, blocker: usize) -> bool {
+    pub(crate) fn sole_blocker(&self, nodes: &[LockNode], ours: usize, blocker: usize) -> bool {
         let mut rest = nodes.to_vec();
         rest.remove(blocker);
         (self.blocker)(&rest, if blocker < ours { ours - 1 } else { ours }).is_none()
-    }
-}
-
-#[cfg(test)]
-impl Kind {
-    pub(crate) fn sole_blocker_for_tests(
-        &self,
-        nodes: &[LockNode],
-        ours: usize,
-        blocker: usize,
-    ) -> bool {
-        self.sole_blocker(nodes, ours, blocker)
     }
 }
 
@@ -523,39 +511,10 @@ fn create_node(
     deadline: Option<Instant>,
 ) -> Result<Option<Created>> {
     let prefix = format!("{}{lock_name}", protected_prefix(&uuid::Uuid::new_v4()));
-    let (mut parent_attempts, mut unanswered) = (0, 0);
-    let (name, stat, children) = loop {
-        match session.create_lock_node(lock_path, &prefix, data, deadline)? {
-            Create::Created {
-                name,
-                stat,
-                children,
-            } => break (name, stat, children),
-            Create::TimedOut => return Ok(None),
-            Create::Unknown => {
-                // The reply was lost: look for the node by its unique prefix before creating
-                // again, so there is never a second node of ours.
-                if let Some(found) = find_created(session, lock_path, &prefix, deadline)? {
-                    break found;
-                }
-                // A create the server keeps dropping the connection over is not an outage.
-                unanswered += 1;
-                if unanswered >= UNANSWERED_CREATES {
-                    session.sweep_in_background(lock_path, &prefix);
-                    return Err(Error::ConnectionLoss);
-                }
-            }
-            Create::ParentMissing if parent_attempts < PARENT_ATTEMPTS => {
-                parent_attempts += 1;
-                session.ensure_path(lock_path, deadline)?;
-            }
-            Create::ParentMissing => {
-                warn!("{lock_path} keeps disappearing while we create our node in it");
-                return Err(Error::NoNode {
-                    path: lock_path.to_owned(),
-                });
-            }
-        }
+    let Some((name, stat, children)) =
+        place_node(session.as_ref(), lock_path, &prefix, data, deadline)?
+    else {
+        return Ok(None);
     };
     let node_path = format!("{lock_path}/{name}");
     debug!("created {node_path} (session {:#x})", session.id);
@@ -572,36 +531,132 @@ fn create_node(
     }))
 }
 
+/// The session operations that place our node in a queue: the seam between the waiting
+/// core's decisions and ZooKeeper, so that unit tests can drive every outcome of a create.
+pub(crate) trait NodeStore {
+    /// See [`Session::create_lock_node`].
+    fn create(
+        &self,
+        lock_path: &str,
+        prefix: &str,
+        data: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<Create>;
+    fn wait_connected(&self, deadline: Option<Instant>) -> Result<()>;
+    fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()>;
+    fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>>;
+    fn stat(&self, path: &str, deadline: Option<Instant>) -> Result<Option<NodeStat>>;
+    fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()>;
+    /// Deletes, in the background, every child of `lock_path` starting with `prefix`.
+    fn sweep(&self, lock_path: &str, prefix: &str);
+}
+
+impl NodeStore for Session {
+    fn create(
+        &self,
+        lock_path: &str,
+        prefix: &str,
+        data: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<Create> {
+        self.create_lock_node(lock_path, prefix, data, deadline)
+    }
+    fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
+        Session::wait_connected(self, deadline)
+    }
+    fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        Session::sync(self, path, deadline)
+    }
+    fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
+        Session::list(self, path, deadline)
+    }
+    fn stat(&self, path: &str, deadline: Option<Instant>) -> Result<Option<NodeStat>> {
+        Ok(self.get_data(path, deadline)?.map(|(_, stat)| stat))
+    }
+    fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        Session::ensure_path(self, path, deadline)
+    }
+    fn sweep(&self, lock_path: &str, prefix: &str) {
+        self.sweep_in_background(lock_path, prefix);
+    }
+}
+
 /// Our node's name and stat, and the listing it was found in.
 type FoundNode = (String, NodeStat, Option<Vec<String>>);
+
+/// The decisions of [`create_node`]: creates a node named `prefix` + sequence, looking for it
+/// by its unique prefix after a lost reply instead of creating a second one, recreating a
+/// missing lock path a few times, and giving up on a create the server keeps dropping.
+fn place_node(
+    store: &impl NodeStore,
+    lock_path: &str,
+    prefix: &str,
+    data: &[u8],
+    deadline: Option<Instant>,
+) -> Result<Option<FoundNode>> {
+    let (mut parent_attempts, mut unanswered) = (0, 0);
+    loop {
+        match store.create(lock_path, prefix, data, deadline)? {
+            Create::Created {
+                name,
+                stat,
+                children,
+            } => return Ok(Some((name, stat, children))),
+            Create::TimedOut => return Ok(None),
+            Create::Unknown => {
+                // The reply was lost: look for the node by its unique prefix before creating
+                // again, so there is never a second node of ours.
+                if let Some(found) = find_created(store, lock_path, prefix, deadline)? {
+                    return Ok(Some(found));
+                }
+                // A create the server keeps dropping the connection over is not an outage.
+                unanswered += 1;
+                if unanswered >= UNANSWERED_CREATES {
+                    store.sweep(lock_path, prefix);
+                    return Err(Error::ConnectionLoss);
+                }
+            }
+            Create::ParentMissing if parent_attempts < PARENT_ATTEMPTS => {
+                parent_attempts += 1;
+                store.ensure_path(lock_path, deadline)?;
+            }
+            Create::ParentMissing => {
+                warn!("{lock_path} keeps disappearing while we create our node in it");
+                return Err(Error::NoNode {
+                    path: lock_path.to_owned(),
+                });
+            }
+        }
+    }
+}
 
 /// After a create whose reply was lost: our node by its prefix, if the create executed. On any
 /// error the prefix is swept in the background, so a late node cannot linger.
 fn find_created(
-    session: &Session,
+    store: &impl NodeStore,
     lock_path: &str,
     prefix: &str,
     deadline: Option<Instant>,
 ) -> Result<Option<FoundNode>> {
     let found = (|| {
-        session.wait_connected(deadline)?;
+        store.wait_connected(deadline)?;
         // We may be talking to another server now, one that has not yet applied our create:
         // without the sync its listing could miss our node, and we would create a second one
         // that waits for ever behind the first.
-        session.sync(lock_path, deadline)?;
-        let children = session.list(lock_path, deadline)?;
+        store.sync(lock_path, deadline)?;
+        let children = store.list(lock_path, deadline)?;
         let Some(found) = children.iter().find(|c| c.starts_with(prefix)).cloned() else {
             return Ok(None);
         };
         let path = format!("{lock_path}/{found}");
         // `None`: gone again (session trouble); the caller creates anew.
-        Ok(session.get_data(&path, deadline)?.map(|(_, stat)| {
+        Ok(store.stat(&path, deadline)?.map(|stat| {
             debug!("found {path} after a lost create reply");
             (found, stat, Some(children))
         }))
     })();
     if found.is_err() {
-        session.sweep_in_background(lock_path, prefix);
+        store.sweep(lock_path, prefix);
     }
     found
 }
@@ -684,4 +739,182 @@ fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat) -> Result<Held
         own_node: None,
         released: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The waiting core's decisions about placing our node, driven through [`NodeStore`] by
+    //! an in-memory store that scripts each create's outcome (the integration tests prove the
+    //! same against a real server, with real faults, in seconds rather than milliseconds).
+
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    /// What the next create does.
+    #[derive(Clone, Copy)]
+    enum Step {
+        /// Creates the node and answers.
+        Apply,
+        /// Creates the node, but the reply is lost.
+        ApplyLost,
+        /// Nothing is created and the reply is lost.
+        Lost,
+        TimedOut,
+        ParentMissing,
+    }
+
+    #[derive(Default)]
+    struct MemoryStore {
+        steps: RefCell<VecDeque<Step>>,
+        children: RefCell<Vec<String>>,
+        calls: RefCell<Vec<&'static str>>,
+        swept: RefCell<Vec<String>>,
+        fail_listing: bool,
+        sequence: RefCell<u32>,
+    }
+
+    impl MemoryStore {
+        fn scripted(steps: &[Step]) -> MemoryStore {
+            MemoryStore {
+                steps: RefCell::new(steps.iter().copied().collect()),
+                ..MemoryStore::default()
+            }
+        }
+
+        fn stat() -> NodeStat {
+            NodeStat {
+                czxid: 7,
+                ephemeral_owner: 1,
+                ctime: 0,
+                version: 0,
+            }
+        }
+
+        fn add(&self, prefix: &str) -> String {
+            let mut sequence = self.sequence.borrow_mut();
+            let name = format!("{prefix}{:010}", *sequence);
+            *sequence += 1;
+            self.children.borrow_mut().push(name.clone());
+            name
+        }
+
+        fn calls(&self) -> Vec<&'static str> {
+            self.calls.borrow().clone()
+        }
+    }
+
+    impl NodeStore for MemoryStore {
+        fn create(&self, _: &str, prefix: &str, _: &[u8], _: Option<Instant>) -> Result<Create> {
+            self.calls.borrow_mut().push("create");
+            let step = self.steps.borrow_mut().pop_front().unwrap_or(Step::Apply);
+            Ok(match step {
+                Step::Apply => Create::Created {
+                    name: self.add(prefix),
+                    stat: MemoryStore::stat(),
+                    children: Some(self.children.borrow().clone()),
+                },
+                Step::ApplyLost => {
+                    self.add(prefix);
+                    Create::Unknown
+                }
+                Step::Lost => Create::Unknown,
+                Step::TimedOut => Create::TimedOut,
+                Step::ParentMissing => Create::ParentMissing,
+            })
+        }
+        fn wait_connected(&self, _: Option<Instant>) -> Result<()> {
+            Ok(())
+        }
+        fn sync(&self, _: &str, _: Option<Instant>) -> Result<()> {
+            self.calls.borrow_mut().push("sync");
+            Ok(())
+        }
+        fn list(&self, _: &str, _: Option<Instant>) -> Result<Vec<String>> {
+            self.calls.borrow_mut().push("list");
+            if self.fail_listing {
+                return Err(Error::ConnectionLoss);
+            }
+            Ok(self.children.borrow().clone())
+        }
+        fn stat(&self, path: &str, _: Option<Instant>) -> Result<Option<NodeStat>> {
+            let name = path.rsplit('/').next().unwrap_or_default();
+            Ok(self
+                .children
+                .borrow()
+                .iter()
+                .any(|c| c == name)
+                .then(MemoryStore::stat))
+        }
+        fn ensure_path(&self, _: &str, _: Option<Instant>) -> Result<()> {
+            self.calls.borrow_mut().push("ensure_path");
+            Ok(())
+        }
+        fn sweep(&self, _: &str, prefix: &str) {
+            self.swept.borrow_mut().push(prefix.to_owned());
+        }
+    }
+
+    fn place(store: &MemoryStore) -> Result<Option<FoundNode>> {
+        place_node(store, "/lock", "_c_1-lock-", b"", None)
+    }
+
+    #[test]
+    fn a_lost_reply_to_an_executed_create_finds_the_node_after_a_sync() {
+        let store = MemoryStore::scripted(&[Step::ApplyLost]);
+        let (name, _, children) = place(&store).unwrap().expect("placed");
+        assert_eq!(name, "_c_1-lock-0000000000");
+        assert_eq!(store.children.borrow().len(), 1, "never created twice");
+        assert_eq!(children.unwrap(), [name]);
+        assert_eq!(store.calls(), ["create", "sync", "list"]);
+    }
+
+    #[test]
+    fn a_lost_create_that_never_executed_is_sent_again() {
+        let store = MemoryStore::scripted(&[Step::Lost, Step::Lost, Step::Apply]);
+        let (name, _, _) = place(&store).unwrap().expect("placed");
+        assert_eq!(store.children.borrow().as_slice(), [name]);
+        let creates = store.calls().iter().filter(|c| **c == "create").count();
+        assert_eq!(creates, 3);
+    }
+
+    #[test]
+    fn a_create_that_is_never_answered_gives_up_and_sweeps() {
+        let store = MemoryStore::scripted(&[Step::Lost; UNANSWERED_CREATES as usize]);
+        assert!(matches!(place(&store), Err(Error::ConnectionLoss)));
+        assert_eq!(store.swept.borrow().as_slice(), ["_c_1-lock-"]);
+    }
+
+    #[test]
+    fn a_missing_lock_path_is_created_a_few_times_then_reported() {
+        let store = MemoryStore::scripted(&[Step::ParentMissing, Step::Apply]);
+        assert!(place(&store).unwrap().is_some());
+        assert_eq!(store.calls(), ["create", "ensure_path", "create"]);
+
+        let store = MemoryStore::scripted(&[Step::ParentMissing; 1 + PARENT_ATTEMPTS as usize]);
+        assert!(matches!(place(&store), Err(Error::NoNode { .. })));
+        let ensures = store
+            .calls()
+            .iter()
+            .filter(|c| **c == "ensure_path")
+            .count();
+        assert_eq!(ensures, PARENT_ATTEMPTS as usize);
+    }
+
+    #[test]
+    fn a_create_past_its_deadline_is_left_to_the_background() {
+        let store = MemoryStore::scripted(&[Step::TimedOut]);
+        assert!(place(&store).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_failed_lookup_sweeps_whatever_the_create_may_have_left() {
+        let store = MemoryStore {
+            fail_listing: true,
+            ..MemoryStore::scripted(&[Step::ApplyLost])
+        };
+        assert!(matches!(place(&store), Err(Error::ConnectionLoss)));
+        assert_eq!(store.swept.borrow().as_slice(), ["_c_1-lock-"]);
+    }
 }

@@ -108,10 +108,10 @@ mod tests {
     #[test]
     fn sole_blocker_decides_handoff_without_relist() {
         let nodes = queue(&[1, 0, 0]); // W R R: both readers go when the writer leaves
-        assert!(READER.sole_blocker_for_tests(&nodes, 2, 0));
+        assert!(READER.sole_blocker(&nodes, 2, 0));
         let nodes = queue(&[1, 1, 0]); // W W R: the first writer leaving is not enough
-        assert!(!READER.sole_blocker_for_tests(&nodes, 2, 0));
+        assert!(!READER.sole_blocker(&nodes, 2, 0));
         let nodes = queue(&[0, 0, 1]); // R R W: the writer needs both readers gone
-        assert!(!WRITER.sole_blocker_for_tests(&nodes, 2, 1));
+        assert!(!WRITER.sole_blocker(&nodes, 2, 1));
     }
 }
