@@ -109,13 +109,18 @@ pub(crate) fn watch<'a>(tokens: impl IntoIterator<Item = &'a CancelToken>) -> Wa
             watched.push(token.clone());
         }
     });
-    Watching { tokens }
+    Watching {
+        tokens,
+        _this_thread: std::marker::PhantomData,
+    }
 }
 
-/// The calling thread watches some tokens (see [`watch`]) until dropped.
+/// The calling thread watches some tokens (see [`watch`]) until dropped. Not `Send`: it
+/// must be dropped on the thread that made it.
 #[must_use]
 pub(crate) struct Watching {
     tokens: Vec<CancelToken>,
+    _this_thread: std::marker::PhantomData<*const ()>,
 }
 
 impl Drop for Watching {
