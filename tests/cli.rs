@@ -218,8 +218,39 @@ fn timeout_is_honoured() {
     assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
     assert!(waited >= Duration::from_millis(1500), "{waited:?}");
     assert!(waited < Duration::from_secs(6), "{waited:?}");
-    assert!(stderr(&out).contains("still busy"), "{}", stderr(&out));
+    // Reported as given, not rounded to "1s".
+    assert!(
+        stderr(&out).contains("still busy after 1500ms"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(contenders(&path), 1, "the timed-out waiter left its node");
+
+    // humantime's units, and a bare number as seconds.
+    for timeout in ["1sec", "0.5"] {
+        let out = output(zklock().args(["run", "-w", timeout, &path, "--", "true"]));
+        assert_eq!(out.status.code(), Some(124), "{timeout}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("still busy after {timeout}\n")),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let out = output(zklock().args([
+        "--session-timeout",
+        "8sec",
+        "run",
+        "--kill-grace",
+        "1h30m",
+        "--suspended-grace",
+        "1min",
+        "-w",
+        "5min",
+        &common::lock_path("cli-timeout-units"),
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
 #[test]

@@ -21,6 +21,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use text::Dur;
 use zklock::Client;
 
 /// Exit codes of zklock itself. `run` otherwise exits with its command's status.
@@ -87,11 +88,11 @@ struct Global {
 
     /// Session timeout to ask for (the server may clamp it). A holder that loses contact for
     /// this long loses the lock; a dead holder's lock is freed after this long.
-    #[arg(long, global = true, value_name = "DUR", default_value = "10s", value_parser = duration)]
+    #[arg(long, global = true, value_name = "DUR", default_value = "10s", value_parser = duration_value)]
     session_timeout: Duration,
 
     /// How long to try to reach ZooKeeper before failing with exit code 125.
-    #[arg(long, global = true, value_name = "DUR", default_value = "15s", value_parser = duration)]
+    #[arg(long, global = true, value_name = "DUR", default_value = "15s", value_parser = duration_value)]
     connect_timeout: Duration,
 
     /// Log more to stderr (-v: lock events, -vv: protocol details). RUST_LOG also works.
@@ -137,9 +138,10 @@ struct RunArgs {
     #[arg(long, short = 'n', conflicts_with = "timeout")]
     nonblock: bool,
 
-    /// Give up with exit code 124 if the lock is still busy after DUR (e.g. 500ms, 10s, 2m).
+    /// Give up with exit code 124 if the lock is still busy after DUR (e.g. 500ms, 10s, 5min,
+    /// 1h30m; a bare number is seconds).
     #[arg(long, short = 'w', value_name = "DUR", value_parser = duration)]
-    timeout: Option<Duration>,
+    timeout: Option<Dur>,
 
     /// What to do if the lock is lost while COMMAND runs.
     #[arg(long, value_enum, default_value_t = OnLost::Kill, value_name = "ACTION")]
@@ -174,12 +176,12 @@ struct Supervision {
     /// After the lock (or leadership) is lost, how long COMMAND gets between SIGTERM and
     /// SIGKILL. [default: 1/5 of the session timeout]
     #[arg(long, value_name = "DUR", value_parser = duration)]
-    kill_grace: Option<Duration>,
+    kill_grace: Option<Dur>,
 
     /// How long the connection may stay down (lock Suspended) before the lock (or leadership)
     /// counts as lost. [default: 1/5 of the session timeout]
     #[arg(long, value_name = "DUR", value_parser = duration)]
-    suspended_grace: Option<Duration>,
+    suspended_grace: Option<Dur>,
 
     /// Keep COMMAND in zklock's process group, so it can read the terminal and gets Ctrl-C
     /// directly (use it for interactive commands). Only SIGTERM is forwarded then, and a lost
@@ -196,12 +198,12 @@ impl Supervision {
         on_revoke: Option<OnRevoke>,
         session_timeout: Duration,
     ) -> supervise::Policy {
-        let fifth = session_timeout / 5;
+        let fifth = || Dur::computed(session_timeout / 5);
         supervise::Policy {
             on_lost,
             on_revoke,
-            kill_grace: self.kill_grace.unwrap_or(fifth),
-            suspended_grace: self.suspended_grace.unwrap_or(fifth),
+            kill_grace: self.kill_grace.clone().unwrap_or_else(fifth),
+            suspended_grace: self.suspended_grace.clone().unwrap_or_else(fifth),
             group: !self.foreground,
         }
     }
@@ -343,8 +345,14 @@ struct RevokeArgs {
     path: String,
 }
 
-fn duration(text: &str) -> Result<Duration, String> {
+/// A duration option that messages quote as given.
+fn duration(text: &str) -> Result<Dur, String> {
     text::parse_duration(text)
+}
+
+/// A duration option that messages never quote.
+fn duration_value(text: &str) -> Result<Duration, String> {
+    text::parse_duration(text).map(|d| d.value)
 }
 
 /// A failure that ends zklock with a one-line message and an exit code.

@@ -25,7 +25,7 @@ use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
 use zklock::{Client, Contender, DistributedMutex, Error, LeaderElection, LockGuard, LockState};
 
-use crate::text::{format_duration, session_hex};
+use crate::text::{format_duration, session_hex, Dur};
 use crate::{code, Failure, OnLost, OnRevoke, Outcome};
 
 /// How often the watchers look at the stop flag between waits on the guard.
@@ -115,14 +115,14 @@ impl Supervisor {
 }
 
 /// How `hold` reacts to trouble.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Policy {
     pub on_lost: OnLost,
     /// `None` where the recipe has no revocation protocol (elections): requests are not
     /// listened for.
     pub on_revoke: Option<OnRevoke>,
-    pub kill_grace: Duration,
-    pub suspended_grace: Duration,
+    pub kill_grace: Dur,
+    pub suspended_grace: Dur,
     /// The child leads a process group of its own, which receives our signals.
     pub group: bool,
 }
@@ -255,7 +255,7 @@ fn supervise(
         if kill_at.is_some_and(|at| now >= at) {
             warn!(
                 "command still running {} after SIGTERM; sending SIGKILL",
-                format_duration(policy.kill_grace)
+                policy.kill_grace
             );
             send(Signal::SIGKILL);
             kill_at = None;
@@ -278,10 +278,10 @@ fn supervise(
                     OnLost::Kill => {
                         error!(
                             "{noun} {path} lost: {reason}; terminating the command (SIGKILL in {})",
-                            format_duration(policy.kill_grace)
+                            policy.kill_grace
                         );
                         send(Signal::SIGTERM);
-                        kill_at = Some(Instant::now() + policy.kill_grace);
+                        kill_at = Some(Instant::now() + policy.kill_grace.value);
                     }
                     OnLost::Ignore => {
                         warn!("{noun} {path} lost: {reason}; the command keeps running (--on-lost=ignore)");
@@ -293,10 +293,10 @@ fn supervise(
                 error!(
                     "release of {path} requested (revocation, --on-revoke=release); terminating \
                      the command (SIGKILL in {})",
-                    format_duration(policy.kill_grace)
+                    policy.kill_grace
                 );
                 send(Signal::SIGTERM);
-                kill_at = Some(Instant::now() + policy.kill_grace);
+                kill_at = Some(Instant::now() + policy.kill_grace.value);
                 ending = Some(Ending::Revoked);
             }
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}
@@ -313,7 +313,7 @@ fn watch_state(
     stop: &Stop,
     events: &Sender<Event>,
 ) {
-    let grace = policy.suspended_grace;
+    let grace = &policy.suspended_grace;
     let mut suspended_since: Option<Instant> = None;
     while !stop.is_set() {
         match guard.state() {
@@ -328,20 +328,19 @@ fn watch_state(
             LockState::Suspended => {
                 let since = *suspended_since.get_or_insert_with(|| {
                     warn!(
-                        "connection to ZooKeeper lost; lock suspended (lost in {} unless it returns)",
-                        format_duration(grace)
+                        "connection to ZooKeeper lost; lock suspended (lost in {grace} unless it returns)"
                     );
                     Instant::now()
                 });
                 let down = since.elapsed();
-                if down >= grace {
+                if down >= grace.value {
                     let _ = events.send(Event::Lost(format!(
                         "connection to ZooKeeper down for {} (--suspended-grace), the session may have expired",
                         format_duration(down)
                     )));
                     return;
                 }
-                thread::sleep((grace - down).min(SUSPENDED_POLL));
+                thread::sleep((grace.value - down).min(SUSPENDED_POLL));
             }
             _ => {
                 let _ = events.send(Event::Lost(lost_cause(client, guard)));
