@@ -5,6 +5,10 @@
 //! through `log` (`-v`, `RUST_LOG`), results of `status`, `break` and `revoke` to stdout.
 
 // A crate root looks for its modules beside it; these live in the directory named after it.
+#[path = "zklock/child.rs"]
+mod child;
+#[path = "zklock/guardian.rs"]
+mod guardian;
 #[path = "zklock/inspect.rs"]
 mod inspect;
 #[path = "zklock/run.rs"]
@@ -116,8 +120,15 @@ enum Command {
 ///
 /// Exits with COMMAND's status. Waits for the lock as long as it takes unless --nonblock or
 /// --timeout is given. SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to COMMAND (zklock
-/// then waits for it to exit); a signal while still waiting for the lock withdraws from the
-/// queue and exits 128+N.
+/// then waits for it to exit), followed by SIGCONT so that a stopped COMMAND acts on them; a
+/// forwarded SIGTERM is followed by SIGKILL after --kill-grace if COMMAND is still running
+/// (as with `timeout -k`). A signal while still waiting for the lock withdraws from the queue
+/// and exits 128+N.
+///
+/// If zklock itself dies (even by SIGKILL), its lock ends with its session, so COMMAND must
+/// not run on: a small guardian process started with COMMAND sees zklock go and sends
+/// COMMAND's process group SIGTERM, then SIGKILL after --kill-grace, well before the session
+/// can expire. Processes that leave the process group (setsid, daemons) escape it.
 ///
 /// COMMAND runs in a process group of its own, so that a lost lock stops the whole job
 /// (pipelines, scripts' children). The lock is considered lost when the session expires,
@@ -173,8 +184,9 @@ struct RunArgs {
 /// How `run` and `leader` watch over COMMAND once the lock or leadership is theirs.
 #[derive(Debug, Args)]
 struct Supervision {
-    /// After the lock (or leadership) is lost, how long COMMAND gets between SIGTERM and
-    /// SIGKILL. [default: 1/5 of the session timeout]
+    /// How long COMMAND gets between SIGTERM and SIGKILL: after the lock (or leadership) is
+    /// lost, after a forwarded SIGTERM, and after zklock itself died. [default: 1/5 of the
+    /// session timeout]
     #[arg(long, value_name = "DUR", value_parser = duration)]
     kill_grace: Option<Dur>,
 
@@ -185,7 +197,9 @@ struct Supervision {
 
     /// Keep COMMAND in zklock's process group, so it can read the terminal and gets Ctrl-C
     /// directly (use it for interactive commands). Only SIGTERM is forwarded then, and a lost
-    /// lock kills COMMAND but not processes it started.
+    /// lock (or zklock's death) kills COMMAND but not processes it started. Without it, a
+    /// COMMAND that reads the terminal is stopped (SIGTTIN): zklock warns, and continues it
+    /// after forwarding a signal (Ctrl-C).
     #[arg(long)]
     foreground: bool,
 }
@@ -229,8 +243,8 @@ enum OnRevoke {
 /// COMMAND exits.
 ///
 /// Exits with COMMAND's status. Waits to lead as long as it takes; participants queue, and the
-/// next one takes over when the leader steps down or dies. Signals are handled as by `run`
-/// (a signal while waiting leaves the election and exits 128+N).
+/// next one takes over when the leader steps down or dies. Signals, and zklock's own death,
+/// are handled as by `run` (a signal while waiting leaves the election and exits 128+N).
 ///
 /// Leadership is lost, and COMMAND's process group gets SIGTERM (SIGKILL after --kill-grace)
 /// and zklock exits 122, when the session expires, when our election node is deleted
@@ -382,6 +396,10 @@ impl From<zklock::Error> for Failure {
 pub type Outcome = Result<u8, Failure>;
 
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == guardian::ARG) {
+        return guardian::main(&args[2..]);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
