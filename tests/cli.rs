@@ -1329,3 +1329,93 @@ fn a_command_stopped_on_terminal_input_ends_on_ctrl_c() {
     assert!(!process_exists(job));
     assert_eq!(contenders(&path), 0);
 }
+
+#[test]
+fn status_tells_a_path_that_is_not_a_lock_and_lists_the_locks_under_it() {
+    use zklock::{DistributedMutex, DistributedRwLock};
+
+    let parent = common::lock_path("cli-not-a-lock");
+    let client = common::client();
+    let mutex = DistributedMutex::new(&client, &format!("{parent}/a")).unwrap();
+    let rwlock = DistributedRwLock::new(&client, &format!("{parent}/team/b")).unwrap();
+    // Owner data with a newline (zklock stores the thread's name) must stay on one line.
+    let (held, release) = (
+        std::sync::mpsc::channel::<()>(),
+        std::sync::mpsc::channel::<()>(),
+    );
+    let (acquired, may_release) = (held.0, release.1);
+    let holder = std::thread::Builder::new()
+        .name("evil\nPOS  ROLE".into())
+        .spawn(move || {
+            let guard = mutex.lock().unwrap();
+            acquired.send(()).unwrap();
+            let _ = may_release.recv();
+            drop(guard);
+            mutex
+        })
+        .unwrap();
+    held.1.recv_timeout(Duration::from_secs(10)).unwrap();
+    let reader = rwlock.read().unwrap();
+
+    let out = output(zklock().args(["status", &format!("{parent}/a")]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(text.contains("thread=evil\\nPOS  ROLE"), "{text}");
+
+    // A typo, a parent of locks, ZooKeeper's own node: exit 1, never "free".
+    let typo = format!("{parent}/nope");
+    let out = output(zklock().args(["status", &typo]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with(&format!("no lock at {typo}: no such node")),
+        "{}",
+        stdout(&out)
+    );
+    let out = output(zklock().args(["status", "/zookeeper"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("no lock at /zookeeper: it has"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stdout(&out).contains("free"), "{}", stdout(&out));
+
+    let out = output(zklock().args(["status", &parent]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "no lock at {parent}: it has 2 child nodes and no lock nodes\n\
+             locks held or waited for under it:\n\
+             {parent}/a: held, no waiters\n\
+             {parent}/team/b: read/write lock, held by 1 reader, no waiters\n"
+        )
+    );
+    let out = output(zklock().args(["status", "--json", &parent]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{{\"path\":\"{parent}\",\"contenders\":[],\"layout\":null,\"permits\":null,\
+             \"exists\":true,\"locks\":[\
+             {{\"path\":\"{parent}/a\",\"layout\":\"mutex\",\"contenders\":1,\"holders\":1,\"waiting\":0}},\
+             {{\"path\":\"{parent}/team/b\",\"layout\":\"rwlock\",\"contenders\":1,\"holders\":1,\"waiting\":0}}\
+             ],\"truncated\":false}}\n"
+        )
+    );
+    let out = output(zklock().args(["break", "--yes", &typo]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stdout(&out).contains("no lock at"), "{}", stdout(&out));
+
+    // A released lock's node stays for a while: still a (free) lock.
+    release.0.send(()).unwrap();
+    drop(holder.join().unwrap());
+    drop(reader);
+    let out = output(zklock().args(["status", &format!("{parent}/a")]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("{parent}/a: free (no holder, no waiters)\n")
+    );
+}

@@ -15,6 +15,8 @@ mod inspect;
 mod run;
 #[path = "zklock/security.rs"]
 mod security;
+#[path = "zklock/status.rs"]
+mod status;
 #[path = "zklock/supervise.rs"]
 mod supervise;
 #[path = "zklock/text.rs"]
@@ -56,7 +58,8 @@ Exit codes:
   0        success (run, leader: the command exited 0)
   1..=120  run, leader: the command's own exit status; 128+N if it was killed by signal N
   1        break: nothing deleted (declined, no holder, node changed or already gone);
-           revoke: no holder, or its node is already gone
+           revoke: no holder, or its node is already gone;
+           status: no lock at LOCKPATH (no such node, or a node that is not a lock)
   121      run --on-revoke=release: revocation was requested; the command was stopped
   122      run: the lock was lost while the command ran; the command was killed
            leader: leadership was lost while the command ran; the command was killed
@@ -289,8 +292,15 @@ struct LeaderArgs {
 /// For each contender: its position, role (holder, waiter; `unknown` for a semaphore's leases
 /// without --permits), type (exclusive, read, write, lease, queued, participant), age (server
 /// creation time against the local clock), session id, node name and owner (`host=.. pid=..
-/// thread=..` for zklock nodes, the participant id in an election). A semaphore's nodes are
-/// named `leases/NAME` (leases, held or waited for) and `locks/NAME` (lease takers queued).
+/// thread=..` for zklock nodes, the participant id in an election; control characters such as
+/// newlines escaped). A semaphore's nodes are named `leases/NAME` (leases, held or waited for)
+/// and `locks/NAME` (lease takers queued).
+///
+/// An empty node is a free lock (a released lock's node stays until the server sweeps it).
+/// A path with no node ("no lock at LOCKPATH: no such node": a typo, or a lock unused for a
+/// while), or whose node has children but no lock nodes (a parent of locks, /zookeeper), is no
+/// lock: status says so and exits 1, listing the locks held or waited for up to 4 levels below
+/// it.
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 struct StatusArgs {
@@ -298,7 +308,11 @@ struct StatusArgs {
     /// "sequence", "session_id", "owner", "host", "pid", "thread", "created_ms", "age_ms",
     /// "fencing_token", "version", "type", "holds"}], "layout", "permits"}. host, pid and
     /// thread are null for non-zklock owners; holds is null where unknown; layout is "mutex",
-    /// "rwlock", "semaphore", "election" or null (nothing there); permits is null unless given.
+    /// "rwlock", "semaphore", "election" or null (a free lock); permits is null unless given.
+    /// When LOCKPATH is no lock (exit 1), layout is null and three more fields follow:
+    /// "exists" (whether there is a node), "locks" ([{"path", "layout", "contenders",
+    /// "holders", "waiting"}] for the locks found below it) and "truncated" (the search
+    /// stopped at its limits).
     #[arg(long)]
     json: bool,
 
@@ -411,7 +425,7 @@ fn main() -> ExitCode {
     let outcome = match &cli.command {
         Command::Run(args) => run::run(&cli.global, args),
         Command::Leader(args) => run::leader(&cli.global, args),
-        Command::Status(args) => inspect::status(&cli.global, args),
+        Command::Status(args) => status::status(&cli.global, args),
         Command::Break(args) => inspect::break_lock(&cli.global, args),
         Command::Revoke(args) => inspect::revoke(&cli.global, args),
     };

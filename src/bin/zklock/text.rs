@@ -83,6 +83,20 @@ pub fn parse_owner(data: &str) -> Option<Owner<'_>> {
     })
 }
 
+/// `s` fit for one line of a table or message: control characters (a newline in owner data)
+/// escaped as in Rust and JSON (`\\n`, `\\t`, `\\u{1b}`), everything else as it is.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() || c == '\u{2028}' || c == '\u{2029}' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `s` as a JSON string literal, quotes included.
 pub fn json_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -183,6 +197,17 @@ mod tests {
         );
         assert_eq!(parse_owner("10.0.0.7"), None);
         assert_eq!(parse_owner("host=a pid=x thread=main"), None);
+    }
+
+    #[test]
+    fn printable_keeps_a_value_on_one_line() {
+        assert_eq!(
+            printable("host=a pid=1 thread=main"),
+            "host=a pid=1 thread=main"
+        );
+        assert_eq!(printable("evil\nPOS  ROLE\r\t"), "evil\\nPOS  ROLE\\r\\t");
+        assert_eq!(printable("\u{1b}[31mred"), "\\u{1b}[31mred");
+        assert_eq!(printable("锁 ok"), "锁 ok");
     }
 
     #[test]
