@@ -1419,3 +1419,43 @@ fn status_tells_a_path_that_is_not_a_lock_and_lists_the_locks_under_it() {
         format!("{parent}/a: free (no holder, no waiters)\n")
     );
 }
+
+#[test]
+fn completions_and_man_pages_come_from_the_argument_definitions() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = output(zklock().args(["completions", shell]));
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        for word in ["zklock", "leader", "kill-grace", "completions"] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+    }
+    // The bash script is valid bash.
+    let dir = scratch("completions");
+    let bash = dir.join("zklock.bash");
+    std::fs::write(&bash, output(zklock().args(["completions", "bash"])).stdout).unwrap();
+    let out = output(Command::new("bash").arg("-n").arg(&bash));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = output(zklock().args(["completions", "tcsh"]));
+    assert_eq!(out.status.code(), Some(125));
+
+    let out = output(zklock().arg("man"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let page = stdout(&out);
+    assert!(page.contains(".TH zklock 1"), "{page}");
+    assert!(page.contains("zklock\\-run(1)"), "{page}");
+    let out = output(zklock().args(["man", "--dir"]).arg(&dir));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for name in [
+        "zklock",
+        "zklock-run",
+        "zklock-leader",
+        "zklock-status",
+        "zklock-break",
+    ] {
+        let page = std::fs::read_to_string(dir.join(format!("{name}.1"))).unwrap();
+        assert!(page.contains(&format!(".TH {name} 1")), "{name}: {page}");
+    }
+    let run = std::fs::read_to_string(dir.join("zklock-run.1")).unwrap();
+    assert!(run.contains("\\-\\-kill\\-grace"), "{run}");
+}

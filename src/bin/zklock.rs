@@ -7,6 +7,8 @@
 // A crate root looks for its modules beside it; these live in the directory named after it.
 #[path = "zklock/child.rs"]
 mod child;
+#[path = "zklock/docs.rs"]
+mod docs;
 #[path = "zklock/guardian.rs"]
 mod guardian;
 #[path = "zklock/inspect.rs"]
@@ -117,6 +119,8 @@ enum Command {
     Status(StatusArgs),
     Break(BreakArgs),
     Revoke(RevokeArgs),
+    Completions(CompletionsArgs),
+    Man(ManArgs),
 }
 
 /// Acquire LOCKPATH, run COMMAND while holding it, release it when COMMAND exits.
@@ -373,6 +377,29 @@ struct RevokeArgs {
     path: String,
 }
 
+/// Print a completion script for SHELL to stdout.
+///
+/// bash: `zklock completions bash > ~/.local/share/bash-completion/completions/zklock`;
+/// zsh: `zklock completions zsh > "${fpath[1]}/_zklock"`; fish: `zklock completions fish >
+/// ~/.config/fish/completions/zklock.fish`.
+#[derive(Debug, Args)]
+struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    shell: clap_complete::Shell,
+}
+
+/// Print the zklock(1) man page (roff) to stdout, or write it and one page per subcommand
+/// (zklock-run(1), ...) into --dir.
+///
+/// `zklock man --dir /usr/local/share/man/man1` installs them all for `man zklock-run`.
+#[derive(Debug, Args)]
+struct ManArgs {
+    /// Write zklock.1 and zklock-SUBCOMMAND.1 into DIR instead.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<std::path::PathBuf>,
+}
+
 /// A duration option that messages quote as given.
 fn duration(text: &str) -> Result<Dur, String> {
     text::parse_duration(text)
@@ -428,6 +455,8 @@ fn main() -> ExitCode {
         Command::Status(args) => status::status(&cli.global, args),
         Command::Break(args) => inspect::break_lock(&cli.global, args),
         Command::Revoke(args) => inspect::revoke(&cli.global, args),
+        Command::Completions(args) => docs::completions(args),
+        Command::Man(args) => docs::man(args),
     };
     let _ = std::io::stdout().flush();
     match outcome {
