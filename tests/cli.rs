@@ -1459,3 +1459,60 @@ fn completions_and_man_pages_come_from_the_argument_definitions() {
     let run = std::fs::read_to_string(dir.join("zklock-run.1")).unwrap();
     assert!(run.contains("\\-\\-kill\\-grace"), "{run}");
 }
+
+#[test]
+fn verbose_waiting_run_says_who_holds_the_lock_and_when_that_changes() {
+    let path = common::lock_path("cli-who-holds");
+    let dir = scratch("who-holds");
+    let (ready_a, go_a, ready_b, go_b) = (
+        dir.join("ready-a"),
+        dir.join("go-a"),
+        dir.join("ready-b"),
+        dir.join("go-b"),
+    );
+    let hold_until = r#"echo held > "$1"; while [ ! -e "$2" ]; do sleep 0.05; done"#;
+    let mut a = run_sh(&[], &path, hold_until, &[&ready_a, &go_a]);
+    wait_for_file(&ready_a);
+    let mut b = run_sh(&[], &path, hold_until, &[&ready_b, &go_b]);
+    wait_for_contenders(&path, 2);
+    let mut c = Running::spawn(
+        zklock()
+            .args(["-v", "run", &path, "--", "true"])
+            .stderr(Stdio::piped()),
+    );
+    wait_for_contenders(&path, 3);
+    // The waiter reads the queue once a second; give it a few looks at each holder.
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::write(&go_a, "").unwrap();
+    assert_eq!(a.exit_code(Duration::from_secs(10)), 0);
+    wait_for_file(&ready_b);
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::write(&go_b, "").unwrap();
+    assert_eq!(b.exit_code(Duration::from_secs(10)), 0);
+    assert_eq!(c.exit_code(Duration::from_secs(10)), 0);
+
+    let err = read_stderr(&mut c);
+    let reports: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(&format!("waiting for {path}, ")))
+        .collect();
+    assert_eq!(reports.len(), 2, "one report per holder: {err}");
+    assert!(
+        reports[0].contains("held by host=")
+            && reports[0].contains(&format!("pid={} thread=main", a.pid()))
+            && reports[0].contains("1 waiting ahead of us"),
+        "{err}"
+    );
+    assert!(
+        reports[1].contains("now held by host=")
+            && reports[1].contains(&format!("pid={} thread=main", b.pid()))
+            && reports[1].contains("we are next"),
+        "{err}"
+    );
+    assert!(err.contains("acquired"), "{err}");
+
+    // Without -v, nothing is said (and the queue is not read).
+    let out = output(zklock().args(["run", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stderr(&out), "");
+}

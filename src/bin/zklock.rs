@@ -23,6 +23,8 @@ mod status;
 mod supervise;
 #[path = "zklock/text.rs"]
 mod text;
+#[path = "zklock/waiting.rs"]
+mod waiting;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -104,7 +106,8 @@ struct Global {
     #[arg(long, global = true, value_name = "DUR", default_value = "15s", value_parser = duration_value)]
     connect_timeout: Duration,
 
-    /// Log more to stderr (-v: lock events, -vv: protocol details). RUST_LOG also works.
+    /// Log more to stderr (-v: lock events, and while `run` or `leader` waits, who holds the
+    /// lock and when that changes; -vv: protocol details). RUST_LOG also works.
     #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
     verbose: u8,
 

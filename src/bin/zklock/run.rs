@@ -8,6 +8,7 @@ use zklock::{DistributedMutex, Error, LeaderElection, LockGuard};
 
 use crate::supervise::{hold, Job, Queue, Supervisor};
 use crate::text::session_hex;
+use crate::waiting::reporting_holders;
 use crate::{code, Failure, Global, LeaderArgs, OnLost, Outcome, RunArgs};
 
 pub fn run(global: &Global, args: &RunArgs) -> Outcome {
@@ -18,7 +19,9 @@ pub fn run(global: &Global, args: &RunArgs) -> Outcome {
     // after a revocation request it ignored, and hears revocation requests (`zklock revoke`).
     let mutex = DistributedMutex::new(&client, &args.path)?.revocable();
     supervisor.acquiring(&client, &args.path, Queue::Lock);
-    let guard = acquire(&mutex, args, started)?;
+    let guard = reporting_holders(&client, &args.path, Queue::Lock, || {
+        acquire(&mutex, args, started)
+    })?;
     let policy =
         args.supervision
             .policy(args.on_lost, Some(args.on_revoke), client.session_timeout());
@@ -94,16 +97,16 @@ pub fn leader(global: &Global, args: &LeaderArgs) -> Outcome {
         election = election.participant_id(id);
     }
     supervisor.acquiring(&client, &args.path, Queue::Election);
-    let leadership = loop {
+    let leadership = reporting_holders(&client, &args.path, Queue::Election, || loop {
         match election.participate() {
-            Ok(leadership) => break leadership,
+            Ok(leadership) => break Ok(leadership),
             Err(Error::SessionExpired) => warn!(
                 "session expired while waiting to lead {}; joining again",
                 args.path
             ),
-            Err(err) => return Err(err.into()),
+            Err(err) => break Err(Failure::from(err)),
         }
-    };
+    })?;
     // A leadership watches its own node: its deletion (`zklock break`) turns it `Lost` at
     // once. Elections have no revocation protocol.
     let policy = args
