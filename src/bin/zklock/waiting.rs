@@ -16,6 +16,8 @@ use crate::text::{format_duration, printable, session_hex};
 
 /// How often the queue is read while waiting: one listing and a read per node ahead of us.
 const POLL: Duration = Duration::from_secs(1);
+/// How many looks the holder's report waits for our own node to show up in the queue.
+const PATIENCE: u32 = 3;
 
 /// Runs `wait` (a blocking acquisition), reporting the holder meanwhile if `-v` asked for
 /// lock events.
@@ -32,9 +34,18 @@ pub fn reporting_holders<T>(
     thread::scope(|s| {
         s.spawn(move || {
             let mut reported: Option<String> = None;
-            loop {
+            for polls in 1.. {
                 match contenders(client, path, queue) {
-                    Ok(contenders) => report(client, path, queue, &contenders, &mut reported),
+                    // Our node may not be queued yet at the first look; say where we stand
+                    // once it is (or after a few looks without it).
+                    Ok(contenders) => report(
+                        client,
+                        path,
+                        queue,
+                        &contenders,
+                        polls > PATIENCE,
+                        &mut reported,
+                    ),
                     Err(err) => debug!("reading the queue of {path}: {err}"),
                 }
                 match stopped.recv_timeout(POLL) {
@@ -62,6 +73,7 @@ fn report(
     path: &str,
     queue: Queue,
     contenders: &[Contender],
+    without_us: bool,
     reported: &mut Option<String>,
 ) {
     let ours = client.session_id();
@@ -78,7 +90,8 @@ fn report(
     let ahead = match contenders.iter().position(|c| c.session_id == ours) {
         Some(1) => "; we are next".to_owned(),
         Some(n) => format!("; {} waiting ahead of us", n - 1),
-        None => String::new(),
+        None if without_us => String::new(),
+        None => return,
     };
     let verb = match queue {
         Queue::Lock => "held",
