@@ -125,6 +125,26 @@ impl Client {
         Ok(session.get_data(path, deadline)?.map(|(data, _)| data))
     }
 
+    /// The names of the children of the node at `path` (in no particular order), or `None` if
+    /// there is no such node.
+    ///
+    /// For tools that look around a lock tree (`zklock status` on a parent of locks). Blocks
+    /// for one round trip, waiting for a lost connection to return for at most the session
+    /// timeout.
+    ///
+    /// # Errors
+    /// As [`Client::get_data`].
+    pub fn children(&self, path: &str) -> Result<Option<Vec<String>>> {
+        crate::path::validate_lock_path(path)?;
+        let deadline = Some(self.call_deadline());
+        let session = self.session(deadline)?;
+        match session.list(path, deadline) {
+            Ok(children) => Ok(Some(children)),
+            Err(Error::NoNode { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
     /// Writes `data` to the node at `path`, creating it (and missing parents, as persistent
     /// nodes) when absent. The write is unconditional: call it under a lock when several
     /// processes update the same node.

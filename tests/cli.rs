@@ -141,8 +141,48 @@ fn read_stderr(run: &mut Running) -> String {
     err
 }
 
+/// Whether `pid` is a live process: a zombie is dead (whoever inherited it may never reap it;
+/// PID 1 in a container often does not).
 fn process_exists(pid: i32) -> bool {
-    kill(Pid::from_raw(pid), None).is_ok()
+    proc_stat(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
+}
+
+/// The state letter and process group of `pid`, from /proc/PID/stat.
+fn proc_stat(pid: i32) -> Option<(char, i32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let pgrp = fields.nth(1)?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// The live processes in process group `pgrp`.
+fn group_members(pgrp: i32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&pid| proc_stat(pid).is_some_and(|(_, group)| group == pgrp))
+        .filter(|&pid| process_exists(pid))
+        .collect()
+}
+
+/// Processes a test started indirectly, SIGKILLed when it ends (passing or not), so that a
+/// failure cannot leave them running.
+struct Leftovers(Vec<i32>);
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            if process_exists(pid) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Reads a pid a command wrote into `file`.
+fn read_pid(file: &Path) -> i32 {
+    wait_for_file(file).trim().parse().unwrap()
 }
 
 #[test]
@@ -218,8 +258,39 @@ fn timeout_is_honoured() {
     assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
     assert!(waited >= Duration::from_millis(1500), "{waited:?}");
     assert!(waited < Duration::from_secs(6), "{waited:?}");
-    assert!(stderr(&out).contains("still busy"), "{}", stderr(&out));
+    // Reported as given, not rounded to "1s".
+    assert!(
+        stderr(&out).contains("still busy after 1500ms"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(contenders(&path), 1, "the timed-out waiter left its node");
+
+    // humantime's units, and a bare number as seconds.
+    for timeout in ["1sec", "0.5"] {
+        let out = output(zklock().args(["run", "-w", timeout, &path, "--", "true"]));
+        assert_eq!(out.status.code(), Some(124), "{timeout}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("still busy after {timeout}\n")),
+            "{}",
+            stderr(&out)
+        );
+    }
+    let out = output(zklock().args([
+        "--session-timeout",
+        "8sec",
+        "run",
+        "--kill-grace",
+        "1h30m",
+        "--suspended-grace",
+        "1min",
+        "-w",
+        "5min",
+        &common::lock_path("cli-timeout-units"),
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
 #[test]
@@ -1001,4 +1072,447 @@ fn break_a_semaphore_lease_taker_queued_on_its_gate() {
     // Its lease is still waited for, and comes when the first is released.
     drop(permit_a);
     assert_eq!(second.join().unwrap().ok(), Some(true));
+}
+
+#[test]
+fn sigkill_of_zklock_stops_the_job_and_its_children_before_anyone_else_acquires() {
+    let path = common::lock_path("cli-sigkill");
+    let dir = scratch("sigkill");
+    let (job_file, grandchild_file, log) =
+        (dir.join("job"), dir.join("grandchild"), dir.join("log"));
+    // The job and its grandchild ignore SIGTERM: only the SIGKILL after --kill-grace ends them.
+    let mut holder = Running::spawn(
+        zklock()
+            .args([
+                "run",
+                "--session-timeout",
+                "4s",
+                "--kill-grace",
+                "500ms",
+                &path,
+                "--",
+            ])
+            .args([
+                "sh",
+                "-c",
+                r#"trap "" TERM; sleep 120 & echo $! > "$2"; echo $$ > "$1"; wait"#,
+                "sh",
+            ])
+            .arg(&job_file)
+            .arg(&grandchild_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
+    let job = read_pid(&job_file);
+    let grandchild = read_pid(&grandchild_file);
+    let _leftovers = Leftovers(vec![job, grandchild]);
+    let (_, group) = proc_stat(job).unwrap();
+    assert_eq!(proc_stat(grandchild).unwrap().1, group);
+    assert_ne!(
+        group,
+        holder.pid().as_raw(),
+        "the job must have a group of its own"
+    );
+    // The guardian leads the job's group.
+    let guardian = group;
+    assert!(process_exists(guardian));
+
+    // The next holder looks for survivors of the first job as soon as it holds the lock.
+    let check = r#"for p in "$2" "$3"; do
+        read -r _ _ state _ 2>/dev/null < "/proc/$p/stat" && [ "$state" != Z ] && echo "alive $p" >> "$1"
+    done; echo checked >> "$1""#;
+    let mut waiter = Running::spawn(
+        zklock()
+            .args(["run", "-w", "60s", &path, "--", "sh", "-c", check, "sh"])
+            .arg(&log)
+            .arg(job.to_string())
+            .arg(grandchild.to_string()),
+    );
+    wait_for_contenders(&path, 2);
+
+    let killed = Instant::now();
+    holder.signal(Signal::SIGKILL);
+    assert!(
+        common::eventually(Duration::from_secs(10), || !process_exists(job)
+            && !process_exists(grandchild)),
+        "the job outlived zklock"
+    );
+    let gone = killed.elapsed();
+    eprintln!("job and grandchild gone {gone:?} after SIGKILL of zklock (--kill-grace 500ms)");
+    assert!(gone < Duration::from_secs(2), "{gone:?}");
+    assert!(
+        common::eventually(Duration::from_secs(5), || group_members(group).is_empty()),
+        "left in the job's process group: {:?}",
+        group_members(group)
+    );
+    let err = read_stderr(&mut holder);
+    assert!(err.contains("died while holding"), "{err}");
+
+    // The server expires the dead holder's session; only then does the waiter run.
+    assert_eq!(waiter.exit_code(Duration::from_secs(30)), 0);
+    assert!(killed.elapsed() > Duration::from_secs(2));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "checked\n");
+    assert!(!process_exists(guardian));
+}
+
+#[test]
+fn sigkill_of_zklock_stops_a_foreground_command() {
+    let path = common::lock_path("cli-sigkill-fg");
+    let dir = scratch("sigkill-fg");
+    let job_file = dir.join("job");
+    let holder = Running::spawn(
+        zklock()
+            .args(["run", "--foreground", "--kill-grace", "500ms", &path, "--"])
+            .args([
+                "sh",
+                "-c",
+                r#"trap "" TERM; echo $$ > "$1"; while :; do sleep 0.1; done"#,
+                "sh",
+            ])
+            .arg(&job_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped()),
+    );
+    let job = read_pid(&job_file);
+    let _leftovers = Leftovers(vec![job]);
+    assert_eq!(
+        proc_stat(job).unwrap().1,
+        proc_stat(holder.pid().as_raw()).unwrap().1
+    );
+    let killed = Instant::now();
+    holder.signal(Signal::SIGKILL);
+    assert!(
+        common::eventually(Duration::from_secs(10), || !process_exists(job)),
+        "the command outlived zklock"
+    );
+    let gone = killed.elapsed();
+    eprintln!("foreground command gone {gone:?} after SIGKILL of zklock (--kill-grace 500ms)");
+    assert!(gone < Duration::from_secs(2), "{gone:?}");
+}
+
+#[test]
+fn forwarded_sigterm_escalates_to_sigkill_and_continues_a_stopped_command() {
+    let path = common::lock_path("cli-term");
+    let dir = scratch("term");
+    let job_file = dir.join("job");
+
+    // A command that ignores SIGTERM gets SIGKILL --kill-grace later, as with `timeout -k`.
+    let mut holder = Running::spawn(
+        zklock()
+            .args(["run", "--kill-grace", "1s", &path, "--"])
+            .args([
+                "sh",
+                "-c",
+                r#"trap "" TERM; echo $$ > "$1"; while :; do sleep 0.1; done"#,
+                "sh",
+            ])
+            .arg(&job_file)
+            .stderr(Stdio::piped()),
+    );
+    let job = read_pid(&job_file);
+    let signalled = Instant::now();
+    holder.signal(Signal::SIGTERM);
+    assert_eq!(holder.exit_code(Duration::from_secs(15)), 128 + 9);
+    let took = signalled.elapsed();
+    assert!(took >= Duration::from_millis(900), "{took:?}");
+    assert!(!process_exists(job));
+    let err = read_stderr(&mut holder);
+    assert!(err.contains("sending SIGKILL"), "{err}");
+    assert_eq!(contenders(&path), 0);
+
+    // A stopped command is told that it is stopped, and continued after a forwarded signal.
+    std::fs::remove_file(&job_file).unwrap();
+    let mut holder = Running::spawn(
+        zklock()
+            .args(["run", &path, "--"])
+            .args([
+                "sh",
+                "-c",
+                r#"echo $$ > "$1"; kill -STOP $$; exec sleep 60"#,
+                "sh",
+            ])
+            .arg(&job_file)
+            .stderr(Stdio::piped()),
+    );
+    let job = read_pid(&job_file);
+    assert!(
+        common::eventually(Duration::from_secs(10), || proc_stat(job)
+            .is_some_and(|(state, _)| state == 'T')),
+        "the command never stopped"
+    );
+    // Give zklock a moment to notice before the signal.
+    std::thread::sleep(Duration::from_millis(500));
+    holder.signal(Signal::SIGINT);
+    assert_eq!(holder.exit_code(Duration::from_secs(10)), 128 + 2);
+    let err = read_stderr(&mut holder);
+    assert!(err.contains("is stopped by SIGSTOP"), "{err}");
+    assert_eq!(contenders(&path), 0);
+}
+
+/// A pseudo-terminal pair: (master, slave).
+fn open_pty() -> (std::fs::File, std::os::fd::OwnedFd) {
+    use nix::libc;
+    use std::os::fd::FromRawFd as _;
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors it opened into the two integers; the name and
+    // settings pointers may be null.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors are open and owned by nothing else.
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    }
+}
+
+#[test]
+fn a_command_stopped_on_terminal_input_ends_on_ctrl_c() {
+    use std::os::unix::process::CommandExt as _;
+
+    let path = common::lock_path("cli-ttin");
+    let dir = scratch("ttin");
+    let job_file = dir.join("job");
+    let (mut master, slave) = open_pty();
+    // zklock in a session of its own with the pty as its controlling terminal, as a shell
+    // would start it: zklock is in the terminal's foreground, its command (without
+    // --foreground) in a background process group.
+    let mut cmd = zklock();
+    cmd.args(["run", &path, "--"])
+        .args([
+            "sh",
+            "-c",
+            r#"echo $$ > "$1"; read line; echo "read $line""#,
+            "sh",
+        ])
+        .arg(&job_file)
+        .stdin(Stdio::from(slave))
+        .stderr(Stdio::piped());
+    // SAFETY: setsid and ioctl are async-signal-safe system calls.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()?;
+            if nix::libc::ioctl(0, nix::libc::TIOCSCTTY as _, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut holder = Running::spawn(&mut cmd);
+    let job = read_pid(&job_file);
+    // Reading the terminal from the background stops it (SIGTTIN).
+    assert!(
+        common::eventually(Duration::from_secs(10), || proc_stat(job)
+            .is_some_and(|(state, _)| state == 'T')),
+        "the command never stopped"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(holder.wait_for(Duration::ZERO).is_none());
+
+    // Ctrl-C on the terminal reaches zklock, which forwards it and continues the command.
+    master.write_all(b"\x03").unwrap();
+    assert_eq!(holder.exit_code(Duration::from_secs(10)), 128 + 2);
+    let err = read_stderr(&mut holder);
+    assert!(
+        err.contains("is stopped by SIGTTIN") && err.contains("--foreground"),
+        "{err}"
+    );
+    assert!(!process_exists(job));
+    assert_eq!(contenders(&path), 0);
+}
+
+#[test]
+fn status_tells_a_path_that_is_not_a_lock_and_lists_the_locks_under_it() {
+    use zklock::{DistributedMutex, DistributedRwLock};
+
+    let parent = common::lock_path("cli-not-a-lock");
+    let client = common::client();
+    let mutex = DistributedMutex::new(&client, &format!("{parent}/a")).unwrap();
+    let rwlock = DistributedRwLock::new(&client, &format!("{parent}/team/b")).unwrap();
+    // Owner data with a newline (zklock stores the thread's name) must stay on one line.
+    let (held, release) = (
+        std::sync::mpsc::channel::<()>(),
+        std::sync::mpsc::channel::<()>(),
+    );
+    let (acquired, may_release) = (held.0, release.1);
+    let holder = std::thread::Builder::new()
+        .name("evil\nPOS  ROLE".into())
+        .spawn(move || {
+            let guard = mutex.lock().unwrap();
+            acquired.send(()).unwrap();
+            let _ = may_release.recv();
+            drop(guard);
+            mutex
+        })
+        .unwrap();
+    held.1.recv_timeout(Duration::from_secs(10)).unwrap();
+    let reader = rwlock.read().unwrap();
+
+    let out = output(zklock().args(["status", &format!("{parent}/a")]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(text.contains("thread=evil\\nPOS  ROLE"), "{text}");
+
+    // A typo, a parent of locks, ZooKeeper's own node: exit 1, never "free".
+    let typo = format!("{parent}/nope");
+    let out = output(zklock().args(["status", &typo]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with(&format!("no lock at {typo}: no such node")),
+        "{}",
+        stdout(&out)
+    );
+    let out = output(zklock().args(["status", "/zookeeper"]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("no lock at /zookeeper: it has"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stdout(&out).contains("free"), "{}", stdout(&out));
+
+    let out = output(zklock().args(["status", &parent]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "no lock at {parent}: it has 2 child nodes and no lock nodes\n\
+             locks held or waited for under it:\n\
+             {parent}/a: held, no waiters\n\
+             {parent}/team/b: read/write lock, held by 1 reader, no waiters\n"
+        )
+    );
+    let out = output(zklock().args(["status", "--json", &parent]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{{\"path\":\"{parent}\",\"contenders\":[],\"layout\":null,\"permits\":null,\
+             \"exists\":true,\"locks\":[\
+             {{\"path\":\"{parent}/a\",\"layout\":\"mutex\",\"contenders\":1,\"holders\":1,\"waiting\":0}},\
+             {{\"path\":\"{parent}/team/b\",\"layout\":\"rwlock\",\"contenders\":1,\"holders\":1,\"waiting\":0}}\
+             ],\"truncated\":false}}\n"
+        )
+    );
+    let out = output(zklock().args(["break", "--yes", &typo]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stdout(&out).contains("no lock at"), "{}", stdout(&out));
+
+    // A released lock's node stays for a while: still a (free) lock.
+    release.0.send(()).unwrap();
+    drop(holder.join().unwrap());
+    drop(reader);
+    let out = output(zklock().args(["status", &format!("{parent}/a")]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("{parent}/a: free (no holder, no waiters)\n")
+    );
+}
+
+#[test]
+fn completions_and_man_pages_come_from_the_argument_definitions() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = output(zklock().args(["completions", shell]));
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        for word in ["zklock", "leader", "kill-grace", "completions"] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+    }
+    // The bash script is valid bash.
+    let dir = scratch("completions");
+    let bash = dir.join("zklock.bash");
+    std::fs::write(&bash, output(zklock().args(["completions", "bash"])).stdout).unwrap();
+    let out = output(Command::new("bash").arg("-n").arg(&bash));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = output(zklock().args(["completions", "tcsh"]));
+    assert_eq!(out.status.code(), Some(125));
+
+    let out = output(zklock().arg("man"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let page = stdout(&out);
+    assert!(page.contains(".TH zklock 1"), "{page}");
+    assert!(page.contains("zklock\\-run(1)"), "{page}");
+    let out = output(zklock().args(["man", "--dir"]).arg(&dir));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for name in [
+        "zklock",
+        "zklock-run",
+        "zklock-leader",
+        "zklock-status",
+        "zklock-break",
+    ] {
+        let page = std::fs::read_to_string(dir.join(format!("{name}.1"))).unwrap();
+        assert!(page.contains(&format!(".TH {name} 1")), "{name}: {page}");
+    }
+    let run = std::fs::read_to_string(dir.join("zklock-run.1")).unwrap();
+    assert!(run.contains("\\-\\-kill\\-grace"), "{run}");
+}
+
+#[test]
+fn verbose_waiting_run_says_who_holds_the_lock_and_when_that_changes() {
+    let path = common::lock_path("cli-who-holds");
+    let dir = scratch("who-holds");
+    let (ready_a, go_a, ready_b, go_b) = (
+        dir.join("ready-a"),
+        dir.join("go-a"),
+        dir.join("ready-b"),
+        dir.join("go-b"),
+    );
+    let hold_until = r#"echo held > "$1"; while [ ! -e "$2" ]; do sleep 0.05; done"#;
+    let mut a = run_sh(&[], &path, hold_until, &[&ready_a, &go_a]);
+    wait_for_file(&ready_a);
+    let mut b = run_sh(&[], &path, hold_until, &[&ready_b, &go_b]);
+    wait_for_contenders(&path, 2);
+    let mut c = Running::spawn(
+        zklock()
+            .args(["-v", "run", &path, "--", "true"])
+            .stderr(Stdio::piped()),
+    );
+    wait_for_contenders(&path, 3);
+    // The waiter reads the queue once a second; give it a few looks at each holder.
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::write(&go_a, "").unwrap();
+    assert_eq!(a.exit_code(Duration::from_secs(10)), 0);
+    wait_for_file(&ready_b);
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::write(&go_b, "").unwrap();
+    assert_eq!(b.exit_code(Duration::from_secs(10)), 0);
+    assert_eq!(c.exit_code(Duration::from_secs(10)), 0);
+
+    let err = read_stderr(&mut c);
+    let reports: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(&format!("waiting for {path}, ")))
+        .collect();
+    assert_eq!(reports.len(), 2, "one report per holder: {err}");
+    assert!(
+        reports[0].contains("held by host=")
+            && reports[0].contains(&format!("pid={} thread=main", a.pid()))
+            && reports[0].contains("1 waiting ahead of us"),
+        "{err}"
+    );
+    assert!(
+        reports[1].contains("now held by host=")
+            && reports[1].contains(&format!("pid={} thread=main", b.pid()))
+            && reports[1].contains("we are next"),
+        "{err}"
+    );
+    assert!(err.contains("acquired"), "{err}");
+
+    // Without -v, nothing is said (and the queue is not read).
+    let out = output(zklock().args(["run", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stderr(&out), "");
 }

@@ -5,22 +5,33 @@
 //! through `log` (`-v`, `RUST_LOG`), results of `status`, `break` and `revoke` to stdout.
 
 // A crate root looks for its modules beside it; these live in the directory named after it.
+#[path = "zklock/child.rs"]
+mod child;
+#[path = "zklock/docs.rs"]
+mod docs;
+#[path = "zklock/guardian.rs"]
+mod guardian;
 #[path = "zklock/inspect.rs"]
 mod inspect;
 #[path = "zklock/run.rs"]
 mod run;
 #[path = "zklock/security.rs"]
 mod security;
+#[path = "zklock/status.rs"]
+mod status;
 #[path = "zklock/supervise.rs"]
 mod supervise;
 #[path = "zklock/text.rs"]
 mod text;
+#[path = "zklock/waiting.rs"]
+mod waiting;
 
 use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use text::Dur;
 use zklock::Client;
 
 /// Exit codes of zklock itself. `run` otherwise exits with its command's status.
@@ -51,7 +62,8 @@ Exit codes:
   0        success (run, leader: the command exited 0)
   1..=120  run, leader: the command's own exit status; 128+N if it was killed by signal N
   1        break: nothing deleted (declined, no holder, node changed or already gone);
-           revoke: no holder, or its node is already gone
+           revoke: no holder, or its node is already gone;
+           status: no lock at LOCKPATH (no such node, or a node that is not a lock)
   121      run --on-revoke=release: revocation was requested; the command was stopped
   122      run: the lock was lost while the command ran; the command was killed
            leader: leadership was lost while the command ran; the command was killed
@@ -87,14 +99,15 @@ struct Global {
 
     /// Session timeout to ask for (the server may clamp it). A holder that loses contact for
     /// this long loses the lock; a dead holder's lock is freed after this long.
-    #[arg(long, global = true, value_name = "DUR", default_value = "10s", value_parser = duration)]
+    #[arg(long, global = true, value_name = "DUR", default_value = "10s", value_parser = duration_value)]
     session_timeout: Duration,
 
     /// How long to try to reach ZooKeeper before failing with exit code 125.
-    #[arg(long, global = true, value_name = "DUR", default_value = "15s", value_parser = duration)]
+    #[arg(long, global = true, value_name = "DUR", default_value = "15s", value_parser = duration_value)]
     connect_timeout: Duration,
 
-    /// Log more to stderr (-v: lock events, -vv: protocol details). RUST_LOG also works.
+    /// Log more to stderr (-v: lock events, and while `run` or `leader` waits, who holds the
+    /// lock and when that changes; -vv: protocol details). RUST_LOG also works.
     #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
     verbose: u8,
 
@@ -109,14 +122,23 @@ enum Command {
     Status(StatusArgs),
     Break(BreakArgs),
     Revoke(RevokeArgs),
+    Completions(CompletionsArgs),
+    Man(ManArgs),
 }
 
 /// Acquire LOCKPATH, run COMMAND while holding it, release it when COMMAND exits.
 ///
 /// Exits with COMMAND's status. Waits for the lock as long as it takes unless --nonblock or
 /// --timeout is given. SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to COMMAND (zklock
-/// then waits for it to exit); a signal while still waiting for the lock withdraws from the
-/// queue and exits 128+N.
+/// then waits for it to exit), followed by SIGCONT so that a stopped COMMAND acts on them; a
+/// forwarded SIGTERM is followed by SIGKILL after --kill-grace if COMMAND is still running
+/// (as with `timeout -k`). A signal while still waiting for the lock withdraws from the queue
+/// and exits 128+N.
+///
+/// If zklock itself dies (even by SIGKILL), its lock ends with its session, so COMMAND must
+/// not run on: a small guardian process started with COMMAND sees zklock go and sends
+/// COMMAND's process group SIGTERM, then SIGKILL after --kill-grace, well before the session
+/// can expire. Processes that leave the process group (setsid, daemons) escape it.
 ///
 /// COMMAND runs in a process group of its own, so that a lost lock stops the whole job
 /// (pipelines, scripts' children). The lock is considered lost when the session expires,
@@ -137,9 +159,10 @@ struct RunArgs {
     #[arg(long, short = 'n', conflicts_with = "timeout")]
     nonblock: bool,
 
-    /// Give up with exit code 124 if the lock is still busy after DUR (e.g. 500ms, 10s, 2m).
+    /// Give up with exit code 124 if the lock is still busy after DUR (e.g. 500ms, 10s, 5min,
+    /// 1h30m; a bare number is seconds).
     #[arg(long, short = 'w', value_name = "DUR", value_parser = duration)]
-    timeout: Option<Duration>,
+    timeout: Option<Dur>,
 
     /// What to do if the lock is lost while COMMAND runs.
     #[arg(long, value_enum, default_value_t = OnLost::Kill, value_name = "ACTION")]
@@ -171,19 +194,22 @@ struct RunArgs {
 /// How `run` and `leader` watch over COMMAND once the lock or leadership is theirs.
 #[derive(Debug, Args)]
 struct Supervision {
-    /// After the lock (or leadership) is lost, how long COMMAND gets between SIGTERM and
-    /// SIGKILL. [default: 1/5 of the session timeout]
+    /// How long COMMAND gets between SIGTERM and SIGKILL: after the lock (or leadership) is
+    /// lost, after a forwarded SIGTERM, and after zklock itself died. [default: 1/5 of the
+    /// session timeout]
     #[arg(long, value_name = "DUR", value_parser = duration)]
-    kill_grace: Option<Duration>,
+    kill_grace: Option<Dur>,
 
     /// How long the connection may stay down (lock Suspended) before the lock (or leadership)
     /// counts as lost. [default: 1/5 of the session timeout]
     #[arg(long, value_name = "DUR", value_parser = duration)]
-    suspended_grace: Option<Duration>,
+    suspended_grace: Option<Dur>,
 
     /// Keep COMMAND in zklock's process group, so it can read the terminal and gets Ctrl-C
     /// directly (use it for interactive commands). Only SIGTERM is forwarded then, and a lost
-    /// lock kills COMMAND but not processes it started.
+    /// lock (or zklock's death) kills COMMAND but not processes it started. Without it, a
+    /// COMMAND that reads the terminal is stopped (SIGTTIN): zklock warns, and continues it
+    /// after forwarding a signal (Ctrl-C).
     #[arg(long)]
     foreground: bool,
 }
@@ -196,12 +222,12 @@ impl Supervision {
         on_revoke: Option<OnRevoke>,
         session_timeout: Duration,
     ) -> supervise::Policy {
-        let fifth = session_timeout / 5;
+        let fifth = || Dur::computed(session_timeout / 5);
         supervise::Policy {
             on_lost,
             on_revoke,
-            kill_grace: self.kill_grace.unwrap_or(fifth),
-            suspended_grace: self.suspended_grace.unwrap_or(fifth),
+            kill_grace: self.kill_grace.clone().unwrap_or_else(fifth),
+            suspended_grace: self.suspended_grace.clone().unwrap_or_else(fifth),
             group: !self.foreground,
         }
     }
@@ -227,8 +253,8 @@ enum OnRevoke {
 /// COMMAND exits.
 ///
 /// Exits with COMMAND's status. Waits to lead as long as it takes; participants queue, and the
-/// next one takes over when the leader steps down or dies. Signals are handled as by `run`
-/// (a signal while waiting leaves the election and exits 128+N).
+/// next one takes over when the leader steps down or dies. Signals, and zklock's own death,
+/// are handled as by `run` (a signal while waiting leaves the election and exits 128+N).
 ///
 /// Leadership is lost, and COMMAND's process group gets SIGTERM (SIGKILL after --kill-grace)
 /// and zklock exits 122, when the session expires, when our election node is deleted
@@ -273,8 +299,15 @@ struct LeaderArgs {
 /// For each contender: its position, role (holder, waiter; `unknown` for a semaphore's leases
 /// without --permits), type (exclusive, read, write, lease, queued, participant), age (server
 /// creation time against the local clock), session id, node name and owner (`host=.. pid=..
-/// thread=..` for zklock nodes, the participant id in an election). A semaphore's nodes are
-/// named `leases/NAME` (leases, held or waited for) and `locks/NAME` (lease takers queued).
+/// thread=..` for zklock nodes, the participant id in an election; control characters such as
+/// newlines escaped). A semaphore's nodes are named `leases/NAME` (leases, held or waited for)
+/// and `locks/NAME` (lease takers queued).
+///
+/// An empty node is a free lock (a released lock's node stays until the server sweeps it).
+/// A path with no node ("no lock at LOCKPATH: no such node": a typo, or a lock unused for a
+/// while), or whose node has children but no lock nodes (a parent of locks, /zookeeper), is no
+/// lock: status says so and exits 1, listing the locks held or waited for up to 4 levels below
+/// it.
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 struct StatusArgs {
@@ -282,7 +315,11 @@ struct StatusArgs {
     /// "sequence", "session_id", "owner", "host", "pid", "thread", "created_ms", "age_ms",
     /// "fencing_token", "version", "type", "holds"}], "layout", "permits"}. host, pid and
     /// thread are null for non-zklock owners; holds is null where unknown; layout is "mutex",
-    /// "rwlock", "semaphore", "election" or null (nothing there); permits is null unless given.
+    /// "rwlock", "semaphore", "election" or null (a free lock); permits is null unless given.
+    /// When LOCKPATH is no lock (exit 1), layout is null and three more fields follow:
+    /// "exists" (whether there is a node), "locks" ([{"path", "layout", "contenders",
+    /// "holders", "waiting"}] for the locks found below it) and "truncated" (the search
+    /// stopped at its limits).
     #[arg(long)]
     json: bool,
 
@@ -343,8 +380,37 @@ struct RevokeArgs {
     path: String,
 }
 
-fn duration(text: &str) -> Result<Duration, String> {
+/// Print a completion script for SHELL to stdout.
+///
+/// bash: `zklock completions bash > ~/.local/share/bash-completion/completions/zklock`;
+/// zsh: `zklock completions zsh > "${fpath[1]}/_zklock"`; fish: `zklock completions fish >
+/// ~/.config/fish/completions/zklock.fish`.
+#[derive(Debug, Args)]
+struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    shell: clap_complete::Shell,
+}
+
+/// Print the zklock(1) man page (roff) to stdout, or write it and one page per subcommand
+/// (zklock-run(1), ...) into --dir.
+///
+/// `zklock man --dir /usr/local/share/man/man1` installs them all for `man zklock-run`.
+#[derive(Debug, Args)]
+struct ManArgs {
+    /// Write zklock.1 and zklock-SUBCOMMAND.1 into DIR instead.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<std::path::PathBuf>,
+}
+
+/// A duration option that messages quote as given.
+fn duration(text: &str) -> Result<Dur, String> {
     text::parse_duration(text)
+}
+
+/// A duration option that messages never quote.
+fn duration_value(text: &str) -> Result<Duration, String> {
+    text::parse_duration(text).map(|d| d.value)
 }
 
 /// A failure that ends zklock with a one-line message and an exit code.
@@ -374,6 +440,10 @@ impl From<zklock::Error> for Failure {
 pub type Outcome = Result<u8, Failure>;
 
 fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == guardian::ARG) {
+        return guardian::main(&args[2..]);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
@@ -385,9 +455,11 @@ fn main() -> ExitCode {
     let outcome = match &cli.command {
         Command::Run(args) => run::run(&cli.global, args),
         Command::Leader(args) => run::leader(&cli.global, args),
-        Command::Status(args) => inspect::status(&cli.global, args),
+        Command::Status(args) => status::status(&cli.global, args),
         Command::Break(args) => inspect::break_lock(&cli.global, args),
         Command::Revoke(args) => inspect::revoke(&cli.global, args),
+        Command::Completions(args) => docs::completions(args),
+        Command::Man(args) => docs::man(args),
     };
     let _ = std::io::stdout().flush();
     match outcome {

@@ -1,7 +1,6 @@
-//! `zklock status`, `zklock break` and `zklock revoke`, for every layout the library makes:
-//! mutex, read/write lock, semaphore and leader election.
+//! Reading a lock of every layout the library makes (mutex, read/write lock, semaphore and
+//! leader election), and `zklock break` and `zklock revoke`; `status.rs` shows what is read.
 
-use std::fmt::Write as _;
 use std::io::{BufRead as _, Write as _};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,12 +8,12 @@ use zklock::{
     Client, Contender, DistributedMutex, DistributedRwLock, LeaderElection, Role, Semaphore,
 };
 
-use crate::text::{format_duration, json_string, parse_owner, session_hex};
-use crate::{code, BreakArgs, Failure, Global, Outcome, RevokeArgs, StatusArgs};
+use crate::text::{format_duration, printable, session_hex};
+use crate::{code, BreakArgs, Failure, Global, Outcome, RevokeArgs};
 
 /// The recipe whose nodes are under a lock path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Layout {
+pub enum Layout {
     Mutex,
     RwLock,
     Semaphore,
@@ -22,7 +21,7 @@ enum Layout {
 }
 
 impl Layout {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Layout::Mutex => "mutex",
             Layout::RwLock => "rwlock",
@@ -33,21 +32,21 @@ impl Layout {
 }
 
 /// One node of a lock, as shown.
-struct Entry {
-    contender: Contender,
+pub struct Entry {
+    pub contender: Contender,
     /// The node's name relative to the lock path: the node name, or `leases/NAME` and
     /// `locks/NAME` in a semaphore.
-    name: String,
+    pub name: String,
     /// The node's parent: the lock path, or the semaphore's `leases` or `locks` child.
-    parent: String,
+    pub parent: String,
     /// exclusive, read, write, lease, queued (a semaphore's lease taker) or participant.
-    kind: &'static str,
+    pub kind: &'static str,
     /// Whether it holds the lock (leads, holds a lease); `None` if that cannot be told.
-    holds: Option<bool>,
+    pub holds: Option<bool>,
 }
 
 impl Entry {
-    fn role(&self) -> &'static str {
+    pub fn role(&self) -> &'static str {
         match self.holds {
             Some(true) => "holder",
             Some(false) => "waiter",
@@ -59,30 +58,51 @@ impl Entry {
         format!("{}/{}", self.parent, self.contender.node_name)
     }
 
-    fn owner(&self) -> &str {
+    /// The owner data, fit for one line of output (control characters escaped); `unknown`
+    /// if there is none.
+    pub fn owner(&self) -> String {
         if self.contender.owner.is_empty() {
-            "unknown"
+            "unknown".into()
         } else {
-            &self.contender.owner
+            printable(&self.contender.owner)
         }
     }
 }
 
 /// A lock path's nodes, in queue order (a semaphore's leases, then its queued lease takers).
-struct View {
-    path: String,
-    /// `None`: nothing under the path.
-    layout: Option<Layout>,
-    permits: Option<u32>,
-    entries: Vec<Entry>,
+pub struct View {
+    pub path: String,
+    /// `None`: no lock nodes under the path.
+    pub layout: Option<Layout>,
+    pub permits: Option<u32>,
+    pub entries: Vec<Entry>,
+    /// How many children the node at the path has (of any kind), `None` if there is no node.
+    /// Only looked up when there are no lock nodes.
+    pub children: Option<usize>,
 }
 
 impl View {
-    fn holders(&self) -> impl Iterator<Item = &Entry> {
+    /// Whether the path is a lock: it has lock nodes, or is an empty node (a free lock's
+    /// parent stays until the server sweeps it). A missing node or one with other children
+    /// is not a lock.
+    pub fn is_lock(&self) -> bool {
+        self.layout.is_some() || self.children == Some(0)
+    }
+
+    /// Why there is no holder to act on: a free lock, or no lock at all.
+    fn nobody(&self) -> String {
+        if self.is_lock() {
+            format!("{}: free (no holder)", self.path)
+        } else {
+            format!("no lock at {}", self.path)
+        }
+    }
+
+    pub fn holders(&self) -> impl Iterator<Item = &Entry> {
         self.entries.iter().filter(|e| e.holds == Some(true))
     }
 
-    fn waiting(&self) -> usize {
+    pub fn waiting(&self) -> usize {
         self.entries
             .iter()
             .filter(|e| e.holds == Some(false))
@@ -134,7 +154,7 @@ fn rwlock_holds(roles: &[Role]) -> Vec<bool> {
 }
 
 /// Reads the nodes under `path` and tells the layout from them.
-fn look(client: &Client, path: &str, permits: Option<u32>) -> Result<View, Failure> {
+pub fn look(client: &Client, path: &str, permits: Option<u32>) -> Result<View, Failure> {
     let entries = |contenders: Vec<Contender>, parent: &str, holds: &dyn Fn(usize) -> bool| {
         contenders
             .into_iter()
@@ -153,6 +173,7 @@ fn look(client: &Client, path: &str, permits: Option<u32>) -> Result<View, Failu
         layout,
         permits,
         entries,
+        children: None,
     };
     // Making the recipes checks the path; nothing is sent until they are asked.
     let contenders = DistributedMutex::new(client, path)?.contenders()?;
@@ -180,7 +201,10 @@ fn look(client: &Client, path: &str, permits: Option<u32>) -> Result<View, Failu
     }
     let (leases_path, locks_path) = (format!("{path}/leases"), format!("{path}/locks"));
     if client.get_data(&leases_path)?.is_none() && client.get_data(&locks_path)?.is_none() {
-        return Ok(view(None, Vec::new()));
+        return Ok(View {
+            children: client.children(path)?.map(|c| c.len()),
+            ..view(None, Vec::new())
+        });
     }
     // The permits only matter for telling held leases from the one waited for.
     let semaphore = Semaphore::new(client, path, permits.map_or(1, |p| p as usize))?;
@@ -210,164 +234,11 @@ fn look(client: &Client, path: &str, permits: Option<u32>) -> Result<View, Failu
 }
 
 /// How long ago the server created the node, by the local clock (0 if the clocks disagree).
-fn age(contender: &Contender) -> Duration {
+pub fn age(contender: &Contender) -> Duration {
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     Duration::from_millis(u64::try_from(now_ms - contender.created_ms).unwrap_or(0))
-}
-
-pub fn status(global: &Global, args: &StatusArgs) -> Outcome {
-    let client = global.connect(None)?;
-    let view = look(&client, &args.path, args.permits)?;
-    let out = if args.json {
-        status_json(&view)
-    } else {
-        status_table(&view)
-    };
-    print!("{out}");
-    Ok(0)
-}
-
-fn waiting(n: usize) -> String {
-    match n {
-        0 => "no waiters".into(),
-        n => format!("{n} waiting"),
-    }
-}
-
-/// The first line of `status`: the lock in a few words.
-fn summary(view: &View) -> String {
-    let path = &view.path;
-    let holders: Vec<&Entry> = view.holders().collect();
-    let waiters = waiting(view.waiting());
-    match view.layout {
-        None => format!("{path}: free (no holder, no waiters)"),
-        Some(_) if view.entries.is_empty() => {
-            format!("{path}: free (no holder, no waiters)")
-        }
-        Some(Layout::Mutex) => format!("{path}: held, {waiters}"),
-        Some(Layout::RwLock) => match holders.as_slice() {
-            [writer] if writer.kind == "write" => {
-                format!("{path}: read/write lock, held by a writer, {waiters}")
-            }
-            [_] => format!("{path}: read/write lock, held by 1 reader, {waiters}"),
-            readers => format!(
-                "{path}: read/write lock, held by {} readers, {waiters}",
-                readers.len()
-            ),
-        },
-        Some(Layout::Election) => {
-            format!(
-                "{path}: leader election, led by {}, {waiters}",
-                holders[0].owner()
-            )
-        }
-        Some(Layout::Semaphore) => match view.permits {
-            Some(permits) => format!(
-                "{path}: semaphore, {} of {permits} permits held, {waiters}",
-                holders.len()
-            ),
-            None => {
-                let leases = view.entries.iter().filter(|e| e.holds.is_none()).count();
-                format!(
-                    "{path}: semaphore, {leases} lease{} held or waited for (give --permits N to \
-                     tell), {} queued",
-                    if leases == 1 { "" } else { "s" },
-                    view.waiting()
-                )
-            }
-        },
-    }
-}
-
-fn status_table(view: &View) -> String {
-    let mut out = summary(view);
-    out.push('\n');
-    if view.entries.is_empty() {
-        return out;
-    }
-    let rows: Vec<[String; 7]> = view
-        .entries
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            [
-                i.to_string(),
-                e.role().to_owned(),
-                e.kind.to_owned(),
-                format_duration(age(&e.contender)),
-                session_hex(e.contender.session_id),
-                e.name.clone(),
-                e.contender.owner.clone(),
-            ]
-        })
-        .collect();
-    let header = ["POS", "ROLE", "TYPE", "AGE", "SESSION", "NODE", "OWNER"];
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    for row in std::iter::once(header.map(str::to_owned)).chain(rows) {
-        let mut line = String::new();
-        for (i, cell) in row.iter().enumerate() {
-            if i + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                let _ = write!(line, "{cell:<w$}  ", w = widths[i]);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-fn status_json(view: &View) -> String {
-    let items: Vec<String> = view
-        .entries
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            let c = &e.contender;
-            let owner = parse_owner(&c.owner);
-            let (host, pid, thread) = match &owner {
-                Some(o) => (
-                    json_string(o.host),
-                    o.pid.to_string(),
-                    json_string(o.thread),
-                ),
-                None => ("null".into(), "null".into(), "null".into()),
-            };
-            format!(
-                "{{\"position\":{i},\"role\":\"{}\",\"node\":{},\"sequence\":{},\
-                 \"session_id\":\"{}\",\"owner\":{},\"host\":{host},\"pid\":{pid},\
-                 \"thread\":{thread},\"created_ms\":{},\"age_ms\":{},\"fencing_token\":{},\
-                 \"version\":{},\"type\":\"{}\",\"holds\":{}}}",
-                e.role(),
-                json_string(&e.name),
-                c.sequence,
-                session_hex(c.session_id),
-                json_string(&c.owner),
-                c.created_ms,
-                age(c).as_millis(),
-                c.fencing_token,
-                c.version,
-                e.kind,
-                e.holds.map_or("null".into(), |h| h.to_string()),
-            )
-        })
-        .collect();
-    format!(
-        "{{\"path\":{},\"contenders\":[{}],\"layout\":{},\"permits\":{}}}\n",
-        json_string(&view.path),
-        items.join(","),
-        view.layout
-            .map_or("null".into(), |l| format!("\"{}\"", l.name())),
-        view.permits.map_or("null".into(), |p| p.to_string()),
-    )
 }
 
 /// The holder to act on when no --node is given; `Ok(None)` if nothing holds.
@@ -399,7 +270,7 @@ pub fn break_lock(global: &Global, args: &BreakArgs) -> Outcome {
         None => match sole_holder(&view, "delete")? {
             Some(holder) => holder,
             None => {
-                println!("{}: free (no holder); nothing to break", args.path);
+                println!("{}; nothing to break", view.nobody());
                 return Ok(code::NOTHING_DONE);
             }
         },
@@ -519,7 +390,7 @@ pub fn revoke(global: &Global, args: &RevokeArgs) -> Outcome {
         None => view.holders().collect(),
     };
     if targets.is_empty() {
-        println!("{}: free (no holder); nothing to revoke", args.path);
+        println!("{}; nothing to revoke", view.nobody());
         return Ok(code::NOTHING_DONE);
     }
     let rwlock = match view.layout {

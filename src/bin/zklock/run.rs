@@ -7,18 +7,21 @@ use log::{info, warn};
 use zklock::{DistributedMutex, Error, LeaderElection, LockGuard};
 
 use crate::supervise::{hold, Job, Queue, Supervisor};
-use crate::text::{format_duration, session_hex};
+use crate::text::session_hex;
+use crate::waiting::reporting_holders;
 use crate::{code, Failure, Global, LeaderArgs, OnLost, Outcome, RunArgs};
 
 pub fn run(global: &Global, args: &RunArgs) -> Outcome {
     let started = Instant::now();
     let supervisor = Supervisor::install()?;
-    let client = global.connect(args.timeout)?;
+    let client = global.connect(args.timeout.as_ref().map(|t| t.value))?;
     // Revocable: the guard learns at once when its node is deleted (`zklock break`), also
     // after a revocation request it ignored, and hears revocation requests (`zklock revoke`).
     let mutex = DistributedMutex::new(&client, &args.path)?.revocable();
     supervisor.acquiring(&client, &args.path, Queue::Lock);
-    let guard = acquire(&mutex, args, started)?;
+    let guard = reporting_holders(&client, &args.path, Queue::Lock, || {
+        acquire(&mutex, args, started)
+    })?;
     let policy =
         args.supervision
             .policy(args.on_lost, Some(args.on_revoke), client.session_timeout());
@@ -45,8 +48,8 @@ fn acquire(
     loop {
         let attempt = if args.nonblock {
             mutex.try_lock()
-        } else if let Some(timeout) = args.timeout {
-            mutex.lock_timeout(timeout.saturating_sub(started.elapsed()))
+        } else if let Some(timeout) = &args.timeout {
+            mutex.lock_timeout(timeout.value.saturating_sub(started.elapsed()))
         } else {
             mutex.lock().map(Some)
         };
@@ -61,17 +64,20 @@ fn acquire(
             Ok(None) => {
                 return Err(Failure {
                     code: code::TIMEOUT,
-                    message: format!(
-                        "{} still busy after {}",
-                        args.path,
-                        format_duration(args.timeout.unwrap_or_default())
-                    ),
+                    message: match &args.timeout {
+                        Some(timeout) => format!("{} still busy after {timeout}", args.path),
+                        None => format!("{} still busy", args.path),
+                    },
                 })
             }
             // The session expired while we waited (a long outage): our place in the queue is
             // gone, but the client opens a new session, so queue again while time remains.
             Err(Error::SessionExpired)
-                if !args.nonblock && args.timeout.is_none_or(|t| started.elapsed() < t) =>
+                if !args.nonblock
+                    && args
+                        .timeout
+                        .as_ref()
+                        .is_none_or(|t| started.elapsed() < t.value) =>
             {
                 warn!(
                     "session expired while waiting for {}; queueing again",
@@ -91,16 +97,16 @@ pub fn leader(global: &Global, args: &LeaderArgs) -> Outcome {
         election = election.participant_id(id);
     }
     supervisor.acquiring(&client, &args.path, Queue::Election);
-    let leadership = loop {
+    let leadership = reporting_holders(&client, &args.path, Queue::Election, || loop {
         match election.participate() {
-            Ok(leadership) => break leadership,
+            Ok(leadership) => break Ok(leadership),
             Err(Error::SessionExpired) => warn!(
                 "session expired while waiting to lead {}; joining again",
                 args.path
             ),
-            Err(err) => return Err(err.into()),
+            Err(err) => break Err(Failure::from(err)),
         }
-    };
+    })?;
     // A leadership watches its own node: its deletion (`zklock break`) turns it `Lost` at
     // once. Elections have no revocation protocol.
     let policy = args

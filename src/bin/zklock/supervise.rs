@@ -10,8 +10,7 @@
 
 use std::ffi::OsString;
 use std::io::ErrorKind;
-use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
-use std::process::{Child, Command, ExitStatus};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,13 +18,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use log::{debug, error, info, warn};
-use nix::sys::signal::{kill, killpg, Signal};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
 use zklock::{Client, Contender, DistributedMutex, Error, LeaderElection, LockGuard, LockState};
 
-use crate::text::{format_duration, session_hex};
+use crate::child::{Change, Process};
+use crate::text::{format_duration, session_hex, Dur};
 use crate::{code, Failure, OnLost, OnRevoke, Outcome};
 
 /// How often the watchers look at the stop flag between waits on the guard.
@@ -115,14 +114,14 @@ impl Supervisor {
 }
 
 /// How `hold` reacts to trouble.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Policy {
     pub on_lost: OnLost,
     /// `None` where the recipe has no revocation protocol (elections): requests are not
     /// listened for.
     pub on_revoke: Option<OnRevoke>,
-    pub kill_grace: Duration,
-    pub suspended_grace: Duration,
+    pub kill_grace: Dur,
+    pub suspended_grace: Dur,
     /// The child leads a process group of its own, which receives our signals.
     pub group: bool,
 }
@@ -153,13 +152,15 @@ pub fn hold(
         .env("ZKLOCK_NODE", guard.node_path())
         .env("ZKLOCK_SESSION_ID", session_hex(guard.session_id()))
         .env("ZKLOCK_FENCING_TOKEN", guard.fencing_token().to_string());
-    if policy.group {
-        command.process_group(0);
-    }
     let spawned = {
         let mut phase = lock(&supervisor.phase);
         *phase = Phase::Running;
-        command.spawn()
+        Process::spawn(
+            &mut command,
+            policy.group,
+            policy.kill_grace.value,
+            job.path,
+        )
     };
     let mut child = match spawned {
         Ok(child) => child,
@@ -174,7 +175,7 @@ pub fn hold(
             });
         }
     };
-    debug!("started command, pid {}", child.id());
+    debug!("started command, pid {}", child.pid());
 
     let stop = Stop::default();
     let supervised = thread::scope(|s| {
@@ -209,55 +210,45 @@ pub fn hold(
     Ok(match ending {
         Some(Ending::Lost) if policy.on_lost == OnLost::Kill => code::LOST,
         Some(Ending::Revoked) => code::REVOKED,
-        _ => exit_code(status),
+        _ => status,
     })
 }
 
-/// Acts on events until the child exits. Returns its status and why it was stopped, if it was.
+/// Acts on events until the child exits. Returns its exit code (as a shell reports it) and
+/// why it was stopped, if it was.
 fn supervise(
-    child: &mut Child,
+    child: &mut Process,
     inbox: &Receiver<Event>,
     policy: &Policy,
     job: &Job<'_>,
-) -> Result<(ExitStatus, Option<Ending>), Failure> {
-    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pids fit in i32"));
-    let send = |signal: Signal| {
-        let sent = if policy.group {
-            killpg(pid, signal)
-        } else {
-            kill(pid, signal)
-        };
-        if let Err(err) = sent {
-            debug!("sending {signal} to the command: {err}");
-        }
-    };
+) -> Result<(u8, Option<Ending>), Failure> {
     let (noun, path) = (job.noun, job.path);
+    let grace = &policy.kill_grace;
     let mut ending: Option<Ending> = None;
     let mut kill_at: Option<Instant> = None;
     loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let stopping = match &ending {
-                    Some(Ending::Lost) => policy.on_lost == OnLost::Kill,
-                    Some(Ending::Revoked) => true,
-                    None => false,
-                };
-                if stopping && policy.group {
-                    // The leader is gone; nothing it started may go on without the lock.
-                    let _ = killpg(pid, Signal::SIGKILL);
+        while let Some(change) = child.poll()? {
+            match change {
+                Change::Exited(status) => {
+                    let stopping = match &ending {
+                        Some(Ending::Lost) => policy.on_lost == OnLost::Kill,
+                        Some(Ending::Revoked) => true,
+                        None => false,
+                    };
+                    if stopping && child.is_group() {
+                        // The leader is gone; nothing it started may go on without the lock.
+                        child.send(Signal::SIGKILL);
+                    }
+                    return Ok((status, ending));
                 }
-                return Ok((status, ending));
+                Change::Stopped(signal) => warn!("{}", stopped_message(signal, child)),
+                Change::Continued => info!("the command was continued"),
             }
-            Ok(None) => {}
-            Err(err) => return Err(Failure::error(format!("waiting for the command: {err}"))),
         }
         let now = Instant::now();
         if kill_at.is_some_and(|at| now >= at) {
-            warn!(
-                "command still running {} after SIGTERM; sending SIGKILL",
-                format_duration(policy.kill_grace)
-            );
-            send(Signal::SIGKILL);
+            warn!("command still running {grace} after SIGTERM; sending SIGKILL");
+            child.send(Signal::SIGKILL);
             kill_at = None;
         }
         let wait = kill_at.map_or(SUPERVISE_TICK, |at| {
@@ -266,10 +257,15 @@ fn supervise(
         match inbox.recv_timeout(wait) {
             Ok(Event::Signal(number)) => {
                 // In the foreground, terminal signals reach the command directly.
-                if policy.group || number == SIGTERM {
+                if child.is_group() || number == SIGTERM {
                     if let Ok(signal) = Signal::try_from(number) {
                         debug!("forwarding {signal} to the command");
-                        send(signal);
+                        child.deliver(signal);
+                    }
+                    // As `timeout -k`: a command told to terminate gets the grace, then SIGKILL.
+                    if number == SIGTERM && kill_at.is_none() {
+                        info!("SIGTERM forwarded; SIGKILL in {grace} unless the command exits");
+                        kill_at = Some(Instant::now() + grace.value);
                     }
                 }
             }
@@ -277,11 +273,10 @@ fn supervise(
                 match policy.on_lost {
                     OnLost::Kill => {
                         error!(
-                            "{noun} {path} lost: {reason}; terminating the command (SIGKILL in {})",
-                            format_duration(policy.kill_grace)
+                            "{noun} {path} lost: {reason}; terminating the command (SIGKILL in {grace})"
                         );
-                        send(Signal::SIGTERM);
-                        kill_at = Some(Instant::now() + policy.kill_grace);
+                        child.deliver(Signal::SIGTERM);
+                        kill_at = Some(Instant::now() + grace.value);
                     }
                     OnLost::Ignore => {
                         warn!("{noun} {path} lost: {reason}; the command keeps running (--on-lost=ignore)");
@@ -292,16 +287,36 @@ fn supervise(
             Ok(Event::Revoked) if ending.is_none() => {
                 error!(
                     "release of {path} requested (revocation, --on-revoke=release); terminating \
-                     the command (SIGKILL in {})",
-                    format_duration(policy.kill_grace)
+                     the command (SIGKILL in {grace})"
                 );
-                send(Signal::SIGTERM);
-                kill_at = Some(Instant::now() + policy.kill_grace);
+                child.deliver(Signal::SIGTERM);
+                kill_at = Some(Instant::now() + grace.value);
                 ending = Some(Ending::Revoked);
             }
             Ok(_) | Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => unreachable!("the supervisor keeps a sender"),
         }
+    }
+}
+
+/// The warning for a command that stopped: what it means, and how it ends.
+fn stopped_message(signal: Signal, child: &Process) -> String {
+    let how = if child.is_group() {
+        "a signal to zklock (Ctrl-C, kill -TERM) is forwarded and continues it"
+    } else {
+        "kill -CONT or a SIGTERM to zklock continues it"
+    };
+    match signal {
+        Signal::SIGTTIN | Signal::SIGTTOU if child.is_group() => format!(
+            "the command (pid {}) is stopped by {signal}: it used the terminal, but runs in a \
+             process group of its own, outside the terminal's foreground (run interactive \
+             commands with --foreground); the lock stays held; {how}",
+            child.pid()
+        ),
+        _ => format!(
+            "the command (pid {}) is stopped by {signal}; the lock stays held; {how}",
+            child.pid()
+        ),
     }
 }
 
@@ -313,7 +328,7 @@ fn watch_state(
     stop: &Stop,
     events: &Sender<Event>,
 ) {
-    let grace = policy.suspended_grace;
+    let grace = &policy.suspended_grace;
     let mut suspended_since: Option<Instant> = None;
     while !stop.is_set() {
         match guard.state() {
@@ -328,20 +343,19 @@ fn watch_state(
             LockState::Suspended => {
                 let since = *suspended_since.get_or_insert_with(|| {
                     warn!(
-                        "connection to ZooKeeper lost; lock suspended (lost in {} unless it returns)",
-                        format_duration(grace)
+                        "connection to ZooKeeper lost; lock suspended (lost in {grace} unless it returns)"
                     );
                     Instant::now()
                 });
                 let down = since.elapsed();
-                if down >= grace {
+                if down >= grace.value {
                     let _ = events.send(Event::Lost(format!(
                         "connection to ZooKeeper down for {} (--suspended-grace), the session may have expired",
                         format_duration(down)
                     )));
                     return;
                 }
-                thread::sleep((grace - down).min(SUSPENDED_POLL));
+                thread::sleep((grace.value - down).min(SUSPENDED_POLL));
             }
             _ => {
                 let _ = events.send(Event::Lost(lost_cause(client, guard)));
@@ -478,17 +492,6 @@ fn withdraw(client: &Client, path: &str, queue: Queue) {
             let _ = done.send(());
         });
     let _ = finished.recv_timeout(WITHDRAW_WAIT);
-}
-
-/// A shell's view of an exit status: the code, or 128+N for death by signal N.
-fn exit_code(status: ExitStatus) -> u8 {
-    // Unix exit codes are the low 8 bits of the status; signal numbers are below 128.
-    let code = match (status.code(), status.signal()) {
-        (Some(code), _) => code,
-        (None, Some(signal)) => 128 + signal,
-        (None, None) => return code::ERROR,
-    };
-    u8::try_from(code & 0xff).unwrap_or(code::ERROR)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -1,0 +1,334 @@
+//! `zklock status`: a lock's holders and waiters, or, for a path that is not a lock, the locks
+//! under it.
+
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+
+use zklock::Client;
+
+use crate::inspect::{age, look, Entry, Layout, View};
+use crate::text::{format_duration, json_string, parse_owner, printable, session_hex};
+use crate::{code, Failure, Global, Outcome, StatusArgs};
+
+/// How far below a path that is not a lock `status` looks for locks: levels, nodes listed, and
+/// locks shown.
+const SEARCH_DEPTH: usize = 4;
+const SEARCH_NODES: usize = 500;
+const SEARCH_LOCKS: usize = 100;
+
+pub fn status(global: &Global, args: &StatusArgs) -> Outcome {
+    let client = global.connect(None)?;
+    let view = look(&client, &args.path, args.permits)?;
+    if view.is_lock() {
+        print!(
+            "{}",
+            if args.json {
+                status_json(&view)
+            } else {
+                status_table(&view)
+            }
+        );
+        return Ok(0);
+    }
+    let below = match view.children {
+        Some(n) if n > 0 => find_locks(&client, &args.path)?,
+        _ => Below::default(),
+    };
+    print!(
+        "{}",
+        if args.json {
+            no_lock_json(&view, &below)
+        } else {
+            no_lock_text(&view, &below)
+        }
+    );
+    Ok(code::NOTHING_DONE)
+}
+
+/// The held or waited-for locks found under a path that is not a lock.
+#[derive(Default)]
+struct Below {
+    locks: Vec<View>,
+    /// The search stopped at one of its limits.
+    truncated: bool,
+}
+
+/// Whether a node name ends in a ten-digit sequence number, as every lock node's does.
+fn is_sequential(name: &str) -> bool {
+    name.bytes().rev().take_while(u8::is_ascii_digit).count() >= 10
+}
+
+/// Whether a child's name suggests that its parent is a lock: a sequential node or a
+/// semaphore's `leases`/`locks`. Only a hint; `look` decides.
+fn suggests_lock(name: &str) -> bool {
+    is_sequential(name) || name == "leases" || name == "locks"
+}
+
+/// Looks breadth-first for held or waited-for locks below `root` (itself not a lock), within
+/// the search limits. Nodes we may not read are skipped.
+fn find_locks(client: &Client, root: &str) -> Result<Below, Failure> {
+    let mut below = Below::default();
+    let mut queue = VecDeque::from([(root.to_owned(), 0)]);
+    let mut listed = 0;
+    while let Some((path, depth)) = queue.pop_front() {
+        if listed == SEARCH_NODES || below.locks.len() == SEARCH_LOCKS {
+            below.truncated = true;
+            break;
+        }
+        listed += 1;
+        let mut children = match client.children(&path) {
+            Ok(Some(children)) => children,
+            Ok(None) | Err(zklock::Error::NoAuth { .. }) => continue,
+            Err(err) => return Err(err.into()),
+        };
+        if path != root && children.iter().any(|c| suggests_lock(c)) {
+            let view = match look(client, &path, None) {
+                Ok(view) => view,
+                Err(_) => continue,
+            };
+            if !view.entries.is_empty() {
+                below.locks.push(view);
+                continue;
+            }
+        }
+        if depth < SEARCH_DEPTH {
+            children.sort();
+            queue.extend(
+                children
+                    .into_iter()
+                    .filter(|c| !is_sequential(c))
+                    .map(|c| (format!("{path}/{c}"), depth + 1)),
+            );
+        } else if children.iter().any(|c| !is_sequential(c)) {
+            below.truncated = true;
+        }
+    }
+    below.locks.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(below)
+}
+
+fn no_lock_text(view: &View, below: &Below) -> String {
+    let path = &view.path;
+    let mut out = match view.children {
+        None => format!(
+            "no lock at {path}: no such node (a lock nobody has held or waited for in a while \
+             leaves none)\n"
+        ),
+        Some(n) => format!(
+            "no lock at {path}: it has {n} child node{} and no lock nodes\n",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
+    if view.children.is_some_and(|n| n > 0) {
+        if below.locks.is_empty() {
+            let _ = writeln!(
+                out,
+                "no lock is held or waited for under it{}",
+                if below.truncated {
+                    " (as far as zklock looked)"
+                } else {
+                    ""
+                }
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "locks held or waited for under it{}:",
+                if below.truncated {
+                    " (zklock stopped looking; there may be more)"
+                } else {
+                    ""
+                }
+            );
+            for lock in &below.locks {
+                let _ = writeln!(out, "{}", summary(lock));
+            }
+        }
+    }
+    out
+}
+
+fn no_lock_json(view: &View, below: &Below) -> String {
+    let locks: Vec<String> = below
+        .locks
+        .iter()
+        .map(|lock| {
+            format!(
+                "{{\"path\":{},\"layout\":{},\"contenders\":{},\"holders\":{},\"waiting\":{}}}",
+                json_string(&lock.path),
+                lock.layout
+                    .map_or("null".into(), |l| format!("\"{}\"", l.name())),
+                lock.entries.len(),
+                lock.holders().count(),
+                lock.waiting(),
+            )
+        })
+        .collect();
+    format!(
+        "{{\"path\":{},\"contenders\":[],\"layout\":null,\"permits\":{},\"exists\":{},\
+         \"locks\":[{}],\"truncated\":{}}}\n",
+        json_string(&view.path),
+        view.permits.map_or("null".into(), |p| p.to_string()),
+        view.children.is_some(),
+        locks.join(","),
+        below.truncated,
+    )
+}
+
+fn waiting(n: usize) -> String {
+    match n {
+        0 => "no waiters".into(),
+        n => format!("{n} waiting"),
+    }
+}
+
+/// The first line of `status`: the lock in a few words.
+fn summary(view: &View) -> String {
+    let path = &view.path;
+    let holders: Vec<&Entry> = view.holders().collect();
+    let waiters = waiting(view.waiting());
+    match view.layout {
+        None => format!("{path}: free (no holder, no waiters)"),
+        Some(_) if view.entries.is_empty() => {
+            format!("{path}: free (no holder, no waiters)")
+        }
+        Some(Layout::Mutex) => format!("{path}: held, {waiters}"),
+        Some(Layout::RwLock) => match holders.as_slice() {
+            [writer] if writer.kind == "write" => {
+                format!("{path}: read/write lock, held by a writer, {waiters}")
+            }
+            [_] => format!("{path}: read/write lock, held by 1 reader, {waiters}"),
+            readers => format!(
+                "{path}: read/write lock, held by {} readers, {waiters}",
+                readers.len()
+            ),
+        },
+        Some(Layout::Election) => {
+            format!(
+                "{path}: leader election, led by {}, {waiters}",
+                holders[0].owner()
+            )
+        }
+        Some(Layout::Semaphore) => match view.permits {
+            Some(permits) => format!(
+                "{path}: semaphore, {} of {permits} permits held, {waiters}",
+                holders.len()
+            ),
+            None => {
+                let leases = view.entries.iter().filter(|e| e.holds.is_none()).count();
+                format!(
+                    "{path}: semaphore, {leases} lease{} held or waited for (give --permits N to \
+                     tell), {} queued",
+                    if leases == 1 { "" } else { "s" },
+                    view.waiting()
+                )
+            }
+        },
+    }
+}
+
+fn status_table(view: &View) -> String {
+    let mut out = summary(view);
+    out.push('\n');
+    if view.entries.is_empty() {
+        return out;
+    }
+    let rows: Vec<[String; 7]> = view
+        .entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            [
+                i.to_string(),
+                e.role().to_owned(),
+                e.kind.to_owned(),
+                format_duration(age(&e.contender)),
+                session_hex(e.contender.session_id),
+                e.name.clone(),
+                printable(&e.contender.owner),
+            ]
+        })
+        .collect();
+    let header = ["POS", "ROLE", "TYPE", "AGE", "SESSION", "NODE", "OWNER"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(header.map(str::to_owned)).chain(rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ", w = widths[i]);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn status_json(view: &View) -> String {
+    let items: Vec<String> = view
+        .entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let c = &e.contender;
+            let owner = parse_owner(&c.owner);
+            let (host, pid, thread) = match &owner {
+                Some(o) => (
+                    json_string(o.host),
+                    o.pid.to_string(),
+                    json_string(o.thread),
+                ),
+                None => ("null".into(), "null".into(), "null".into()),
+            };
+            format!(
+                "{{\"position\":{i},\"role\":\"{}\",\"node\":{},\"sequence\":{},\
+                 \"session_id\":\"{}\",\"owner\":{},\"host\":{host},\"pid\":{pid},\
+                 \"thread\":{thread},\"created_ms\":{},\"age_ms\":{},\"fencing_token\":{},\
+                 \"version\":{},\"type\":\"{}\",\"holds\":{}}}",
+                e.role(),
+                json_string(&e.name),
+                c.sequence,
+                session_hex(c.session_id),
+                json_string(&c.owner),
+                c.created_ms,
+                age(c).as_millis(),
+                c.fencing_token,
+                c.version,
+                e.kind,
+                e.holds.map_or("null".into(), |h| h.to_string()),
+            )
+        })
+        .collect();
+    format!(
+        "{{\"path\":{},\"contenders\":[{}],\"layout\":{},\"permits\":{}}}\n",
+        json_string(&view.path),
+        items.join(","),
+        view.layout
+            .map_or("null".into(), |l| format!("\"{}\"", l.name())),
+        view.permits.map_or("null".into(), |p| p.to_string()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_nodes_are_told_by_their_names() {
+        assert!(is_sequential(
+            "_c_5e0c2a9d-1f7b-4c55-9a3e-2d6f0e8b7c41-lock-0000000041"
+        ));
+        assert!(is_sequential("lock-0000000000"));
+        assert!(!is_sequential("deploy"));
+        assert!(!is_sequential("build-12345"));
+        assert!(suggests_lock("leases") && suggests_lock("locks"));
+        assert!(!suggests_lock("prod"));
+    }
+}
