@@ -267,21 +267,7 @@ classpath() {
 }
 
 # ---------------------------------------------------------------- helpers
-# four-letter-word command; prints the answer, fails if nothing could be sent
-zk_4lw() { # host port word
-    timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2" || exit 1; printf "%s" "$3" >&3; cat <&3' \
-        _ "$1" "$2" "$3" 2>/dev/null
-}
-
-# prints the server's mode (standalone/leader/follower/observer), or nothing
-zk_mode() { # port
-    zk_4lw 127.0.0.1 "$1" srvr | sed -n 's/^Mode: *//p' | tr -d '\r' || true
-}
-
-port_in_use() { # port
-    timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
-}
-
+# (zk_4lw, zk_mode, port_in_use and lock_dir are in zk-lib.sh)
 
 tail_log() { # dir
     if [[ -f "$1/server.log" ]]; then
@@ -297,16 +283,6 @@ mark_workdir() {
     if [[ ! -d "$ZK_WORKDIR" ]] || [[ -z "$(ls -A "$ZK_WORKDIR")" ]]; then
         mkdir -p "$ZK_WORKDIR"
         : >"$ZK_WORKDIR/.zklock-zk"
-    fi
-}
-
-# take an exclusive lock for <dir> (released when the script exits; fd 9 is closed in
-# the server's environment so the JVM does not inherit it)
-lock_dir() { # dir
-    mkdir -p "$1"
-    if command -v flock >/dev/null 2>&1; then
-        exec 9>"$1/.lock"
-        flock -w 120 9 || die "could not lock $1/.lock"
     fi
 }
 
@@ -565,7 +541,7 @@ standalone() {
     fi
     ensure_installed
     mark_workdir
-    lock_dir "$dir"
+    lock_dir "$dir" create
     : >"$dir/.zklock-zk"
     if ! running_pid "$dir" >/dev/null; then
         cfg_common "$dir" "$port" >"$dir/zoo.cfg.new"
@@ -607,7 +583,7 @@ secure_standalone() {
     fi
     ensure_installed
     mark_workdir
-    lock_dir "$dir"
+    lock_dir "$dir" create
     : >"$dir/.zklock-zk"
     if ((sasl)); then
         write_jaas "$dir"
@@ -795,7 +771,7 @@ ensemble() {
     fi
     ensure_installed
     mark_workdir
-    lock_dir "$ens_dir"
+    lock_dir "$ens_dir" create
     : >"$ens_dir/.zklock-zk"
     mapfile -t ids < <(member_ids)
     for id in "${ids[@]}"; do ensure_member "$id" 0; done
@@ -823,7 +799,7 @@ ensemble_member() {
     fi
     ensure_installed
     mark_workdir
-    lock_dir "$ens_dir"
+    lock_dir "$ens_dir" create
     : >"$ens_dir/.zklock-zk"
     ensure_member "$id" 1
     wait_members "$start" "$id"

@@ -76,20 +76,7 @@ ZK_STOP_TIMEOUT=$((10#$ZK_STOP_TIMEOUT))
 [[ $mode != member ]] || member=$((10#$member))
 [[ -n "$ZK_WORKDIR" && "$ZK_WORKDIR" != / ]] || die "bad ZK_WORKDIR '$ZK_WORKDIR'"
 ens_dir="$ZK_WORKDIR/ensemble"
-
-
-serves() { # port -> true if a ZooKeeper answers srvr with a Mode: line
-    timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1; printf srvr >&3; cat <&3' \
-        _ "$1" 2>/dev/null | grep -q '^Mode:'
-}
-
-lock_dir() { # dir; re-locking releases the previous lock (fd 9 is reused)
-    [[ -d "$1" ]] || return 0
-    if command -v flock >/dev/null 2>&1; then
-        exec 9>"$1/.lock"
-        flock -w 120 9 || die "could not lock $1/.lock"
-    fi
-}
+# (lock_dir and zk_mode are in zk-lib.sh)
 
 # stop the servers in the given server dirs (in parallel)
 stop_dirs() { # dir...
@@ -146,7 +133,7 @@ warn_if_still_serving() { # dir...
     local dir port
     for dir in "$@"; do
         port="$(port_of "$dir" || true)"
-        if [[ -n "$port" ]] && serves "$port"; then
+        if [[ -n "$port" && -n "$(zk_mode "$port")" ]]; then
             log "WARNING: a ZooKeeper still serves on 127.0.0.1:$port (not started by start-zk.sh in $dir?)"
         fi
     done

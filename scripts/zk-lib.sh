@@ -1,4 +1,4 @@
-# Shared by start-zk.sh and stop-zk.sh (sourced, not run).
+# Shared by start-zk.sh and stop-zk.sh (sourced, not run); die comes from the sourcing script.
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; }
 
@@ -29,4 +29,39 @@ numbered_dirs() { # parent
         [[ -d "$d" ]] && printf '%s\n' "$d"
     done
     return 0
+}
+
+# four-letter-word command; prints the answer, fails if nothing could be sent.  Exactly 4
+# bytes via bash /dev/tcp: "echo srvr | nc" sends a 5th byte, which makes the server reset
+# the connection and occasionally loses the answer.
+zk_4lw() { # host port word
+    timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2" || exit 1; printf "%s" "$3" >&3; cat <&3' \
+        _ "$1" "$2" "$3" 2>/dev/null
+}
+
+# prints the mode of the server on 127.0.0.1:<port> (standalone/leader/follower/observer),
+# or nothing if no ZooKeeper serves there
+zk_mode() { # port
+    zk_4lw 127.0.0.1 "$1" srvr | sed -n 's/^Mode: *//p' | tr -d '\r' || true
+}
+
+# true if something accepts connections on 127.0.0.1:<port>
+port_in_use() { # port
+    timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
+}
+
+# take an exclusive lock for <dir>, which is created if <create> is given and otherwise
+# skipped if missing.  fd 9 is reused, so re-locking releases the previous lock; the lock
+# is released when the script exits (start-zk.sh closes fd 9 in the server's environment,
+# so the JVM does not inherit it).
+lock_dir() { # dir [create]
+    if [[ ${2:-} == create ]]; then
+        mkdir -p "$1"
+    elif [[ ! -d "$1" ]]; then
+        return 0
+    fi
+    if command -v flock >/dev/null 2>&1; then
+        exec 9>"$1/.lock"
+        flock -w 120 9 || die "could not lock $1/.lock"
+    fi
 }
