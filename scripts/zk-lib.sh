@@ -65,3 +65,36 @@ lock_dir() { # dir [create]
         flock -w 120 9 || die "could not lock $1/.lock"
     fi
 }
+
+# the ensemble's dir: $ZK_WORKDIR/ensemble, or $ZK_WORKDIR/ensemble-<client port of member 1>
+# when ZK_ENSEMBLE_PORTS names the ports, so ensembles on other ports never share a dir
+ensemble_dir() {
+    if [[ -n "${ZK_ENSEMBLE_PORTS:-}" ]]; then
+        parse_ensemble_ports
+        printf '%s/ensemble-%s\n' "$ZK_WORKDIR" "${ens_client_ports[0]}"
+    else
+        printf '%s/ensemble\n' "$ZK_WORKDIR"
+    fi
+}
+
+# parses ZK_ENSEMBLE_PORTS ("client:quorum:election,..." one triple per member, all distinct)
+# into the arrays ens_client_ports, ens_quorum_ports and ens_election_ports (index id-1)
+parse_ensemble_ports() {
+    local triple c q e p
+    local -A seen=()
+    ens_client_ports=() ens_quorum_ports=() ens_election_ports=()
+    for triple in ${ZK_ENSEMBLE_PORTS//,/ }; do
+        IFS=: read -r c q e <<<"$triple"
+        for p in "$c" "$q" "$e"; do
+            is_uint "$p" && ((10#$p > 0 && 10#$p < 65536)) ||
+                die "bad ZK_ENSEMBLE_PORTS '$ZK_ENSEMBLE_PORTS': '$triple' is not client:quorum:election"
+            [[ -z "${seen[$((10#$p))]:-}" ]] || die "bad ZK_ENSEMBLE_PORTS '$ZK_ENSEMBLE_PORTS': port $p twice"
+            seen[$((10#$p))]=1
+        done
+        ens_client_ports+=($((10#$c)))
+        ens_quorum_ports+=($((10#$q)))
+        ens_election_ports+=($((10#$e)))
+    done
+    ((${#ens_client_ports[@]} >= 2 && ${#ens_client_ports[@]} <= 99)) ||
+        die "bad ZK_ENSEMBLE_PORTS '$ZK_ENSEMBLE_PORTS': give 2..99 members"
+}
