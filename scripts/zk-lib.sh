@@ -1,4 +1,5 @@
-# Shared by start-zk.sh and stop-zk.sh (sourced, not run); die comes from the sourcing script.
+# Shared by start-zk.sh, stop-zk.sh and test.sh (sourced, not run).  ZK_WORKDIR must be set
+# before the functions that use it run; die and log come from the sourcing script.
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; }
 
@@ -48,6 +49,23 @@ zk_mode() { # port
 # true if something accepts connections on 127.0.0.1:<port>
 port_in_use() { # port
     timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
+}
+
+# prints a port on 127.0.0.1 that nothing listens on, picked at random below the kernel's
+# ephemeral range (net.ipv4.ip_local_port_range): the kernel never gives those ports to the
+# local end of an outgoing connection, which could otherwise take the port before the server
+# binds it.  The tests pick their servers' ports the same way (tests/common/servers.rs).
+free_port() {
+    local lo=15000 hi=32768 first p i
+    if read -r first _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && is_uint "$first"; then
+        hi=$((10#$first))
+    fi
+    ((hi - lo >= 1000)) || lo=1024
+    for ((i = 0; i < 100; i++)); do
+        p=$((lo + (RANDOM * 32768 + RANDOM) % (hi - lo)))
+        port_in_use "$p" || { printf '%s\n' "$p"; return 0; }
+    done
+    return 1
 }
 
 # take an exclusive lock for <dir>, which is created if <create> is given and otherwise
