@@ -3,7 +3,8 @@
 #
 # Usage:
 #   scripts/start-zk.sh                         standalone server on 127.0.0.1:${ZK_PORT:-2181}
-#   scripts/start-zk.sh --ensemble              3-member ensemble (ports 2281,2282,2283)
+#   scripts/start-zk.sh --ensemble              3-member ensemble (ports 2281,2282,2283,
+#                                               or those of ZK_ENSEMBLE_PORTS)
 #   scripts/start-zk.sh --ensemble-member N     (re)start member N of the ensemble, using
 #                                               its existing config/data, if it is not running
 #   scripts/start-zk.sh --sasl                  standalone server that requires SASL (see below)
@@ -60,6 +61,12 @@
 #   ZK_ENSEMBLE        ensemble size; >=2 means ensemble mode even without --ensemble
 #                      (default for --ensemble: 3)
 #   ZK_ENSEMBLE_BASE   first ensemble client port                  (default 2281)
+#   ZK_ENSEMBLE_PORTS  the ensemble's ports, one client:quorum:election triple per member,
+#                      comma-separated (e.g. "41001:41002:41003,41004:...,..."); overrides
+#                      ZK_ENSEMBLE_BASE and sets the size.  Such an ensemble lives in
+#                      $ZK_WORKDIR/ensemble-<client port of member 1>, so ensembles on other
+#                      ports never share a dir.  Pass the same value to every start-zk.sh and
+#                      stop-zk.sh call for it (the tests pick free ports and do).
 #   ZK_WORKDIR         root of all server dirs        (default ${TMPDIR:-/tmp}/zklock-zk)
 #   ZK_START_TIMEOUT   seconds to wait until the server(s) serve   (default 60)
 #   ZK_HEAP            JVM max heap per server                     (default 256m)
@@ -73,13 +80,15 @@
 #       zoo.cfg  log4j.properties  data/  datalog/  server.log  zk.pid  .lock
 #   $ZK_WORKDIR/<port>-sasl/, <port>-tls/, <port>-sasl-tls/   secure variants: the same,
 #       plus jaas.conf (--sasl) and the TLS files listed above (--tls)
-#   $ZK_WORKDIR/ensemble/                        the ensemble (.lock lives here)
+#   $ZK_WORKDIR/ensemble/                        the ensemble (.lock lives here);
+#                                                ensemble-<port>/ with ZK_ENSEMBLE_PORTS
 #   $ZK_WORKDIR/ensemble/<id>/                   member <id> = 1..N
 #       zoo.cfg  log4j.properties  data/myid  datalog/  server.log  zk.pid
 #
 # Ports (ensemble, i = id-1, B = ZK_ENSEMBLE_BASE):
 #   client B+i (2281..2283), quorum B+100+i (2381..2383), election B+200+i (2481..2483),
-#   all bound to 127.0.0.1 ("server.<id>=127.0.0.1:<quorum>:<election>").
+#   or the triples of ZK_ENSEMBLE_PORTS; all bound to 127.0.0.1
+#   ("server.<id>=127.0.0.1:<quorum>:<election>").
 #
 # Server settings: tickTime=200 (minSessionTimeout=400ms, maxSessionTimeout=60000ms),
 #   initLimit=25/syncLimit=10 ticks (5 s/2 s), forceSync=no, preAllocSize=4 MB,
@@ -141,6 +150,13 @@ if [[ -n "${ZK_ENSEMBLE:-}" && "${ZK_ENSEMBLE}" != 0 ]]; then
         die "ZK_ENSEMBLE must be an integer 2..99 (or 0/unset for standalone), got '$ZK_ENSEMBLE'"
     mode=ensemble
     ens_size=$((10#$ZK_ENSEMBLE))
+fi
+if [[ -n "${ZK_ENSEMBLE_PORTS:-}" ]]; then
+    parse_ensemble_ports
+    if [[ -n "${ZK_ENSEMBLE:-}" && "${ZK_ENSEMBLE}" != 0 ]] && ((ens_size != ${#ens_client_ports[@]})); then
+        die "ZK_ENSEMBLE=$ZK_ENSEMBLE but ZK_ENSEMBLE_PORTS names ${#ens_client_ports[@]} members"
+    fi
+    ens_size=${#ens_client_ports[@]}
 fi
 while (($#)); do
     case "$1" in
@@ -267,21 +283,7 @@ classpath() {
 }
 
 # ---------------------------------------------------------------- helpers
-# four-letter-word command; prints the answer, fails if nothing could be sent
-zk_4lw() { # host port word
-    timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2" || exit 1; printf "%s" "$3" >&3; cat <&3' \
-        _ "$1" "$2" "$3" 2>/dev/null
-}
-
-# prints the server's mode (standalone/leader/follower/observer), or nothing
-zk_mode() { # port
-    zk_4lw 127.0.0.1 "$1" srvr | sed -n 's/^Mode: *//p' | tr -d '\r' || true
-}
-
-port_in_use() { # port
-    timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
-}
-
+# (zk_4lw, zk_mode, port_in_use and lock_dir are in zk-lib.sh)
 
 tail_log() { # dir
     if [[ -f "$1/server.log" ]]; then
@@ -297,16 +299,6 @@ mark_workdir() {
     if [[ ! -d "$ZK_WORKDIR" ]] || [[ -z "$(ls -A "$ZK_WORKDIR")" ]]; then
         mkdir -p "$ZK_WORKDIR"
         : >"$ZK_WORKDIR/.zklock-zk"
-    fi
-}
-
-# take an exclusive lock for <dir> (released when the script exits; fd 9 is closed in
-# the server's environment so the JVM does not inherit it)
-lock_dir() { # dir
-    mkdir -p "$1"
-    if command -v flock >/dev/null 2>&1; then
-        exec 9>"$1/.lock"
-        flock -w 120 9 || die "could not lock $1/.lock"
     fi
 }
 
@@ -565,7 +557,7 @@ standalone() {
     fi
     ensure_installed
     mark_workdir
-    lock_dir "$dir"
+    lock_dir "$dir" create
     : >"$dir/.zklock-zk"
     if ! running_pid "$dir" >/dev/null; then
         cfg_common "$dir" "$port" >"$dir/zoo.cfg.new"
@@ -607,7 +599,7 @@ secure_standalone() {
     fi
     ensure_installed
     mark_workdir
-    lock_dir "$dir"
+    lock_dir "$dir" create
     : >"$dir/.zklock-zk"
     if ((sasl)); then
         write_jaas "$dir"
@@ -660,10 +652,16 @@ secure_standalone() {
 }
 
 # ---------------------------------------------------------------- ensemble
-ens_dir="$ZK_WORKDIR/ensemble"
-client_port() { echo $((ZK_ENSEMBLE_BASE + $1 - 1)); }
-quorum_port() { echo $((ZK_ENSEMBLE_BASE + 100 + $1 - 1)); }
-election_port() { echo $((ZK_ENSEMBLE_BASE + 200 + $1 - 1)); }
+ens_dir="$(ensemble_dir)"
+client_port() { # id
+    if [[ -n "${ZK_ENSEMBLE_PORTS:-}" ]]; then echo "${ens_client_ports[$1 - 1]}"; else echo $((ZK_ENSEMBLE_BASE + $1 - 1)); fi
+}
+quorum_port() { # id
+    if [[ -n "${ZK_ENSEMBLE_PORTS:-}" ]]; then echo "${ens_quorum_ports[$1 - 1]}"; else echo $((ZK_ENSEMBLE_BASE + 100 + $1 - 1)); fi
+}
+election_port() { # id
+    if [[ -n "${ZK_ENSEMBLE_PORTS:-}" ]]; then echo "${ens_election_ports[$1 - 1]}"; else echo $((ZK_ENSEMBLE_BASE + 200 + $1 - 1)); fi
+}
 
 # member ids: from the existing layout if there is one, else 1..ens_size
 member_ids() {
@@ -795,7 +793,7 @@ ensemble() {
     fi
     ensure_installed
     mark_workdir
-    lock_dir "$ens_dir"
+    lock_dir "$ens_dir" create
     : >"$ens_dir/.zklock-zk"
     mapfile -t ids < <(member_ids)
     for id in "${ids[@]}"; do ensure_member "$id" 0; done
@@ -823,7 +821,7 @@ ensemble_member() {
     fi
     ensure_installed
     mark_workdir
-    lock_dir "$ens_dir"
+    lock_dir "$ens_dir" create
     : >"$ens_dir/.zklock-zk"
     ensure_member "$id" 1
     wait_members "$start" "$id"

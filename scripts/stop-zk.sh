@@ -6,7 +6,8 @@
 #   scripts/stop-zk.sh --sasl [--tls] [--clean]      the secure variant started with the same
 #   scripts/stop-zk.sh --tls [--clean]               flags and ZK_PORT ($ZK_WORKDIR/<port>-sasl,
 #                                                    <port>-tls or <port>-sasl-tls)
-#   scripts/stop-zk.sh --ensemble [--clean]          all ensemble members
+#   scripts/stop-zk.sh --ensemble [--clean]          all ensemble members (of the ensemble
+#                                                    that ZK_ENSEMBLE_PORTS names, if set)
 #   scripts/stop-zk.sh --ensemble-member N [--clean] ensemble member N only
 #   scripts/stop-zk.sh --all [--clean]               every server under $ZK_WORKDIR
 #
@@ -14,15 +15,16 @@
 #   (and only if the process still is that server: QuorumPeerMain with that zoo.cfg).
 #   SIGTERM first, SIGKILL after ZK_STOP_TIMEOUT seconds; the pid file is removed.
 #   Exits 0 if nothing is running.
-#   --all includes the secure variants (--sasl/--tls).
-#   --clean also deletes the work dir(s): $ZK_WORKDIR/<port>[-sasl|-tls|-sasl-tls], $ZK_WORKDIR/ensemble,
-#   $ZK_WORKDIR/ensemble/N, or all of those for --all; $ZK_WORKDIR itself is removed
+#   --all includes the secure variants (--sasl/--tls) and every ensemble (ensemble/ and the
+#   ensemble-<port>/ dirs of ZK_ENSEMBLE_PORTS ensembles).
+#   --clean also deletes the work dir(s): $ZK_WORKDIR/<port>[-sasl|-tls|-sasl-tls], the
+#   ensemble's dir, its member N's dir, or all of those for --all; $ZK_WORKDIR itself is removed
 #   once nothing else is left in it.  Only directories carrying start-zk.sh's
 #   .zklock-zk marker are deleted (start-zk.sh never marks a pre-existing non-empty
 #   ZK_WORKDIR), and never one whose server is still running.
 #
 # Environment (same meaning as for start-zk.sh):
-#   ZK_PORT (2181), ZK_ENSEMBLE (>=2 means --ensemble), ZK_WORKDIR
+#   ZK_PORT (2181), ZK_ENSEMBLE (>=2 means --ensemble), ZK_ENSEMBLE_PORTS, ZK_WORKDIR
 #   (${TMPDIR:-/tmp}/zklock-zk), ZK_STOP_TIMEOUT (10)
 set -euo pipefail
 
@@ -75,21 +77,8 @@ ZK_PORT=$((10#$ZK_PORT))
 ZK_STOP_TIMEOUT=$((10#$ZK_STOP_TIMEOUT))
 [[ $mode != member ]] || member=$((10#$member))
 [[ -n "$ZK_WORKDIR" && "$ZK_WORKDIR" != / ]] || die "bad ZK_WORKDIR '$ZK_WORKDIR'"
-ens_dir="$ZK_WORKDIR/ensemble"
-
-
-serves() { # port -> true if a ZooKeeper answers srvr with a Mode: line
-    timeout 3 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1; printf srvr >&3; cat <&3' \
-        _ "$1" 2>/dev/null | grep -q '^Mode:'
-}
-
-lock_dir() { # dir; re-locking releases the previous lock (fd 9 is reused)
-    [[ -d "$1" ]] || return 0
-    if command -v flock >/dev/null 2>&1; then
-        exec 9>"$1/.lock"
-        flock -w 120 9 || die "could not lock $1/.lock"
-    fi
-}
+ens_dir="$(ensemble_dir)"
+# (lock_dir, zk_mode and ensemble_dir are in zk-lib.sh)
 
 # stop the servers in the given server dirs (in parallel)
 stop_dirs() { # dir...
@@ -146,7 +135,7 @@ warn_if_still_serving() { # dir...
     local dir port
     for dir in "$@"; do
         port="$(port_of "$dir" || true)"
-        if [[ -n "$port" ]] && serves "$port"; then
+        if [[ -n "$port" && -n "$(zk_mode "$port")" ]]; then
             log "WARNING: a ZooKeeper still serves on 127.0.0.1:$port (not started by start-zk.sh in $dir?)"
         fi
     done
@@ -208,12 +197,17 @@ case "$mode" in
             lock_dir "$dir"
             stop_dirs "$dir"
         done
-        lock_dir "$ens_dir"
-        mapfile -t edirs < <(numbered_dirs "$ens_dir")
-        ((${#edirs[@]} == 0)) || stop_dirs "${edirs[@]}"
+        ens_dirs=()
+        for dir in "$ZK_WORKDIR/ensemble" "$ZK_WORKDIR"/ensemble-[0-9]*; do
+            [[ -d "$dir" ]] && ens_dirs+=("$dir")
+        done
+        for dir in "${ens_dirs[@]}"; do
+            lock_dir "$dir"
+            mapfile -t edirs < <(numbered_dirs "$dir")
+            ((${#edirs[@]} == 0)) || stop_dirs "${edirs[@]}"
+        done
         if ((clean)); then
-            for dir in "${dirs[@]}"; do remove_dir "$dir"; done
-            remove_dir "$ens_dir"
+            for dir in "${dirs[@]}" "${ens_dirs[@]}"; do remove_dir "$dir"; done
             prune_workdir
         fi
         ;;

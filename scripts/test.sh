@@ -5,8 +5,24 @@
 #   - a JDK and Apache Curator's jars for the interop tests (tests/interop.rs);
 #   - openssl for the certificates of the TLS test server (tests/secure_servers.rs).
 # Extra arguments go to `cargo test` (e.g. scripts/test.sh --test mutex).
+#
+# Servers: every server of the run lives in a work dir of its own, ZK_WORKDIR=a fresh
+# ${TMPDIR:-/tmp}/zklock-test.XXXXXX: the main server, started here on a free port and passed
+# to the tests as ZK_CONNECT, and the ensemble, secure and private servers that the tests start
+# through scripts/start-zk.sh on free ports of their own.  Two runs on one machine therefore
+# never share a port or a server.  When this script exits, however the suite ended (a failure,
+# Ctrl-C), it stops exactly the servers in that dir (scripts/stop-zk.sh --all there), never one
+# it did not start, such as the demo's server on 2181.  The dir is removed after a passing run
+# and kept, with the servers' logs, after a failing one.
+#
+# Environment:
+#   ZK_CONNECT   run the tests against this server instead of starting a main server (the
+#                tests' own servers are still started, and stopped, as above)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+log() { printf 'test.sh: %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
 
 need=()
 for pkg in openjdk-17-jdk-headless libcurator-recipes-java libcurator-framework-java \
@@ -16,10 +32,40 @@ done
 if ((${#need[@]})); then
     sudo=""
     [[ $(id -u) -eq 0 ]] || sudo="sudo"
-    echo "test.sh: installing ${need[*]}" >&2
+    log "installing ${need[*]}"
     $sudo apt-get update -qq
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-scripts/start-zk.sh >/dev/null
+ZK_WORKDIR="$(mktemp -d "${TMPDIR:-/tmp}/zklock-test.XXXXXX")"
+export ZK_WORKDIR
+# shellcheck source=scripts/zk-lib.sh
+source scripts/zk-lib.sh
+
+stop_servers() {
+    local rc=$?
+    trap - EXIT
+    if ((rc == 0)); then
+        scripts/stop-zk.sh --all --clean || log "could not stop every server in $ZK_WORKDIR"
+        rmdir "$ZK_WORKDIR" 2>/dev/null || true # left empty when no server was started
+    else
+        scripts/stop-zk.sh --all || log "could not stop every server in $ZK_WORKDIR"
+        log "failed (exit $rc); the servers' logs are kept in $ZK_WORKDIR"
+    fi
+    exit "$rc"
+}
+trap stop_servers EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [[ -z "${ZK_CONNECT:-}" ]]; then
+    port="$(free_port)" || die "no free port on 127.0.0.1"
+    # Only ZK_PORT selects the server: a ZK_ENSEMBLE... of the caller's would start an ensemble.
+    ZK_CONNECT="$(env -u ZK_ENSEMBLE -u ZK_ENSEMBLE_PORTS -u ZK_JVM_OPTS ZK_PORT="$port" \
+        scripts/start-zk.sh | tail -1)"
+    # start-zk.sh accepts a server that already serves on the port; this run's must be its own.
+    running_pid "$ZK_WORKDIR/$port" >/dev/null || die "127.0.0.1:$port is served by a server this run did not start"
+    export ZK_CONNECT
+fi
+log "main server $ZK_CONNECT; servers of this run in $ZK_WORKDIR"
 cargo test --all-features "$@"

@@ -1,4 +1,5 @@
-# Shared by start-zk.sh and stop-zk.sh (sourced, not run).
+# Shared by start-zk.sh, stop-zk.sh and test.sh (sourced, not run).  ZK_WORKDIR must be set
+# before the functions that use it run; die and log come from the sourcing script.
 
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; }
 
@@ -29,4 +30,89 @@ numbered_dirs() { # parent
         [[ -d "$d" ]] && printf '%s\n' "$d"
     done
     return 0
+}
+
+# four-letter-word command; prints the answer, fails if nothing could be sent.  Exactly 4
+# bytes via bash /dev/tcp: "echo srvr | nc" sends a 5th byte, which makes the server reset
+# the connection and occasionally loses the answer.
+zk_4lw() { # host port word
+    timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2" || exit 1; printf "%s" "$3" >&3; cat <&3' \
+        _ "$1" "$2" "$3" 2>/dev/null
+}
+
+# prints the mode of the server on 127.0.0.1:<port> (standalone/leader/follower/observer),
+# or nothing if no ZooKeeper serves there
+zk_mode() { # port
+    zk_4lw 127.0.0.1 "$1" srvr | sed -n 's/^Mode: *//p' | tr -d '\r' || true
+}
+
+# true if something accepts connections on 127.0.0.1:<port>
+port_in_use() { # port
+    timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
+}
+
+# prints a port on 127.0.0.1 that nothing listens on, picked at random below the kernel's
+# ephemeral range (net.ipv4.ip_local_port_range): the kernel never gives those ports to the
+# local end of an outgoing connection, which could otherwise take the port before the server
+# binds it.  The tests pick their servers' ports the same way (tests/common/servers.rs).
+free_port() {
+    local lo=15000 hi=32768 first p i
+    if read -r first _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && is_uint "$first"; then
+        hi=$((10#$first))
+    fi
+    ((hi - lo >= 1000)) || lo=1024
+    for ((i = 0; i < 100; i++)); do
+        p=$((lo + (RANDOM * 32768 + RANDOM) % (hi - lo)))
+        port_in_use "$p" || { printf '%s\n' "$p"; return 0; }
+    done
+    return 1
+}
+
+# take an exclusive lock for <dir>, which is created if <create> is given and otherwise
+# skipped if missing.  fd 9 is reused, so re-locking releases the previous lock; the lock
+# is released when the script exits (start-zk.sh closes fd 9 in the server's environment,
+# so the JVM does not inherit it).
+lock_dir() { # dir [create]
+    if [[ ${2:-} == create ]]; then
+        mkdir -p "$1"
+    elif [[ ! -d "$1" ]]; then
+        return 0
+    fi
+    if command -v flock >/dev/null 2>&1; then
+        exec 9>"$1/.lock"
+        flock -w 120 9 || die "could not lock $1/.lock"
+    fi
+}
+
+# the ensemble's dir: $ZK_WORKDIR/ensemble, or $ZK_WORKDIR/ensemble-<client port of member 1>
+# when ZK_ENSEMBLE_PORTS names the ports, so ensembles on other ports never share a dir
+ensemble_dir() {
+    if [[ -n "${ZK_ENSEMBLE_PORTS:-}" ]]; then
+        parse_ensemble_ports
+        printf '%s/ensemble-%s\n' "$ZK_WORKDIR" "${ens_client_ports[0]}"
+    else
+        printf '%s/ensemble\n' "$ZK_WORKDIR"
+    fi
+}
+
+# parses ZK_ENSEMBLE_PORTS ("client:quorum:election,..." one triple per member, all distinct)
+# into the arrays ens_client_ports, ens_quorum_ports and ens_election_ports (index id-1)
+parse_ensemble_ports() {
+    local triple c q e p
+    local -A seen=()
+    ens_client_ports=() ens_quorum_ports=() ens_election_ports=()
+    for triple in ${ZK_ENSEMBLE_PORTS//,/ }; do
+        IFS=: read -r c q e <<<"$triple"
+        for p in "$c" "$q" "$e"; do
+            is_uint "$p" && ((10#$p > 0 && 10#$p < 65536)) ||
+                die "bad ZK_ENSEMBLE_PORTS '$ZK_ENSEMBLE_PORTS': '$triple' is not client:quorum:election"
+            [[ -z "${seen[$((10#$p))]:-}" ]] || die "bad ZK_ENSEMBLE_PORTS '$ZK_ENSEMBLE_PORTS': port $p twice"
+            seen[$((10#$p))]=1
+        done
+        ens_client_ports+=($((10#$c)))
+        ens_quorum_ports+=($((10#$q)))
+        ens_election_ports+=($((10#$e)))
+    done
+    ((${#ens_client_ports[@]} >= 2 && ${#ens_client_ports[@]} <= 99)) ||
+        die "bad ZK_ENSEMBLE_PORTS '$ZK_ENSEMBLE_PORTS': give 2..99 members"
 }

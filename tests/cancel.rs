@@ -15,13 +15,6 @@ use zklock::{
     LockState, Semaphore, Wait,
 };
 
-/// Waits until `n` contenders are queued on the mutex at `path`.
-fn queued(client: &Client, path: &str, n: usize) -> bool {
-    common::eventually(Duration::from_secs(10), || {
-        common::children_count(client, path) == n
-    })
-}
-
 #[test]
 fn a_cancelled_waiter_returns_promptly_and_withdraws_its_node() {
     let client = common::client();
@@ -36,7 +29,10 @@ fn a_cancelled_waiter_returns_promptly_and_withdraws_its_node() {
             (outcome.map(|g| g.node_path().to_owned()), Instant::now())
         })
     };
-    assert!(queued(&client, &path, 2), "the waiter never queued");
+    assert!(
+        common::wait_contenders(&mutex, 2, Duration::from_secs(10)),
+        "the waiter never queued"
+    );
     let session = client.session_id();
     let cancelled_at = Instant::now();
     token.cancel();
@@ -96,7 +92,10 @@ fn cancelling_during_an_outage_returns_at_once_and_the_node_goes_later() {
             (outcome, Instant::now())
         })
     };
-    assert!(queued(&observer, &path, 2), "the waiter never queued");
+    assert!(
+        common::wait_contenders(&holder_mutex, 2, Duration::from_secs(10)),
+        "the waiter never queued"
+    );
     proxy.blackhole(true);
     // Long enough for the client to notice the outage (2/5 of its 4 s session), short
     // enough for the session to survive it.
@@ -113,9 +112,7 @@ fn cancelling_during_an_outage_returns_at_once_and_the_node_goes_later() {
     proxy.blackhole(false);
     proxy.sever();
     assert!(
-        common::eventually(Duration::from_secs(8), || {
-            common::children_count(&observer, &path) == 1
-        }),
+        common::wait_contenders(&holder_mutex, 1, Duration::from_secs(8)),
         "the cancelled waiter's node stayed after the connection came back"
     );
     drop(holder);
@@ -142,10 +139,7 @@ fn close_wakes_every_waiter_with_closed_and_removes_every_node_at_once() {
     let _l = other_election.participate().unwrap();
 
     // A long session: nodes gone at once can only be the close.
-    let client = Client::builder(&common::connect_string())
-        .session_timeout(Duration::from_secs(30))
-        .connect()
-        .unwrap();
+    let client = common::client_with(Duration::from_secs(30));
     let own_path = format!("{root}/held");
     let own = DistributedMutex::new(&client, &own_path).unwrap();
     let held = own.lock().unwrap();
@@ -167,11 +161,15 @@ fn close_wakes_every_waiter_with_closed_and_removes_every_node_at_once() {
             thread::spawn(move || e.participate().map(drop))
         },
     ];
-    assert!(queued(&other, &mutex_path, 2));
-    assert!(common::eventually(Duration::from_secs(10), || {
-        other_rw.contenders().unwrap().len() == 2
-            && other_election.participants().unwrap().len() == 2
-    }));
+    assert!(common::wait_contenders(
+        &other_mutex,
+        2,
+        Duration::from_secs(10)
+    ));
+    assert!(
+        common::wait_contenders(&other_rw, 2, Duration::from_secs(10))
+            && common::wait_contenders(&other_election, 2, Duration::from_secs(10))
+    );
     thread::sleep(Duration::from_millis(300)); // the semaphore taker reaches its wait
 
     let closed_at = Instant::now();
@@ -285,10 +283,7 @@ fn async_tasks_share_a_mutex_through_spawn_blocking() {
 #[test]
 #[ignore = "run by dropping_the_last_client_at_exit_closes_the_session"]
 fn worker_lock_and_exit() {
-    let client = Client::builder(&common::connect_string())
-        .session_timeout(Duration::from_secs(30))
-        .connect()
-        .unwrap();
+    let client = common::client_with(Duration::from_secs(30));
     let mutex = DistributedMutex::new(&client, &std::env::var("LOCK").unwrap()).unwrap();
     let _guard = mutex.lock().unwrap();
     println!("\nsession {:#x}", client.session_id());
@@ -312,7 +307,9 @@ fn dropping_the_last_client_at_exit_closes_the_session() {
     let server = common::connect_string();
     assert!(
         common::eventually(Duration::from_secs(5), || {
-            !common::four_letter_at(&server, "dump").contains(&session)
+            !common::servers::four_letter(&server, "dump")
+                .unwrap()
+                .contains(&session)
         }),
         "session {session} outlived its process"
     );

@@ -36,10 +36,8 @@ fn now_ns() -> u128 {
 fn worker_chaos() {
     let var = |k: &str| std::env::var(k).unwrap();
     let (path, log, stop) = (var("LOCK"), var("LOG"), var("STOP"));
-    let client = Client::builder(&var("ZK_CONNECT"))
-        .session_timeout(Duration::from_secs(3))
-        .connect()
-        .unwrap();
+    // ZK_CONNECT: the proxies in front of the ensemble, set by chaos_run.
+    let client = common::client_with(Duration::from_secs(3));
     thread::scope(|s| {
         for t in 0..THREADS {
             let (client, path, log, stop) = (&client, &path, &log, &stop);
@@ -104,7 +102,7 @@ fn chaos_run() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(30);
-    let proxies: Vec<Proxy> = ensemble::PORTS
+    let proxies: Vec<Proxy> = ensemble::client_ports()
         .iter()
         .map(|p| Proxy::start(&format!("127.0.0.1:{p}")))
         .collect();

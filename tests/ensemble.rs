@@ -9,11 +9,7 @@ use common::ensemble;
 use zklock::{Client, DistributedMutex, LockState};
 
 fn client(connect: &str) -> Client {
-    common::init_logging();
-    Client::builder(connect)
-        .session_timeout(Duration::from_secs(8))
-        .connect()
-        .unwrap()
+    common::client_at(connect, Duration::from_secs(8))
 }
 
 #[test]
@@ -31,11 +27,11 @@ fn holder_and_waiter_ride_out_a_leader_failover() {
                 .lock()
                 .map(|g| g.fencing_token())
         });
-        assert!(common::eventually(Duration::from_secs(10), || holder_mutex
-            .contenders()
-            .unwrap()
-            .len()
-            == 2));
+        assert!(common::wait_contenders(
+            &holder_mutex,
+            2,
+            Duration::from_secs(10)
+        ));
 
         let leader = ensemble::leader();
         ensemble::stop_member(leader);
@@ -60,10 +56,11 @@ fn holder_and_waiter_ride_out_a_leader_failover() {
             .expect("waiter acquired after the failover");
         assert!(next > token);
     });
-    assert!(common::eventually(Duration::from_secs(10), || holder_mutex
-        .contenders()
-        .unwrap()
-        .is_empty()));
+    assert!(common::wait_contenders(
+        &holder_mutex,
+        0,
+        Duration::from_secs(10)
+    ));
 }
 
 #[test]
@@ -71,19 +68,19 @@ fn restart_of_the_only_reachable_server_keeps_session_and_lock() {
     let (_, _exclusive) = ensemble::ensemble();
     let path = common::lock_path("restart");
     // Pin the client to one member, and restart exactly that member.
-    let member = 1 + (ensemble::leader() % 3); // a follower
-    let pinned = client(&format!("127.0.0.1:{}", ensemble::PORTS[member - 1]));
+    let member = 1 + (ensemble::leader() % ensemble::SIZE); // a follower
+    let pinned = client(&format!("127.0.0.1:{}", ensemble::client_port(member)));
     let observer = client(&ensemble::connect_string());
     let mutex = DistributedMutex::new(&pinned, &path).unwrap();
     let guard = mutex.lock().unwrap();
     let waiter_mutex = DistributedMutex::new(&observer, &path).unwrap();
     thread::scope(|s| {
         let waiter = s.spawn(|| waiter_mutex.lock().map(|g| g.fencing_token()));
-        assert!(common::eventually(Duration::from_secs(10), || waiter_mutex
-            .contenders()
-            .unwrap()
-            .len()
-            == 2));
+        assert!(common::wait_contenders(
+            &waiter_mutex,
+            2,
+            Duration::from_secs(10)
+        ));
         ensemble::stop_member(member);
         assert_eq!(
             guard.wait_lost_timeout(Duration::from_secs(5)),

@@ -7,16 +7,9 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::client_via;
 use common::proxy::Proxy;
-use zklock::{Client, DistributedMutex, Error, LockState};
-
-fn client_via(proxy: &Proxy, session_timeout: Duration) -> Client {
-    common::init_logging();
-    Client::builder(&proxy.connect_string())
-        .session_timeout(session_timeout)
-        .connect()
-        .unwrap()
-}
+use zklock::{DistributedMutex, Error, LockState};
 
 #[test]
 fn silenced_holder_knows_before_the_next_holder_acquires() {
@@ -90,11 +83,11 @@ fn waiter_survives_severed_connections_and_acquires() {
             let guard = mutex.lock().unwrap();
             guard.fencing_token()
         });
-        assert!(common::eventually(Duration::from_secs(10), || holder_mutex
-            .contenders()
-            .unwrap()
-            .len()
-            == 2));
+        assert!(common::wait_contenders(
+            &holder_mutex,
+            2,
+            Duration::from_secs(10)
+        ));
         for _ in 0..3 {
             proxy.sever();
             thread::sleep(Duration::from_millis(300));
@@ -108,10 +101,11 @@ fn waiter_survives_severed_connections_and_acquires() {
         drop(holder);
         assert!(waiter.join().unwrap() > holder_token);
     });
-    assert!(common::eventually(Duration::from_secs(5), || holder_mutex
-        .contenders()
-        .unwrap()
-        .is_empty()));
+    assert!(common::wait_contenders(
+        &holder_mutex,
+        0,
+        Duration::from_secs(5)
+    ));
 }
 
 #[test]
@@ -154,9 +148,10 @@ fn timeouts_are_honoured_while_no_server_answers() {
     proxy.sever();
     // Whatever the abandoned attempt created is removed once the connection is back.
     let observer = common::client();
-    assert!(common::eventually(
-        Duration::from_secs(10),
-        || common::children_count(&observer, &path) == 0
+    assert!(common::wait_contenders(
+        &DistributedMutex::new(&observer, &path).unwrap(),
+        0,
+        Duration::from_secs(10)
     ));
     assert!(mutex
         .lock_timeout(Duration::from_secs(10))
@@ -189,11 +184,11 @@ fn create_whose_reply_is_lost_is_found_not_repeated() {
             )
         });
         // The server executed the create; its reply went nowhere.
-        assert!(common::eventually(Duration::from_secs(5), || observed
-            .contenders()
-            .unwrap()
-            .len()
-            == 1));
+        assert!(common::wait_contenders(
+            &observed,
+            1,
+            Duration::from_secs(5)
+        ));
         let created = observed.contenders().unwrap()[0].node_name.clone();
         proxy.drop_replies(false);
         proxy.sever();
@@ -205,10 +200,11 @@ fn create_whose_reply_is_lost_is_found_not_repeated() {
         );
         assert_eq!(nodes_seen, 1, "created a second node");
     });
-    assert!(common::eventually(Duration::from_secs(5), || observed
-        .contenders()
-        .unwrap()
-        .is_empty()));
+    assert!(common::wait_contenders(
+        &observed,
+        0,
+        Duration::from_secs(5)
+    ));
 }
 
 #[test]
@@ -259,22 +255,22 @@ fn waiter_reconnecting_after_its_predecessor_left_does_not_jump_the_holder() {
                     .unwrap()
                     .is_none()
             });
-            assert!(common::eventually(Duration::from_secs(5), || holder_mutex
-                .contenders()
-                .unwrap()
-                .len()
-                == 2));
+            assert!(common::wait_contenders(
+                &holder_mutex,
+                2,
+                Duration::from_secs(5)
+            ));
             let waiter = s.spawn(|| {
                 let mutex = DistributedMutex::new(&waiter_client, &path).unwrap();
                 let guard = mutex.lock().unwrap();
                 acquired.store(true, Ordering::SeqCst);
                 guard.unlock().unwrap();
             });
-            assert!(common::eventually(Duration::from_secs(5), || holder_mutex
-                .contenders()
-                .unwrap()
-                .len()
-                == 3));
+            assert!(common::wait_contenders(
+                &holder_mutex,
+                3,
+                Duration::from_secs(5)
+            ));
             proxy.refuse(true);
             proxy.sever();
             assert!(
@@ -319,9 +315,10 @@ fn release_during_an_outage_is_retried_until_the_node_is_gone() {
     proxy.blackhole(false);
     proxy.sever();
     // Gone well before the 8 s session could expire, and by the same session: the retry did it.
-    assert!(common::eventually(
-        Duration::from_secs(3),
-        || common::children_count(&observer, &path) == 0
+    assert!(common::wait_contenders(
+        &DistributedMutex::new(&observer, &path).unwrap(),
+        0,
+        Duration::from_secs(3)
     ));
     assert_eq!(client.session_id(), session);
     assert!(mutex.try_lock().unwrap().is_some());

@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
-use zklock::{Client, DistributedMutex, Error};
+use zklock::{DistributedMutex, Error};
 
 /// A lock path and, next to it, a place for the data it protects.
 fn paths(test: &str) -> (String, String) {
@@ -259,10 +259,7 @@ fn a_revocation_request_does_not_break_fenced_writes() {
 #[test]
 fn a_lost_reply_is_outcome_unknown_and_never_resent() {
     let proxy = common::proxy::Proxy::start(&common::connect_string());
-    let client = Client::builder(&proxy.connect_string())
-        .session_timeout(Duration::from_secs(4))
-        .connect()
-        .unwrap();
+    let client = common::client_via(&proxy, Duration::from_secs(4));
     let observer = common::client();
     let (lock, data) = paths("fenced-lost-reply");
     let mutex = DistributedMutex::new(&client, &lock).unwrap();
@@ -315,10 +312,7 @@ fn a_lost_reply_is_outcome_unknown_and_never_resent() {
 fn worker_frozen_holder() {
     let var = |name| std::env::var(name).unwrap();
     let (lock, data, signal, mode) = (var("LOCK"), var("DATA"), var("SIGNAL"), var("MODE"));
-    let client = Client::builder(&common::connect_string())
-        .session_timeout(Duration::from_secs(2))
-        .connect()
-        .unwrap();
+    let client = common::client_with(Duration::from_secs(2));
     let mutex = DistributedMutex::new(&client, &lock).unwrap();
     let guard = mutex.lock().unwrap();
     guard.fenced_set_data(&data, b"child").unwrap();

@@ -3,7 +3,7 @@
 //! panic or a hang) and leave nothing behind, which is checked with a raw listing of the server
 //! (the `zookeeper-client` crate directly, not zklock). Valid input, Unicode included, must work.
 //!
-//! Runs against the server of `scripts/start-zk.sh` (`ZK_CONNECT`, default 127.0.0.1:2181).
+//! Runs against the test server (`ZK_CONNECT`, see `tests/common/mod.rs`).
 
 mod common;
 
@@ -161,10 +161,10 @@ fn bad_lock_paths_are_refused_before_reaching_zookeeper() {
     // The same through a chroot: nothing appears under it (the chroot itself is created when
     // the client connects, as documented).
     let chroot = format!("/{tag}-chroot");
-    let chrooted = Client::builder(&format!("{}{chroot}", common::connect_string()))
-        .session_timeout(Duration::from_secs(4))
-        .connect()
-        .unwrap();
+    let chrooted = common::client_at(
+        &format!("{}{chroot}", common::connect_string()),
+        Duration::from_secs(4),
+    );
     for path in bad_paths(&tag) {
         assert_refused_everywhere(&chrooted, &path);
     }

@@ -1,6 +1,6 @@
 //! Herd-free wake-ups, measured by the server's own watch-notification counters. The counters
-//! are server-wide, so this test runs against a private server of its own (port 2189, started
-//! with `scripts/start-zk.sh` and stopped at the end) that nothing else uses.
+//! are server-wide, so this test runs against a private server of its own (started with
+//! `scripts/start-zk.sh` on a free port, stopped at the end) that nothing else uses.
 
 mod common;
 
@@ -9,54 +9,32 @@ use std::time::Duration;
 
 use std::sync::mpsc;
 
+use common::servers::PrivateServer;
 use zklock::{Client, DistributedMutex, DistributedRwLock};
 
-const PRIVATE: &str = "127.0.0.1:2189";
-
-fn zk_script(name: &str) {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scripts")
-        .join(name);
-    let status = std::process::Command::new("bash")
-        .arg(script)
-        .env("ZK_PORT", "2189")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "{name} failed");
-}
-
-fn mntr_value(key: &str) -> u64 {
-    common::four_letter_at(PRIVATE, "mntr")
-        .lines()
-        .find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix('\t')))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as u64
+fn mntr_value(server: &str, key: &str) -> u64 {
+    common::servers::mntr(server).get(key).copied().unwrap_or(0)
 }
 
 #[test]
 fn releases_wake_only_the_waiters_that_can_proceed() {
-    zk_script("start-zk.sh");
+    let server = PrivateServer::start("");
+    let connect = server.connect_string();
     let clients: Vec<Client> = (0..6)
-        .map(|_| {
-            Client::builder(PRIVATE)
-                .session_timeout(Duration::from_secs(4))
-                .connect()
-                .unwrap()
-        })
+        .map(|_| common::client_at(&connect, Duration::from_secs(4)))
         .collect();
-    mutex_handoffs_notify_one_waiter_each(&clients);
-    writer_release_wakes_the_readers_and_only_the_last_reader_wakes_the_writer(&clients);
+    mutex_handoffs_notify_one_waiter_each(&connect, &clients);
+    writer_release_wakes_the_readers_and_only_the_last_reader_wakes_the_writer(&connect, &clients);
     drop(clients);
-    zk_script("stop-zk.sh");
+    drop(server);
 }
 
-fn mutex_handoffs_notify_one_waiter_each(clients: &[Client]) {
+fn mutex_handoffs_notify_one_waiter_each(server: &str, clients: &[Client]) {
     const WAITERS: usize = 24;
     let path = common::lock_path("herd");
     let holder_mutex = DistributedMutex::new(&clients[0], &path).unwrap();
     let holder = holder_mutex.lock().unwrap();
-    let watches_before = mntr_value("zk_watch_count");
+    let watches_before = mntr_value(server, "zk_watch_count");
     let mut notifications_before = 0;
     thread::scope(|s| {
         for i in 0..WAITERS {
@@ -70,18 +48,18 @@ fn mutex_handoffs_notify_one_waiter_each(clients: &[Client]) {
         // Every waiter queued and watching (one watch each, on its predecessor only).
         assert!(common::eventually(Duration::from_secs(20), || {
             holder_mutex.contenders().unwrap().len() == WAITERS + 1
-                && mntr_value("zk_watch_count") >= watches_before + WAITERS as u64
+                && mntr_value(server, "zk_watch_count") >= watches_before + WAITERS as u64
         }));
         assert_eq!(
-            mntr_value("zk_watch_count"),
+            mntr_value(server, "zk_watch_count"),
             watches_before + WAITERS as u64,
             "a waiter watches more than its predecessor"
         );
-        notifications_before = common::watch_notifications_at(PRIVATE);
+        notifications_before = common::watch_notifications_at(server);
         drop(holder);
         // The scope joins every waiter: each acquired and released once.
     });
-    let notifications = common::watch_notifications_at(PRIVATE) - notifications_before;
+    let notifications = common::watch_notifications_at(server) - notifications_before;
     assert_eq!(
         notifications, WAITERS as u64,
         "one notification per release"
@@ -92,16 +70,15 @@ fn mutex_handoffs_notify_one_waiter_each(clients: &[Client]) {
 /// Queue: writer W0 (holding), readers R1..R5, writer W1. W0's release must wake exactly the
 /// five readers (they can all proceed) and not W1; R1..R4 leaving wakes nobody; R5 leaving
 /// wakes W1.
-fn writer_release_wakes_the_readers_and_only_the_last_reader_wakes_the_writer(clients: &[Client]) {
+fn writer_release_wakes_the_readers_and_only_the_last_reader_wakes_the_writer(
+    server: &str,
+    clients: &[Client],
+) {
     const READERS: usize = 5;
     let path = common::lock_path("herd-rw");
     let lock = DistributedRwLock::new(&clients[0], &path).unwrap();
     let first_writer = lock.write().unwrap();
-    let queued = |n: usize| {
-        common::eventually(Duration::from_secs(10), || {
-            lock.contenders().unwrap().len() == n
-        })
-    };
+    let queued = |n: usize| common::wait_contenders(&lock, n, Duration::from_secs(10));
     thread::scope(|s| {
         // Inside the scope: if an assertion fails, dropping these ends the reader threads.
         let (holding_tx, holding_rx) = mpsc::channel();
@@ -131,7 +108,7 @@ fn writer_release_wakes_the_readers_and_only_the_last_reader_wakes_the_writer(cl
         });
         assert!(queued(READERS + 2));
         thread::sleep(Duration::from_millis(300)); // the last watches go up
-        let before = common::watch_notifications_at(PRIVATE);
+        let before = common::watch_notifications_at(server);
         drop(first_writer);
         for _ in 0..READERS {
             holding_rx
@@ -139,7 +116,7 @@ fn writer_release_wakes_the_readers_and_only_the_last_reader_wakes_the_writer(cl
                 .expect("a reader never got the lock");
         }
         assert_eq!(
-            common::watch_notifications_at(PRIVATE) - before,
+            common::watch_notifications_at(server) - before,
             READERS as u64,
             "writer release woke someone who cannot proceed"
         );
@@ -148,14 +125,14 @@ fn writer_release_wakes_the_readers_and_only_the_last_reader_wakes_the_writer(cl
             assert!(queued(READERS - r), "reader {r} did not leave");
         }
         assert_eq!(
-            common::watch_notifications_at(PRIVATE) - before,
+            common::watch_notifications_at(server) - before,
             READERS as u64,
             "a reader's release woke the writer early"
         );
         release[READERS - 1].send(()).unwrap();
         writer.join().unwrap();
         assert_eq!(
-            common::watch_notifications_at(PRIVATE) - before,
+            common::watch_notifications_at(server) - before,
             READERS as u64 + 1
         );
     });

@@ -355,11 +355,7 @@ fn mutex_excludes_curator_both_ways() {
 
     // A blocking Curator waiter gets the lock once zklock releases.
     let mut waiter = Peer::start(java, "mutex", &path, &[]);
-    assert!(common::eventually(LONG, || mutex
-        .contenders()
-        .unwrap()
-        .len()
-        == 2));
+    assert!(common::wait_contenders(&mutex, 2, LONG));
     waiter.stays_quiet(QUIET);
     let zklock_token = guard.fencing_token();
     guard.unlock().unwrap();
@@ -383,11 +379,12 @@ fn mutex_queue_order_spans_both_libraries() {
         DistributedMutex::new(&b, &path).unwrap(),
     );
     let count = || mutex_a.contenders().unwrap().len();
+    let queued = |n| common::wait_contenders(&mutex_a, n, LONG);
 
     // zklock holder, Curator waiter, zklock waiter: handed on in queue order.
     let holder = mutex_a.lock().unwrap();
     let mut curator = Peer::start(java, "mutex", &path, &[]);
-    assert!(common::eventually(LONG, || count() == 2));
+    assert!(queued(2));
     thread::scope(|s| {
         let (held, go) = waiter(s, |held, go| {
             let guard = mutex_b.lock_timeout(LONG).unwrap().expect("zklock waiter");
@@ -395,7 +392,7 @@ fn mutex_queue_order_spans_both_libraries() {
             let _ = go.recv();
             guard.unlock().unwrap();
         });
-        assert!(common::eventually(LONG, || count() == 3));
+        assert!(queued(3));
         let queue = mutex_a.contenders().unwrap();
         assert_eq!(queue[0].node_name, name_of(holder.node_path()));
         drop(holder);
@@ -424,9 +421,9 @@ fn mutex_queue_order_spans_both_libraries() {
             let _ = go.recv();
             guard.unlock().unwrap();
         });
-        assert!(common::eventually(LONG, || count() == 2));
+        assert!(queued(2));
         let mut last = Peer::start(java, "mutex", &path, &[]);
-        assert!(common::eventually(LONG, || count() == 3));
+        assert!(queued(3));
         first.release();
         held.recv_timeout(LONG)
             .expect("zklock waiter after Curator");
@@ -448,6 +445,7 @@ fn rwlock_shares_and_excludes_with_curator() {
         DistributedRwLock::new(&b, &path).unwrap(),
     );
     let count = || lock_a.contenders().unwrap().len();
+    let queued = |n| common::wait_contenders(&lock_a, n, LONG);
 
     // A Curator reader and a zklock reader hold together.
     let mut reader = Peer::start(java, "read", &path, &[]);
@@ -471,7 +469,7 @@ fn rwlock_shares_and_excludes_with_curator() {
             let _ = go.recv();
             guard.unlock().unwrap();
         });
-        assert!(common::eventually(LONG, || count() == 3));
+        assert!(queued(3));
         // Curator sees the queued zklock writer: a new Curator reader must not pass it.
         let mut late = Peer::start(java, "read", &path, &["300"]);
         late.expect("TIMEOUT");
@@ -513,9 +511,9 @@ fn rwlock_shares_and_excludes_with_curator() {
             let _ = go.recv();
             guard.unlock().unwrap();
         });
-        assert!(common::eventually(LONG, || count() == 2));
+        assert!(queued(2));
         let mut curator_reader = Peer::start(java, "read", &path, &[]);
-        assert!(common::eventually(LONG, || count() == 3));
+        assert!(queued(3));
         assert_eq!(
             held.recv_timeout(QUIET),
             Err(RecvTimeoutError::Timeout),
@@ -568,14 +566,9 @@ fn semaphore_shares_permits_with_curator() {
 
     // zklock holds both: a waiting Curator lease gets one when zklock returns it.
     let mut waiter = Peer::start(java, "lease", &path, &["2"]);
-    assert!(common::eventually(LONG, || {
-        DistributedMutex::new(&client, &format!("{path}/locks"))
-            .unwrap()
-            .contenders()
-            .unwrap()
-            .len()
-            == 1
-    }));
+    // Queued at the semaphore's gate.
+    let gate = DistributedMutex::new(&client, &format!("{path}/locks")).unwrap();
+    assert!(common::wait_contenders(&gate, 1, LONG));
     waiter.stays_quiet(QUIET);
     drop(first);
     waiter.expect("ACQUIRED");
@@ -622,11 +615,7 @@ fn leader_election_runs_with_curator_leader_latch() {
             let _ = go.recv();
             drop(leadership);
         });
-        assert!(common::eventually(LONG, || election_a
-            .participants()
-            .unwrap()
-            .len()
-            == 2));
+        assert!(common::wait_contenders(&election_a, 2, LONG));
         assert_eq!(led.recv_timeout(QUIET), Err(RecvTimeoutError::Timeout));
         latch.release();
         led.recv_timeout(LONG).expect("zklock leads after Curator");

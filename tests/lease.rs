@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::proxy::Proxy;
-use zklock::{Client, DistributedMutex, LockState};
+use zklock::{DistributedMutex, LockState};
 
 /// CLOCK_MONOTONIC in nanoseconds: comparable across processes on this machine, and it keeps
 /// running while a process is stopped.
@@ -41,10 +41,7 @@ fn signal(child: &Child, sig: &str) {
 #[ignore = "run by frozen_holder tests as a separate process"]
 fn worker_report_is_held() {
     let path = std::env::var("LOCK").unwrap();
-    let client = Client::builder(&common::connect_string())
-        .session_timeout(Duration::from_secs(2))
-        .connect()
-        .unwrap();
+    let client = common::client_with(Duration::from_secs(2));
     let mutex = DistributedMutex::new(&client, &path).unwrap();
     let guard = mutex.lock().unwrap();
     println!("acquired");
@@ -133,13 +130,9 @@ fn frozen_holder_never_reads_held_after_the_next_holder_acquired_through_a_proxy
 
 #[test]
 fn lease_remaining_shrinks_while_blackholed_and_comes_back_with_the_server() {
-    common::init_logging();
     let proxy = Proxy::start(&common::connect_string());
     let timeout = Duration::from_secs(4);
-    let client = Client::builder(&proxy.connect_string())
-        .session_timeout(timeout)
-        .connect()
-        .unwrap();
+    let client = common::client_via(&proxy, timeout);
     let mutex = DistributedMutex::new(&client, &common::lock_path("lease-left")).unwrap();
     let guard = mutex.lock().unwrap();
     let fresh = guard.lease_remaining().expect("a fresh hold has a lease");

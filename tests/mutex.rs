@@ -142,11 +142,11 @@ fn waiters_acquire_in_queue_order() {
             drop(guard);
         }));
         // Queue them one at a time so the creation order is known.
-        assert!(common::eventually(Duration::from_secs(10), || mutex
-            .contenders()
-            .unwrap()
-            .len()
-            == i + 2));
+        assert!(common::wait_contenders(
+            &mutex,
+            i + 2,
+            Duration::from_secs(10)
+        ));
     }
     let queue = mutex.contenders().unwrap();
     assert!(queue.windows(2).all(|w| w[0].sequence < w[1].sequence));
@@ -206,10 +206,7 @@ fn guard_is_send_and_released_from_another_thread() {
 #[test]
 #[ignore = "run as a child process by other tests"]
 fn worker_hold_forever() {
-    let client = Client::builder(&common::connect_string())
-        .session_timeout(Duration::from_secs(2))
-        .connect()
-        .unwrap();
+    let client = common::client_with(Duration::from_secs(2));
     let mutex = DistributedMutex::new(&client, &std::env::var("LOCK").unwrap()).unwrap();
     let guard = mutex.lock().unwrap();
     println!("LOCKED {}", guard.fencing_token());
@@ -376,11 +373,7 @@ fn a_waiter_whose_node_was_broken_never_becomes_a_holder() {
                 .lock()
                 .map(|g| g.fencing_token())
         });
-        assert!(common::eventually(Duration::from_secs(5), || a_mutex
-            .contenders()
-            .unwrap()
-            .len()
-            == 2));
+        assert!(common::wait_contenders(&a_mutex, 2, Duration::from_secs(5)));
         let c_waiter = s.spawn(|| {
             let mutex = DistributedMutex::new(&c, &path).unwrap();
             let guard = mutex.lock().unwrap();
@@ -388,11 +381,7 @@ fn a_waiter_whose_node_was_broken_never_becomes_a_holder() {
             guard.unlock().unwrap();
             alone
         });
-        assert!(common::eventually(Duration::from_secs(5), || a_mutex
-            .contenders()
-            .unwrap()
-            .len()
-            == 3));
+        assert!(common::wait_contenders(&a_mutex, 3, Duration::from_secs(5)));
         let b_node = a_mutex.contenders().unwrap().remove(1);
         assert!(a_mutex.break_contender(&b_node).unwrap());
         thread::sleep(Duration::from_millis(200));

@@ -113,11 +113,7 @@ fn queued_writer_holds_back_later_readers() {
     );
     thread::scope(|s| {
         let writer = s.spawn(|| writer_lock.write().unwrap().unlock().unwrap());
-        assert!(common::eventually(Duration::from_secs(5), || first
-            .contenders()
-            .unwrap()
-            .len()
-            == 2));
+        assert!(common::wait_contenders(&first, 2, Duration::from_secs(5)));
         let queue = first.contenders().unwrap();
         assert_eq!((queue[0].role, queue[1].role), (Role::Read, Role::Write));
         assert!(
@@ -208,10 +204,7 @@ fn semaphore_many_timeouts_and_bad_counts() {
 #[test]
 #[ignore = "run as a child process by other tests"]
 fn worker_hold_lease() {
-    let client = Client::builder(&common::connect_string())
-        .session_timeout(Duration::from_secs(2))
-        .connect()
-        .unwrap();
+    let client = common::client_with(Duration::from_secs(2));
     let semaphore = Semaphore::new(&client, &std::env::var("LOCK").unwrap(), 1).unwrap();
     let _permit = semaphore.acquire().unwrap();
     println!("LEASED");
@@ -333,11 +326,7 @@ fn leader_election_hands_over_in_order() {
             assert!(leadership.is_held());
             leadership.fencing_token()
         });
-        assert!(common::eventually(Duration::from_secs(5), || first
-            .participants()
-            .unwrap()
-            .len()
-            == 2));
+        assert!(common::wait_contenders(&first, 2, Duration::from_secs(5)));
         let ids: Vec<String> = first
             .participants()
             .unwrap()

@@ -1,8 +1,8 @@
 //! zklock against secure ZooKeeper servers that this test starts itself with
 //! `scripts/start-zk.sh --sasl` (SASL DIGEST-MD5 required of every session; users alice and bob)
 //! and `scripts/start-zk.sh --tls` (TLS client port, client certificates required), each on
-//! private ports so they never meet the plain test servers. Starting is idempotent: a server
-//! left by an earlier run is reused; CI stops them all with `scripts/stop-zk.sh --all`.
+//! free ports of its own so they never meet the plain test servers. Each is started once per
+//! test binary, by the first test that needs it, and stopped when the binary exits.
 //!
 //! The tests skip (with a message on stderr) only when the tools the servers need are
 //! missing: java, and for TLS also keytool and openssl.
@@ -11,27 +11,25 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::servers::{self, Servers};
 use zklock::{Client, DistributedMutex, Error};
-
-/// Plain client port of the `--sasl` server (its only port).
-const SASL_PORT: u16 = 2195;
-/// Plain client port of the `--tls` server (left open by start-zk.sh for 4lw probes).
-const TLS_PLAIN_PORT: u16 = 2196;
-/// TLS client port of the `--tls` server.
-const TLS_PORT: u16 = 3196;
 
 /// A secure server started by `scripts/start-zk.sh`.
 #[derive(Debug)]
+#[cfg_attr(not(feature = "tls"), allow(dead_code))]
 struct Server {
     /// The connect string start-zk.sh printed last.
     connect: String,
     /// The server's work dir (where --tls leaves ca.pem, client.pem, ...).
-    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     dir: PathBuf,
+    /// The plain client port (of the `--tls` server: left open for 4lw probes).
+    port: u16,
+    /// The TLS client port of the `--tls` server.
+    secure_port: u16,
+    _servers: Servers,
 }
 
 /// `name` as an executable file in one of the `PATH` directories.
@@ -79,40 +77,36 @@ fn missing_tools(tls: bool) -> Option<String> {
     (!missing.is_empty()).then(|| missing.join(", "))
 }
 
-/// Runs `scripts/start-zk.sh <flag>` with the server's private ports; panics with the script's
-/// output if it fails.
-fn start(flag: &str) -> Server {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/start-zk.sh");
-    let port = if flag == "--tls" {
-        TLS_PLAIN_PORT
-    } else {
-        SASL_PORT
-    };
-    let out = Command::new(script)
-        .arg(flag)
-        .env("ZK_PORT", port.to_string())
-        .env("ZK_SECURE_PORT", TLS_PORT.to_string())
-        .env("ZK_TLS_CLIENT_AUTH", "need")
-        .env_remove("ZK_ENSEMBLE")
-        .stdin(Stdio::null())
-        .output()
-        .expect("scripts/start-zk.sh runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "scripts/start-zk.sh {flag} failed ({}):\n{stderr}",
-        out.status
-    );
-    let connect = stdout.lines().last().unwrap_or_default().trim().to_owned();
+/// Runs `scripts/start-zk.sh <flag>` on free ports, for the rest of this test binary; panics
+/// with the script's output if it fails.
+fn start(flag: &'static str) -> Server {
+    let (port, secure_port) = (servers::free_port(), servers::free_port());
+    let servers = Servers::start(
+        &[flag],
+        &[
+            ("ZK_PORT", port.to_string()),
+            ("ZK_SECURE_PORT", secure_port.to_string()),
+            ("ZK_TLS_CLIENT_AUTH", "need".to_owned()),
+        ],
+    )
+    .keep_until_exit();
+    let connect = servers.connect_string();
     // "start-zk: TLS material: <dir> (ca.pem, ...)"; the --sasl server's dir by its layout.
-    let dir = stderr
+    let dir = servers
+        .started
+        .stderr
         .lines()
         .find_map(|l| l.split_once("TLS material: "))
         .and_then(|(_, rest)| rest.rsplit_once(" (").map(|(dir, _)| PathBuf::from(dir)))
         .unwrap_or_default();
     eprintln!("{flag} server: {connect} {}", dir.display());
-    Server { connect, dir }
+    Server {
+        connect,
+        dir,
+        port,
+        secure_port,
+        _servers: servers,
+    }
 }
 
 /// The `--sasl` server, started once per test process; `None` (after saying why) if the tools
@@ -133,7 +127,7 @@ fn tls_server(test: &str) -> Option<&'static Server> {
 fn server(
     cell: &'static OnceLock<Option<Server>>,
     test: &str,
-    flag: &str,
+    flag: &'static str,
 ) -> Option<&'static Server> {
     common::init_logging();
     let server = cell
@@ -344,11 +338,12 @@ mod tls {
         let Some(server) = tls_server("locks_over_tls_with_a_client_certificate") else {
             return;
         };
-        assert_eq!(server.connect, format!("127.0.0.1:{TLS_PORT}"));
+        let tls_port = server.secure_port;
+        assert_eq!(server.connect, format!("127.0.0.1:{tls_port}"));
         let path = lock_path("tls");
         let a = client(server);
         // The certificate names localhost too.
-        let b = builder(server, &format!("localhost:{TLS_PORT}"), "ca.pem")
+        let b = builder(server, &format!("localhost:{tls_port}"), "ca.pem")
             .connect()
             .unwrap();
         let mine = DistributedMutex::new(&a, &path).unwrap();
@@ -367,8 +362,7 @@ mod tls {
                 (guard.fencing_token(), guard.session_id())
             });
             assert!(
-                common::eventually(Duration::from_secs(10), || mine.contenders().unwrap().len()
-                    == 2),
+                common::wait_contenders(&mine, 2, Duration::from_secs(10)),
                 "the waiter never queued"
             );
             let contenders = mine.contenders().unwrap();
@@ -429,7 +423,7 @@ mod tls {
         };
         // TLS client on a plain port: the port answers, no handshake completes.
         let started = Instant::now();
-        let err = builder(server, &format!("127.0.0.1:{TLS_PLAIN_PORT}"), "ca.pem")
+        let err = builder(server, &format!("127.0.0.1:{}", server.port), "ca.pem")
             .connect()
             .unwrap_err();
         assert!(matches!(err, Error::Tls { .. }), "{err:?}");
@@ -450,7 +444,7 @@ mod tls {
             return;
         };
         for host in ["127.1", "2130706433", "0x7f.1"] {
-            let err = builder(server, &format!("{host}:{TLS_PORT}"), "ca.pem")
+            let err = builder(server, &format!("{host}:{}", server.secure_port), "ca.pem")
                 .connect()
                 .unwrap_err();
             assert!(
@@ -461,7 +455,7 @@ mod tls {
         }
         // A good host and a bad one: refused up front, so the client crate never gets to
         // name (and panic on) the bad one during a later reconnect.
-        let connect = format!("{},127.1:{TLS_PORT}", server.connect);
+        let connect = format!("{},127.1:{}", server.connect, server.secure_port);
         let err = builder(server, &connect, "ca.pem").connect().unwrap_err();
         assert!(matches!(err, Error::InvalidConnectString { .. }), "{err}");
     }
@@ -519,7 +513,7 @@ mod tls {
 #[cfg(all(feature = "cli", feature = "sasl", feature = "tls"))]
 mod cli {
     use super::*;
-    use std::process::Output;
+    use std::process::{Command, Output, Stdio};
 
     fn zklock(connect: &str) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_zklock"));

@@ -3,19 +3,8 @@
 
 mod common;
 
-use std::time::Duration;
-
+use common::client_as;
 use zklock::{Client, DistributedMutex, Error, NodeAcl};
-
-fn client_as(user: &str, acl: NodeAcl) -> Client {
-    common::init_logging();
-    Client::builder(&common::connect_string())
-        .session_timeout(Duration::from_secs(4))
-        .auth_digest(user, &format!("{user}-password"))
-        .acl(acl)
-        .connect()
-        .unwrap()
-}
 
 #[test]
 fn creator_only_lock_cannot_be_broken_or_joined_by_another_identity() {

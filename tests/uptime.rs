@@ -10,12 +10,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::proxy::{opcode, Proxy, Request};
-use common::{PrivateServer, RawClient};
+use common::servers::PrivateServer;
+use common::RawClient;
 use zklock::{Client, DistributedMutex, Error, MultiLock, NodeAcl, Semaphore};
-
-/// Port of the private server whose container sweep runs every second (the default is a
-/// minute), so that an idle chroot would be reaped within seconds.
-const SWEEP_PORT: u16 = 2400;
 
 /// A chroot no other test (or earlier run) uses.
 fn fresh_chroot() -> String {
@@ -23,11 +20,7 @@ fn fresh_chroot() -> String {
 }
 
 fn chrooted_client(hosts: &str, chroot: &str) -> Client {
-    common::init_logging();
-    Client::builder(&format!("{hosts}{chroot}"))
-        .session_timeout(Duration::from_secs(10))
-        .connect()
-        .unwrap()
+    common::client_at(&format!("{hosts}{chroot}"), Duration::from_secs(10))
 }
 
 /// Deletes a node tree (on the shared server) when dropped, whatever the test's outcome.
@@ -41,7 +34,9 @@ impl Drop for DeleteTree<'_> {
 
 #[test]
 fn chroot_survives_the_container_sweep() {
-    let server = PrivateServer::start(SWEEP_PORT, "-Dznode.container.checkIntervalMs=1000");
+    // The container sweep runs every second (the default is a minute), so that an idle chroot
+    // would be reaped within seconds.
+    let server = PrivateServer::start("-Dznode.container.checkIntervalMs=1000");
     let raw = RawClient::connect(&server.connect_string());
     let chroot = fresh_chroot();
     let client = chrooted_client(&server.connect_string(), &chroot);
@@ -161,11 +156,11 @@ fn lost_create_reply_is_looked_up_after_a_sync() {
             )
         });
         // The server executed the create; its reply went nowhere.
-        assert!(common::eventually(Duration::from_secs(5), || observed
-            .contenders()
-            .unwrap()
-            .len()
-            == 1));
+        assert!(common::wait_contenders(
+            &observed,
+            1,
+            Duration::from_secs(5)
+        ));
         let created = observed.contenders().unwrap()[0].node_name.clone();
         // The observer saw the node: give the proxy time to swallow the reply on its way.
         thread::sleep(Duration::from_millis(200));
@@ -209,10 +204,11 @@ fn lost_create_reply_is_looked_up_after_a_sync() {
          (a lagging follower could hide the node); requests after the reconnect:\n  {}",
         summary(&after)
     );
-    assert!(common::eventually(Duration::from_secs(5), || observed
-        .contenders()
-        .unwrap()
-        .is_empty()));
+    assert!(common::wait_contenders(
+        &observed,
+        0,
+        Duration::from_secs(5)
+    ));
 }
 
 #[test]
@@ -231,10 +227,7 @@ fn break_whose_delete_reply_was_lost_reports_the_delete() {
         let breaking = s.spawn(|| mutex.break_contender(&victim));
         // The server executed the delete; its reply went nowhere.
         assert!(
-            common::eventually(Duration::from_secs(5), || holder_mutex
-                .contenders()
-                .unwrap()
-                .is_empty()),
+            common::wait_contenders(&holder_mutex, 0, Duration::from_secs(5)),
             "the delete never reached the server"
         );
         // The observer saw the node gone: give the proxy time to swallow the reply.
@@ -254,23 +247,16 @@ fn break_whose_delete_reply_was_lost_reports_the_delete() {
     drop(guard); // Lost: its release finds the node gone.
 }
 
-fn client_as(user: &str) -> Client {
-    common::init_logging();
-    Client::builder(&common::connect_string())
-        .session_timeout(Duration::from_secs(4))
-        .auth_digest(user, "pw")
-        .acl(NodeAcl::CreatorOnly)
-        .connect()
-        .unwrap()
-}
-
 #[test]
 fn creator_only_parents_let_other_identities_lock_siblings() {
     let root = common::lock_path("acl-scope");
     // The root exists and is open, as a shared root would be: otherwise alice, creating it,
     // would decide the ACL of /zklock-tests for every other test on this server.
     RawClient::connect(&common::connect_string()).mkdir_open(&root);
-    let (alice, bob) = (client_as("alice"), client_as("bob"));
+    let (alice, bob) = (
+        common::client_as("alice", NodeAcl::CreatorOnly),
+        common::client_as("bob", NodeAcl::CreatorOnly),
+    );
     let (a, b) = (format!("{root}/shared/a"), format!("{root}/shared/b"));
 
     // alice creates <root>/shared on the way to her lock...
@@ -415,11 +401,7 @@ fn wait_child(pid: libc::pid_t, deadline: Instant) -> String {
 #[ignore = "run as a child process by forked_child_gets_a_clear_error"]
 fn worker_fork() {
     let path = std::env::var("LOCK").unwrap();
-    common::init_logging();
-    let client = Client::builder(&common::connect_string())
-        .session_timeout(Duration::from_secs(4))
-        .connect()
-        .unwrap();
+    let client = common::client();
     let mutex = DistributedMutex::new(&client, &path).unwrap();
     mutex.lock().unwrap().unlock().unwrap();
     let session = client.session_id();

@@ -1,14 +1,18 @@
-//! Shared fixture: every test talks to the real ZooKeeper started by `scripts/start-zk.sh`
-//! (`ZK_CONNECT`, default `127.0.0.1:2181`) and works under a lock path of its own, so tests run
-//! in parallel without seeing each other's nodes.
+//! Shared fixture: every test talks to the real ZooKeeper at `ZK_CONNECT` (`scripts/test.sh`
+//! starts one on a free port and sets it; default `127.0.0.1:2181`, where `scripts/start-zk.sh`
+//! starts one without settings) and works under a lock path of its own, so tests run in
+//! parallel without seeing each other's nodes. Servers a test needs for itself (an ensemble,
+//! private or secure servers) come from [`servers`] and [`ensemble`], on free ports.
 #![allow(dead_code)]
 
 pub mod ensemble;
 pub mod proxy;
+pub mod servers;
 
 use std::time::Duration;
 
-use zklock::Client;
+use zklock::{Client, ClientBuilder, DistributedMutex, DistributedRwLock, LeaderElection};
+use zklock::{NodeAcl, Semaphore};
 
 pub fn connect_string() -> String {
     std::env::var("ZK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".to_owned())
@@ -18,22 +22,49 @@ pub fn init_logging() {
     let _ = env_logger::builder().is_test(true).try_init();
 }
 
-/// A client with a short session, so tests about dead holders finish quickly.
-pub fn client() -> Client {
+/// The session timeout of [`client`]: short, so tests about dead holders finish quickly.
+pub const SESSION_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// A builder for `connect` with `session_timeout` (and test logging on).
+pub fn builder(connect: &str, session_timeout: Duration) -> ClientBuilder {
     init_logging();
-    Client::builder(&connect_string())
-        .session_timeout(Duration::from_secs(4))
+    Client::builder(connect).session_timeout(session_timeout)
+}
+
+/// A client of `connect` (hosts, optionally a chroot) with `session_timeout`.
+pub fn client_at(connect: &str, session_timeout: Duration) -> Client {
+    builder(connect, session_timeout)
         .connect()
-        .expect("ZooKeeper must be running: scripts/start-zk.sh")
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot connect to {connect}: {e} (ZooKeeper must be running: scripts/start-zk.sh)"
+            )
+        })
+}
+
+/// A client of the test server with `session_timeout`.
+pub fn client_with(session_timeout: Duration) -> Client {
+    client_at(&connect_string(), session_timeout)
+}
+
+/// A client of the test server with a short session ([`SESSION_TIMEOUT`]).
+pub fn client() -> Client {
+    client_with(SESSION_TIMEOUT)
 }
 
 /// A client connected through `proxy` (see [`proxy::Proxy`]), with `session_timeout`.
 pub fn client_via(proxy: &proxy::Proxy, session_timeout: Duration) -> Client {
-    init_logging();
-    Client::builder(&proxy.connect_string())
-        .session_timeout(session_timeout)
+    client_at(&proxy.connect_string(), session_timeout)
+}
+
+/// A client of the test server authenticated as digest user `user` (password
+/// `<user>-password`) that creates its nodes with `acl`, with a short session.
+pub fn client_as(user: &str, acl: NodeAcl) -> Client {
+    builder(&connect_string(), SESSION_TIMEOUT)
+        .auth_digest(user, &format!("{user}-password"))
+        .acl(acl)
         .connect()
-        .unwrap()
+        .unwrap_or_else(|e| panic!("{user} cannot connect: {e}"))
 }
 
 /// A lock path no other test (or earlier run) uses.
@@ -50,32 +81,62 @@ pub fn children_count(client: &Client, path: &str) -> usize {
         .len()
 }
 
-/// Sums the watch-notification counters (`mntr`) of the server at `addr`.
-pub fn watch_notifications_at(addr: &str) -> u64 {
-    let mntr = four_letter_at(addr, "mntr");
-    mntr.lines()
-        .filter_map(|line| line.split_once('\t'))
-        .filter(|(k, _)| {
-            matches!(
-                *k,
-                "zk_sum_node_deleted_watch_count"
-                    | "zk_sum_node_children_watch_count"
-                    | "zk_sum_node_created_watch_count"
-                    | "zk_sum_node_changed_watch_count"
-            )
-        })
-        .map(|(_, v)| v.trim().parse::<f64>().unwrap_or(0.0) as u64)
-        .sum()
+/// A queue whose length a test waits for: a lock's contenders, a semaphore's leases, an
+/// election's participants.
+pub trait Queue {
+    fn queue_len(&self) -> zklock::Result<usize>;
 }
 
-/// Sends a four-letter command to the server at `addr` (`host:port`).
-pub fn four_letter_at(addr: &str, cmd: &str) -> String {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream.write_all(cmd.as_bytes()).unwrap();
-    let mut out = String::new();
-    stream.read_to_string(&mut out).unwrap();
-    out
+impl Queue for DistributedMutex {
+    fn queue_len(&self) -> zklock::Result<usize> {
+        self.contenders().map(|c| c.len())
+    }
+}
+
+impl Queue for DistributedRwLock {
+    fn queue_len(&self) -> zklock::Result<usize> {
+        self.contenders().map(|c| c.len())
+    }
+}
+
+impl Queue for Semaphore {
+    fn queue_len(&self) -> zklock::Result<usize> {
+        self.leases().map(|c| c.len())
+    }
+}
+
+impl Queue for LeaderElection {
+    fn queue_len(&self) -> zklock::Result<usize> {
+        self.participants().map(|c| c.len())
+    }
+}
+
+/// Polls until exactly `n` are queued on `queue` (0: until it is empty), for up to `limit`;
+/// true once they are. Panics if the queue cannot be listed.
+pub fn wait_contenders(queue: &impl Queue, n: usize, limit: Duration) -> bool {
+    let mut seen = 0;
+    let reached = eventually(limit, || {
+        seen = queue.queue_len().expect("listing the queue");
+        seen == n
+    });
+    if !reached {
+        eprintln!("wait_contenders: {seen} queued after {limit:?}, not {n}");
+    }
+    reached
+}
+
+/// Sums the watch-notification counters (`mntr`) of the server at `addr`.
+pub fn watch_notifications_at(addr: &str) -> u64 {
+    let mntr = servers::mntr(addr);
+    [
+        "zk_sum_node_deleted_watch_count",
+        "zk_sum_node_children_watch_count",
+        "zk_sum_node_created_watch_count",
+        "zk_sum_node_changed_watch_count",
+    ]
+    .iter()
+    .map(|k| mntr.get(*k).copied().unwrap_or(0))
+    .sum()
 }
 
 /// Polls `cond` every 10 ms for up to `limit`; true once it holds.
@@ -144,57 +205,6 @@ pub fn spawn_worker(entry: &str, vars: &[(&str, String)]) -> std::process::Child
         cmd.env(k, v);
     }
     cmd.spawn().unwrap()
-}
-
-/// A standalone ZooKeeper server of one test's own, started by `scripts/start-zk.sh` on
-/// `127.0.0.1:<port>` with extra JVM options (e.g. `-Dznode.container.checkIntervalMs=1000`);
-/// stopped, and its work dir removed, when dropped. `ZK_WORKDIR` is taken from the environment
-/// as the scripts do. Give each test its own port, so two tests in one binary never share a
-/// server whose settings or lifetime they do not control.
-pub struct PrivateServer {
-    port: u16,
-}
-
-impl PrivateServer {
-    /// Starts the server (after stopping whatever an aborted earlier run left on `port`, so
-    /// that `jvm_opts` really apply) and waits until it serves.
-    pub fn start(port: u16, jvm_opts: &str) -> PrivateServer {
-        let server = PrivateServer { port };
-        server.script("stop-zk.sh", &["--clean"], "");
-        server.script("start-zk.sh", &[], jvm_opts);
-        server
-    }
-
-    /// `127.0.0.1:<port>`.
-    pub fn connect_string(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn script(&self, name: &str, args: &[&str], jvm_opts: &str) {
-        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("scripts")
-            .join(name);
-        let status = std::process::Command::new("bash")
-            .arg(script)
-            .args(args)
-            .env("ZK_PORT", self.port.to_string())
-            .env("ZK_JVM_OPTS", jvm_opts)
-            .env("ZK_HEAP", "128m")
-            .stdout(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(
-            status.success(),
-            "{name} {args:?} (port {}) failed",
-            self.port
-        );
-    }
-}
-
-impl Drop for PrivateServer {
-    fn drop(&mut self) {
-        self.script("stop-zk.sh", &["--clean"], "");
-    }
 }
 
 /// A bare `zookeeper-client` session (no zklock in between), for looking at and changing nodes

@@ -1,0 +1,282 @@
+//! ZooKeeper servers of a test binary's own, started and stopped through `scripts/start-zk.sh`
+//! and `scripts/stop-zk.sh` on free ports (so two runs on one machine never meet), and the
+//! four-letter-word probe of any server.
+//!
+//! The scripts take `ZK_WORKDIR` (and `JAVA`, `ZK_START_TIMEOUT`, ...) from this process's
+//! environment: `scripts/test.sh` sets a work dir for its run and stops everything in it when
+//! it ends. The variables that select a server (`ZK_PORT`, `ZK_ENSEMBLE_PORTS`, ...) are never
+//! inherited: each call passes its own.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, Once};
+use std::time::Duration;
+
+/// The variables with which the scripts pick a server: removed from every script's
+/// environment unless the call sets them.
+const SELECTING: &[&str] = &[
+    "ZK_PORT",
+    "ZK_SECURE_PORT",
+    "ZK_TLS_CLIENT_AUTH",
+    "ZK_ENSEMBLE",
+    "ZK_ENSEMBLE_BASE",
+    "ZK_ENSEMBLE_PORTS",
+    "ZK_JVM_OPTS",
+    "ZK_HEAP",
+];
+
+/// A port on 127.0.0.1 that nothing listens on, for a server a test starts.
+///
+/// Picked at random below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), as
+/// `scripts/test.sh` picks the main server's: the kernel never gives those ports to the local
+/// end of an outgoing connection, whereas a port it hands out for `bind(0)` may be taken by
+/// some client's connection in the second before the JVM binds it. A bind proves it free now;
+/// no port is handed out twice in one process.
+pub fn free_port() -> u16 {
+    static GIVEN: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (lo, hi) = if ephemeral >= 16000 {
+        (15000, ephemeral)
+    } else {
+        (1024, ephemeral)
+    };
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    let given = given.get_or_insert_with(HashSet::new);
+    for _ in 0..1000 {
+        let random = uuid::Uuid::new_v4().as_u128();
+        let port = lo + (random % u128::from(hi - lo)) as u16;
+        if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.insert(port);
+            return port;
+        }
+    }
+    panic!("no free port on 127.0.0.1 in {lo}..{hi}");
+}
+
+fn script(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(name)
+}
+
+fn command(name: &str, args: &[&str], env: &[(&str, String)]) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(script(name)).args(args).stdin(Stdio::null());
+    for var in SELECTING {
+        cmd.env_remove(var);
+    }
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    cmd
+}
+
+/// What a script printed: on stdout (start-zk.sh: the connect string, last) and on stderr.
+#[derive(Debug)]
+pub struct ScriptOutput {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `scripts/<name> <args>` with `env`; panics with what it said if it fails.
+pub fn run_script(name: &str, args: &[&str], env: &[(&str, String)]) -> ScriptOutput {
+    let out = command(name, args, env)
+        .output()
+        .unwrap_or_else(|e| panic!("running scripts/{name}: {e}"));
+    let output = ScriptOutput {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(
+        out.status.success(),
+        "scripts/{name} {args:?} with {env:?} failed ({}):\n{}",
+        out.status,
+        output.stderr
+    );
+    output
+}
+
+/// A `stop-zk.sh` call to make when this process exits (see [`Servers::keep_until_exit`]).
+struct ExitStop {
+    args: Vec<&'static str>,
+    env: Vec<(&'static str, String)>,
+}
+
+static AT_EXIT: Mutex<Vec<ExitStop>> = Mutex::new(Vec::new());
+
+extern "C" fn stop_at_exit() {
+    let stops = std::mem::take(&mut *AT_EXIT.lock().unwrap_or_else(|e| e.into_inner()));
+    for ExitStop { args, env } in stops {
+        stop_quietly(&args, &env);
+    }
+}
+
+/// Runs `stop-zk.sh <args>` without panicking: at exit, or while a failed test unwinds, a panic
+/// would abort. A failure is only reported; `scripts/test.sh` stops what is left.
+fn stop_quietly(args: &[&str], env: &[(&str, String)]) {
+    let stopped = command("stop-zk.sh", args, env)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    if !stopped.is_ok_and(|s| s.success()) {
+        eprintln!("scripts/stop-zk.sh {args:?} with {env:?} failed");
+    }
+}
+
+/// Servers started by `scripts/start-zk.sh <flags>` with `env`, and stopped, their work dir
+/// removed, by `scripts/stop-zk.sh <flags> --clean` with the same: when dropped, or when the
+/// test process exits for those kept in a `static` ([`keep_until_exit`](Self::keep_until_exit)).
+/// A process killed by a signal stops nothing: `scripts/test.sh` stops what its run left.
+#[derive(Debug)]
+pub struct Servers {
+    flags: Vec<&'static str>,
+    env: Vec<(&'static str, String)>,
+    /// What start-zk.sh printed (stdout ends with the connect string).
+    pub started: ScriptOutput,
+    stop_on_drop: bool,
+}
+
+impl Servers {
+    /// Starts the servers and waits until they serve, after stopping and deleting whatever an
+    /// aborted earlier run left in their work dir (so this configuration really applies).
+    pub fn start(flags: &[&'static str], env: &[(&'static str, String)]) -> Servers {
+        let mut servers = Servers {
+            flags: flags.to_vec(),
+            env: env.to_vec(),
+            started: ScriptOutput {
+                stdout: String::new(),
+                stderr: String::new(),
+            },
+            stop_on_drop: true,
+        };
+        servers.stop();
+        // If this fails, dropping `servers` stops what did start.
+        servers.started = servers.run("start-zk.sh", flags);
+        servers
+    }
+
+    /// The connect string start-zk.sh printed last.
+    pub fn connect_string(&self) -> String {
+        self.started
+            .stdout
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .trim()
+            .to_owned()
+    }
+
+    /// Runs `scripts/<name> <args>` with the servers' environment (their ports), e.g.
+    /// `start-zk.sh --ensemble-member 2`.
+    pub fn run(&self, name: &str, args: &[&str]) -> ScriptOutput {
+        run_script(name, args, &self.env)
+    }
+
+    /// Stops the servers and deletes their work dir.
+    pub fn stop(&self) {
+        let mut args = self.flags.clone();
+        args.push("--clean");
+        self.run("stop-zk.sh", &args);
+    }
+
+    /// For servers that live in a `static` (shared by the tests of one binary, never
+    /// dropped): stops them when the process exits (`atexit`), whether its tests passed or
+    /// failed.
+    pub fn keep_until_exit(mut self) -> Servers {
+        static REGISTER: Once = Once::new();
+        REGISTER.call_once(|| {
+            // SAFETY: registers a plain function without arguments.
+            let rc = unsafe { libc::atexit(stop_at_exit) };
+            assert_eq!(rc, 0, "atexit failed");
+        });
+        let mut args = self.flags.clone();
+        args.push("--clean");
+        AT_EXIT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(ExitStop {
+                args,
+                env: self.env.clone(),
+            });
+        self.stop_on_drop = false;
+        self
+    }
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        if self.stop_on_drop {
+            let mut args = self.flags.clone();
+            args.push("--clean");
+            stop_quietly(&args, &self.env);
+        }
+    }
+}
+
+/// A standalone ZooKeeper server of one test's own on a free port of `127.0.0.1`, started by
+/// `scripts/start-zk.sh` with extra JVM options (e.g. `-Dznode.container.checkIntervalMs=1000`)
+/// and stopped, its work dir removed, when dropped. For tests that need a server whose settings
+/// or lifetime they control, or whose server-wide counters nothing else may move.
+pub struct PrivateServer {
+    port: u16,
+    _servers: Servers,
+}
+
+impl PrivateServer {
+    /// Starts the server and waits until it serves.
+    pub fn start(jvm_opts: &str) -> PrivateServer {
+        let port = free_port();
+        let servers = Servers::start(
+            &[],
+            &[
+                ("ZK_PORT", port.to_string()),
+                ("ZK_JVM_OPTS", jvm_opts.to_owned()),
+                ("ZK_HEAP", "128m".to_owned()),
+            ],
+        );
+        PrivateServer {
+            port,
+            _servers: servers,
+        }
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+/// Sends the four-letter word `cmd` to the server at `addr` (`host:port`) and returns its
+/// whole answer (the server closes the connection after it).
+pub fn four_letter(addr: &str, cmd: &str) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.write_all(cmd.as_bytes())?;
+    let mut out = String::new();
+    stream.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+/// The server's `Mode:` (`standalone`, `leader`, `follower`, ...), `None` if it does not answer.
+pub fn mode(addr: &str) -> Option<String> {
+    four_letter(addr, "srvr")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("Mode: ").map(|m| m.trim().to_owned()))
+}
+
+/// The server's `mntr` values (counters and gauges as integers; others are left out).
+pub fn mntr(addr: &str) -> HashMap<String, u64> {
+    four_letter(addr, "mntr")
+        .unwrap_or_else(|e| panic!("mntr from {addr}: {e}"))
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .filter_map(|(k, v)| Some((k.to_owned(), v.trim().parse::<f64>().ok()? as u64)))
+        .collect()
+}
