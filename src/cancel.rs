@@ -167,17 +167,27 @@ pub(crate) fn interruption() -> Option<Error> {
     })
 }
 
-/// Runs `cleanup` with no token watched: deleting the node of a cancelled acquisition must
-/// not itself be cut short by the cancellation.
+/// Runs `cleanup` with the caller's cancel tokens hidden: deleting the node of a cancelled
+/// acquisition must not itself be cut short by the cancellation. A client's close still
+/// interrupts it (closing the session removes the node anyway).
 pub(crate) fn shielded<R>(cleanup: impl FnOnce() -> R) -> R {
-    let hidden = WATCHED.with(|watched| std::mem::take(&mut *watched.borrow_mut()));
-    let outcome = cleanup();
-    WATCHED.with(|watched| {
+    /// Puts the hidden tokens back, also if `cleanup` panics.
+    struct Restore(Vec<CancelToken>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let hidden = std::mem::take(&mut self.0);
+            WATCHED.with(|watched| watched.borrow_mut().extend(hidden));
+        }
+    }
+    let _restore = Restore(WATCHED.with(|watched| {
         let mut watched = watched.borrow_mut();
-        let inner = std::mem::replace(&mut *watched, hidden);
-        watched.extend(inner);
-    });
-    outcome
+        let (closing, hidden) = std::mem::take(&mut *watched)
+            .into_iter()
+            .partition(|t| t.inner.closes_client);
+        *watched = closing;
+        hidden
+    }));
+    cleanup()
 }
 
 #[cfg(test)]

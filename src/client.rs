@@ -59,6 +59,8 @@ struct Inner {
     releases: Arc<Releases>,
     /// Cancelled by [`Client::close`]: every call in progress on any clone watches it.
     closed: CancelToken,
+    /// The outcome of the first [`Client::close`], which later ones report.
+    close_outcome: Mutex<Option<Result<()>>>,
     // Dropped last: the session's task runs on it.
     runtime: Runtime,
 }
@@ -263,21 +265,41 @@ impl Client {
     /// [`Error::ConnectionLoss`] if the server could not be told (the connection is down): the
     /// session then ends on the server after its timeout. The client is closed either way.
     pub fn close(&self) -> Result<()> {
-        self.inner.closed.cancel();
-        let Some(session) = self.inner.session.lock().take() else {
-            return Ok(()); // Closed already.
-        };
-        info!("closing zookeeper session {:#x}", session.id);
-        session.close();
-        if session.wait_ended(Instant::now() + CLOSE_WAIT) {
-            Ok(())
-        } else {
-            warn!(
-                "session {:#x} closed without the server's confirmation; it expires there after its timeout",
-                session.id
-            );
-            Err(Error::ConnectionLoss)
+        if let Some(session) = self.inner.session.lock().as_ref() {
+            // A forked child's copy has no connection to close; the parent's stays open.
+            session.check_process()?;
         }
+        // Concurrent and later closes wait for the first and report its outcome.
+        let mut outcome = self.inner.close_outcome.lock();
+        if let Some(outcome) = outcome.as_ref() {
+            return outcome.clone();
+        }
+        self.inner.closed.cancel();
+        let session = self.inner.session.lock().take();
+        let closed = match session {
+            None => Ok(()),
+            Some(session) => {
+                info!("closing zookeeper session {:#x}", session.id);
+                session.close();
+                if session.wait_ended(Instant::now() + CLOSE_WAIT) {
+                    Ok(())
+                } else {
+                    warn!(
+                        "session {:#x} closed without the server's confirmation; it expires there after its timeout",
+                        session.id
+                    );
+                    Err(Error::ConnectionLoss)
+                }
+            }
+        };
+        *outcome = Some(closed.clone());
+        closed
+    }
+
+    /// Makes the calling thread's waits end when the client is closed, until dropped (for
+    /// calls that reach the session without [`Client::session`], such as releases).
+    pub(crate) fn watch_close(&self) -> Watching {
+        cancel::watch([&self.inner.closed])
     }
 
     /// Whether [`close`](Self::close) was called on this client or a clone.
@@ -450,6 +472,7 @@ impl ClientBuilder {
                 reconnect: Mutex::new(()),
                 releases,
                 closed: CancelToken::for_client(),
+                close_outcome: Mutex::new(None),
                 runtime,
             }),
         })

@@ -120,10 +120,7 @@ impl Fence<'_> {
                 }],
                 Some(parents) => parents
                     .iter()
-                    .map(|p| TxnOp::Create {
-                        path: p.clone(),
-                        data: Vec::new(),
-                    })
+                    .map(|p| TxnOp::CreateParent { path: p.clone() })
                     .chain([TxnOp::Create {
                         path: path.to_owned(),
                         data: data.to_vec(),
@@ -218,7 +215,7 @@ fn missing_parents(
     let mut missing = Vec::new();
     // Walk up from the nearest: usually it exists and one read settles it.
     for ancestor in ancestors(path).into_iter().rev() {
-        if session.get_data(ancestor, deadline)?.is_some() {
+        if session.exists(ancestor, deadline)? {
             break;
         }
         missing.push(ancestor.to_owned());
@@ -234,7 +231,7 @@ fn check_txn_size(ops: &[TxnOp]) -> Result<()> {
         .map(|op| {
             let data = match op {
                 TxnOp::Create { data, .. } | TxnOp::SetData { data, .. } => data.len(),
-                TxnOp::Check { .. } | TxnOp::Delete { .. } => 0,
+                TxnOp::Check { .. } | TxnOp::Delete { .. } | TxnOp::CreateParent { .. } => 0,
             };
             op.path().len() + data + OP_OVERHEAD
         })
@@ -380,7 +377,9 @@ impl std::fmt::Debug for FencedTransaction<'_> {
                     .iter()
                     .map(|op| match op {
                         TxnOp::Check { path, .. } => format!("check {path}"),
-                        TxnOp::Create { path, .. } => format!("create {path}"),
+                        TxnOp::Create { path, .. } | TxnOp::CreateParent { path } => {
+                            format!("create {path}")
+                        }
                         TxnOp::SetData { path, .. } => format!("set_data {path}"),
                         TxnOp::Delete { path } => format!("delete {path}"),
                     })

@@ -139,7 +139,16 @@ impl LockGuard {
     /// if the delete could not be confirmed: it is then retried in the background until the
     /// node is gone or the session has ended.
     pub fn unlock(mut self) -> Result<()> {
+        let _closing = self.client.watch_close();
         self.held.release()
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        // Closing the client wakes a release stuck on a silent connection.
+        let _closing = self.client.watch_close();
+        self.held.release_on_drop();
     }
 }
 

@@ -200,15 +200,27 @@ impl Held {
     }
 }
 
-impl Drop for Held {
-    fn drop(&mut self) {
-        // Releasing must not be cut short by a cancellation in progress on this thread.
-        if let Err(err) = crate::cancel::shielded(|| self.release()) {
-            warn!(
+impl Held {
+    /// The release of a dropped guard: never cut short by a cancellation in progress on this
+    /// thread; a failure is logged (a closed client's release has nothing left to do).
+    pub(crate) fn release_on_drop(&mut self) {
+        match crate::cancel::shielded(|| self.release()) {
+            Ok(()) => {}
+            Err(err) if self.session.liveness() == Liveness::Ended => debug!(
                 "release of {} (session {:#x}): {err}",
                 self.node_path, self.session.id
-            );
+            ),
+            Err(err) => warn!(
+                "release of {} (session {:#x}): {err}",
+                self.node_path, self.session.id
+            ),
         }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.release_on_drop();
     }
 }
 
@@ -245,10 +257,15 @@ impl Partial {
 
 impl Drop for Partial {
     fn drop(&mut self) {
+        // A cancelled (or closed) caller is waiting for us: do not keep it for slow replies.
+        let stopped = crate::cancel::interruption().is_some();
         while let Some(mut held) = self.held.pop() {
-            let wait = self.deadline.map_or(held.session.timeout, |d| {
+            let mut wait = self.deadline.map_or(held.session.timeout, |d| {
                 d.saturating_duration_since(Instant::now())
             });
+            if stopped {
+                wait = wait.min(CANCEL_WITHDRAW_WAIT);
+            }
             if let Err(err) = crate::cancel::shielded(|| held.release_within(wait)) {
                 debug!(
                     "releasing {} after a failed acquisition: {err}",

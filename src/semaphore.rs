@@ -38,7 +38,7 @@ pub struct Semaphore {
 pub struct Permit {
     leases: Vec<Held>,
     /// Keeps the client (its runtime) alive as long as the leases.
-    _client: Client,
+    client: Client,
 }
 
 impl Semaphore {
@@ -145,7 +145,7 @@ impl Semaphore {
             drop(leases.remove(0));
             Ok(Some(Permit {
                 leases,
-                _client: self.client.clone(),
+                client: self.client.clone(),
             }))
         })
     }
@@ -217,6 +217,7 @@ impl Permit {
     /// # Errors
     /// As [`LockGuard::unlock`](crate::LockGuard::unlock).
     pub fn release(mut self) -> Result<()> {
+        let _closing = self.client.watch_close();
         let mut outcome = Ok(());
         for lease in &mut self.leases {
             if let Err(err) = lease.release() {
@@ -224,6 +225,16 @@ impl Permit {
             }
         }
         outcome
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        // Closing the client wakes a release stuck on a silent connection.
+        let _closing = self.client.watch_close();
+        for lease in &mut self.leases {
+            lease.release_on_drop();
+        }
     }
 }
 

@@ -190,8 +190,9 @@ async fn keep_alive(zk: zk::Client, lease: Arc<Lease>, mut state: zk::StateWatch
             return; // The session ended.
         }
         let sent = Instant::now();
-        // Any answer, even NoNode (a deleted chroot), proves the session alive.
-        if proves_alive(&zk.check_stat("/").await) {
+        // A sync, not a read: a follower answers reads itself, even when it is cut off from
+        // the leader that decides expiry, but it must pass a sync on to the leader.
+        if proves_alive(&zk.sync("/").await) {
             lease.renew(sent);
         }
     }
@@ -207,6 +208,22 @@ fn proves_alive<T>(outcome: &ZkResult<T>) -> bool {
         Err(_) => false,
     }
 }
+
+/// Who has seen a request once it is answered, which decides whether the answer renews the
+/// lease. The leader tracks session expiry; a follower answers reads by itself, also while it
+/// is cut off from the leader (until its own sync limit), so a read's answer does not prove
+/// that the session is alive where it counts. Writes and syncs pass through the leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// Reads: the server we are connected to answers them alone.
+    ByServer,
+    /// Writes and syncs: the leader processed them.
+    ByLeader,
+}
+
+/// How many times [`Session::ensure_path`] recreates a parent that the container sweep removed
+/// again before the lock path could be created in it.
+const PARENT_SWEPT_RETRIES: u32 = 3;
 
 /// The error of a wait that ended without an answer: the caller's cancellation or its client's
 /// closing if that is what stopped it, else the deadline during an outage.
@@ -448,13 +465,14 @@ impl Session {
         &self,
         path: &str,
         deadline: Option<Instant>,
+        seen: Seen,
         op: impl Fn(zk::Client, String) -> Op<T>,
     ) -> Result<T> {
         self.check_process()?;
         loop {
             let sent = Instant::now();
             let outcome = block_on(op(self.zk()?, path.to_owned()), deadline);
-            if let Ok(answer) = &outcome {
+            if let (Ok(answer), Seen::ByLeader) = (&outcome, seen) {
                 self.answered(sent, answer);
             }
             match outcome {
@@ -469,7 +487,8 @@ impl Session {
         }
     }
 
-    /// Renews the lease if `outcome`, of a request sent at `sent`, is the server's answer.
+    /// Renews the lease if `outcome`, of a request sent at `sent` that the leader processes
+    /// (a write or a sync; see [`Seen`]), is the server's answer.
     fn answered<T>(&self, sent: Instant, outcome: &ZkResult<T>) {
         if proves_alive(outcome) {
             self.lease.renew(sent);
@@ -489,15 +508,22 @@ impl Session {
     /// read after it sees every write committed before it (ours from an earlier connection,
     /// in particular: a follower we reconnected to may lag). A read; retried.
     pub(crate) fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        self.retry(path, deadline, |zk, p| {
+        self.retry(path, deadline, Seen::ByLeader, |zk, p| {
             Box::pin(async move { zk.sync(&p).await })
         })
     }
 
     /// The children of `path`; `NoNode` as an error.
     pub(crate) fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
-        self.retry(path, deadline, |zk, p| {
+        self.retry(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move { zk.list_children(&p).await })
+        })
+    }
+
+    /// Whether `path` exists (needs no permission on it, unlike reading its data).
+    pub(crate) fn exists(&self, path: &str, deadline: Option<Instant>) -> Result<bool> {
+        self.retry(path, deadline, Seen::ByServer, |zk, p| {
+            Box::pin(async move { zk.check_stat(&p).await.map(|stat| stat.is_some()) })
         })
     }
 
@@ -507,7 +533,7 @@ impl Session {
         path: &str,
         deadline: Option<Instant>,
     ) -> Result<Option<NodeData>> {
-        self.retry(path, deadline, |zk, p| {
+        self.retry(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move {
                 match zk.get_data(&p).await {
                     Ok((data, stat)) => Ok(Some((data, NodeStat::from(&stat)))),
@@ -530,7 +556,7 @@ impl Session {
             .iter()
             .map(|name| format!("{parent}/{name}"))
             .collect();
-        self.retry(parent, deadline, move |zk, _| {
+        self.retry(parent, deadline, Seen::ByServer, move |zk, _| {
             let paths = paths.clone();
             Box::pin(async move {
                 let replies: Vec<_> = paths.iter().map(|p| zk.get_data(p)).collect();
@@ -555,10 +581,29 @@ impl Session {
     /// Retry rule: repeated freely. It only creates what is missing, and a node that exists
     /// already is what was asked for.
     pub(crate) fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        if let Some(parent) = crate::path::parent(path) {
+        let Some(parent) = crate::path::parent(path) else {
+            return self.mkdir(path, zk::CreateMode::Container, self.acl.acls(), deadline);
+        };
+        let acl = self.acl;
+        let mut swept = 0;
+        loop {
             self.mkdir(parent, zk::CreateMode::Container, self.parent_acl, deadline)?;
+            // The lock path alone, not `mkdir -p`: had the sweep removed the parent again in
+            // between, `mkdir -p` would recreate it with the lock's ACL.
+            let created = self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
+                Box::pin(async move {
+                    let options = zk::CreateMode::Container.with_acls(acl.acls());
+                    match zk.create(&p, &[], &options).await {
+                        Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                        Err(err) => Err(err),
+                    }
+                })
+            });
+            match created {
+                Err(Error::NoNode { .. }) if swept < PARENT_SWEPT_RETRIES => swept += 1,
+                outcome => return outcome,
+            }
         }
-        self.mkdir(path, zk::CreateMode::Container, self.acl.acls(), deadline)
     }
 
     /// `mkdir -p`, recreating the chroot first if it has been deleted.
@@ -570,7 +615,7 @@ impl Session {
         deadline: Option<Instant>,
     ) -> Result<()> {
         self.in_chroot(deadline, || {
-            self.retry(path, deadline, move |zk, p| {
+            self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
                 Box::pin(async move { zk.mkdir(&p, &mode.with_acls(acl)).await })
             })
         })
@@ -586,7 +631,9 @@ impl Session {
                 };
                 warn!("chroot {} is gone; creating it again", chroot.path);
                 let parent_acl = self.parent_acl;
-                self.retry(&chroot.path, deadline, |_, _| chroot.create(parent_acl))?;
+                self.retry(&chroot.path, deadline, Seen::ByLeader, |_, _| {
+                    chroot.create(parent_acl)
+                })?;
                 write()
             }
             outcome => outcome,
@@ -657,7 +704,7 @@ impl Session {
         deadline: Option<Instant>,
     ) -> Result<bool> {
         let data = data.to_vec();
-        self.retry(path, deadline, move |zk, p| {
+        self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
             let data = data.clone();
             Box::pin(async move {
                 match zk.set_data(&p, &data, None).await {
@@ -695,7 +742,7 @@ impl Session {
         let acl = self.acl;
         self.in_chroot(deadline, || {
             let data = data.to_vec();
-            self.retry(path, deadline, move |zk, p| {
+            self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
                 let data = data.clone();
                 Box::pin(async move {
                     let options = zk::CreateMode::Persistent.with_acls(acl.acls());
@@ -788,7 +835,7 @@ impl Session {
         signal: &Arc<Signal>,
         deadline: Option<Instant>,
     ) -> Result<Option<NodeWatch>> {
-        let watcher = self.retry(path, deadline, |zk, p| {
+        let watcher = self.retry(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move {
                 match zk.get_and_watch_data(&p).await {
                     Ok((_, _, watcher)) => Ok(Some(watcher)),
@@ -810,7 +857,7 @@ impl Session {
         signal: &Arc<Signal>,
         deadline: Option<Instant>,
     ) -> Result<(Vec<String>, NodeWatch)> {
-        let (children, watcher) = self.retry(path, deadline, |zk, p| {
+        let (children, watcher) = self.retry(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move {
                 zk.get_and_watch_children(&p)
                     .await
@@ -899,6 +946,12 @@ impl Session {
         let mut releases = self.release_tasks.lock();
         releases.retain(|t| !t.is_finished());
         releases.push(handle.abort_handle());
+        drop(releases);
+        if self.closed.load(Ordering::SeqCst) {
+            // Closed while we spawned it: close may have aborted the others already, and
+            // this one must not keep the session open.
+            handle.abort();
+        }
     }
 }
 
@@ -1009,6 +1062,12 @@ pub(crate) enum TxnOp {
         path: String,
         data: Vec<u8>,
     },
+    /// Creates an empty persistent node on the way to another, with the parent ACL (as
+    /// [`Session::put`] does), so one identity's fenced write does not close a shared parent
+    /// to the others.
+    CreateParent {
+        path: String,
+    },
     SetData {
         path: String,
         data: Vec<u8>,
@@ -1023,6 +1082,7 @@ impl TxnOp {
         match self {
             TxnOp::Check { path, .. }
             | TxnOp::Create { path, .. }
+            | TxnOp::CreateParent { path }
             | TxnOp::SetData { path, .. }
             | TxnOp::Delete { path } => path,
         }
@@ -1057,6 +1117,7 @@ impl Session {
             // returns, long after the caller gave up: send only on a live connection.
             self.wait_connected(deadline)?;
             let (zk, acl, owned) = (self.zk()?, self.acl, ops.to_vec());
+            let parent_acl = self.parent_acl;
             let request = Box::pin(async move {
                 let mut writer = zk.new_multi_writer();
                 for op in &owned {
@@ -1064,6 +1125,11 @@ impl Session {
                         TxnOp::Check { path, version } => {
                             writer.add_check_version(path, version.unwrap_or(-1))?
                         }
+                        TxnOp::CreateParent { path } => writer.add_create(
+                            path,
+                            &[],
+                            &zk::CreateMode::Persistent.with_acls(parent_acl),
+                        )?,
                         TxnOp::Create { path, data } => writer.add_create(
                             path,
                             data,
@@ -1076,7 +1142,12 @@ impl Session {
                 // The request is queued here, when the future is made, not when awaited.
                 writer.commit().await.map(drop)
             });
-            match block_on(request, deadline) {
+            let sent = Instant::now();
+            let outcome = block_on(request, deadline);
+            if let Ok(Ok(()) | Err(zk::MultiWriteError::OperationFailed { .. })) = &outcome {
+                self.lease.renew(sent); // The leader ran the transaction.
+            }
+            match outcome {
                 Ok(Ok(())) => return Ok(TxnOutcome::Committed),
                 Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => {
                     let path = ops.get(index).map_or(first_path, TxnOp::path);

@@ -148,6 +148,8 @@ pub(crate) struct OwnNodeWatch {
 struct Marks {
     revocation_requested: bool,
     deleted: bool,
+    /// The watching task has ended (node or session gone, client closed): no news will come.
+    ended: bool,
 }
 
 #[derive(Default)]
@@ -186,6 +188,15 @@ impl OwnNodeWatch {
         mut state: zk::StateWatcher,
         flags: Arc<NodeFlags>,
     ) {
+        /// Tells waiters when the task ends, also when it is aborted (`Client::close`).
+        struct Ended(Arc<NodeFlags>);
+        impl Drop for Ended {
+            fn drop(&mut self) {
+                self.0.marks.lock().ended = true;
+                self.0.changed.notify_all();
+            }
+        }
+        let _ended = Ended(flags.clone());
         loop {
             match zk.get_and_watch_data(&path).await {
                 Ok((data, _, watcher)) => {
@@ -230,10 +241,11 @@ impl OwnNodeWatch {
         self.flags.marks.lock().deleted
     }
 
-    /// Waits until revocation is requested (`true`) or `deadline` passes.
+    /// Waits until revocation is requested (`true`), the watch ends (the node or the session
+    /// is gone: `false`) or `deadline` passes.
     pub(crate) fn wait_revocation(&self, deadline: Instant) -> bool {
         let mut marks = self.flags.marks.lock();
-        while !marks.revocation_requested {
+        while !marks.revocation_requested && !marks.ended {
             if self
                 .flags
                 .changed
@@ -243,7 +255,7 @@ impl OwnNodeWatch {
                 return marks.revocation_requested;
             }
         }
-        true
+        marks.revocation_requested
     }
 }
 
