@@ -164,3 +164,168 @@ fn close_does_not_wake_a_thread_waiting_for_revocation() {
         started.elapsed()
     );
 }
+
+/// A private three-member ensemble (client ports 2440..2442, quorum 2540..2542, election
+/// 2640..2642) under /tmp/zk-review, started fresh and stopped (and cleaned) on drop.
+struct PrivateEnsemble;
+
+const ENSEMBLE_BASE: u16 = 2440;
+
+fn ensemble_script(name: &str, args: &[&str]) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(name);
+    let status = std::process::Command::new("bash")
+        .arg(script)
+        .args(args)
+        .env("ZK_ENSEMBLE_BASE", ENSEMBLE_BASE.to_string())
+        .env("ZK_WORKDIR", "/tmp/zk-review")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{name} {args:?} failed");
+}
+
+impl PrivateEnsemble {
+    fn start() -> PrivateEnsemble {
+        ensemble_script("stop-zk.sh", &["--ensemble", "--clean"]);
+        ensemble_script("start-zk.sh", &["--ensemble"]);
+        PrivateEnsemble
+    }
+
+    fn client_port(id: usize) -> u16 {
+        ENSEMBLE_BASE + id as u16 - 1
+    }
+
+    fn mode(id: usize) -> Option<String> {
+        let addr = format!("127.0.0.1:{}", Self::client_port(id));
+        std::panic::catch_unwind(|| common::four_letter_at(&addr, "srvr"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("Mode: ").map(str::to_owned))
+    }
+
+    fn leader() -> usize {
+        (1..=3)
+            .find(|&id| Self::mode(id).as_deref() == Some("leader"))
+            .expect("no leader")
+    }
+
+    /// Restarts follower `follower` so that it reaches the leader `leader`'s quorum port
+    /// only through `proxy` (its own zoo.cfg names the proxy as the leader's address).
+    fn route_through(follower: usize, leader: usize, proxy: &Proxy) {
+        ensemble_script("stop-zk.sh", &["--ensemble-member", &follower.to_string()]);
+        let cfg = format!("/tmp/zk-review/ensemble/{follower}/zoo.cfg");
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        let election = ENSEMBLE_BASE + 200 + leader as u16 - 1;
+        let rewritten: String = text
+            .lines()
+            .map(|line| {
+                if line.starts_with(&format!("server.{leader}=")) {
+                    format!("server.{leader}={}:{election}\n", proxy.connect_string())
+                } else {
+                    format!("{line}\n")
+                }
+            })
+            .collect();
+        std::fs::write(&cfg, rewritten).unwrap();
+        ensemble_script("start-zk.sh", &["--ensemble-member", &follower.to_string()]);
+        assert!(
+            common::eventually(Duration::from_secs(30), || Self::mode(follower).as_deref()
+                == Some("follower")),
+            "member {follower} did not rejoin through the proxy"
+        );
+    }
+}
+
+impl Drop for PrivateEnsemble {
+    fn drop(&mut self) {
+        ensemble_script("stop-zk.sh", &["--ensemble", "--clean"]);
+    }
+}
+
+/// The lease (src/lease.rs, `keep_alive` and `proves_alive` in src/session.rs) assumes that
+/// any answer to a request sent at `t` proves the session alive until `t + timeout`. That
+/// holds for the server that decides expiry (the leader), not for a follower: a follower
+/// answers reads (the keepalive's `exists /`, every `retry` read) locally, and only relays the
+/// session's liveness to the leader on the leader's pings. A follower cut off from the leader
+/// keeps serving its clients until its own read timeout (syncLimit x tickTime, 2 s here, 10 s
+/// with ZooKeeper's defaults, often longer than a session timeout), while the leader and the
+/// rest of the quorum expire the session and give the lock to the next contender. The holder
+/// connected to that follower keeps renewing its lease from the follower's answers and reads
+/// `Held` although the session is already expired and another process holds the lock.
+/// (A `sync`, which the follower must forward to the leader, would not be answered.)
+#[test]
+fn a_holder_behind_a_partitioned_follower_reads_held_after_the_session_expired() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    use zklock::LockState;
+
+    common::init_logging();
+    let _ensemble = PrivateEnsemble::start();
+    let leader = PrivateEnsemble::leader();
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    let quorum = format!("127.0.0.1:{}", ENSEMBLE_BASE + 100 + leader as u16 - 1);
+    let link = Proxy::start(&quorum);
+    PrivateEnsemble::route_through(follower, leader, &link);
+    assert_eq!(PrivateEnsemble::leader(), leader, "leadership moved");
+
+    // A is connected to the follower only, with a short session; B to the leader only.
+    let a = Client::builder(&format!("127.0.0.1:{}", PrivateEnsemble::client_port(follower)))
+        .session_timeout(Duration::from_millis(800))
+        .connect()
+        .unwrap();
+    let b = Client::builder(&format!("127.0.0.1:{}", PrivateEnsemble::client_port(leader)))
+        .session_timeout(Duration::from_secs(10))
+        .connect()
+        .unwrap();
+    let path = common::lock_path("review-follower-lease");
+    let a_guard = DistributedMutex::new(&a, &path).unwrap().lock().unwrap();
+    assert!(a_guard.is_held());
+    let b_mutex = DistributedMutex::new(&b, &path).unwrap();
+
+    let (done, samples) = (AtomicBool::new(false), Mutex::new(Vec::new()));
+    let (cut_at, b_acquired) = thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                let at = Instant::now(); // taken before the question
+                samples.lock().unwrap().push((at, a_guard.state()));
+                thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let waiter = s.spawn(|| {
+            let guard = b_mutex.lock_timeout(Duration::from_secs(20)).unwrap();
+            (Instant::now(), guard)
+        });
+        thread::sleep(Duration::from_millis(500));
+        // Cut the follower off from the leader (the TCP connection stays open and silent).
+        let cut_at = Instant::now();
+        link.blackhole(true);
+        let (b_acquired, b_guard) = waiter.join().unwrap();
+        let b_guard = b_guard.expect("B acquired once A's session expired on the leader");
+        assert!(b_guard.is_held());
+        thread::sleep(Duration::from_millis(2500));
+        done.store(true, Ordering::SeqCst);
+        drop(b_guard);
+        (cut_at, b_acquired)
+    });
+    let samples = samples.into_inner().unwrap();
+    let held_after: Vec<Duration> = samples
+        .iter()
+        .filter(|(at, state)| *at >= b_acquired && *state == LockState::Held)
+        .map(|(at, _)| *at - b_acquired)
+        .collect();
+    eprintln!(
+        "B acquired {:?} after the cut; A read Held {} times after that, the last {:?} after",
+        b_acquired - cut_at,
+        held_after.len(),
+        held_after.last()
+    );
+    assert!(
+        held_after.is_empty(),
+        "A read Held {} times (up to {:?}) after B acquired the lock: A's session had expired \
+         on the quorum, but the cut-off follower kept answering A's keepalive",
+        held_after.len(),
+        held_after.last()
+    );
+}
