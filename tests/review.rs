@@ -72,7 +72,11 @@ fn cancelled_multi_lock_during_a_silent_connection_is_not_prompt() {
 
     let proxy = Proxy::start(&common::connect_string());
     let client = common::client_via(&proxy, Duration::from_secs(10));
-    let multi = MultiLock::new(&client).mutex(&a).unwrap().mutex(&b).unwrap();
+    let multi = MultiLock::new(&client)
+        .mutex(&a)
+        .unwrap()
+        .mutex(&b)
+        .unwrap();
     let token = CancelToken::new();
     let waiter = {
         let token = token.clone();
@@ -271,14 +275,20 @@ fn a_holder_behind_a_partitioned_follower_reads_held_after_the_session_expired()
     assert_eq!(PrivateEnsemble::leader(), leader, "leadership moved");
 
     // A is connected to the follower only, with a short session; B to the leader only.
-    let a = Client::builder(&format!("127.0.0.1:{}", PrivateEnsemble::client_port(follower)))
-        .session_timeout(Duration::from_millis(800))
-        .connect()
-        .unwrap();
-    let b = Client::builder(&format!("127.0.0.1:{}", PrivateEnsemble::client_port(leader)))
-        .session_timeout(Duration::from_secs(10))
-        .connect()
-        .unwrap();
+    let a = Client::builder(&format!(
+        "127.0.0.1:{}",
+        PrivateEnsemble::client_port(follower)
+    ))
+    .session_timeout(Duration::from_millis(800))
+    .connect()
+    .unwrap();
+    let b = Client::builder(&format!(
+        "127.0.0.1:{}",
+        PrivateEnsemble::client_port(leader)
+    ))
+    .session_timeout(Duration::from_secs(10))
+    .connect()
+    .unwrap();
     let path = common::lock_path("review-follower-lease");
     let a_guard = DistributedMutex::new(&a, &path).unwrap().lock().unwrap();
     assert!(a_guard.is_held());
@@ -327,5 +337,67 @@ fn a_holder_behind_a_partitioned_follower_reads_held_after_the_session_expired()
          on the quorum, but the cut-off follower kept answering A's keepalive",
         held_after.len(),
         held_after.last()
+    );
+}
+
+/// What a forked child reports, on fd 1 without Rust's stdout lock.
+fn child_say(line: &str) {
+    let line = format!("\n{line}\n");
+    // SAFETY: writes a buffer we own to fd 1.
+    unsafe { libc::write(1, line.as_ptr().cast(), line.len()) };
+}
+
+/// Forks a child of a process holding a connected client; the child calls `close()`.
+#[test]
+#[ignore = "run as a child process by close_in_a_forked_child_is_not_forked_and_not_prompt"]
+fn worker_fork_close() {
+    let client = Client::builder(&common::connect_string())
+        .session_timeout(Duration::from_secs(4))
+        .connect()
+        .unwrap();
+    let session = client.session_id();
+    // SAFETY: the child only calls into zklock, writes to fd 1 and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let started = Instant::now();
+        let outcome = client.close();
+        child_say(&format!(
+            "child close: {outcome:?} after {:?}",
+            started.elapsed()
+        ));
+        let ok =
+            matches!(outcome, Err(Error::Forked)) && started.elapsed() < Duration::from_millis(500);
+        // SAFETY: async-signal-safe, never returns.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    println!("worker: child exit status {}", libc::WEXITSTATUS(status));
+    assert_eq!(client.session_id(), session);
+    assert!(!client.is_closed());
+}
+
+/// Fork detection (Session::check_process): every call in a forked child fails at once with
+/// `Error::Forked`, except `Client::close` (src/client.rs `close`), which checks nothing: it
+/// aborts the session's tasks and drops its handles through the parent's tokio runtime
+/// structures (no runtime thread in the child), then waits the full CLOSE_WAIT (2 s) for a
+/// state change that cannot come, and reports `ConnectionLoss` ("the server could not be
+/// told") instead of `Forked`.
+#[test]
+fn close_in_a_forked_child_is_not_forked_and_not_prompt() {
+    let worker = common::spawn_worker("worker_fork_close", &[]);
+    let output = worker.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("child ") || l.starts_with("worker: "))
+        .collect();
+    let report = report.join("\n");
+    eprintln!("{report}");
+    assert!(
+        report.contains("worker: child exit status 0"),
+        "close() in a forked child did not return Err(Forked) at once:\n{report}"
     );
 }
