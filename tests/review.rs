@@ -401,3 +401,34 @@ fn close_in_a_forked_child_is_not_forked_and_not_prompt() {
         "close() in a forked child did not return Err(Forked) at once:\n{report}"
     );
 }
+
+/// Client::close (docs: every blocked thread returns promptly, "guards dropped afterwards do
+/// nothing and never block"): a thread already inside `unlock()` (or a guard's drop) when the
+/// connection went silent is not woken by close. `Held::release` runs outside any `Call`, so
+/// it watches no close token, and its in-flight delete future keeps a handle on the session:
+/// it stays blocked until the client crate declares the connection dead (2/5 of the session
+/// timeout), seconds after close() returned.
+#[test]
+fn close_does_not_wake_a_thread_blocked_in_unlock_on_a_silent_connection() {
+    let proxy = Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, Duration::from_secs(10));
+    let mutex = DistributedMutex::new(&client, &common::lock_path("review-unlock-close")).unwrap();
+    let guard = mutex.lock().unwrap();
+    proxy.blackhole(true);
+    let unlocking = thread::spawn(move || guard.unlock());
+    thread::sleep(Duration::from_millis(300));
+    let closing = Instant::now();
+    let _ = client.close(); // ConnectionLoss: the server cannot be told
+    let closed_at = Instant::now();
+    let outcome = unlocking.join().unwrap();
+    let took = closed_at.elapsed();
+    proxy.blackhole(false);
+    eprintln!(
+        "close took {:?}; unlock: {outcome:?}, {took:?} after close returned",
+        closed_at - closing
+    );
+    assert!(
+        took < Duration::from_millis(500),
+        "unlock() was still blocked {took:?} after close() returned"
+    );
+}
