@@ -432,3 +432,32 @@ fn close_does_not_wake_a_thread_blocked_in_unlock_on_a_silent_connection() {
         "unlock() was still blocked {took:?} after close() returned"
     );
 }
+
+/// Client::close's result (docs: `Err(ConnectionLoss)` if the server could not be told; the
+/// session then ends only after its timeout): a second, concurrent `close()` on a clone finds
+/// the session slot already empty and returns `Ok(())` at once (src/client.rs `close`:
+/// "Closed already"), while the first close is still waiting and will report
+/// `ConnectionLoss`. A shutdown path that calls close() on its own clone is told the ephemeral
+/// nodes are gone when they are not.
+#[test]
+fn a_concurrent_close_reports_ok_although_the_server_was_not_told() {
+    let proxy = Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, Duration::from_secs(10));
+    let path = common::lock_path("review-close-twice");
+    let _guard = DistributedMutex::new(&client, &path).unwrap().lock().unwrap();
+    proxy.blackhole(true);
+    let first = {
+        let client = client.clone();
+        thread::spawn(move || client.close())
+    };
+    thread::sleep(Duration::from_millis(200));
+    let second = client.clone().close();
+    let first = first.join().unwrap();
+    proxy.blackhole(false);
+    eprintln!("first close: {first:?}; second close: {second:?}");
+    assert!(matches!(first, Err(Error::ConnectionLoss)), "{first:?}");
+    assert!(
+        second.is_err(),
+        "the second close() said Ok although the session was not closed on the server"
+    );
+}
