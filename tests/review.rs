@@ -1,0 +1,463 @@
+//! Review of today's changes (everything after 9e04064): each test demonstrates one problem
+//! and FAILS on the code under review. Real server at `ZK_CONNECT` (default 127.0.0.1:2181),
+//! real faults through the loopback proxy; one test starts a private ensemble (ports
+//! 2440-2442 / 2540-2542 / 2640-2642, ZK_WORKDIR=/tmp/zk-review).
+
+mod common;
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::proxy::Proxy;
+use zklock::{CancelToken, Client, DistributedMutex, Error, MultiLock, NodeAcl, Semaphore};
+
+fn client_as(user: &str) -> Client {
+    common::init_logging();
+    Client::builder(&common::connect_string())
+        .session_timeout(Duration::from_secs(4))
+        .auth_digest(user, "pw")
+        .acl(NodeAcl::CreatorOnly)
+        .connect()
+        .unwrap()
+}
+
+/// ParentAcl / issue 10: parents created on the way must let other identities create
+/// siblings. `Client::set_data` (Session::put) creates missing parents with the parent ACL
+/// (world READ|CREATE), but a fenced write creates them inside its transaction as
+/// `TxnOp::Create`, which always uses the *lock* ACL (src/session.rs `Session::multi`,
+/// src/fence.rs `Fence::set_data`): with `NodeAcl::CreatorOnly`, alice's fenced write to
+/// `<root>/shared/a` makes `<root>/shared` creator-only, and bob can no longer write (or lock)
+/// anything next to it.
+#[test]
+fn fenced_write_parents_are_creator_only_and_lock_out_other_identities() {
+    let root = common::lock_path("review-fence-acl");
+    common::RawClient::connect(&common::connect_string()).mkdir_open(&root);
+    let (alice, bob) = (client_as("alice"), client_as("bob"));
+
+    // Control: parents made by an ordinary write are shared.
+    alice
+        .set_data(&format!("{root}/plain/a"), b"alice")
+        .unwrap();
+    bob.set_data(&format!("{root}/plain/b"), b"bob")
+        .expect("bob writes next to a parent alice created with set_data");
+
+    // The same through a fenced write.
+    let lock = DistributedMutex::new(&alice, &format!("{root}/lock")).unwrap();
+    let guard = lock.lock().unwrap();
+    guard
+        .fenced_set_data(&format!("{root}/fenced/a"), b"alice")
+        .unwrap();
+    let outcome = bob.set_data(&format!("{root}/fenced/b"), b"bob");
+    assert!(
+        outcome.is_ok(),
+        "bob cannot write next to a parent alice created with a fenced write: {outcome:?}"
+    );
+}
+
+/// Cancellation (src/recipe.rs `Partial::drop`): a cancelled multi-lock must return
+/// `Cancelled` promptly (the docs: "promptly ... during an outage it returns at once"). The
+/// member already taken is released by `Partial::drop` with `wait` = the whole session timeout
+/// when the attempt has no deadline, and the release runs `shielded`, so the cancellation
+/// does not shorten it (unlike `OurNode::drop`, which uses CANCEL_WITHDRAW_WAIT = 200 ms). On a
+/// connection that went silent (blackhole: the client crate still says SyncConnected for 2/5
+/// of the session timeout), the cancelled caller is held until the crate gives up on the
+/// connection: seconds, not milliseconds.
+#[test]
+fn cancelled_multi_lock_during_a_silent_connection_is_not_prompt() {
+    let root = common::lock_path("review-multi-cancel");
+    let (a, b) = (format!("{root}/a"), format!("{root}/b"));
+    let other = common::client();
+    let other_b = DistributedMutex::new(&other, &b).unwrap();
+    let _held_elsewhere = other_b.lock().unwrap();
+
+    let proxy = Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, Duration::from_secs(10));
+    let multi = MultiLock::new(&client)
+        .mutex(&a)
+        .unwrap()
+        .mutex(&b)
+        .unwrap();
+    let token = CancelToken::new();
+    let waiter = {
+        let token = token.clone();
+        thread::spawn(move || multi.lock_cancellable(&token).map(drop))
+    };
+    // Wait until we hold `a` and queue on `b`.
+    assert!(common::eventually(Duration::from_secs(10), || {
+        common::children_count(&other, &b) == 2
+    }));
+    thread::sleep(Duration::from_millis(100));
+
+    proxy.blackhole(true);
+    thread::sleep(Duration::from_millis(100));
+    let cancelled_at = Instant::now();
+    token.cancel();
+    let outcome = waiter.join().unwrap();
+    let took = cancelled_at.elapsed();
+    proxy.blackhole(false);
+    assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
+    assert!(
+        took < Duration::from_secs(1),
+        "a cancelled multi-lock returned only after {took:?}"
+    );
+}
+
+/// The same through a semaphore: the gate node, held while the taker waits for a lease, is
+/// released by `Partial::drop` with the full session timeout.
+#[test]
+fn cancelled_semaphore_taker_during_a_silent_connection_is_not_prompt() {
+    let root = common::lock_path("review-sem-cancel");
+    let other = common::client();
+    let other_sem = Semaphore::new(&other, &root, 1).unwrap();
+    let _permit = other_sem.acquire().unwrap();
+
+    let proxy = Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, Duration::from_secs(10));
+    let sem = Semaphore::new(&client, &root, 1).unwrap();
+    let token = CancelToken::new();
+    let waiter = {
+        let token = token.clone();
+        thread::spawn(move || sem.acquire_cancellable(&token).map(drop))
+    };
+    // The taker holds the gate and waits with its lease node queued.
+    assert!(common::eventually(Duration::from_secs(10), || {
+        other_sem.leases().unwrap().len() == 2
+    }));
+    thread::sleep(Duration::from_millis(100));
+
+    proxy.blackhole(true);
+    thread::sleep(Duration::from_millis(100));
+    let cancelled_at = Instant::now();
+    token.cancel();
+    let outcome = waiter.join().unwrap();
+    let took = cancelled_at.elapsed();
+    proxy.blackhole(false);
+    assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
+    assert!(
+        took < Duration::from_secs(1),
+        "a cancelled semaphore taker returned only after {took:?}"
+    );
+}
+
+/// Client::close (docs: "Every thread blocked in a call on this client or any clone of it
+/// returns promptly"): `LockGuard::wait_revocation_timeout` waits on the `NodeFlags` condvar
+/// (src/watch.rs `OwnNodeWatch::wait_revocation`), which nothing signals on close: the own-node
+/// task is aborted by `Session::close`, the guard is already Lost, but the caller stays
+/// blocked for its whole timeout.
+#[test]
+fn close_does_not_wake_a_thread_waiting_for_revocation() {
+    let client = common::client();
+    let mutex = DistributedMutex::new(&client, &common::lock_path("review-revoke-close"))
+        .unwrap()
+        .revocable();
+    let guard = mutex.lock().unwrap();
+    let started = Instant::now();
+    let closed_at = thread::scope(|s| {
+        let waiting = s.spawn(|| guard.wait_revocation_timeout(Duration::from_secs(8)));
+        thread::sleep(Duration::from_millis(300));
+        let closed_at = Instant::now();
+        client.close().unwrap();
+        assert!(!waiting.join().unwrap());
+        closed_at
+    });
+    assert_eq!(guard.state(), zklock::LockState::Lost);
+    let after_close = closed_at.elapsed();
+    assert!(
+        after_close < Duration::from_secs(3),
+        "wait_revocation_timeout returned {after_close:?} after close (started {:?} ago)",
+        started.elapsed()
+    );
+}
+
+/// A private three-member ensemble (client ports 2440..2442, quorum 2540..2542, election
+/// 2640..2642) under /tmp/zk-review, started fresh and stopped (and cleaned) on drop.
+struct PrivateEnsemble;
+
+const ENSEMBLE_BASE: u16 = 2440;
+
+fn ensemble_script(name: &str, args: &[&str]) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(name);
+    let status = std::process::Command::new("bash")
+        .arg(script)
+        .args(args)
+        .env("ZK_ENSEMBLE_BASE", ENSEMBLE_BASE.to_string())
+        .env("ZK_WORKDIR", "/tmp/zk-review")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{name} {args:?} failed");
+}
+
+impl PrivateEnsemble {
+    fn start() -> PrivateEnsemble {
+        ensemble_script("stop-zk.sh", &["--ensemble", "--clean"]);
+        ensemble_script("start-zk.sh", &["--ensemble"]);
+        PrivateEnsemble
+    }
+
+    fn client_port(id: usize) -> u16 {
+        ENSEMBLE_BASE + id as u16 - 1
+    }
+
+    fn mode(id: usize) -> Option<String> {
+        let addr = format!("127.0.0.1:{}", Self::client_port(id));
+        std::panic::catch_unwind(|| common::four_letter_at(&addr, "srvr"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("Mode: ").map(str::to_owned))
+    }
+
+    fn leader() -> usize {
+        (1..=3)
+            .find(|&id| Self::mode(id).as_deref() == Some("leader"))
+            .expect("no leader")
+    }
+
+    /// Restarts follower `follower` so that it reaches the leader `leader`'s quorum port
+    /// only through `proxy` (its own zoo.cfg names the proxy as the leader's address).
+    fn route_through(follower: usize, leader: usize, proxy: &Proxy) {
+        ensemble_script("stop-zk.sh", &["--ensemble-member", &follower.to_string()]);
+        let cfg = format!("/tmp/zk-review/ensemble/{follower}/zoo.cfg");
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        let election = ENSEMBLE_BASE + 200 + leader as u16 - 1;
+        let rewritten: String = text
+            .lines()
+            .map(|line| {
+                if line.starts_with(&format!("server.{leader}=")) {
+                    format!("server.{leader}={}:{election}\n", proxy.connect_string())
+                } else {
+                    format!("{line}\n")
+                }
+            })
+            .collect();
+        std::fs::write(&cfg, rewritten).unwrap();
+        ensemble_script("start-zk.sh", &["--ensemble-member", &follower.to_string()]);
+        assert!(
+            common::eventually(Duration::from_secs(30), || Self::mode(follower).as_deref()
+                == Some("follower")),
+            "member {follower} did not rejoin through the proxy"
+        );
+    }
+}
+
+impl Drop for PrivateEnsemble {
+    fn drop(&mut self) {
+        ensemble_script("stop-zk.sh", &["--ensemble", "--clean"]);
+    }
+}
+
+/// The lease (src/lease.rs, `keep_alive` and `proves_alive` in src/session.rs) assumes that
+/// any answer to a request sent at `t` proves the session alive until `t + timeout`. That
+/// holds for the server that decides expiry (the leader), not for a follower: a follower
+/// answers reads (the keepalive's `exists /`, every `retry` read) locally, and only relays the
+/// session's liveness to the leader on the leader's pings. A follower cut off from the leader
+/// keeps serving its clients until its own read timeout (syncLimit x tickTime, 2 s here, 10 s
+/// with ZooKeeper's defaults, often longer than a session timeout), while the leader and the
+/// rest of the quorum expire the session and give the lock to the next contender. The holder
+/// connected to that follower keeps renewing its lease from the follower's answers and reads
+/// `Held` although the session is already expired and another process holds the lock.
+/// (A `sync`, which the follower must forward to the leader, would not be answered.)
+#[test]
+fn a_holder_behind_a_partitioned_follower_reads_held_after_the_session_expired() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    use zklock::LockState;
+
+    common::init_logging();
+    let _ensemble = PrivateEnsemble::start();
+    let leader = PrivateEnsemble::leader();
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    let quorum = format!("127.0.0.1:{}", ENSEMBLE_BASE + 100 + leader as u16 - 1);
+    let link = Proxy::start(&quorum);
+    PrivateEnsemble::route_through(follower, leader, &link);
+    assert_eq!(PrivateEnsemble::leader(), leader, "leadership moved");
+
+    // A is connected to the follower only, with a short session; B to the leader only.
+    let a = Client::builder(&format!(
+        "127.0.0.1:{}",
+        PrivateEnsemble::client_port(follower)
+    ))
+    .session_timeout(Duration::from_millis(800))
+    .connect()
+    .unwrap();
+    let b = Client::builder(&format!(
+        "127.0.0.1:{}",
+        PrivateEnsemble::client_port(leader)
+    ))
+    .session_timeout(Duration::from_secs(10))
+    .connect()
+    .unwrap();
+    let path = common::lock_path("review-follower-lease");
+    let a_guard = DistributedMutex::new(&a, &path).unwrap().lock().unwrap();
+    assert!(a_guard.is_held());
+    let b_mutex = DistributedMutex::new(&b, &path).unwrap();
+
+    let (done, samples) = (AtomicBool::new(false), Mutex::new(Vec::new()));
+    let (cut_at, b_acquired) = thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                let at = Instant::now(); // taken before the question
+                samples.lock().unwrap().push((at, a_guard.state()));
+                thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let waiter = s.spawn(|| {
+            let guard = b_mutex.lock_timeout(Duration::from_secs(20)).unwrap();
+            (Instant::now(), guard)
+        });
+        thread::sleep(Duration::from_millis(500));
+        // Cut the follower off from the leader (the TCP connection stays open and silent).
+        let cut_at = Instant::now();
+        link.blackhole(true);
+        let (b_acquired, b_guard) = waiter.join().unwrap();
+        let b_guard = b_guard.expect("B acquired once A's session expired on the leader");
+        assert!(b_guard.is_held());
+        thread::sleep(Duration::from_millis(2500));
+        done.store(true, Ordering::SeqCst);
+        drop(b_guard);
+        (cut_at, b_acquired)
+    });
+    let samples = samples.into_inner().unwrap();
+    let held_after: Vec<Duration> = samples
+        .iter()
+        .filter(|(at, state)| *at >= b_acquired && *state == LockState::Held)
+        .map(|(at, _)| *at - b_acquired)
+        .collect();
+    eprintln!(
+        "B acquired {:?} after the cut; A read Held {} times after that, the last {:?} after",
+        b_acquired - cut_at,
+        held_after.len(),
+        held_after.last()
+    );
+    assert!(
+        held_after.is_empty(),
+        "A read Held {} times (up to {:?}) after B acquired the lock: A's session had expired \
+         on the quorum, but the cut-off follower kept answering A's keepalive",
+        held_after.len(),
+        held_after.last()
+    );
+}
+
+/// What a forked child reports, on fd 1 without Rust's stdout lock.
+fn child_say(line: &str) {
+    let line = format!("\n{line}\n");
+    // SAFETY: writes a buffer we own to fd 1.
+    unsafe { libc::write(1, line.as_ptr().cast(), line.len()) };
+}
+
+/// Forks a child of a process holding a connected client; the child calls `close()`.
+#[test]
+#[ignore = "run as a child process by close_in_a_forked_child_is_not_forked_and_not_prompt"]
+fn worker_fork_close() {
+    let client = Client::builder(&common::connect_string())
+        .session_timeout(Duration::from_secs(4))
+        .connect()
+        .unwrap();
+    let session = client.session_id();
+    // SAFETY: the child only calls into zklock, writes to fd 1 and `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let started = Instant::now();
+        let outcome = client.close();
+        child_say(&format!(
+            "child close: {outcome:?} after {:?}",
+            started.elapsed()
+        ));
+        let ok =
+            matches!(outcome, Err(Error::Forked)) && started.elapsed() < Duration::from_millis(500);
+        // SAFETY: async-signal-safe, never returns.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    println!("worker: child exit status {}", libc::WEXITSTATUS(status));
+    assert_eq!(client.session_id(), session);
+    assert!(!client.is_closed());
+}
+
+/// Fork detection (Session::check_process): every call in a forked child fails at once with
+/// `Error::Forked`, except `Client::close` (src/client.rs `close`), which checks nothing: it
+/// aborts the session's tasks and drops its handles through the parent's tokio runtime
+/// structures (no runtime thread in the child), then waits the full CLOSE_WAIT (2 s) for a
+/// state change that cannot come, and reports `ConnectionLoss` ("the server could not be
+/// told") instead of `Forked`.
+#[test]
+fn close_in_a_forked_child_is_not_forked_and_not_prompt() {
+    let worker = common::spawn_worker("worker_fork_close", &[]);
+    let output = worker.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("child ") || l.starts_with("worker: "))
+        .collect();
+    let report = report.join("\n");
+    eprintln!("{report}");
+    assert!(
+        report.contains("worker: child exit status 0"),
+        "close() in a forked child did not return Err(Forked) at once:\n{report}"
+    );
+}
+
+/// Client::close (docs: every blocked thread returns promptly, "guards dropped afterwards do
+/// nothing and never block"): a thread already inside `unlock()` (or a guard's drop) when the
+/// connection went silent is not woken by close. `Held::release` runs outside any `Call`, so
+/// it watches no close token, and its in-flight delete future keeps a handle on the session:
+/// it stays blocked until the client crate declares the connection dead (2/5 of the session
+/// timeout), seconds after close() returned.
+#[test]
+fn close_does_not_wake_a_thread_blocked_in_unlock_on_a_silent_connection() {
+    let proxy = Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, Duration::from_secs(10));
+    let mutex = DistributedMutex::new(&client, &common::lock_path("review-unlock-close")).unwrap();
+    let guard = mutex.lock().unwrap();
+    proxy.blackhole(true);
+    let unlocking = thread::spawn(move || guard.unlock());
+    thread::sleep(Duration::from_millis(300));
+    let closing = Instant::now();
+    let _ = client.close(); // ConnectionLoss: the server cannot be told
+    let closed_at = Instant::now();
+    let outcome = unlocking.join().unwrap();
+    let took = closed_at.elapsed();
+    proxy.blackhole(false);
+    eprintln!(
+        "close took {:?}; unlock: {outcome:?}, {took:?} after close returned",
+        closed_at - closing
+    );
+    assert!(
+        took < Duration::from_millis(500),
+        "unlock() was still blocked {took:?} after close() returned"
+    );
+}
+
+/// Client::close's result (docs: `Err(ConnectionLoss)` if the server could not be told; the
+/// session then ends only after its timeout): a second, concurrent `close()` on a clone finds
+/// the session slot already empty and returns `Ok(())` at once (src/client.rs `close`:
+/// "Closed already"), while the first close is still waiting and will report
+/// `ConnectionLoss`. A shutdown path that calls close() on its own clone is told the ephemeral
+/// nodes are gone when they are not.
+#[test]
+fn a_concurrent_close_reports_ok_although_the_server_was_not_told() {
+    let proxy = Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, Duration::from_secs(10));
+    let path = common::lock_path("review-close-twice");
+    let _guard = DistributedMutex::new(&client, &path).unwrap().lock().unwrap();
+    proxy.blackhole(true);
+    let first = {
+        let client = client.clone();
+        thread::spawn(move || client.close())
+    };
+    thread::sleep(Duration::from_millis(200));
+    let second = client.clone().close();
+    let first = first.join().unwrap();
+    proxy.blackhole(false);
+    eprintln!("first close: {first:?}; second close: {second:?}");
+    assert!(matches!(first, Err(Error::ConnectionLoss)), "{first:?}");
+    assert!(
+        second.is_err(),
+        "the second close() said Ok although the session was not closed on the server"
+    );
+}
