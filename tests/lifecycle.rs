@@ -1,7 +1,8 @@
-//! Review of today's changes (everything after 9e04064): each test demonstrates one problem
-//! and FAILS on the code under review. Real server at `ZK_CONNECT` (default 127.0.0.1:2181),
-//! real faults through the loopback proxy; one test starts a private ensemble (ports
-//! 2440-2442 / 2540-2542 / 2640-2642, ZK_WORKDIR=/tmp/zk-review).
+//! Lifecycle and lease edge cases an adversarial review found (each failed before its fix):
+//! the lease behind a follower cut off from the leader, cancellation and close on a silent
+//! connection, close in a forked child, concurrent closes, fenced writes' parents. Real server
+//! at `ZK_CONNECT` (default 127.0.0.1:2181), real faults through the loopback proxy; one test
+//! starts a private ensemble on free ports.
 
 mod common;
 
@@ -29,7 +30,7 @@ fn client_as(user: &str) -> Client {
 /// `<root>/shared/a` makes `<root>/shared` creator-only, and bob can no longer write (or lock)
 /// anything next to it.
 #[test]
-fn fenced_write_parents_are_creator_only_and_lock_out_other_identities() {
+fn fenced_write_parents_let_other_identities_write_siblings() {
     let root = common::lock_path("review-fence-acl");
     common::RawClient::connect(&common::connect_string()).mkdir_open(&root);
     let (alice, bob) = (client_as("alice"), client_as("bob"));
@@ -63,7 +64,7 @@ fn fenced_write_parents_are_creator_only_and_lock_out_other_identities() {
 /// of the session timeout), the cancelled caller is held until the crate gives up on the
 /// connection: seconds, not milliseconds.
 #[test]
-fn cancelled_multi_lock_during_a_silent_connection_is_not_prompt() {
+fn a_cancelled_multi_lock_returns_promptly_on_a_silent_connection() {
     let root = common::lock_path("review-multi-cancel");
     let (a, b) = (format!("{root}/a"), format!("{root}/b"));
     let other = common::client();
@@ -105,7 +106,7 @@ fn cancelled_multi_lock_during_a_silent_connection_is_not_prompt() {
 /// The same through a semaphore: the gate node, held while the taker waits for a lease, is
 /// released by `Partial::drop` with the full session timeout.
 #[test]
-fn cancelled_semaphore_taker_during_a_silent_connection_is_not_prompt() {
+fn a_cancelled_semaphore_taker_returns_promptly_on_a_silent_connection() {
     let root = common::lock_path("review-sem-cancel");
     let other = common::client();
     let other_sem = Semaphore::new(&other, &root, 1).unwrap();
@@ -145,7 +146,7 @@ fn cancelled_semaphore_taker_during_a_silent_connection_is_not_prompt() {
 /// task is aborted by `Session::close`, the guard is already Lost, but the caller stays
 /// blocked for its whole timeout.
 #[test]
-fn close_does_not_wake_a_thread_waiting_for_revocation() {
+fn close_wakes_a_thread_waiting_for_revocation() {
     let client = common::client();
     let mutex = DistributedMutex::new(&client, &common::lock_path("review-revoke-close"))
         .unwrap()
@@ -169,59 +170,64 @@ fn close_does_not_wake_a_thread_waiting_for_revocation() {
     );
 }
 
-/// A private three-member ensemble (client ports 2440..2442, quorum 2540..2542, election
-/// 2640..2642) under /tmp/zk-review, started fresh and stopped (and cleaned) on drop.
-struct PrivateEnsemble;
-
-const ENSEMBLE_BASE: u16 = 2440;
-
-fn ensemble_script(name: &str, args: &[&str]) {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scripts")
-        .join(name);
-    let status = std::process::Command::new("bash")
-        .arg(script)
-        .args(args)
-        .env("ZK_ENSEMBLE_BASE", ENSEMBLE_BASE.to_string())
-        .env("ZK_WORKDIR", "/tmp/zk-review")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "{name} {args:?} failed");
+/// A private three-member ensemble on free ports, in a work dir of its own, stopped (and
+/// cleaned) on drop.
+struct PrivateEnsemble {
+    servers: common::servers::Servers,
+    ports: Vec<(u16, u16, u16)>,
+    workdir: String,
 }
 
 impl PrivateEnsemble {
     fn start() -> PrivateEnsemble {
-        ensemble_script("stop-zk.sh", &["--ensemble", "--clean"]);
-        ensemble_script("start-zk.sh", &["--ensemble"]);
-        PrivateEnsemble
+        use common::servers::free_port;
+        let ports: Vec<(u16, u16, u16)> = (0..3)
+            .map(|_| (free_port(), free_port(), free_port()))
+            .collect();
+        let spec = ports
+            .iter()
+            .map(|(c, q, e)| format!("{c}:{q}:{e}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let base = std::env::var("ZK_WORKDIR").unwrap_or_else(|_| "/tmp/zklock-zk".into());
+        let workdir = format!("{base}/review-{}", ports[0].0);
+        let servers = common::servers::Servers::start(
+            &["--ensemble"],
+            &[("ZK_ENSEMBLE_PORTS", spec), ("ZK_WORKDIR", workdir.clone())],
+        );
+        PrivateEnsemble {
+            servers,
+            ports,
+            workdir,
+        }
     }
 
-    fn client_port(id: usize) -> u16 {
-        ENSEMBLE_BASE + id as u16 - 1
+    fn client_port(&self, id: usize) -> u16 {
+        self.ports[id - 1].0
     }
 
-    fn mode(id: usize) -> Option<String> {
-        let addr = format!("127.0.0.1:{}", Self::client_port(id));
-        std::panic::catch_unwind(|| common::four_letter_at(&addr, "srvr"))
-            .ok()?
-            .lines()
-            .find_map(|l| l.strip_prefix("Mode: ").map(str::to_owned))
+    fn mode(&self, id: usize) -> Option<String> {
+        common::servers::mode(&format!("127.0.0.1:{}", self.client_port(id)))
     }
 
-    fn leader() -> usize {
+    fn leader(&self) -> usize {
         (1..=3)
-            .find(|&id| Self::mode(id).as_deref() == Some("leader"))
+            .find(|&id| self.mode(id).as_deref() == Some("leader"))
             .expect("no leader")
     }
 
     /// Restarts follower `follower` so that it reaches the leader `leader`'s quorum port
     /// only through `proxy` (its own zoo.cfg names the proxy as the leader's address).
-    fn route_through(follower: usize, leader: usize, proxy: &Proxy) {
-        ensemble_script("stop-zk.sh", &["--ensemble-member", &follower.to_string()]);
-        let cfg = format!("/tmp/zk-review/ensemble/{follower}/zoo.cfg");
+    fn route_through(&self, follower: usize, leader: usize, proxy: &Proxy) {
+        let member = follower.to_string();
+        self.servers
+            .run("stop-zk.sh", &["--ensemble-member", &member]);
+        let cfg = format!(
+            "{}/ensemble-{}/{follower}/zoo.cfg",
+            self.workdir, self.ports[0].0
+        );
         let text = std::fs::read_to_string(&cfg).unwrap();
-        let election = ENSEMBLE_BASE + 200 + leader as u16 - 1;
+        let election = self.ports[leader - 1].2;
         let rewritten: String = text
             .lines()
             .map(|line| {
@@ -233,18 +239,13 @@ impl PrivateEnsemble {
             })
             .collect();
         std::fs::write(&cfg, rewritten).unwrap();
-        ensemble_script("start-zk.sh", &["--ensemble-member", &follower.to_string()]);
+        self.servers
+            .run("start-zk.sh", &["--ensemble-member", &member]);
         assert!(
-            common::eventually(Duration::from_secs(30), || Self::mode(follower).as_deref()
+            common::eventually(Duration::from_secs(30), || self.mode(follower).as_deref()
                 == Some("follower")),
             "member {follower} did not rejoin through the proxy"
         );
-    }
-}
-
-impl Drop for PrivateEnsemble {
-    fn drop(&mut self) {
-        ensemble_script("stop-zk.sh", &["--ensemble", "--clean"]);
     }
 }
 
@@ -260,35 +261,29 @@ impl Drop for PrivateEnsemble {
 /// `Held` although the session is already expired and another process holds the lock.
 /// (A `sync`, which the follower must forward to the leader, would not be answered.)
 #[test]
-fn a_holder_behind_a_partitioned_follower_reads_held_after_the_session_expired() {
+fn a_holder_behind_a_partitioned_follower_never_reads_held_after_the_quorum_expired_it() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Mutex;
     use zklock::LockState;
 
     common::init_logging();
-    let _ensemble = PrivateEnsemble::start();
-    let leader = PrivateEnsemble::leader();
+    let ensemble = PrivateEnsemble::start();
+    let leader = ensemble.leader();
     let follower = (1..=3).find(|&id| id != leader).unwrap();
-    let quorum = format!("127.0.0.1:{}", ENSEMBLE_BASE + 100 + leader as u16 - 1);
+    let quorum = format!("127.0.0.1:{}", ensemble.ports[leader - 1].1);
     let link = Proxy::start(&quorum);
-    PrivateEnsemble::route_through(follower, leader, &link);
-    assert_eq!(PrivateEnsemble::leader(), leader, "leadership moved");
+    ensemble.route_through(follower, leader, &link);
+    assert_eq!(ensemble.leader(), leader, "leadership moved");
 
     // A is connected to the follower only, with a short session; B to the leader only.
-    let a = Client::builder(&format!(
-        "127.0.0.1:{}",
-        PrivateEnsemble::client_port(follower)
-    ))
-    .session_timeout(Duration::from_millis(800))
-    .connect()
-    .unwrap();
-    let b = Client::builder(&format!(
-        "127.0.0.1:{}",
-        PrivateEnsemble::client_port(leader)
-    ))
-    .session_timeout(Duration::from_secs(10))
-    .connect()
-    .unwrap();
+    let a = Client::builder(&format!("127.0.0.1:{}", ensemble.client_port(follower)))
+        .session_timeout(Duration::from_millis(800))
+        .connect()
+        .unwrap();
+    let b = Client::builder(&format!("127.0.0.1:{}", ensemble.client_port(leader)))
+        .session_timeout(Duration::from_secs(10))
+        .connect()
+        .unwrap();
     let path = common::lock_path("review-follower-lease");
     let a_guard = DistributedMutex::new(&a, &path).unwrap().lock().unwrap();
     assert!(a_guard.is_held());
@@ -349,7 +344,7 @@ fn child_say(line: &str) {
 
 /// Forks a child of a process holding a connected client; the child calls `close()`.
 #[test]
-#[ignore = "run as a child process by close_in_a_forked_child_is_not_forked_and_not_prompt"]
+#[ignore = "run as a child process by close_in_a_forked_child_is_forked_at_once"]
 fn worker_fork_close() {
     let client = Client::builder(&common::connect_string())
         .session_timeout(Duration::from_secs(4))
@@ -386,7 +381,7 @@ fn worker_fork_close() {
 /// state change that cannot come, and reports `ConnectionLoss` ("the server could not be
 /// told") instead of `Forked`.
 #[test]
-fn close_in_a_forked_child_is_not_forked_and_not_prompt() {
+fn close_in_a_forked_child_is_forked_at_once() {
     let worker = common::spawn_worker("worker_fork_close", &[]);
     let output = worker.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -409,7 +404,7 @@ fn close_in_a_forked_child_is_not_forked_and_not_prompt() {
 /// it stays blocked until the client crate declares the connection dead (2/5 of the session
 /// timeout), seconds after close() returned.
 #[test]
-fn close_does_not_wake_a_thread_blocked_in_unlock_on_a_silent_connection() {
+fn close_wakes_a_thread_blocked_in_unlock_on_a_silent_connection() {
     let proxy = Proxy::start(&common::connect_string());
     let client = common::client_via(&proxy, Duration::from_secs(10));
     let mutex = DistributedMutex::new(&client, &common::lock_path("review-unlock-close")).unwrap();
@@ -440,11 +435,14 @@ fn close_does_not_wake_a_thread_blocked_in_unlock_on_a_silent_connection() {
 /// `ConnectionLoss`. A shutdown path that calls close() on its own clone is told the ephemeral
 /// nodes are gone when they are not.
 #[test]
-fn a_concurrent_close_reports_ok_although_the_server_was_not_told() {
+fn a_concurrent_close_reports_the_first_closes_outcome() {
     let proxy = Proxy::start(&common::connect_string());
     let client = common::client_via(&proxy, Duration::from_secs(10));
     let path = common::lock_path("review-close-twice");
-    let _guard = DistributedMutex::new(&client, &path).unwrap().lock().unwrap();
+    let _guard = DistributedMutex::new(&client, &path)
+        .unwrap()
+        .lock()
+        .unwrap();
     proxy.blackhole(true);
     let first = {
         let client = client.clone();
