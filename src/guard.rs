@@ -55,7 +55,7 @@ impl LockGuard {
     ///
     /// Decided when called, on the calling thread, from a lease on the monotonic clock: the
     /// lock is [`LockState::Held`] only while less than 2/3 of the session timeout has passed
-    /// since the send time of the latest request the server answered (the server cannot
+    /// since the send time of the latest write or sync the server answered (the server cannot
     /// expire the session before a full session timeout after that). So the state turns
     /// [`LockState::Suspended`] before the server may expire the session and hand the lock to
     /// someone else, also when this process was frozen (SIGSTOP, a long pause) or zklock's

@@ -3,7 +3,9 @@
 //! The server expires a session one session timeout after it last heard from it, and may then
 //! hand our locks to the next contender. Whatever it heard last, it heard no earlier than we
 //! *sent* it: so if a request sent at `t` was answered, the session lives at least until
-//! `t + session timeout`. The lease keeps the latest such `t` ("acknowledged") and is judged
+//! `t + session timeout`. Only requests the leader processes count (writes, syncs): a
+//! follower answers reads by itself, also while it is cut off from the leader, which decides
+//! expiry. The lease keeps the latest such `t` ("acknowledged") and is judged
 //! at call time on the caller's own thread with the monotonic clock, so a process frozen
 //! past its session (SIGSTOP, a long GC or VM pause) or a stalled runtime thread reads
 //! "not held" as soon as it looks, whatever the runtime thread last published.
@@ -26,14 +28,14 @@ use std::time::{Duration, Instant};
 /// suspend for nothing.
 pub(crate) const LEASE_FRACTION: (u32, u32) = (2, 3);
 
-/// The keepalive renews the lease once this fraction of the session timeout (1/3) has passed
-/// without an answered request, well before the lease (2/3) runs out.
+/// The keepalive (a `sync`) renews the lease once this fraction of the session timeout (1/3)
+/// has passed without an answered write or sync, well before the lease (2/3) runs out.
 pub(crate) const KEEPALIVE_FRACTION: (u32, u32) = (1, 3);
 
 pub(crate) struct Lease {
     /// A fixed point of the monotonic clock that acknowledgements are measured from.
     origin: Instant,
-    /// Send time of the latest answered request, in nanoseconds after `origin`.
+    /// Send time of the latest answered write or sync, in nanoseconds after `origin`.
     acknowledged: AtomicU64,
     /// The negotiated session timeout.
     timeout: Duration,
@@ -57,7 +59,7 @@ impl Lease {
         self.acknowledged.fetch_max(since, Ordering::AcqRel);
     }
 
-    /// When the latest answered request was sent.
+    /// When the latest answered write or sync was sent.
     pub(crate) fn acknowledged(&self) -> Instant {
         self.origin + Duration::from_nanos(self.acknowledged.load(Ordering::Acquire))
     }

@@ -55,7 +55,7 @@
 //!   [`DistributedMutex::lock`] returns [`Error::SessionExpired`] once the session is gone.
 //! - A holder must check [`LockGuard::is_held`] (or [`LockGuard::state`]): decided when
 //!   called from a lease on the monotonic clock, it turns false once 2/3 of the session
-//!   timeout has passed since the send time of the latest request the server answered, before
+//!   timeout has passed since the send time of the latest write or sync the server answered, before
 //!   the server can expire the session and give the lock to another process, even if this
 //!   process was frozen or zklock's network thread stalled. Use [`LockGuard::fencing_token`]
 //!   where the resource can check it.
