@@ -1190,32 +1190,41 @@ impl Session {
         self.handle.spawn(async move { std::thread::sleep(stall) });
     }
 
-    /// Ends this session from the server's side, as an expiry would: a second connection
-    /// takes the session over (the server drops ours) and closes it. Returns once this client
-    /// has seen the session expire. Our client may win the session back before the thief
-    /// closes it, so the theft is repeated until it takes.
+    /// Ends this session from the server's side, as an expiry would: with our runtime thread
+    /// held up (so our client cannot win the session back), a second connection takes the
+    /// session over and closes it. Returns once this client has seen the session expire.
     pub(crate) fn expire_for_tests(&self, hosts: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            let (info, hosts) = (self.zk().unwrap().session().clone(), hosts.to_owned());
-            let thief = self.handle.spawn(async move {
-                let connect = zk::Client::connector().with_session(info).connect(&hosts);
-                // Dropping the last handle closes the session.
-                if let Ok(Ok(thief)) = tokio::time::timeout(Duration::from_secs(5), connect).await {
-                    drop(thief);
-                }
-            });
-            let _ = block_on(thief, None);
-            let mut state = self.state_watcher();
-            let expired = Box::pin(async move {
-                while state.state() != zk::SessionState::Expired {
-                    state.changed().await;
-                }
-            });
-            if block_on(expired, Some(Instant::now() + Duration::from_secs(3))).is_ok() {
-                return;
+        let info = self.zk().unwrap().session().clone();
+        self.stall_runtime_for_tests(Duration::from_secs(2));
+        let thief_runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        thief_runtime.block_on(async move {
+            let thief = zk::Client::connector()
+                .with_session(info)
+                .connect(hosts)
+                .await
+                .expect("take the session over");
+            // Dropping the last handle sends closeSession; let its task do so.
+            drop(thief);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        });
+        let mut state = self.state_watcher();
+        let ended = Box::pin(async move {
+            while !state.state().is_terminated() {
+                state.changed().await;
             }
-        }
-        panic!("session {:#x} never expired", self.id);
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        assert!(
+            block_on(ended, Some(deadline)).is_ok(),
+            "session never ended"
+        );
+        assert_eq!(
+            self.state(),
+            zk::SessionState::Expired,
+            "the session ended otherwise"
+        );
     }
 }
