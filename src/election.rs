@@ -76,7 +76,7 @@ impl LeaderElection {
     /// # Errors
     /// Connection and server errors.
     pub fn participants(&self) -> Result<Vec<Contender>> {
-        self.queue.contenders(&LATCH)
+        self.queue.contenders(&[&LATCH])
     }
 
     /// Deletes a participant's node if unchanged since inspected (for example a hung leader's);

@@ -28,13 +28,47 @@ pub struct Contender {
     /// The node's data version (changes when someone writes its data, e.g. a revocation
     /// request); breaking a node refuses to delete a changed one.
     pub version: i32,
+    /// Whether this node holds the lock, by its recipe's rule (the first node of a mutex or an
+    /// election; the leading readers, or the leading writer, of a read/write lock; the first
+    /// `permits` leases of a semaphore).
+    pub holds: bool,
+}
+
+/// The fields of the owner data zklock writes into its nodes (`host=H pid=P thread=T`); see
+/// [`Contender::owner_info`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Owner<'a> {
+    /// The host name of the process.
+    pub host: &'a str,
+    /// Its process id.
+    pub pid: u32,
+    /// The thread's name (or id) that queued the node; it may contain spaces.
+    pub thread: &'a str,
+}
+
+impl Contender {
+    /// [`owner`](Self::owner) parsed, for nodes zklock wrote; `None` for other data (Curator
+    /// stores an IP address, a participant id is free text).
+    pub fn owner_info(&self) -> Option<Owner<'_>> {
+        let rest = self.owner.strip_prefix("host=")?;
+        let (host, rest) = rest.split_once(" pid=")?;
+        let (pid, thread) = rest.split_once(" thread=")?;
+        Some(Owner {
+            host,
+            pid: pid.parse().ok()?,
+            thread,
+        })
+    }
 }
 
 /// The nodes under `path` carrying one of `names`, in queue order. An absent path is empty.
+/// `holds` tells, from the queue and a node's index in it, whether that node holds the lock.
 pub(crate) fn contenders(
     client: &Client,
     path: &str,
     names: &[(&str, Role)],
+    holds: impl Fn(&[LockNode], usize) -> bool,
 ) -> Result<Vec<Contender>> {
     let deadline = Some(client.call_deadline());
     let session = client.session(deadline)?;
@@ -48,28 +82,24 @@ pub(crate) fn contenders(
     let nodes = sorted_lock_nodes(children, &lock_names);
     let node_names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
     let reads = session.get_data_many(path, &node_names, deadline)?;
-    for (
-        LockNode {
-            sequence,
-            name,
-            name_index,
-        },
-        read,
-    ) in nodes.iter().zip(reads)
-    {
-        // A node may go away between the listing and the read: it is no contender then.
-        if let Some((data, stat)) = read {
-            contenders.push(Contender {
-                node_name: name.clone(),
-                role: names[*name_index].1,
-                sequence: *sequence,
-                session_id: stat.ephemeral_owner,
-                owner: String::from_utf8_lossy(&data).into_owned(),
-                created_ms: stat.ctime,
-                fencing_token: stat.czxid,
-                version: stat.version,
-            });
-        }
+    // A node may go away between the listing and the read: it is no contender then.
+    let (present, reads): (Vec<LockNode>, Vec<_>) = nodes
+        .into_iter()
+        .zip(reads)
+        .filter_map(|(node, read)| read.map(|read| (node, read)))
+        .unzip();
+    for (at, (node, (data, stat))) in present.iter().zip(reads).enumerate() {
+        contenders.push(Contender {
+            node_name: node.name.clone(),
+            role: names[node.name_index].1,
+            sequence: node.sequence,
+            session_id: stat.ephemeral_owner,
+            owner: String::from_utf8_lossy(&data).into_owned(),
+            created_ms: stat.ctime,
+            fencing_token: stat.czxid,
+            version: stat.version,
+            holds: holds(&present, at),
+        });
     }
     Ok(contenders)
 }
@@ -80,7 +110,7 @@ pub(crate) fn break_contender(client: &Client, path: &str, contender: &Contender
     let deleted =
         session.delete_if_unchanged(&node, contender.fencing_token, contender.version, deadline)?;
     if deleted {
-        log::warn!(
+        log::info!(
             "broke lock node {node} (owner {:?}, session {:#x})",
             contender.owner,
             contender.session_id
@@ -119,4 +149,37 @@ fn reach(
         format!("{path}/{name}"),
         deadline,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contender(owner: &str) -> Contender {
+        Contender {
+            node_name: "n".into(),
+            role: Role::Exclusive,
+            sequence: 0,
+            session_id: 0,
+            owner: owner.into(),
+            created_ms: 0,
+            fencing_token: 0,
+            version: 0,
+            holds: false,
+        }
+    }
+
+    #[test]
+    fn parses_zklock_owner_data_and_nothing_else() {
+        assert_eq!(
+            contender("host=web-1 pid=4242 thread=worker 3").owner_info(),
+            Some(Owner {
+                host: "web-1",
+                pid: 4242,
+                thread: "worker 3"
+            })
+        );
+        assert_eq!(contender("10.0.0.7").owner_info(), None);
+        assert_eq!(contender("host=a pid=x thread=main").owner_info(), None);
+    }
 }

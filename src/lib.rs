@@ -154,7 +154,7 @@ pub use election::{LeaderElection, Leadership};
 pub use error::{Error, Result};
 pub use fence::FencedTransaction;
 pub use guard::LockGuard;
-pub use inspect::Contender;
+pub use inspect::{Contender, Owner};
 pub use multi::{MultiGuard, MultiLock};
 pub use mutex::DistributedMutex;
 pub use recipe::{LockState, Role};

@@ -46,9 +46,16 @@ impl LockQueue {
         })
     }
 
-    /// The nodes queued, in order, as seen by inspection.
-    pub(crate) fn contenders(&self, kind: &Kind) -> Result<Vec<Contender>> {
-        inspect::contenders(&self.client, &self.path, kind.names)
+    /// The nodes queued, in order, as seen by inspection. `kinds` are every kind of node the
+    /// queue holds (they share their names), whose rules say which nodes hold the lock.
+    pub(crate) fn contenders(&self, kinds: &[&Kind]) -> Result<Vec<Contender>> {
+        let names = kinds.first().map_or(&[][..], |k| k.names);
+        inspect::contenders(&self.client, &self.path, names, |nodes, at| {
+            kinds
+                .iter()
+                .find(|k| k.ours == nodes[at].name_index)
+                .is_some_and(|k| (k.blocker)(nodes, at).is_none())
+        })
     }
 
     pub(crate) fn break_contender(&self, contender: &Contender) -> Result<bool> {
@@ -145,7 +152,7 @@ pub(crate) use acquisitions;
 /// acquisitions, for a queue that holds `$kind`'s nodes: `revocable`, `path`, `contenders`,
 /// `break_contender` and `request_revocation`.
 macro_rules! queue_calls {
-    ($kind:expr) => {
+    ($($kind:expr),+) => {
         /// Makes the guards of this lock listen for revocation requests
         /// ([`request_revocation`](Self::request_revocation), or Curator's `Revoker`): see
         /// [`LockGuard::revocation_requested`](crate::LockGuard::revocation_requested). The
@@ -172,7 +179,7 @@ macro_rules! queue_calls {
         /// # Errors
         /// Connection and server errors; an absent lock path is an empty queue.
         pub fn contenders(&self) -> $crate::Result<Vec<$crate::Contender>> {
-            self.queue.contenders(&$kind)
+            self.queue.contenders(&[$(&$kind),+])
         }
 
         /// Deletes a contender's node, typically a stale holder's (a hung process that keeps

@@ -77,7 +77,7 @@ impl DistributedRwLock {
         self.queue.acquire(&WRITER, attempt)
     }
 
-    queue_calls!(WRITER);
+    queue_calls!(READER, WRITER);
 }
 
 #[cfg(test)]
@@ -94,6 +94,29 @@ mod tests {
                 name_index,
             })
             .collect()
+    }
+
+    /// Who holds, by each node's own rule (what `contenders()` reports as `holds`).
+    fn holders(roles: &[usize]) -> Vec<bool> {
+        let nodes = queue(roles);
+        (0..nodes.len())
+            .map(|at| {
+                let kind = if nodes[at].name_index == READ {
+                    &READER
+                } else {
+                    &WRITER
+                };
+                (kind.blocker)(&nodes, at).is_none()
+            })
+            .collect::<Vec<_>>()
+    }
+
+    #[test]
+    fn holders_are_the_leading_readers_or_the_leading_writer() {
+        assert_eq!(holders(&[0, 0, 1, 0]), [true, true, false, false]); // R R W R
+        assert_eq!(holders(&[1, 0, 0]), [true, false, false]); // W R R
+        assert_eq!(holders(&[1, 1]), [true, false]); // W W
+        assert_eq!(holders(&[0]), [true]);
     }
 
     #[test]

@@ -169,7 +169,13 @@ impl Semaphore {
     /// # Errors
     /// Connection and server errors.
     pub fn leases(&self) -> Result<Vec<Contender>> {
-        inspect::contenders(&self.client, &self.leases, &[(LEASE_NAME, Role::Lease)])
+        let permits = self.permits;
+        inspect::contenders(
+            &self.client,
+            &self.leases,
+            &[(LEASE_NAME, Role::Lease)],
+            |_, at| at < permits,
+        )
     }
 }
 

@@ -336,12 +336,12 @@ fn status_shows_holder_and_waiter_with_owner_data() {
     assert!(holder_at < waiter_at, "{json}");
     assert!(
         json.starts_with(&format!(
-            "{{\"path\":\"{path}\",\"contenders\":[{{\"position\":0,\"role\":\"holder\""
+            "{{\"path\":\"{path}\",\"contenders\":[{{\"position\":0,\"standing\":\"holder\""
         )),
         "{json}"
     );
     assert!(
-        json.contains("\"position\":1,\"role\":\"waiter\""),
+        json.contains("\"position\":1,\"standing\":\"waiter\""),
         "{json}"
     );
     assert!(json.contains("\"thread\":\"main\""), "{json}");
@@ -696,7 +696,7 @@ fn status_and_break_read_write_locks() {
         "{json}"
     );
     assert!(
-        json.contains("\"position\":2,\"role\":\"waiter\""),
+        json.contains("\"position\":2,\"standing\":\"waiter\""),
         "{json}"
     );
     let out = output(zklock().args(["status", &path]));
@@ -875,7 +875,7 @@ fn leaders_run_one_at_a_time_and_hand_over() {
     let follower_at = json.find("\"owner\":\"replica-b\"").expect(&json);
     assert!(leader_at < follower_at, "{json}");
     assert!(
-        json.contains("\"position\":0,\"role\":\"holder\"")
+        json.contains("\"position\":0,\"standing\":\"holder\"")
             && json.contains("\"type\":\"participant\",\"holds\":false"),
         "{json}"
     );

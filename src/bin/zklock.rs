@@ -296,7 +296,7 @@ struct LeaderArgs {
 /// the leading writer, hold it), a semaphore (`leases/` and `locks/` children) or a leader
 /// election (`zklock leader`, `-latch-` nodes).
 ///
-/// For each contender: its position, role (holder, waiter; `unknown` for a semaphore's leases
+/// For each contender: its position, standing (holder, waiter; `unknown` for a semaphore's leases
 /// without --permits), type (exclusive, read, write, lease, queued, participant), age (server
 /// creation time against the local clock), session id, node name and owner (`host=.. pid=..
 /// thread=..` for zklock nodes, the participant id in an election; control characters such as
@@ -311,7 +311,7 @@ struct LeaderArgs {
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 struct StatusArgs {
-    /// Print one JSON object: {"path", "contenders": [{"position", "role", "node",
+    /// Print one JSON object: {"path", "contenders": [{"position", "standing", "node",
     /// "sequence", "session_id", "owner", "host", "pid", "thread", "created_ms", "age_ms",
     /// "fencing_token", "version", "type", "holds"}], "layout", "permits"}. host, pid and
     /// thread are null for non-zklock owners; holds is null where unknown; layout is "mutex",

@@ -46,7 +46,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    pub fn role(&self) -> &'static str {
+    pub fn standing(&self) -> &'static str {
         match self.holds {
             Some(true) => "holder",
             Some(false) => "waiter",
@@ -141,29 +141,17 @@ fn kind(role: Role) -> &'static str {
     }
 }
 
-/// Which nodes of a read/write lock's queue hold it: the leading writer, or the readers before
-/// the first writer.
-fn rwlock_holds(roles: &[Role]) -> Vec<bool> {
-    match roles.first() {
-        Some(Role::Write) => (0..roles.len()).map(|i| i == 0).collect(),
-        _ => {
-            let readers = roles.iter().take_while(|r| **r != Role::Write).count();
-            (0..roles.len()).map(|i| i < readers).collect()
-        }
-    }
-}
-
 /// Reads the nodes under `path` and tells the layout from them.
 pub fn look(client: &Client, path: &str, permits: Option<u32>) -> Result<View, Failure> {
-    let entries = |contenders: Vec<Contender>, parent: &str, holds: &dyn Fn(usize) -> bool| {
+    // The library tells who holds, by each recipe's rule.
+    let entries = |contenders: Vec<Contender>, parent: &str| {
         contenders
             .into_iter()
-            .enumerate()
-            .map(|(i, c)| Entry {
+            .map(|c| Entry {
                 name: c.node_name.clone(),
                 parent: parent.to_owned(),
                 kind: kind(c.role),
-                holds: Some(holds(i)),
+                holds: Some(c.holds),
                 contender: c,
             })
             .collect::<Vec<_>>()
@@ -178,26 +166,15 @@ pub fn look(client: &Client, path: &str, permits: Option<u32>) -> Result<View, F
     // Making the recipes checks the path; nothing is sent until they are asked.
     let contenders = DistributedMutex::new(client, path)?.contenders()?;
     if !contenders.is_empty() {
-        return Ok(view(
-            Some(Layout::Mutex),
-            entries(contenders, path, &|i| i == 0),
-        ));
+        return Ok(view(Some(Layout::Mutex), entries(contenders, path)));
     }
     let contenders = DistributedRwLock::new(client, path)?.contenders()?;
     if !contenders.is_empty() {
-        let roles: Vec<Role> = contenders.iter().map(|c| c.role).collect();
-        let holds = rwlock_holds(&roles);
-        return Ok(view(
-            Some(Layout::RwLock),
-            entries(contenders, path, &|i| holds[i]),
-        ));
+        return Ok(view(Some(Layout::RwLock), entries(contenders, path)));
     }
     let contenders = LeaderElection::new(client, path)?.participants()?;
     if !contenders.is_empty() {
-        return Ok(view(
-            Some(Layout::Election),
-            entries(contenders, path, &|i| i == 0),
-        ));
+        return Ok(view(Some(Layout::Election), entries(contenders, path)));
     }
     let (leases_path, locks_path) = (format!("{path}/leases"), format!("{path}/locks"));
     if client.get_data(&leases_path)?.is_none() && client.get_data(&locks_path)?.is_none() {
@@ -211,12 +188,11 @@ pub fn look(client: &Client, path: &str, permits: Option<u32>) -> Result<View, F
     let mut all: Vec<Entry> = semaphore
         .leases()?
         .into_iter()
-        .enumerate()
-        .map(|(i, c)| Entry {
+        .map(|c| Entry {
             name: format!("leases/{}", c.node_name),
             parent: leases_path.clone(),
             kind: kind(c.role),
-            holds: permits.map(|p| i < p as usize),
+            holds: permits.map(|_| c.holds),
             contender: c,
         })
         .collect();
@@ -278,7 +254,7 @@ pub fn break_lock(global: &Global, args: &BreakArgs) -> Outcome {
     println!(
         "will delete {} ({}, {}, session {}, age {}, owner {})",
         target.full_path(),
-        target.role(),
+        target.standing(),
         target.kind,
         session_hex(target.contender.session_id),
         format_duration(age(&target.contender)),
@@ -321,12 +297,6 @@ fn confirm() -> Result<bool, Failure> {
 
 fn delete(client: &Client, view: &View, target: &Entry) -> Outcome {
     let path = target.full_path();
-    // The library logs every broken node as a warning, for programs; we report it on stdout
-    // (the warning still shows with -v).
-    let level = log::max_level();
-    if level <= log::LevelFilter::Warn {
-        log::set_max_level(log::LevelFilter::Error);
-    }
     let node = &target.contender;
     let deleted = match view.layout {
         Some(Layout::RwLock) => DistributedRwLock::new(client, &view.path)?.break_contender(node),
@@ -339,7 +309,6 @@ fn delete(client: &Client, view: &View, target: &Entry) -> Outcome {
         // a real mutex, broken as one.
         _ => DistributedMutex::new(client, &target.parent)?.break_contender(node),
     };
-    log::set_max_level(level);
     match deleted {
         Ok(true) => {
             println!("deleted {path}");
@@ -409,7 +378,7 @@ pub fn revoke(global: &Global, args: &RevokeArgs) -> Outcome {
             Ok(true) => {
                 println!(
                     "asked {path} ({}, {}, owner {}) to release",
-                    target.role(),
+                    target.standing(),
                     target.kind,
                     target.owner()
                 );
@@ -426,19 +395,4 @@ pub fn revoke(global: &Global, args: &RevokeArgs) -> Outcome {
         }
     }
     Ok(if asked > 0 { 0 } else { code::NOTHING_DONE })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rwlock_holders_are_the_leading_readers_or_the_leading_writer() {
-        use Role::{Read as R, Write as W};
-        assert_eq!(rwlock_holds(&[R, R, W, R]), [true, true, false, false]);
-        assert_eq!(rwlock_holds(&[W, R, R]), [true, false, false]);
-        assert_eq!(rwlock_holds(&[W, W]), [true, false]);
-        assert_eq!(rwlock_holds(&[R]), [true]);
-        assert!(rwlock_holds(&[]).is_empty());
-    }
 }

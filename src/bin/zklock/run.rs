@@ -18,10 +18,11 @@ pub fn run(global: &Global, args: &RunArgs) -> Outcome {
     // Revocable: the guard learns at once when its node is deleted (`zklock break`), also
     // after a revocation request it ignored, and hears revocation requests (`zklock revoke`).
     let mutex = DistributedMutex::new(&client, &args.path)?.revocable();
-    supervisor.acquiring(&client, &args.path, Queue::Lock);
+    supervisor.acquiring(&client);
     let guard = reporting_holders(&client, &args.path, Queue::Lock, || {
         acquire(&mutex, args, started)
-    })?;
+    });
+    let guard = supervisor.acquired(guard)?;
     let policy =
         args.supervision
             .policy(args.on_lost, Some(args.on_revoke), client.session_timeout());
@@ -96,7 +97,7 @@ pub fn leader(global: &Global, args: &LeaderArgs) -> Outcome {
     if let Some(id) = &args.id {
         election = election.participant_id(id);
     }
-    supervisor.acquiring(&client, &args.path, Queue::Election);
+    supervisor.acquiring(&client);
     let leadership = reporting_holders(&client, &args.path, Queue::Election, || loop {
         match election.participate() {
             Ok(leadership) => break Ok(leadership),
@@ -106,7 +107,8 @@ pub fn leader(global: &Global, args: &LeaderArgs) -> Outcome {
             ),
             Err(err) => break Err(Failure::from(err)),
         }
-    })?;
+    });
+    let leadership = supervisor.acquired(leadership)?;
     // A leadership watches its own node: its deletion (`zklock break`) turns it `Lost` at
     // once. Elections have no revocation protocol.
     let policy = args

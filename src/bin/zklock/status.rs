@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use zklock::Client;
 
 use crate::inspect::{age, look, Entry, Layout, View};
-use crate::text::{format_duration, json_string, parse_owner, printable, session_hex};
+use crate::text::{format_duration, json_string, printable, session_hex};
 use crate::{code, Failure, Global, Outcome, StatusArgs};
 
 /// How far below a path that is not a lock `status` looks for locks: levels, nodes listed, and
@@ -240,7 +240,7 @@ fn status_table(view: &View) -> String {
         .map(|(i, e)| {
             [
                 i.to_string(),
-                e.role().to_owned(),
+                e.standing().to_owned(),
                 e.kind.to_owned(),
                 format_duration(age(&e.contender)),
                 session_hex(e.contender.session_id),
@@ -278,7 +278,7 @@ fn status_json(view: &View) -> String {
         .enumerate()
         .map(|(i, e)| {
             let c = &e.contender;
-            let owner = parse_owner(&c.owner);
+            let owner = c.owner_info();
             let (host, pid, thread) = match &owner {
                 Some(o) => (
                     json_string(o.host),
@@ -288,11 +288,11 @@ fn status_json(view: &View) -> String {
                 None => ("null".into(), "null".into(), "null".into()),
             };
             format!(
-                "{{\"position\":{i},\"role\":\"{}\",\"node\":{},\"sequence\":{},\
+                "{{\"position\":{i},\"standing\":\"{}\",\"node\":{},\"sequence\":{},\
                  \"session_id\":\"{}\",\"owner\":{},\"host\":{host},\"pid\":{pid},\
                  \"thread\":{thread},\"created_ms\":{},\"age_ms\":{},\"fencing_token\":{},\
                  \"version\":{},\"type\":\"{}\",\"holds\":{}}}",
-                e.role(),
+                e.standing(),
                 json_string(&e.name),
                 c.sequence,
                 session_hex(c.session_id),

@@ -21,7 +21,7 @@ use log::{debug, error, info, warn};
 use nix::sys::signal::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
-use zklock::{Client, Contender, DistributedMutex, Error, LeaderElection, LockGuard, LockState};
+use zklock::{Client, Error, LockGuard, LockState};
 
 use crate::child::{Change, Process};
 use crate::text::{format_duration, session_hex, Dur};
@@ -33,8 +33,6 @@ const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 const SUSPENDED_POLL: Duration = Duration::from_millis(20);
 /// The supervisor's longest sleep: SIGCHLD normally wakes it at once.
 const SUPERVISE_TICK: Duration = Duration::from_millis(500);
-/// How long a signal while waiting for the lock waits for our node to be deleted.
-const WITHDRAW_WAIT: Duration = Duration::from_secs(2);
 /// How long a lost lock's cause (deleted node or expired session) is looked for.
 const CAUSE_WAIT: Duration = Duration::from_secs(2);
 
@@ -51,7 +49,7 @@ enum Ending {
     Revoked,
 }
 
-/// Which recipe's queue we wait in: a signal while waiting withdraws our node from it.
+/// Which recipe's queue we wait in.
 #[derive(Debug, Clone, Copy)]
 pub enum Queue {
     Lock,
@@ -61,11 +59,9 @@ pub enum Queue {
 /// What the signal thread does with a signal depends on how far the run has got.
 enum Phase {
     Connecting,
-    Acquiring {
-        client: Client,
-        path: String,
-        queue: Queue,
-    },
+    /// Closing the client ends the session, which withdraws our queued node at once and
+    /// wakes the blocked acquisition.
+    Acquiring(Client),
     Running,
 }
 
@@ -103,13 +99,18 @@ impl Supervisor {
         })
     }
 
-    /// From now on a signal withdraws our node from `path`'s queue before exiting 128+N.
-    pub fn acquiring(&self, client: &Client, path: &str, queue: Queue) {
-        *lock(&self.phase) = Phase::Acquiring {
-            client: client.clone(),
-            path: path.to_owned(),
-            queue,
-        };
+    /// From now on a signal closes `client` (its session, and with it our queued node, ends
+    /// at once) before exiting 128+N.
+    pub fn acquiring(&self, client: &Client) {
+        *lock(&self.phase) = Phase::Acquiring(client.clone());
+    }
+
+    /// The outcome of the acquisition begun by [`acquiring`](Self::acquiring). If a signal
+    /// ended it (the signal thread closed the client and is exiting 128+N), it never returns:
+    /// the signal thread holds the phase until the process is gone.
+    pub fn acquired<T>(&self, outcome: Result<T, Failure>) -> Result<T, Failure> {
+        drop(lock(&self.phase));
+        outcome
     }
 }
 
@@ -443,55 +444,16 @@ fn on_signal(signal: i32, phase: &Mutex<Phase>, events: &Sender<Event>) {
         }
         _ if signal == SIGCHLD => {}
         Phase::Connecting => std::process::exit(128 + signal),
-        Phase::Acquiring {
-            client,
-            path,
-            queue,
-        } => {
-            withdraw(client, path, *queue);
+        Phase::Acquiring(client) => {
+            // `process::exit` runs no destructors: end the session first, so the contenders
+            // behind us do not wait for it to time out.
+            if let Err(err) = client.close() {
+                log::debug!("closing the session on a signal: {err}");
+            }
             std::process::exit(128 + signal);
         }
     }
     // Keep the phase locked until the process is gone, so the command never starts.
-}
-
-/// Deletes our queued (or just acquired) node before exiting on a signal, so the contenders
-/// behind us do not wait for our session to time out. The blocked acquisition cannot be
-/// cancelled; our node is found by our session id instead.
-fn withdraw(client: &Client, path: &str, queue: Queue) {
-    // The library logs every broken node as a warning; here it is our own, on purpose.
-    log::set_max_level(log::LevelFilter::Error);
-    let (done, finished) = mpsc::channel();
-    let client = client.clone();
-    let path = path.to_owned();
-    let _ = thread::Builder::new()
-        .name("withdraw".into())
-        .spawn(move || {
-            let session = client.session_id();
-            let ours = |contenders: Vec<Contender>| {
-                contenders
-                    .into_iter()
-                    .filter(move |c| c.session_id == session)
-            };
-            match queue {
-                Queue::Lock => {
-                    if let Ok(mutex) = DistributedMutex::new(&client, &path) {
-                        for node in mutex.contenders().map(ours).into_iter().flatten() {
-                            let _ = mutex.break_contender(&node);
-                        }
-                    }
-                }
-                Queue::Election => {
-                    if let Ok(election) = LeaderElection::new(&client, &path) {
-                        for node in election.participants().map(ours).into_iter().flatten() {
-                            let _ = election.break_participant(&node);
-                        }
-                    }
-                }
-            }
-            let _ = done.send(());
-        });
-    let _ = finished.recv_timeout(WITHDRAW_WAIT);
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

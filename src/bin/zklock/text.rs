@@ -62,27 +62,6 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
-/// The fields of zklock's owner data, `host=H pid=P thread=T` (the thread name may contain
-/// spaces, so it runs to the end). `None` for data written by other clients (Curator stores
-/// an IP address).
-#[derive(Debug, PartialEq, Eq)]
-pub struct Owner<'a> {
-    pub host: &'a str,
-    pub pid: u32,
-    pub thread: &'a str,
-}
-
-pub fn parse_owner(data: &str) -> Option<Owner<'_>> {
-    let rest = data.strip_prefix("host=")?;
-    let (host, rest) = rest.split_once(" pid=")?;
-    let (pid, thread) = rest.split_once(" thread=")?;
-    Some(Owner {
-        host,
-        pid: pid.parse().ok()?,
-        thread,
-    })
-}
-
 /// `s` fit for one line of a table or message: control characters (a newline in owner data)
 /// escaped as in Rust and JSON (`\\n`, `\\t`, `\\u{1b}`), everything else as it is.
 pub fn printable(s: &str) -> String {
@@ -183,20 +162,6 @@ mod tests {
         assert_eq!(format_duration(s(187)), "3m07s");
         assert_eq!(format_duration(s(5 * 3600 + 120)), "5h02m");
         assert_eq!(format_duration(s(2 * 86_400 + 3 * 3600)), "2d03h");
-    }
-
-    #[test]
-    fn parses_owner_data() {
-        assert_eq!(
-            parse_owner("host=web-1 pid=4242 thread=worker 3"),
-            Some(Owner {
-                host: "web-1",
-                pid: 4242,
-                thread: "worker 3"
-            })
-        );
-        assert_eq!(parse_owner("10.0.0.7"), None);
-        assert_eq!(parse_owner("host=a pid=x thread=main"), None);
     }
 
     #[test]
