@@ -257,15 +257,23 @@ impl Partial {
 
 impl Drop for Partial {
     fn drop(&mut self) {
-        // A cancelled (or closed) caller is waiting for us: do not keep it for slow replies.
-        let stopped = crate::cancel::interruption().is_some();
+        // Replies are waited for until the caller's deadline plus the grace a queued node's
+        // withdrawal gets (so a healthy release is seen through and nothing is left behind on
+        // return), never longer; a cancelled (or closed) caller gets the shorter grace. What
+        // is not confirmed by then finishes in the background.
+        let grace = match crate::cancel::interruption() {
+            Some(_) => CANCEL_WITHDRAW_WAIT,
+            None => WITHDRAW_WAIT,
+        };
+        let cleanup_deadline = self.deadline.map(|d| d + grace);
         while let Some(mut held) = self.held.pop() {
-            let mut wait = self.deadline.map_or(held.session.timeout, |d| {
+            let wait = cleanup_deadline.map_or(held.session.timeout, |d| {
                 d.saturating_duration_since(Instant::now())
             });
-            if stopped {
-                wait = wait.min(CANCEL_WITHDRAW_WAIT);
-            }
+            let wait = match crate::cancel::interruption() {
+                Some(_) => wait.min(CANCEL_WITHDRAW_WAIT),
+                None => wait,
+            };
             if let Err(err) = crate::cancel::shielded(|| held.release_within(wait)) {
                 debug!(
                     "releasing {} after a failed acquisition: {err}",
