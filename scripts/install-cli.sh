@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# install-cli.sh -- install the `zklock` command-line tool from this checkout.
+#
+#   scripts/install-cli.sh [--root DIR] [other `cargo install` options]
+#
+# The tool is built only with the crate's `cli` feature (so that library users never compile
+# its dependencies), and a plain `cargo install --path .` installs nothing; this script always
+# passes the feature, uses the checked-in Cargo.lock, and fails if no binary was installed.
+# Shell completions and man pages come from the installed binary afterwards:
+#   zklock completions bash > ~/.local/share/bash-completion/completions/zklock
+#   zklock man --dir ~/.local/share/man/man1
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+root=""
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+    case "${args[i]}" in
+        --root) root="${args[i + 1]:-}" ;;
+        --root=*) root="${args[i]#--root=}" ;;
+    esac
+done
+
+cargo install --locked --path . --features cli "$@"
+
+bin="${root:-${CARGO_INSTALL_ROOT:-${CARGO_HOME:-$HOME/.cargo}}}/bin/zklock"
+if [[ ! -x "$bin" ]]; then
+    echo "install-cli.sh: cargo reported success but $bin is missing" >&2
+    exit 1
+fi
+echo "install-cli.sh: installed $("$bin" --version) as $bin"
