@@ -88,6 +88,7 @@ impl Client {
                 connect_string: connect_string.to_owned(),
                 session_timeout: DEFAULT_SESSION_TIMEOUT,
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+                fail_fast_if_refused: false,
                 security: Security::default(),
             },
         }
@@ -176,9 +177,14 @@ impl Client {
             "zookeeper session {:#x} expired; opening a new one",
             current.id
         );
+        // Failing fast is for the first connect: a replacement waits out a restarting server.
+        let config = SessionConfig {
+            fail_fast_if_refused: false,
+            ..self.inner.config.clone()
+        };
         let fresh = open_session(
             &self.inner.runtime,
-            &self.inner.config,
+            &config,
             &self.inner.hosts,
             self.inner.chroot.as_deref(),
             &self.inner.releases,
@@ -396,6 +402,24 @@ impl ClientBuilder {
             ca_pem,
             identity: Some((cert_pem.to_owned(), key_pem.to_owned())),
         });
+        self
+    }
+
+    /// Gives up connecting at once, with [`Error::Connect`], when every host of the connect
+    /// string refuses the TCP connection outright (nothing listens on its port), instead of
+    /// trying again until the connect timeout. For a client that should fail quickly when
+    /// ZooKeeper is simply not running, e.g. a command-line tool or a test.
+    ///
+    /// Only hosts that actively refuse count: a host that does not answer, cannot be resolved
+    /// or accepts the connection keeps the connect trying. Applies to
+    /// [`connect`](Self::connect) only; a session opened later, to replace an expired one, is
+    /// tried for as long as the call that needs it allows (a restarting server refuses
+    /// connections for a while). Do not use it behind a load balancer or virtual IP that may
+    /// refuse connections while it starts.
+    ///
+    /// Defaults to `false`: keep trying until the connect timeout.
+    pub fn fail_fast_if_refused(mut self, fail_fast: bool) -> Self {
+        self.config.fail_fast_if_refused = fail_fast;
         self
     }
 

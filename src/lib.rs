@@ -126,6 +126,7 @@
 mod cancel;
 mod client;
 mod connect;
+mod dial;
 mod election;
 mod error;
 mod fence;
@@ -150,6 +151,7 @@ mod watch;
 
 pub use cancel::CancelToken;
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
+pub use dial::{ConnectCause, HostFailure};
 pub use election::{LeaderElection, Leadership};
 pub use error::{Error, Result};
 pub use fence::FencedTransaction;
