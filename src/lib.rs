@@ -146,6 +146,7 @@ mod seam;
 mod security;
 mod semaphore;
 mod session;
+mod trace;
 mod wait;
 mod watch;
 
