@@ -263,7 +263,7 @@ impl Session {
         self.state.peek_state()
     }
 
-    fn ended_error(&self) -> Error {
+    pub(crate) fn ended_error(&self) -> Error {
         if let Err(forked) = self.check_process() {
             return forked;
         }
@@ -907,6 +907,8 @@ async fn sweep(zk: &zk::Client, lock_path: &str, prefix: &str) {
 pub(crate) struct Releases {
     pending: Mutex<usize>,
     idle: Condvar,
+    /// Notified whenever the count changes, for the client's state thread (metrics).
+    pub(crate) changed: tokio::sync::Notify,
 }
 
 struct ReleaseToken(Arc<Releases>);
@@ -914,7 +916,13 @@ struct ReleaseToken(Arc<Releases>);
 impl Releases {
     fn begin(self: &Arc<Self>) -> ReleaseToken {
         *self.pending.lock() += 1;
+        self.changed.notify_waiters();
         ReleaseToken(self.clone())
+    }
+
+    /// How many releases are being retried in the background.
+    pub(crate) fn pending(&self) -> usize {
+        *self.pending.lock()
     }
 
     /// Waits until no release is pending; `false` if `deadline` passed first.
@@ -936,6 +944,8 @@ impl Drop for ReleaseToken {
         if *pending == 0 {
             self.0.idle.notify_all();
         }
+        // Runs on the runtime thread: a notification only, never blocking.
+        self.0.changed.notify_waiters();
     }
 }
 
