@@ -137,6 +137,7 @@ mod lease;
 mod metrics;
 mod multi;
 mod mutex;
+mod observe;
 mod path;
 mod queue;
 mod recipe;
