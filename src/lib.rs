@@ -37,6 +37,9 @@
 //! - `tls`: TLS to the servers' secure port (`ClientBuilder::tls`).
 //! - `sasl`: SASL DIGEST-MD5 authentication (`ClientBuilder::sasl_digest_md5`).
 //! - `cli`: the `zklock` command-line tool (run a command under a lock, inspect, break).
+//! - `metrics`: metrics through the [`metrics`](https://docs.rs/metrics) facade (0.24): wait
+//!   and hold histograms, acquisitions and lost locks by cause, session state, reconnects and
+//!   expirations (names and labels in the README's "Operating zklock").
 //!
 //! Digest authentication and creator-only ACLs ([`ClientBuilder::auth_digest`],
 //! [`ClientBuilder::acl`], [`NodeAcl`]) need no feature.
@@ -118,7 +121,24 @@
 //! thread shared by the whole process); zklock never runs user code there, so every method can
 //! be called from any thread, including threads of an async runtime.
 //!
-//! Logging goes through the `log` crate, with the lock path, node and session in each message.
+//! # Operating it
+//! [`Client::state`] says whether the session is [`SessionState::Connected`], `Suspended`,
+//! `Expired` or `Closed`, decided when called from the same lease as the guards';
+//! [`Client::wait_state_change`] waits for a change, and a listener registered with
+//! [`ClientBuilder::on_state_change`] is told of each one on a thread of its own. Each client
+//! has a `zklock-state` thread that watches the session and publishes its changes: log lines,
+//! metrics (feature `metrics`) and the listener.
+//!
+//! Logging goes through the `log` crate, with the lock path, node and session in each message:
+//! info when a session is suspended and when it recovers (with how long it was out), warnings
+//! on expiry and on a lost lock, debug lines with the wait and hold time of each acquisition.
+//! Lines made on zklock's own threads are queued to a `zklock-log` thread, so a slow logger
+//! never stalls the network thread; the client crate's own info, warn and error events (it
+//! logs through `tracing`) are relayed to `log` the same way, unless the application
+//! installed a global `tracing` subscriber.
+//!
+//! [`Error::Connect`] says how long connecting was tried (the connect timeout, whatever the
+//! session timeout) and why each host gave no session ([`HostFailure`], [`ConnectCause`]).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
