@@ -158,6 +158,14 @@ mod imp {
         gauge!(SESSION_STATE).increment(delta);
     }
 
+    /// Makes the session series exist from the start (at zero): an alert on their rate needs
+    /// them before the first reconnect.
+    pub(crate) fn session_series() {
+        counter!(RECONNECTS).increment(0);
+        counter!(EXPIRATIONS).increment(0);
+        gauge!(BACKGROUND_RELEASES).increment(0.0);
+    }
+
     pub(crate) fn reconnected() {
         counter!(RECONNECTS).increment(1);
     }
@@ -181,6 +189,7 @@ mod imp {
     pub(crate) fn hold(_: Recipe, _: Option<&str>, _: Duration) {}
     pub(crate) fn lost(_: LossCause, _: Option<&str>) {}
     pub(crate) fn connected(_: f64) {}
+    pub(crate) fn session_series() {}
     pub(crate) fn reconnected() {}
     pub(crate) fn expired() {}
     pub(crate) fn background_releases(_: f64) {}

@@ -316,6 +316,7 @@ fn watch(
         connected: 1.0,
         releases: 0,
     };
+    metrics::session_series();
     metrics::connected(1.0);
     loop {
         let replaced = hub.notify.notified();

@@ -487,6 +487,22 @@ mod metrics {
             "{text}"
         );
         assert_eq!(sample(text, "zklock_locks_lost_total", &[]), None, "{text}");
+        // Present from the start, at zero, so that rates can be taken before the first one.
+        assert_eq!(
+            sample(text, "zklock_reconnects_total", &[]),
+            Some(0.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(text, "zklock_session_expirations_total", &[]),
+            Some(0.0),
+            "{text}"
+        );
+        assert_eq!(
+            sample(text, "zklock_background_releases", &[]),
+            Some(0.0),
+            "{text}"
+        );
     }
 
     /// Every metric recorded, summed over snapshots (the debugging recorder's snapshot resets
