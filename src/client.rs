@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::runtime::{deadline_after, Runtime};
 use crate::security::{NodeAcl, ParentAcl, Security};
 use crate::session::{open_session, Releases, Session, SessionConfig};
+use crate::state::{Hub, Listener, Observe, StateChange};
 
 /// Session timeout asked of the server unless [`ClientBuilder::session_timeout`] says otherwise.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -46,6 +47,7 @@ pub struct Client {
 #[must_use = "a builder does nothing until `connect` is called"]
 pub struct ClientBuilder {
     config: SessionConfig,
+    observe: Observe,
 }
 
 struct Inner {
@@ -61,6 +63,9 @@ struct Inner {
     closed: CancelToken,
     /// The outcome of the first [`Client::close`], which later ones report.
     close_outcome: Mutex<Option<Result<()>>>,
+    observe: Observe,
+    /// Shared with the client's state thread (`state.rs`).
+    hub: Arc<Hub>,
     // Dropped last: the session's task runs on it.
     runtime: Runtime,
 }
@@ -90,8 +95,10 @@ impl Client {
                 connect_string: connect_string.to_owned(),
                 session_timeout: DEFAULT_SESSION_TIMEOUT,
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+                fail_fast_if_refused: false,
                 security: Security::default(),
             },
+            observe: Observe::default(),
         }
     }
 
@@ -198,9 +205,14 @@ impl Client {
             "zookeeper session {:#x} expired; opening a new one",
             current.id
         );
+        // Failing fast is for the first connect: a replacement waits out a restarting server.
+        let config = SessionConfig {
+            fail_fast_if_refused: false,
+            ..self.inner.config.clone()
+        };
         let fresh = open_session(
             &self.inner.runtime,
-            &self.inner.config,
+            &config,
             &self.inner.hosts,
             self.inner.chroot.as_deref(),
             &self.inner.releases,
@@ -227,6 +239,7 @@ impl Client {
         *slot = Some(fresh.clone());
         drop(slot);
         drop(reconnecting);
+        self.inner.hub.notify();
         Ok(fresh)
     }
 
@@ -281,6 +294,7 @@ impl Client {
             Some(session) => {
                 info!("closing zookeeper session {:#x}", session.id);
                 session.close();
+                self.inner.hub.notify();
                 if session.wait_ended(Instant::now() + CLOSE_WAIT) {
                     Ok(())
                 } else {
@@ -305,6 +319,22 @@ impl Client {
     /// Whether [`close`](Self::close) was called on this client or a clone.
     pub fn is_closed(&self) -> bool {
         self.inner.closed.is_cancelled()
+    }
+
+    /// The current session; `None` once the client is closed.
+    pub(crate) fn current(&self) -> Option<Arc<Session>> {
+        if self.is_closed() {
+            return None;
+        }
+        self.inner.session.lock().clone()
+    }
+
+    pub(crate) fn hub(&self) -> &Hub {
+        &self.inner.hub
+    }
+
+    pub(crate) fn observe(&self) -> &Observe {
+        &self.inner.observe
     }
 }
 
@@ -441,12 +471,79 @@ impl ClientBuilder {
         self
     }
 
+    /// Gives up connecting at once, with [`Error::Connect`], when every host of the connect
+    /// string refuses the TCP connection outright (nothing listens on its port), instead of
+    /// trying again until the connect timeout. For a client that should fail quickly when
+    /// ZooKeeper is simply not running, e.g. a command-line tool or a test.
+    ///
+    /// Only hosts that actively refuse count: a host that does not answer, cannot be resolved
+    /// or accepts the connection keeps the connect trying. Applies to
+    /// [`connect`](Self::connect) only; a session opened later, to replace an expired one, is
+    /// tried for as long as the call that needs it allows (a restarting server refuses
+    /// connections for a while). Do not use it behind a load balancer or virtual IP that may
+    /// refuse connections while it starts.
+    ///
+    /// Defaults to `false`: keep trying until the connect timeout.
+    pub fn fail_fast_if_refused(mut self, fail_fast: bool) -> Self {
+        self.config.fail_fast_if_refused = fail_fast;
+        self
+    }
+
+    /// Calls `listener` with every change of the client's [`SessionState`](crate::SessionState)
+    /// (see [`Client::state`]), in order, starting from `Connected` after the connect.
+    ///
+    /// The listener runs on a thread of its own (`zklock-listener`, one per client), never on
+    /// zklock's network thread, so it may block or call the client; a slow listener only
+    /// delays the changes told after it. It ends once the client is closed or dropped and every
+    /// change has been told (the last one, to `Closed`, may come just after the drop). Changes
+    /// are found by the client's state thread as they happen (a lease running out included, on
+    /// that thread's clock); a flap shorter than it takes to notice may be missed. Do not move
+    /// a clone of the client itself into the listener: it would keep the client alive until
+    /// [`Client::close`].
+    ///
+    /// A listener that panics is told the next change all the same. To be told on a thread of
+    /// your own, send the changes to a channel:
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// let (changes, received) = std::sync::mpsc::channel();
+    /// let client = zklock::Client::builder("127.0.0.1:2181")
+    ///     .on_state_change(move |change| {
+    ///         let _ = changes.send(change.clone());
+    ///     })
+    ///     .connect()?;
+    /// for change in received {
+    ///     println!("session {:#x}: {} -> {}", change.session_id, change.from, change.to);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Defaults to no listener. A second call replaces the first listener.
+    pub fn on_state_change(
+        mut self,
+        listener: impl Fn(&StateChange) + Send + Sync + 'static,
+    ) -> Self {
+        self.observe.listener = Some(Listener(Arc::new(listener)));
+        self
+    }
+
+    /// Adds the lock path as a `path` label to the per-lock metrics (wait, hold, acquisitions,
+    /// locks lost; for a multi-lock its paths joined by commas). Each lock path then makes
+    /// time series of its own: turn it on only for a bounded set of paths.
+    ///
+    /// Defaults to `false`.
+    #[cfg(feature = "metrics")]
+    pub fn metrics_path_label(mut self, on: bool) -> Self {
+        self.observe.path_label = on;
+        self
+    }
+
     /// Connects: blocks until a session is established or the connect timeout runs out.
     ///
     /// # Errors
     /// As [`Client::connect`].
     pub fn connect(self) -> Result<Client> {
-        let config = self.config;
+        let (config, observe) = (self.config, self.observe);
         let (hosts, chroot) =
             split_connect_string(&config.connect_string, config.security.is_tls())?;
         let runtime = Runtime::start()?;
@@ -463,24 +560,31 @@ impl ClientBuilder {
             "connected to {} (session {:#x}, timeout {:?})",
             config.connect_string, session.id, session.timeout
         );
-        Ok(Client {
-            inner: Arc::new(Inner {
-                config,
-                hosts,
-                chroot,
-                session: Mutex::new(Some(Arc::new(session))),
-                reconnect: Mutex::new(()),
-                releases,
-                closed: CancelToken::for_client(),
-                close_outcome: Mutex::new(None),
-                runtime,
-            }),
-        })
+        let (session_id, hub) = (session.id, Hub::new());
+        let inner = Arc::new(Inner {
+            config,
+            hosts,
+            chroot,
+            session: Mutex::new(Some(Arc::new(session))),
+            reconnect: Mutex::new(()),
+            releases: releases.clone(),
+            closed: CancelToken::for_client(),
+            close_outcome: Mutex::new(None),
+            observe,
+            hub: hub.clone(),
+            runtime,
+        });
+        // The state thread holds the client only while it looks, so dropping ends it.
+        let client = Arc::downgrade(&inner);
+        let find = move || client.upgrade().map(|inner| Client { inner });
+        hub.start(find, releases, &inner.observe, session_id);
+        Ok(Client { inner })
     }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        self.hub.shutdown();
         let Some(session) = self.session.get_mut().take() else {
             return;
         };

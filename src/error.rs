@@ -38,15 +38,21 @@ pub enum Error {
         reason: String,
     },
 
-    /// No ZooKeeper server of the connect string granted a session within the connect timeout.
-    #[error("could not connect to ZooKeeper at {connect_string:?} within {timeout:?}: {reason}")]
+    /// No ZooKeeper server of the connect string granted a session within the connect timeout
+    /// (or, with `ClientBuilder::fail_fast_if_refused`, every server refused the connection).
+    #[error("could not connect to ZooKeeper at {connect_string:?} after {waited:?} (connect timeout {timeout:?}): {reason}")]
     Connect {
         /// The connect string.
         connect_string: String,
-        /// The connect timeout that ran out (see `ClientBuilder::connect_timeout`).
+        /// The connect timeout (see `ClientBuilder::connect_timeout`).
         timeout: Duration,
-        /// What the last attempt reported.
+        /// How long connecting was tried, from the call to the error.
+        waited: Duration,
+        /// What failed, naming each host's cause.
         reason: String,
+        /// Each host of the connect string and why it gave no session, as found when the
+        /// last attempt failed (empty when that could not be established).
+        hosts: Vec<crate::HostFailure>,
     },
 
     /// The connection to ZooKeeper was down and did not come back before the call's deadline.

@@ -24,7 +24,7 @@ use crate::recipe::{deadline_after, Held, LockState};
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]
 pub struct LockGuard {
-    held: Held,
+    pub(crate) held: Held,
     /// For fenced writes, which go through the client's current session.
     client: Client,
 }

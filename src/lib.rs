@@ -37,6 +37,9 @@
 //! - `tls`: TLS to the servers' secure port (`ClientBuilder::tls`).
 //! - `sasl`: SASL DIGEST-MD5 authentication (`ClientBuilder::sasl_digest_md5`).
 //! - `cli`: the `zklock` command-line tool (run a command under a lock, inspect, break).
+//! - `metrics`: metrics through the [`metrics`](https://docs.rs/metrics) facade (0.24): wait
+//!   and hold histograms, acquisitions and lost locks by cause, session state, reconnects and
+//!   expirations (names and labels in the README's "Operating zklock").
 //!
 //! Digest authentication and creator-only ACLs ([`ClientBuilder::auth_digest`],
 //! [`ClientBuilder::acl`], [`NodeAcl`]) need no feature.
@@ -118,7 +121,24 @@
 //! thread shared by the whole process); zklock never runs user code there, so every method can
 //! be called from any thread, including threads of an async runtime.
 //!
-//! Logging goes through the `log` crate, with the lock path, node and session in each message.
+//! # Operating it
+//! [`Client::state`] says whether the session is [`SessionState::Connected`], `Suspended`,
+//! `Expired` or `Closed`, decided when called from the same lease as the guards';
+//! [`Client::wait_state_change`] waits for a change, and a listener registered with
+//! [`ClientBuilder::on_state_change`] is told of each one on a thread of its own. Each client
+//! has a `zklock-state` thread that watches the session and publishes its changes: log lines,
+//! metrics (feature `metrics`) and the listener.
+//!
+//! Logging goes through the `log` crate, with the lock path, node and session in each message:
+//! info when a session is suspended and when it recovers (with how long it was out), warnings
+//! on expiry and on a lost lock, debug lines with the wait and hold time of each acquisition.
+//! Lines made on zklock's own threads are queued to a `zklock-log` thread, so a slow logger
+//! never stalls the network thread; the client crate's own info, warn and error events (it
+//! logs through `tracing`) are relayed to `log` the same way, unless the application
+//! installed a global `tracing` subscriber.
+//!
+//! [`Error::Connect`] says how long connecting was tried (the connect timeout, whatever the
+//! session timeout) and why each host gave no session ([`HostFailure`], [`ConnectCause`]).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -126,6 +146,7 @@
 mod cancel;
 mod client;
 mod connect;
+mod dial;
 mod election;
 mod error;
 mod fence;
@@ -133,8 +154,10 @@ mod guard;
 mod inspect;
 mod layout;
 mod lease;
+mod metrics;
 mod multi;
 mod mutex;
+mod observe;
 mod path;
 mod queue;
 mod recipe;
@@ -145,11 +168,14 @@ mod seam;
 mod security;
 mod semaphore;
 mod session;
+mod state;
+mod trace;
 mod wait;
 mod watch;
 
 pub use cancel::CancelToken;
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
+pub use dial::{ConnectCause, HostFailure};
 pub use election::{LeaderElection, Leadership};
 pub use error::{Error, Result};
 pub use fence::FencedTransaction;
@@ -161,4 +187,5 @@ pub use recipe::{LockState, Role};
 pub use rwlock::{DistributedRwLock, ReadGuard, WriteGuard};
 pub use security::{NodeAcl, ParentAcl};
 pub use semaphore::{Permit, Semaphore};
+pub use state::{SessionState, StateChange};
 pub use wait::Wait;

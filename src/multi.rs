@@ -5,7 +5,9 @@ use std::fmt;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
+use crate::metrics::Recipe;
 use crate::mutex::MUTEX;
+use crate::observe::Acquisition;
 use crate::path::validate_lock_path;
 use crate::queue::acquisitions;
 use crate::recipe::{self, Kind, Options, Partial};
@@ -88,7 +90,9 @@ impl MultiLock {
     /// All or nothing: on any early return `taken` is dropped, releasing what was taken in
     /// reverse order within the deadline.
     fn acquire(&self, attempt: Attempt) -> Result<Option<MultiGuard>> {
-        attempt.run(|| {
+        let paths = self.paths().join(",");
+        let measured = Acquisition::start(&self.client, Recipe::Multi, &paths);
+        let outcome = attempt.run(|| {
             let deadline = attempt.deadline(&self.client);
             // One session for every member: were it to expire half-way, the later members
             // would fail with it rather than be taken on a new session beside lost ones.
@@ -110,6 +114,9 @@ impl MultiLock {
                 .map(|held| LockGuard::new(held, self.client.clone()))
                 .collect();
             Ok(Some(MultiGuard { guards }))
+        });
+        measured.finish(&attempt, outcome, |multi| {
+            multi.guards.iter_mut().map(|g| &mut g.held).collect()
         })
     }
 }

@@ -40,10 +40,13 @@ impl LockQueue {
 
     /// Queues a node of `kind` and waits as `attempt` says.
     pub(crate) fn acquire(&self, kind: &Kind, attempt: Attempt) -> Result<Option<LockGuard>> {
-        attempt.run(|| {
+        let recipe = crate::observe::recipe_of(kind);
+        let measured = crate::observe::Acquisition::start(&self.client, recipe, &self.path);
+        let outcome = attempt.run(|| {
             let held = recipe::acquire(&self.client, &self.path, kind, &attempt, &self.options)?;
             Ok(held.map(|held| LockGuard::new(held, self.client.clone())))
-        })
+        });
+        measured.finish(&attempt, outcome, |guard| vec![&mut guard.held])
     }
 
     /// The nodes queued, in order, as seen by inspection. `kinds` are every kind of node the

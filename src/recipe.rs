@@ -90,6 +90,8 @@ pub(crate) struct Held {
     /// Set for revocable locks: listens for revocation requests and for our node's deletion.
     own_node: Option<OwnNodeWatch>,
     released: bool,
+    /// What the acquisition's front end reports about this node (see `observe.rs`).
+    pub(crate) track: crate::observe::Track,
 }
 
 impl Held {
@@ -111,8 +113,15 @@ impl Held {
         self.state_and_lease().0
     }
 
-    /// The state, and with `Held` how much longer the lease runs.
+    /// The state, and with `Held` how much longer the lease runs; a loss seen is reported.
     fn state_and_lease(&self) -> (LockState, Option<Duration>) {
+        let judged = self.judge();
+        let deleted = self.own_node.as_ref().is_some_and(OwnNodeWatch::deleted);
+        self.track.observed(judged.0, &self.session, deleted);
+        judged
+    }
+
+    fn judge(&self) -> (LockState, Option<Duration>) {
         if self.own_node.as_ref().is_some_and(OwnNodeWatch::deleted) {
             return (LockState::Lost, None);
         }
@@ -184,14 +193,10 @@ impl Held {
         };
         // Stop watching our node before it goes.
         self.own_node = None;
-        match self.session.delete_node(&self.node_path, wait) {
-            Ok(true) => {
-                debug!(
-                    "released {} (session {:#x})",
-                    self.node_path, self.session.id
-                );
-                Ok(())
-            }
+        let deleted = self.session.delete_node(&self.node_path, wait);
+        self.track.released(&deleted, &self.session);
+        match deleted {
+            Ok(true) => Ok(()),
             // Someone else deleted our node while we believed we held the lock.
             Ok(false) => Err(lost()),
             Err(Error::SessionExpired | Error::Closed) => Err(lost()),
@@ -752,10 +757,6 @@ fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat) -> Result<Held
         });
     }
     contender.armed = false;
-    debug!(
-        "acquired {} (session {:#x}, fencing token {})",
-        contender.node_path, session.id, stat.czxid
-    );
     Ok(Held {
         session,
         lock_path: lock_path.to_owned(),
@@ -763,6 +764,7 @@ fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat) -> Result<Held
         stat,
         own_node: None,
         released: false,
+        track: Default::default(),
     })
 }
 

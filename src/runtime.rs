@@ -41,6 +41,8 @@ impl Runtime {
         let thread = thread::Builder::new()
             .name("zklock-runtime".into())
             .spawn(move || {
+                // The client crate's log lines, relayed without blocking this thread.
+                let _trace = crate::trace::install();
                 // Ends when the sender is sent to or dropped.
                 let _ = runtime.block_on(stopped);
                 // Dropping the runtime here cancels leftover tasks on this thread, which is not

@@ -8,7 +8,9 @@ use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::{self, Contender};
 use crate::layout::LEASE_NAME;
+use crate::metrics::Recipe;
 use crate::mutex::MUTEX;
+use crate::observe::Acquisition;
 use crate::path::validate_lock_path;
 use crate::queue::acquisitions;
 use crate::recipe::{self, Held, LockState, Options, Partial, Role};
@@ -114,7 +116,9 @@ impl Semaphore {
                 "lease count must be between 1 and the permits",
             ));
         }
-        attempt.run(|| {
+        let path = self.leases.strip_suffix("/leases").unwrap_or(&self.leases);
+        let measured = Acquisition::start(&self.client, Recipe::Semaphore, path);
+        let outcome = attempt.run(|| {
             let deadline = attempt.deadline(&self.client);
             // One session for the gate and every lease: were it to expire half-way, a lease
             // taken on a new session would wait while the gate (lost with the old one) let
@@ -147,6 +151,9 @@ impl Semaphore {
                 leases,
                 client: self.client.clone(),
             }))
+        });
+        measured.finish(&attempt, outcome, |permit| {
+            permit.leases.iter_mut().collect()
         })
     }
 

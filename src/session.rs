@@ -24,6 +24,8 @@ pub(crate) struct SessionConfig {
     pub(crate) connect_string: String,
     pub(crate) session_timeout: Duration,
     pub(crate) connect_timeout: Duration,
+    /// Give up at once when every host refuses the TCP connection (first connect only).
+    pub(crate) fail_fast_if_refused: bool,
     pub(crate) security: Security,
 }
 
@@ -35,73 +37,11 @@ pub(crate) fn open_session(
     releases: &Arc<Releases>,
     deadline: Option<Instant>,
 ) -> Result<Session> {
+    let started = Instant::now();
     let connect_deadline = deadline_after(config.connect_timeout);
     let deadline = deadline.map_or(connect_deadline, |d| d.min(connect_deadline));
-    let connect_error = |reason: String| Error::Connect {
-        connect_string: config.connect_string.clone(),
-        timeout: config.connect_timeout,
-        reason,
-    };
-    let connector = config
-        .security
-        .configure(zk::Client::connector().with_session_timeout(config.session_timeout))?;
-    let hosts_owned = hosts.to_owned();
-    let secure = config.security.is_tls();
-    // The session exists no earlier than our connect request: the lease starts from here.
-    let connect_sent = Instant::now();
-    // Connecting spawns the session task, so it must run on the runtime.
-    let task = runtime.handle().spawn(async move {
-        #[cfg(feature = "tls")]
-        if secure {
-            return connector.secure_connect(&hosts_owned).await;
-        }
-        connector.connect(&hosts_owned).await
-    });
-    // With TLS, the client crate reports a failed handshake only as a failed connection: if
-    // the TCP port answers, the handshake is what failed.
-    let connect_error = |reason: String| {
-        let tcp_answers = hosts
-            .split(',')
-            .filter_map(|h| {
-                h.trim()
-                    .rsplit_once("://")
-                    .map_or(Some(h.trim()), |(_, a)| Some(a))
-            })
-            .any(|addr| {
-                std::net::ToSocketAddrs::to_socket_addrs(addr)
-                    .ok()
-                    .and_then(|mut a| a.next())
-                    .is_some_and(|a| {
-                        std::net::TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok()
-                    })
-            });
-        if secure && tcp_answers {
-            Error::Tls {
-                reason: format!("servers at {hosts} accept TCP but no TLS session was established ({reason}): is their certificate signed by the configured CA and valid for the host name, and is this their secureClientPort?"),
-            }
-        } else {
-            connect_error(reason)
-        }
-    };
-    let zk = match block_on(task, Some(deadline)) {
-        Ok(Ok(Ok(zk))) => zk,
-        Ok(Ok(Err(zk::Error::BadArguments(reason)))) => {
-            return Err(Error::InvalidConnectString {
-                connect_string: config.connect_string.clone(),
-                reason: (*reason).to_owned(),
-            })
-        }
-        Ok(Ok(Err(zk::Error::AuthFailed))) => return Err(Error::AuthFailed),
-        Ok(Ok(Err(zk::Error::Timeout))) => {
-            return Err(connect_error("no server granted a session".into()))
-        }
-        Ok(Ok(Err(err))) => return Err(connect_error(err.to_string())),
-        Ok(Err(join)) => return Err(connect_error(format!("connect task failed: {join}"))),
-        Err(task) => {
-            task.abort();
-            return Err(connect_error("no server granted a session".into()));
-        }
-    };
+    // The session exists no earlier than the connect request: the lease starts from there.
+    let (zk, connect_sent) = crate::dial::dial(runtime, config, hosts, deadline)?;
     let acl = config.security.acl;
     let parent_acl = config.security.parents();
     let (zk, chroot) = match chroot {
@@ -114,7 +54,10 @@ pub(crate) fn open_session(
             match block_on(chroot.create(parent_acl), Some(deadline)) {
                 Ok(Ok(())) => {}
                 Ok(Err(err)) => return Err(Error::from_zk(err, root)),
-                Err(_) => return Err(connect_error(format!("could not create chroot {root}"))),
+                Err(_) => {
+                    let reason = format!("could not create chroot {root}");
+                    return Err(crate::dial::gave_up(config, started, reason, Vec::new()));
+                }
             }
             let zk = zk.chroot(root).map_err(|_| Error::InvalidConnectString {
                 connect_string: config.connect_string.clone(),
@@ -337,7 +280,7 @@ impl Session {
         self.state.peek_state()
     }
 
-    fn ended_error(&self) -> Error {
+    pub(crate) fn ended_error(&self) -> Error {
         if let Err(forked) = self.check_process() {
             return forked;
         }
@@ -1017,6 +960,8 @@ async fn sweep(zk: &zk::Client, lock_path: &str, prefix: &str) {
 pub(crate) struct Releases {
     pending: Mutex<usize>,
     idle: Condvar,
+    /// Notified whenever the count changes, for the client's state thread (metrics).
+    pub(crate) changed: tokio::sync::Notify,
 }
 
 struct ReleaseToken(Arc<Releases>);
@@ -1024,7 +969,13 @@ struct ReleaseToken(Arc<Releases>);
 impl Releases {
     fn begin(self: &Arc<Self>) -> ReleaseToken {
         *self.pending.lock() += 1;
+        self.changed.notify_waiters();
         ReleaseToken(self.clone())
+    }
+
+    /// How many releases are being retried in the background.
+    pub(crate) fn pending(&self) -> usize {
+        *self.pending.lock()
     }
 
     /// Waits until no release is pending; `false` if `deadline` passed first.
@@ -1046,6 +997,8 @@ impl Drop for ReleaseToken {
         if *pending == 0 {
             self.0.idle.notify_all();
         }
+        // Runs on the runtime thread: a notification only, never blocking.
+        self.0.changed.notify_waiters();
     }
 }
 

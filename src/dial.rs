@@ -1,0 +1,333 @@
+//! Establishing a session within the connect timeout, and saying why not when it fails.
+//!
+//! The client crate bounds one `connect` by its *requested session timeout*, not by anything
+//! the caller chooses (`Session::start`: `Deadline::until(last_recv + session_timeout)`, then
+//! `Error::Timeout`), and keeps no trace of why each host failed (that only goes to its
+//! `tracing` output). So zklock drives the attempts itself: one pass over every host at a time
+//! (the crate's `fail_eagerly`), passes repeated with a short back-off until the connect
+//! timeout, and after each failed pass every host probed with a plain TCP connect of our own,
+//! to name its cause honestly (refused, unreachable, timed out, DNS, or a TCP connection that
+//! granted no session or no TLS handshake).
+
+use std::fmt;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use log::debug;
+use zookeeper_client as zk;
+
+use crate::error::{Error, Result};
+use crate::runtime::{block_on, Runtime};
+use crate::session::SessionConfig;
+
+/// Why one host of the connect string gave no session, as found out when connecting failed
+/// (see [`Error::Connect`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectCause {
+    /// The host name did not resolve (the resolver's message).
+    Dns(String),
+    /// The TCP connection was refused: nothing listens on that port.
+    Refused,
+    /// The TCP connection got no answer in time (a host that is down, or packets dropped by a
+    /// firewall).
+    TimedOut,
+    /// The host or its network is unreachable, or the TCP connect failed otherwise (the
+    /// system's message).
+    Unreachable(String),
+    /// The host accepts TCP connections but completed no TLS handshake with us (untrusted
+    /// certificate, a certificate not valid for the host name, or a port that does not speak
+    /// TLS).
+    Tls,
+    /// The host accepts TCP connections but granted no session (a server still starting, one
+    /// that lost its quorum, or one refusing this client).
+    NoSession,
+}
+
+impl fmt::Display for ConnectCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectCause::Dns(why) => write!(f, "DNS lookup failed ({why})"),
+            ConnectCause::Refused => f.write_str("connection refused (nothing listens there)"),
+            ConnectCause::TimedOut => f.write_str("TCP connect timed out"),
+            ConnectCause::Unreachable(why) => write!(f, "unreachable ({why})"),
+            ConnectCause::Tls => f.write_str("accepts TCP but completed no TLS handshake"),
+            ConnectCause::NoSession => f.write_str("accepts TCP but granted no session"),
+        }
+    }
+}
+
+/// One host of the connect string and why it gave no session (see [`Error::Connect`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostFailure {
+    /// The host as written in the connect string.
+    pub host: String,
+    /// What the last attempt on it found.
+    pub cause: ConnectCause,
+}
+
+impl fmt::Display for HostFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.host, self.cause)
+    }
+}
+
+/// The first pause between two passes over the hosts; it doubles up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+const MAX_PAUSE: Duration = Duration::from_secs(1);
+
+/// How long probing one host's TCP port may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Connects to `hosts` until a server grants a session or `deadline` passes; returns the
+/// client and when the successful attempt began (the session exists no earlier: its lease
+/// starts there). Stops early, as a failure, when a token the calling thread watches is
+/// cancelled, and, if the config asks for it, when every host refuses the connection.
+pub(crate) fn dial(
+    runtime: &Runtime,
+    config: &SessionConfig,
+    hosts: &str,
+    deadline: Instant,
+) -> Result<(zk::Client, Instant)> {
+    let started = Instant::now();
+    let secure = config.security.is_tls();
+    let mut found: Vec<HostFailure> = Vec::new();
+    let mut pause = FIRST_PAUSE;
+    let mut fast = false;
+    loop {
+        // One pass over every host (`fail_eagerly`): a pass's failure comes back at once, and
+        // the passes, their pauses and the deadline are ours.
+        let connector = config.security.configure(
+            zk::Client::connector()
+                .with_session_timeout(config.session_timeout)
+                .with_fail_eagerly(),
+        )?;
+        let target = hosts.to_owned();
+        let sent = Instant::now();
+        // Connecting spawns the session task, so it must run on the runtime.
+        let task = runtime.handle().spawn(async move {
+            #[cfg(feature = "tls")]
+            if secure {
+                return connector.secure_connect(&target).await;
+            }
+            connector.connect(&target).await
+        });
+        let failure = match block_on(task, Some(deadline)) {
+            Ok(Ok(Ok(zk))) => return Ok((zk, sent)),
+            Ok(Ok(Err(zk::Error::BadArguments(reason)))) => {
+                return Err(Error::InvalidConnectString {
+                    connect_string: config.connect_string.clone(),
+                    reason: (*reason).to_owned(),
+                })
+            }
+            Ok(Ok(Err(zk::Error::AuthFailed))) => return Err(Error::AuthFailed),
+            Ok(Ok(Err(err))) => err.to_string(),
+            Ok(Err(join)) => format!("connect task failed: {join}"),
+            Err(task) => {
+                task.abort(); // The deadline passed (or the caller was stopped) mid-pass.
+                break;
+            }
+        };
+        found = probe_all(hosts, secure, deadline);
+        debug!(
+            "no session from {hosts} yet ({failure}): {}",
+            summary(&found)
+        );
+        if config.fail_fast_if_refused
+            && !found.is_empty()
+            && found.iter().all(|h| h.cause == ConnectCause::Refused)
+        {
+            fast = true;
+            break;
+        }
+        if !pause_until(Instant::now() + pause, deadline) {
+            break;
+        }
+        pause = (pause * 2).min(MAX_PAUSE);
+    }
+    if found.is_empty() {
+        // The one pass ran into the deadline: look at the hosts now, briefly.
+        found = probe_all(hosts, secure, Instant::now() + PROBE_TIMEOUT / 2);
+    }
+    Err(failed(config, started, &found, fast))
+}
+
+/// The error of a connect that gave up, `started` at that instant, with what each host showed
+/// (`fast`: because every host refused).
+fn failed(config: &SessionConfig, started: Instant, found: &[HostFailure], fast: bool) -> Error {
+    if found.iter().any(|h| h.cause == ConnectCause::Tls) {
+        return Error::Tls {
+            reason: format!(
+                "no TLS session within {:?}: {}; is their certificate signed by the configured CA and valid for the host name, and is this their secureClientPort?",
+                waited_since(started),
+                summary(found)
+            ),
+        };
+    }
+    let reason = if fast {
+        format!(
+            "every server refused the connection (failing fast): {}",
+            summary(found)
+        )
+    } else if found.is_empty() {
+        "no server granted a session".to_owned()
+    } else {
+        format!("no server granted a session: {}", summary(found))
+    };
+    gave_up(config, started, reason, found.to_vec())
+}
+
+/// [`Error::Connect`] for a connect `started` at that instant.
+pub(crate) fn gave_up(
+    config: &SessionConfig,
+    started: Instant,
+    reason: String,
+    hosts: Vec<HostFailure>,
+) -> Error {
+    Error::Connect {
+        connect_string: config.connect_string.clone(),
+        timeout: config.connect_timeout,
+        waited: waited_since(started),
+        reason,
+        hosts,
+    }
+}
+
+/// Whole milliseconds: a message then reads "after 4.003s", not "after 4.003218154s".
+fn waited_since(started: Instant) -> Duration {
+    Duration::from_millis(started.elapsed().as_millis() as u64)
+}
+
+fn summary(found: &[HostFailure]) -> String {
+    let each: Vec<String> = found.iter().map(HostFailure::to_string).collect();
+    each.join("; ")
+}
+
+/// Parks until `until`, but not past `deadline`; `false` if `deadline` came first or a token
+/// the calling thread watches was cancelled.
+fn pause_until(until: Instant, deadline: Instant) -> bool {
+    let end = until.min(deadline);
+    loop {
+        if crate::cancel::interrupted() {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= end {
+            return now < deadline;
+        }
+        std::thread::park_timeout(end - now);
+    }
+}
+
+/// Probes every host of `hosts` at once (a thread each), each for at most [`PROBE_TIMEOUT`]
+/// and not past `deadline` by much.
+fn probe_all(hosts: &str, secure: bool, deadline: Instant) -> Vec<HostFailure> {
+    let timeout = deadline
+        .saturating_duration_since(Instant::now())
+        .clamp(Duration::from_millis(100), PROBE_TIMEOUT);
+    let entries: Vec<&str> = hosts
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .collect();
+    std::thread::scope(|scope| {
+        let probes: Vec<_> = entries
+            .iter()
+            .map(|&entry| scope.spawn(move || probe(entry, secure, timeout)))
+            .collect();
+        entries
+            .iter()
+            .zip(probes)
+            .map(|(&entry, probe)| HostFailure {
+                host: entry.to_owned(),
+                cause: probe
+                    .join()
+                    .unwrap_or_else(|_| ConnectCause::Unreachable("probe failed".into())),
+            })
+            .collect()
+    })
+}
+
+/// What a TCP connect of our own to `entry` (`[scheme://]host[:port]`) finds.
+fn probe(entry: &str, secure: bool, timeout: Duration) -> ConnectCause {
+    let (tls, address) = match entry.split_once("://") {
+        Some((scheme, rest)) => (scheme == "tcp+tls", rest),
+        None => (secure, entry),
+    };
+    let (host, port) = host_and_port(address);
+    let addrs: Vec<_> = match (host, port).to_socket_addrs() {
+        Ok(addrs) => addrs.collect(),
+        Err(err) => return ConnectCause::Dns(err.to_string()),
+    };
+    let mut cause = ConnectCause::Dns("no address".into());
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, timeout) {
+            Ok(_) if tls => return ConnectCause::Tls,
+            Ok(_) => return ConnectCause::NoSession,
+            Err(err) => {
+                cause = match err.kind() {
+                    std::io::ErrorKind::ConnectionRefused => ConnectCause::Refused,
+                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                        ConnectCause::TimedOut
+                    }
+                    _ => ConnectCause::Unreachable(err.to_string()),
+                }
+            }
+        }
+    }
+    cause
+}
+
+/// Host and port of an address as the client crate reads it: brackets around IPv6
+/// addresses, an absent or empty port meaning 2181.
+fn host_and_port(address: &str) -> (&str, u16) {
+    const DEFAULT: u16 = 2181;
+    let port = |p: &str| p.parse().unwrap_or(DEFAULT);
+    if let Some(bracketed) = address.strip_prefix('[') {
+        let (ip, after) = bracketed.split_once(']').unwrap_or((bracketed, ""));
+        return (ip, after.strip_prefix(':').map_or(DEFAULT, port));
+    }
+    if address.parse::<std::net::Ipv6Addr>().is_ok() {
+        return (address, DEFAULT);
+    }
+    match address.rsplit_once(':') {
+        Some((host, p)) => (host, port(p)),
+        None => (address, DEFAULT),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_and_port_as_the_client_crate_reads_them() {
+        assert_eq!(host_and_port("zk1:2182"), ("zk1", 2182));
+        assert_eq!(host_and_port("zk1"), ("zk1", 2181));
+        assert_eq!(host_and_port("zk1:"), ("zk1", 2181));
+        assert_eq!(host_and_port("[::1]:2183"), ("::1", 2183));
+        assert_eq!(host_and_port("[::1]"), ("::1", 2181));
+        assert_eq!(host_and_port("::1"), ("::1", 2181));
+    }
+
+    #[test]
+    fn a_port_where_nothing_listens_is_refused_and_a_bad_name_is_dns() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = free.local_addr().unwrap();
+        drop(free);
+        let timeout = Duration::from_secs(1);
+        assert_eq!(
+            probe(&addr.to_string(), false, timeout),
+            ConnectCause::Refused
+        );
+        assert!(matches!(
+            probe("no-such-host.invalid:2181", false, timeout),
+            ConnectCause::Dns(_)
+        ));
+        let listening = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listening.local_addr().unwrap().to_string();
+        assert_eq!(probe(&addr, false, timeout), ConnectCause::NoSession);
+        assert_eq!(probe(&addr, true, timeout), ConnectCause::Tls);
+    }
+}

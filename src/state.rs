@@ -1,0 +1,511 @@
+//! The public session state: [`Client::state`] decides it when called, from the session and its
+//! lease; [`Client::wait_state_change`] waits for it to change; a listener registered with
+//! [`ClientBuilder::on_state_change`](crate::ClientBuilder::on_state_change) is told of every
+//! change.
+//!
+//! Each client has one thread of its own, `zklock-state`, that watches the session the way a
+//! caller would (the client crate's state watcher, plus the caller's clock for the lease), and
+//! on every change logs it, updates the session metrics and hands it to the listener. Nothing of
+//! this runs on the runtime thread, which only wakes the watcher the way it wakes any waiting
+//! caller. The listener runs on yet another thread (`zklock-listener`), fed by a channel, so a
+//! slow listener delays neither the log lines nor the metrics.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::task::Poll;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+use zookeeper_client as zk;
+
+use crate::client::Client;
+use crate::error::Error;
+use crate::metrics;
+use crate::relay::io_log;
+use crate::runtime::{block_on, deadline_after};
+use crate::session::{Liveness, Releases, Session};
+
+/// The state of a [`Client`]'s ZooKeeper session, as [`Client::state`] decides it when called.
+///
+/// It follows the states of Curator's `ConnectionStateListener`: `Suspended` is the one to act
+/// on (stop touching what your locks protect until `Connected` again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SessionState {
+    /// Connected, and the server answered recently enough that it cannot have expired the
+    /// session: the session's locks are held ([`LockState::Held`](crate::LockState::Held)).
+    Connected,
+    /// The connection is down, or the lease ran out: the server has not answered for 2/3 of
+    /// the session timeout (see [`LockGuard::state`](crate::LockGuard::state)). The session
+    /// may still be alive, and comes back `Connected` when the server answers again, or may be
+    /// expiring. Locks held through it read
+    /// [`LockState::Suspended`](crate::LockState::Suspended).
+    Suspended,
+    /// The server expired the session: every lock held through it is lost. The next call on
+    /// the client (an acquisition, a read) opens a new session, and the state turns
+    /// `Connected` again.
+    Expired,
+    /// The client cannot be used any more: [`Client::close`] was called (on any clone), or the
+    /// server rejected its credentials ([`Error::AuthFailed`](crate::Error::AuthFailed)), or
+    /// this is a forked child of the process that connected it. Final.
+    Closed,
+}
+
+impl fmt::Display for SessionState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SessionState::Connected => "connected",
+            SessionState::Suspended => "suspended",
+            SessionState::Expired => "expired",
+            SessionState::Closed => "closed",
+        })
+    }
+}
+
+/// A change of a client's [`SessionState`], as told to the listener registered with
+/// [`ClientBuilder::on_state_change`](crate::ClientBuilder::on_state_change).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StateChange {
+    /// The state before.
+    pub from: SessionState,
+    /// The state now.
+    pub to: SessionState,
+    /// The session the new state is about (after an expiry, the new session once `to` is
+    /// `Connected`).
+    pub session_id: i64,
+    /// How long the client had not been `Connected` when it becomes `Connected` again (how long
+    /// it was out); otherwise how long the previous state lasted.
+    pub after: Duration,
+}
+
+/// A listener for [`StateChange`]s (see
+/// [`ClientBuilder::on_state_change`](crate::ClientBuilder::on_state_change)).
+#[derive(Clone)]
+pub(crate) struct Listener(pub(crate) Arc<dyn Fn(&StateChange) + Send + Sync>);
+
+impl fmt::Debug for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Listener")
+    }
+}
+
+/// What a client observes and reports, as its builder set it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Observe {
+    /// Adds the lock path as a `path` label to per-lock metrics.
+    pub(crate) path_label: bool,
+    pub(crate) listener: Option<Listener>,
+}
+
+/// The state of `session`, decided now on the calling thread.
+pub(crate) fn of_session(session: &Session) -> SessionState {
+    match session.liveness() {
+        Liveness::Connected if session.lease.remaining().is_some() => SessionState::Connected,
+        Liveness::Connected | Liveness::Disconnected => SessionState::Suspended,
+        Liveness::Ended => match session.ended_error() {
+            Error::SessionExpired => SessionState::Expired,
+            _ => SessionState::Closed,
+        },
+    }
+}
+
+impl Client {
+    /// The state of the session, decided when called, on the calling thread; never blocks.
+    ///
+    /// `Connected` only while the session is connected *and* its lease has not run out (the
+    /// server answered a request sent less than 2/3 of the session timeout ago), so a process
+    /// that was frozen, or whose network thread stalled, never reads `Connected` from stale
+    /// news. See [`SessionState`] for the others.
+    pub fn state(&self) -> SessionState {
+        self.current()
+            .map_or(SessionState::Closed, |s| of_session(&s))
+    }
+
+    /// Blocks until [`state`](Self::state) differs from `seen`, and returns the new state; or
+    /// returns the current state (still `seen`) once `timeout` (monotonic clock, from the call)
+    /// has passed.
+    ///
+    /// Pass the state you last acted on, so that no change between two calls is missed:
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// use std::time::Duration;
+    /// use zklock::SessionState;
+    /// let mut seen = client.state();
+    /// while seen != SessionState::Closed {
+    ///     seen = client.wait_state_change(seen, Duration::from_secs(60));
+    ///     println!("session is {seen}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Wakes on the session's changes, on its own when the lease runs out (the calling
+    /// thread's clock: a stalled network thread cannot keep it waiting), when a new session
+    /// replaces an expired one, and at once when the client is closed (returning
+    /// [`SessionState::Closed`]). A session `Expired` stays so until some call on the client
+    /// opens a new one: this wait does not open it.
+    pub fn wait_state_change(&self, seen: SessionState, timeout: Duration) -> SessionState {
+        let deadline = deadline_after(timeout);
+        let _watching = self.watch_close();
+        loop {
+            // Registered before looking, so that a notification in between is not missed.
+            let replaced = self.hub().notify.notified();
+            let session = self.current();
+            let mut watcher = session.as_ref().map(|s| s.state_watcher());
+            let now = session.as_deref().map_or(SessionState::Closed, of_session);
+            if now != seen || Instant::now() >= deadline || crate::cancel::interrupted() {
+                return now;
+            }
+            let wake = session
+                .as_deref()
+                .map_or(deadline, |s| next_look(s, now).min(deadline));
+            drop(session);
+            wait_any(watcher.as_mut(), replaced, None, wake);
+        }
+    }
+}
+
+/// When to look again at a session in state `now` if nothing is notified: when the lease runs
+/// out; while suspended on a live connection (the lease ran out, a renewal brings it back
+/// without any event), every [`LEASE_POLL`].
+fn next_look(session: &Session, now: SessionState) -> Instant {
+    match now {
+        SessionState::Connected => session.lease.expiry(),
+        SessionState::Suspended if session.liveness() == Liveness::Connected => {
+            Instant::now() + LEASE_POLL
+        }
+        _ => deadline_after(Duration::MAX),
+    }
+}
+
+/// How often a suspended session on a live connection is looked at again.
+const LEASE_POLL: Duration = Duration::from_millis(50);
+
+/// Blocks the calling thread until the session's state changes, `replaced` or `releases` is
+/// notified, `deadline` passes, or a token the thread watches is cancelled.
+fn wait_any(
+    watcher: Option<&mut zk::StateWatcher>,
+    replaced: Notified<'_>,
+    releases: Option<Notified<'_>>,
+    deadline: Instant,
+) {
+    let mut changed = watcher.map(|w| Box::pin(w.changed()));
+    let mut replaced = std::pin::pin!(replaced);
+    let mut releases = releases.map(Box::pin);
+    let any = std::future::poll_fn(|cx| {
+        let changed = changed
+            .as_mut()
+            .is_some_and(|c| c.as_mut().poll(cx).is_ready());
+        let released = releases
+            .as_mut()
+            .is_some_and(|r| Pin::new(r).poll(cx).is_ready());
+        if changed || released || replaced.as_mut().poll(cx).is_ready() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    });
+    let _ = block_on(Box::pin(any), Some(deadline));
+}
+
+/// Shared by a client and its state thread.
+pub(crate) struct Hub {
+    /// Notified when the session is replaced or closed, and to stop the state thread.
+    notify: Notify,
+    stop: AtomicBool,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    /// The process that started the thread: a forked child has no such thread.
+    pid: u32,
+}
+
+impl Hub {
+    pub(crate) fn new() -> Arc<Hub> {
+        Arc::new(Hub {
+            notify: Notify::new(),
+            stop: AtomicBool::new(false),
+            thread: Mutex::new(None),
+            pid: std::process::id(),
+        })
+    }
+
+    /// Wakes everyone waiting for a state change to look again. Never blocks.
+    pub(crate) fn notify(&self) {
+        self.notify.notify_waiters();
+    }
+
+    /// Starts the client's state thread. `client` gives it the client while it looks (it keeps
+    /// no client between looks, so that dropping the last clone ends it).
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        client: impl Fn() -> Option<Client> + Send + 'static,
+        releases: Arc<Releases>,
+        observe: &Observe,
+        session_id: i64,
+    ) {
+        metrics::describe();
+        let hub = self.clone();
+        let listener = observe.listener.clone();
+        let spawned = thread::Builder::new()
+            .name("zklock-state".into())
+            .spawn(move || watch(&hub, client, &releases, listener, session_id));
+        match spawned {
+            Ok(thread) => *self.thread.lock() = Some(thread),
+            Err(err) => {
+                log::warn!("zklock: no state thread ({err}): state changes are not logged or told")
+            }
+        }
+    }
+
+    /// Stops the state thread and waits for it (not when called on that thread itself, or in a
+    /// forked child, which has no such thread).
+    pub(crate) fn shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.notify();
+        let Some(thread) = self.thread.lock().take() else {
+            return;
+        };
+        if self.pid != std::process::id() || thread.thread().id() == thread::current().id() {
+            drop(thread); // Detached: it ends on its own.
+        } else if thread.join().is_err() {
+            log::warn!("zklock state thread panicked");
+        }
+    }
+}
+
+/// What the state thread last saw and published.
+struct Seen {
+    state: SessionState,
+    /// When `state` began.
+    since: Instant,
+    /// When the session last stopped being `Connected`.
+    out_since: Instant,
+    session_id: i64,
+    /// The connection (not only the lease) was lost during this time out.
+    lost_connection: bool,
+    /// This client's contribution to the process-wide gauges.
+    connected: f64,
+    releases: usize,
+}
+
+/// The state thread: looks at the session whenever something may have changed, and publishes
+/// every change.
+fn watch(
+    hub: &Hub,
+    client: impl Fn() -> Option<Client>,
+    releases: &Releases,
+    listener: Option<Listener>,
+    session_id: i64,
+) {
+    let listener = listener.and_then(start_listener);
+    let now = Instant::now();
+    let mut seen = Seen {
+        state: SessionState::Connected,
+        since: now,
+        out_since: now,
+        session_id,
+        lost_connection: false,
+        connected: 1.0,
+        releases: 0,
+    };
+    metrics::session_series();
+    metrics::connected(1.0);
+    loop {
+        let replaced = hub.notify.notified();
+        let released = releases.changed.notified();
+        let pending = releases.pending();
+        if pending != seen.releases {
+            metrics::background_releases(pending as f64 - seen.releases as f64);
+            seen.releases = pending;
+        }
+        let session = match client() {
+            Some(client) if !hub.stop.load(Ordering::SeqCst) => client.current(),
+            _ => None, // Dropped, or being dropped.
+        };
+        let mut watcher = session.as_ref().map(|s| s.state_watcher());
+        let (now, id) = session
+            .as_deref()
+            .map_or((SessionState::Closed, seen.session_id), |s| {
+                (of_session(s), s.id)
+            });
+        if session
+            .as_ref()
+            .is_some_and(|s| s.state() == zk::SessionState::Disconnected)
+        {
+            seen.lost_connection = true;
+        }
+        if now != seen.state || id != seen.session_id {
+            publish(&mut seen, now, id, listener.as_ref());
+        }
+        if now == SessionState::Closed {
+            break;
+        }
+        let wake = session
+            .as_deref()
+            .map_or(Instant::now(), |s| next_look(s, now));
+        drop(session);
+        wait_any(watcher.as_mut(), replaced, Some(released), wake);
+    }
+    // Take this client out of the process-wide gauges.
+    metrics::connected(-seen.connected);
+    metrics::background_releases(-(seen.releases as f64));
+}
+
+/// Logs the change from `seen` to `now` (on session `id`), updates the metrics and tells the
+/// listener. Lines go through the log relay: a blocking logger must not hold up this thread.
+fn publish(
+    seen: &mut Seen,
+    now: SessionState,
+    id: i64,
+    listener: Option<&mpsc::Sender<StateChange>>,
+) {
+    use SessionState::*;
+    let at = Instant::now();
+    let out = at - seen.out_since;
+    let old = seen.session_id;
+    // A session replaced between two looks expired in between.
+    if id != old && seen.state != Expired {
+        io_log!(
+            Warn,
+            "zookeeper session {old:#x} expired: every lock held through it is lost"
+        );
+        metrics::expired();
+    }
+    match now {
+        Connected => {
+            if id != old {
+                io_log!(
+                    Info,
+                    "zookeeper session {id:#x} replaces expired session {old:#x}; out for {out:?}"
+                );
+            } else {
+                io_log!(Info, "zookeeper session {id:#x} recovered after {out:?}");
+            }
+            if id != old || seen.lost_connection {
+                metrics::reconnected();
+            }
+        }
+        Suspended if seen.state == Connected => {
+            let why = if seen.lost_connection {
+                "connection lost"
+            } else {
+                "no answer from the server for 2/3 of the session timeout (the lease ran out)"
+            };
+            io_log!(
+                Info,
+                "zookeeper session {id:#x} suspended: {why}; its locks read Suspended"
+            );
+        }
+        Suspended => {}
+        Expired => {
+            io_log!(Warn, "zookeeper session {id:#x} expired (out for {out:?}): every lock held through it is lost; the next call opens a new session");
+            metrics::expired();
+        }
+        Closed => io_log!(Info, "zookeeper session {id:#x} closed"),
+    }
+    let after = if now == Connected {
+        out
+    } else {
+        at - seen.since
+    };
+    let connected = if now == Connected { 1.0 } else { 0.0 };
+    if connected != seen.connected {
+        metrics::connected(connected - seen.connected);
+        seen.connected = connected;
+    }
+    if seen.state == Connected {
+        seen.out_since = at;
+    }
+    if now == Connected {
+        seen.lost_connection = false;
+    }
+    if let Some(listener) = listener {
+        let _ = listener.send(StateChange {
+            from: seen.state,
+            to: now,
+            session_id: id,
+            after,
+        });
+    }
+    seen.state = now;
+    seen.since = at;
+    seen.session_id = id;
+}
+
+/// Starts the listener's thread; it ends once the state thread drops the sender and every
+/// change queued has been told.
+fn start_listener(listener: Listener) -> Option<mpsc::Sender<StateChange>> {
+    let (changes, receiver) = mpsc::channel::<StateChange>();
+    let spawned = thread::Builder::new()
+        .name("zklock-listener".into())
+        .spawn(move || {
+            for change in receiver {
+                // A panicking listener is told the next change all the same.
+                let told = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    (listener.0)(&change)
+                }));
+                if told.is_err() {
+                    io_log!(Warn, "the zklock state listener panicked on {change:?}");
+                }
+            }
+        });
+    match spawned {
+        Ok(_detached) => Some(changes),
+        Err(err) => {
+            log::warn!("zklock: no listener thread ({err}): state changes are not told");
+            None
+        }
+    }
+}
+
+/// Against the real server of the integration tests (`ZK_CONNECT`, default 127.0.0.1:2181),
+/// with zklock's runtime thread held up as a blocking logger would.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stalled_runtime_thread_reads_suspended_on_the_callers_clock_and_is_told() {
+        let hosts = std::env::var("ZK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".into());
+        let (changes, told) = mpsc::channel();
+        let client = Client::builder(&hosts)
+            .session_timeout(Duration::from_secs(4))
+            .on_state_change(move |change| {
+                let _ = changes.send((Instant::now(), change.clone()));
+            })
+            .connect()
+            .expect("ZooKeeper must be running: scripts/start-zk.sh");
+        // Longer than the lease can run (2/3 of 4 s), shorter than the server's patience.
+        let stall = Duration::from_secs(3);
+        client.session(None).unwrap().stall_runtime_for_tests(stall);
+        let stalled = Instant::now();
+        let state = client.wait_state_change(SessionState::Connected, Duration::from_secs(20));
+        let woke = stalled.elapsed();
+        assert_eq!(state, SessionState::Suspended);
+        assert!(
+            woke < stall,
+            "woke after {woke:?}, when the runtime ran again"
+        );
+        assert_eq!(client.state(), SessionState::Suspended);
+        let (at, change) = told.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert_eq!(change.to, SessionState::Suspended);
+        assert!(
+            at < stalled + stall,
+            "told only when the runtime thread ran again"
+        );
+        // Once it runs again, the session answers (or, on a very slow machine, has expired).
+        let after = client.wait_state_change(SessionState::Suspended, Duration::from_secs(20));
+        assert!(
+            matches!(after, SessionState::Connected | SessionState::Expired),
+            "{after:?}"
+        );
+    }
+}
