@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::layout::{
     check_data_size, owner_data, protected_prefix, sorted_lock_nodes, LockNode, LEASE_NAME,
 };
-use crate::session::{Create, Liveness, NodeStat, Session};
+use crate::session::{Create, Liveness, NodeStat, Prefetched, Session, Then};
 use crate::wait::{Attempt, Patience};
 use crate::watch::{NodeEvent, OwnNodeWatch, Signal, Wake};
 
@@ -418,11 +418,11 @@ fn contend(
         return gave_up(session);
     };
     loop {
-        let children = match children.take() {
-            Some(children) => children,
+        let listed = match children.take() {
+            Some(listed) => listed,
             None => session.list(lock_path, deadline)?,
         };
-        let nodes = sorted_lock_nodes(children, &kind.lock_names());
+        let nodes = sorted_lock_nodes(listed, &kind.lock_names());
         let Some(ours) = nodes.iter().position(|n| n.name == name) else {
             return Err(node_vanished(&mut contender, lock_path));
         };
@@ -440,26 +440,45 @@ fn contend(
         // A fresh mailbox per watch: an event the previous watch task posted on its way out
         // (say, a deletion delivered on reconnect) must not be read as news about this one.
         let signal = Signal::new();
-        let watch = match session.watch_node(&blocker_path, &signal, deadline) {
-            Ok(Some(watch)) => watch,
-            Ok(None) => continue, // Gone already: re-list at once.
-            Err(Error::ConnectionLoss) => return gave_up(session),
-            Err(err) => return Err(err),
+        // What we will need to know once the blocker is deleted, asked from the runtime the
+        // moment the deletion is notified (the round trip overlaps our wake-up): with no other
+        // node ahead, only whether our own node is still there; else the queue.
+        let then = if sole_blocker {
+            Then::ReadOwn(contender.node_path.clone())
+        } else {
+            Then::List(lock_path.to_owned())
         };
+        let (watch, prefetch) =
+            match session.watch_node(&blocker_path, &signal, deadline, Some(then)) {
+                Ok(Some(watched)) => watched,
+                Ok(None) => continue, // Gone already: re-list at once.
+                Err(Error::ConnectionLoss) => return gave_up(session),
+                Err(err) => return Err(err),
+            };
         debug!("{} waits for {blocker_path}", contender.node_path);
         match wait_for_change(session, &signal, &mut contender, deadline)? {
             Woken::Deleted if sole_blocker && session.liveness() == Liveness::Connected => {
                 // No listing needed (nothing can be ahead of us now), but our own node must
                 // still be there: someone may have deleted it while we waited. Reading one
                 // node is cheaper than listing a long queue.
-                match session.get_data(&contender.node_path, deadline)? {
-                    Some((_, now)) if now.czxid == stat.czxid => {
+                let own = match prefetch.take() {
+                    Some(Prefetched::Own(own)) => own,
+                    _ => session.get_data(&contender.node_path, deadline)?.map(|(_, s)| s),
+                };
+                match own {
+                    Some(now) if now.czxid == stat.czxid => {
                         return claim(contender, lock_path, stat).map(Some)
                     }
                     _ => return Err(node_vanished(&mut contender, lock_path)),
                 }
             }
-            Woken::Deleted | Woken::Recheck => {}
+            Woken::Deleted => {
+                // The queue as it is after the deletion, if the runtime could read it.
+                if let Some(Prefetched::Children(listed)) = prefetch.take() {
+                    children = Some(listed);
+                }
+            }
+            Woken::Recheck => {}
             Woken::TimedOut => return gave_up(session),
         }
         drop(watch);

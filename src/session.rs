@@ -16,7 +16,9 @@ use crate::lease::Lease;
 use crate::relay::io_log;
 use crate::runtime::{block_on, deadline_after, Runtime};
 use crate::security::{NodeAcl, Security};
-use crate::watch::{retry_pause_async, NodeFlags, NodeWatch, OwnNodeWatch, Signal, RETRY_PAUSE};
+use crate::watch::{
+    retry_pause_async, FollowUp, NodeFlags, NodeWatch, OwnNodeWatch, Signal, RETRY_PAUSE,
+};
 
 /// What a session is opened with; [`ClientBuilder`](crate::ClientBuilder) fills it in.
 #[derive(Debug, Clone)]
@@ -244,6 +246,55 @@ type ZkResult<T> = std::result::Result<T, zk::Error>;
 /// The replies to a pipelined create (node name, stat) and listing.
 type CreateAndList = (ZkResult<(String, NodeStat)>, ZkResult<Vec<String>>);
 type Op<T> = std::pin::Pin<Box<dyn std::future::Future<Output = ZkResult<T>> + Send>>;
+
+/// The request a waiter sends as soon as the node it waits for is deleted (see
+/// [`Session::watch_node`]): sent from the runtime the moment the deletion is notified, on the
+/// same session, so its reply reflects the queue as it is after the deletion.
+#[derive(Debug, Clone)]
+pub(crate) enum Then {
+    /// List the lock path.
+    List(String),
+    /// Read our own node's stat.
+    ReadOwn(String),
+}
+
+/// The reply to a [`Then`] request, once the deletion it followed was notified.
+#[derive(Debug)]
+pub(crate) enum Prefetched {
+    Children(Vec<String>),
+    /// Our node's stat, `None` if it is gone.
+    Own(Option<NodeStat>),
+}
+
+/// Where a [`Then`] request's reply lands; empty if there was none (or it failed: the waiter
+/// then sends the request itself).
+#[derive(Default, Clone)]
+pub(crate) struct Prefetch(Arc<Mutex<Option<Prefetched>>>);
+
+impl Prefetch {
+    pub(crate) fn take(&self) -> Option<Prefetched> {
+        self.0.lock().take()
+    }
+}
+
+impl Then {
+    fn follow_up(self, zk: zk::Client, slot: Prefetch) -> FollowUp {
+        Box::new(move || {
+            Box::pin(async move {
+                let reply = match self {
+                    Then::List(path) => zk.list_children(&path).await.map(Prefetched::Children),
+                    Then::ReadOwn(path) => zk
+                        .check_stat(&path)
+                        .await
+                        .map(|stat| Prefetched::Own(stat.as_ref().map(NodeStat::from))),
+                };
+                if let Ok(reply) = reply {
+                    *slot.0.lock() = Some(reply);
+                }
+            })
+        })
+    }
+}
 
 /// Outcome of [`Session::create_lock_node`].
 pub(crate) enum Create {
@@ -777,7 +828,8 @@ impl Session {
         path: &str,
         signal: &Arc<Signal>,
         deadline: Option<Instant>,
-    ) -> Result<Option<NodeWatch>> {
+        then: Option<Then>,
+    ) -> Result<Option<(NodeWatch, Prefetch)>> {
         let watcher = self.retry(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move {
                 match zk.get_and_watch_data(&p).await {
@@ -787,9 +839,22 @@ impl Session {
                 }
             })
         })?;
-        Ok(watcher.map(|watcher| {
-            NodeWatch::spawn(&self.handle, watcher, self.state_watcher(), signal.clone())
-        }))
+        let Some(watcher) = watcher else {
+            return Ok(None);
+        };
+        let prefetch = Prefetch::default();
+        let follow_up = match then {
+            None => None,
+            Some(then) => Some(then.follow_up(self.zk()?, prefetch.clone())),
+        };
+        let watch = NodeWatch::spawn(
+            &self.handle,
+            watcher,
+            self.state_watcher(),
+            signal.clone(),
+            follow_up,
+        );
+        Ok(Some((watch, prefetch)))
     }
 
     /// Lists `path` and sets a child watch that signals `signal` (like [`watch_node`]
@@ -809,7 +874,7 @@ impl Session {
         })?;
         Ok((
             children,
-            NodeWatch::spawn(&self.handle, watcher, self.state_watcher(), signal.clone()),
+            NodeWatch::spawn(&self.handle, watcher, self.state_watcher(), signal.clone(), None),
         ))
     }
 

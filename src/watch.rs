@@ -97,17 +97,28 @@ impl Signal {
     }
 }
 
+/// Work a [`NodeWatch`] does on the runtime when its node is deleted (see
+/// [`NodeWatch::spawn`]); it keeps its own result.
+pub(crate) type FollowUp = Box<
+    dyn FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send,
+>;
+
 /// A watch being waited on; dropping it cancels the task (and with it the server-side watch).
 pub(crate) struct NodeWatch {
     task: JoinHandle<()>,
 }
 
 impl NodeWatch {
+    /// `on_deleted`, if given, runs on the runtime as soon as the node's deletion is
+    /// notified, before the waiting thread is woken: the request the waiter would send next
+    /// (a listing, a read of its own node) is sent at once from here, so its round trip
+    /// overlaps the waiter's wake-up instead of following it.
     pub(crate) fn spawn(
         runtime: &tokio::runtime::Handle,
         watcher: zk::OneshotWatcher,
         mut state: zk::StateWatcher,
         signal: Arc<Signal>,
+        on_deleted: Option<FollowUp>,
     ) -> NodeWatch {
         let task = runtime.spawn(async move {
             let fired = watcher.changed();
@@ -115,11 +126,15 @@ impl NodeWatch {
             loop {
                 tokio::select! {
                     event = &mut fired => {
-                        signal.post_node(match event.event_type {
+                        let event = match event.event_type {
                             zk::EventType::NodeDeleted => NodeEvent::Deleted,
                             zk::EventType::Session => NodeEvent::SessionEnded,
                             _ => NodeEvent::Changed,
-                        });
+                        };
+                        if let (NodeEvent::Deleted, Some(follow_up)) = (event, on_deleted) {
+                            follow_up().await;
+                        }
+                        signal.post_node(event);
                         return;
                     }
                     // Never returns after a terminal state; the watcher then reports it instead.
