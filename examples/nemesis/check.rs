@@ -87,6 +87,8 @@ struct Fault {
     what: String,
     start: u64,
     heal: Option<u64>,
+    /// What the nemesis saw it do: packets dropped or delayed.
+    effect: String,
 }
 
 #[derive(Default)]
@@ -259,10 +261,12 @@ pub fn run(args: &Args) -> anyhow::Result<bool> {
                 what: f[4..].join(" "),
                 start: num(1),
                 heal: None,
+                effect: String::new(),
             }),
             "H" => {
                 if let Some(fault) = faults.iter_mut().find(|x| x.n == num(2) as usize) {
                     fault.heal = Some(num(1));
+                    fault.effect = f.get(4).unwrap_or(&"").to_string();
                 }
             }
             "Z" => stop = num(1),
@@ -413,7 +417,8 @@ pub fn run(args: &Args) -> anyhow::Result<bool> {
         );
         let errors = writes.len() - acked - unknown - refused - notsent;
         println!(
-            "register {register}: final {final_value} (token {final_token:#x}); writes: {acked} acked, {unknown} unknown, {refused} refused by the fence, {notsent} not sent, {errors} other errors"
+            "register {register}: final {final_value} (token {final_token:#x}); writes: {acked} acked, {unknown} unknown ({} of them applied), {refused} refused by the fence, {notsent} not sent, {errors} other errors",
+            final_value as i64 - acked as i64
         );
         *write_counts.entry("acked".into()).or_default() += acked;
         *write_counts.entry("refused".into()).or_default() += refused;
@@ -500,7 +505,9 @@ pub fn run(args: &Args) -> anyhow::Result<bool> {
     }
 
     // ------------------------------------------------------------ 4. progress
-    let mut per_kind: BTreeMap<String, Vec<(u64, usize, u64)>> = BTreeMap::new();
+    // Per kind: (recovery, acquisitions during, longest gap, acquisition latencies during).
+    type Row = (u64, usize, u64, Vec<u64>);
+    let mut per_kind: BTreeMap<String, Vec<Row>> = BTreeMap::new();
     println!("faults (time from the start of the clients; recovery = heal to every client's next acquisition):");
     for fault in &faults {
         let Some(heal) = fault.heal else { continue };
@@ -555,12 +562,17 @@ pub fn run(args: &Args) -> anyhow::Result<bool> {
         stamps.push(heal + worst);
         stamps.sort_unstable();
         let gap = stamps.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let latencies: Vec<u64> = holds
+            .iter()
+            .filter(|h| h.t_acq >= fault.start && h.t_acq <= heal)
+            .map(|h| h.t_acq - h.t_call)
+            .collect();
         per_kind
             .entry(fault.kind.clone())
             .or_default()
-            .push((worst, during, gap));
+            .push((worst, during, gap, latencies));
         println!(
-            "  {:6.1} s  fault {:2} {:14} {:5.1} s  {:4} acquisitions during, longest gap {:5.1} s, recovery {:5.1} s{}  [{}]",
+            "  {:6.1} s  fault {:2} {:14} {:5.1} s  {:4} acquisitions during, longest gap {:5.1} s, recovery {:5.1} s{}  [{}; {}]",
             rel(fault.start),
             fault.n,
             fault.kind,
@@ -569,20 +581,64 @@ pub fn run(args: &Args) -> anyhow::Result<bool> {
             gap as f64 / 1e9,
             worst as f64 / 1e9,
             if censored { " (run ended first)" } else { "" },
-            fault.what
+            fault.what,
+            fault.effect
         );
     }
-    println!(
-        "per fault kind: count, recovery mean / max, longest gap without any acquisition (max):"
-    );
+    println!("per fault kind: count | recovery after heal mean / max | longest gap without any acquisition, mean / max | acquisitions/s during | acquisition latency during, median / max:");
+    let secs_in = |kind: &str| -> f64 {
+        faults
+            .iter()
+            .filter(|f| f.kind == kind)
+            .filter_map(|f| Some((f.heal? - f.start) as f64 / 1e9))
+            .sum()
+    };
     for (kind, rows) in &per_kind {
         let n = rows.len() as f64;
-        let mean = rows.iter().map(|r| r.0).sum::<u64>() as f64 / n / 1e9;
-        let max = rows.iter().map(|r| r.0).max().unwrap_or(0) as f64 / 1e9;
-        let gap = rows.iter().map(|r| r.2).max().unwrap_or(0) as f64 / 1e9;
+        let mean = |f: &dyn Fn(&Row) -> u64| rows.iter().map(f).sum::<u64>() as f64 / n / 1e9;
+        let max = |f: &dyn Fn(&Row) -> u64| rows.iter().map(f).max().unwrap_or(0) as f64 / 1e9;
+        let mut lat: Vec<u64> = rows.iter().flat_map(|r| r.3.iter().copied()).collect();
+        lat.sort_unstable();
+        let median = lat.get(lat.len() / 2).map_or(f64::NAN, |&l| l as f64 / 1e6);
+        let worst = lat.last().map_or(f64::NAN, |&l| l as f64 / 1e6);
+        let acquired: usize = rows.iter().map(|r| r.1).sum();
         println!(
-            "  {kind:14} {:3}  recovery {mean:5.1} / {max:5.1} s  gap {gap:5.1} s",
-            rows.len()
+            "  {kind:14} {:3} | {:5.1} / {:5.1} s | {:5.1} / {:5.1} s | {:5.1} | {median:6.0} / {worst:6.0} ms",
+            rows.len(),
+            mean(&|r| r.0),
+            max(&|r| r.0),
+            mean(&|r| r.2),
+            max(&|r| r.2),
+            acquired as f64 / secs_in(kind).max(0.001),
+        );
+    }
+    // The same outside faults, for comparison.
+    let calm: Vec<u64> = holds
+        .iter()
+        .filter(|h| {
+            !faults
+                .iter()
+                .any(|f| h.t_acq >= f.start && h.t_acq <= f.heal.unwrap_or(u64::MAX))
+        })
+        .map(|h| h.t_acq - h.t_call)
+        .collect();
+    if !calm.is_empty() {
+        let mut calm = calm;
+        calm.sort_unstable();
+        let calm_secs = (stop.max(start) - start) as f64 / 1e9
+            - faults
+                .iter()
+                .filter_map(|f| Some((f.heal? - f.start) as f64 / 1e9))
+                .sum::<f64>();
+        println!(
+            "  {:14} {:>3} | {:>15} | {:>15} | {:5.1} | {:6.0} / {:6.0} ms",
+            "between faults",
+            "",
+            "",
+            "",
+            calm.len() as f64 / calm_secs.max(0.001),
+            calm[calm.len() / 2] as f64 / 1e6,
+            *calm.last().unwrap() as f64 / 1e6
         );
     }
     let mut latencies: Vec<u64> = holds.iter().map(|h| h.t_acq - h.t_call).collect();
