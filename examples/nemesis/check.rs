@@ -20,8 +20,9 @@
 //!    never shared by two holds.
 //! 4. Progress: after each heal, the time until each client's next acquisition; over
 //!    `--bound` seconds (default 30) is a violation. The worst is reported.
-//! 5. Leftovers, once the clients have exited: no lock node under any lock path, no watch on
-//!    any server (`wchs`), every client exited 0.
+//! 5. Leftovers: no watch on any server while every client is idle with its session still
+//!    open (`wchc`, taken by the orchestrator), and once the clients have exited no lock node
+//!    under any lock path, no watch on any server (`wchs`), every client exited 0.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -677,6 +678,22 @@ pub fn run(args: &Args) -> anyhow::Result<bool> {
             "VIOLATION only {} of {clients} clients reported an exit",
             exits.len()
         );
+    }
+    // Watches held by the clients while idle (sessions open, nothing held or wanted).
+    if let Ok(idle) = std::fs::read_to_string(dir.join("idle-watches")) {
+        let paths: Vec<&str> = idle
+            .lines()
+            .filter(|l| l.trim_start().starts_with('/'))
+            .map(str::trim)
+            .collect();
+        if !paths.is_empty() {
+            v.leftovers += paths.len();
+            println!(
+                "VIOLATION {} watches held by idle clients (no lock held or wanted):\n{}",
+                paths.len(),
+                idle
+            );
+        }
     }
     if !state.nodes.is_empty() {
         v.leftovers += state.nodes.len();

@@ -16,6 +16,7 @@
 //!                                           acked, refused (LockLost), unknown
 //!                                           (OutcomeUnknown), notsent (ConnectionLoss), error
 //! R h <t> <t_done> <ok|err ...>             release (unlock) and its outcome
+//! I <t>                                     stopped locking, idle with the session open
 //! X <t>                                     exiting
 //! ```
 
@@ -133,6 +134,14 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 sleep(w.rng.millis(100, 400));
             }
         }
+    }
+    // Idle, session still open: the orchestrator now counts the watches we leave behind (a
+    // waiter that gave up must not leave its watch), then lets us exit.
+    w.log.line(format!("I {}", mono_ns()));
+    let exit = dir.join("exit");
+    let idle_limit = mono_ns() + 120_000_000_000;
+    while !exit.exists() && mono_ns() < idle_limit {
+        sleep(Duration::from_millis(100));
     }
     w.log.line(format!("X {}", mono_ns()));
     drop((mutex, rwlock, semaphore));

@@ -217,7 +217,25 @@ impl Run {
         self.note(format!("Z {stop}"));
         File::create(self.dir.join("stop"))?;
         self.say("stopping clients");
+        // Every client idle (session open, no lock held or wanted): what watches are left?
         let deadline = mono_ns() + 60_000_000_000;
+        loop {
+            let idle = (1..=self.clients).all(|c| {
+                std::fs::read_to_string(self.dir.join(format!("c{c}/client.log")))
+                    .is_ok_and(|log| log.contains("\nI "))
+            });
+            if idle || mono_ns() > deadline {
+                break;
+            }
+            sleep(Duration::from_millis(100));
+        }
+        sleep(Duration::from_secs(1));
+        let mut watches = String::new();
+        for i in 1..=SERVERS {
+            watches += &format!("server {i}\n{}", four(i, "wchc"));
+        }
+        std::fs::write(self.dir.join("idle-watches"), watches)?;
+        File::create(self.dir.join("exit"))?;
         for i in 0..self.client_procs.len() {
             let status = loop {
                 if let Some(status) = self.client_procs[i].try_wait()? {
