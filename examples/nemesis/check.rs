@@ -20,8 +20,8 @@
 //!    never shared by two holds.
 //! 4. Progress: after each heal, the time until each client's next acquisition; over
 //!    `--bound` seconds (default 30) is a violation. The worst is reported.
-//! 5. Leftovers: no watch on any server while every client is idle with its session still
-//!    open (`wchc`, taken by the orchestrator), and once the clients have exited no lock node
+//! 5. Leftovers: no lock node and no watch (`wchc`) while every client is idle with its session
+//!    still open (recorded by the orchestrator), and once the clients have exited no lock node
 //!    under any lock path, no watch on any server (`wchs`), every client exited 0.
 
 use std::collections::{BTreeMap, HashMap};
@@ -693,6 +693,19 @@ pub fn run(args: &Args) -> anyhow::Result<bool> {
                 paths.len(),
                 idle
             );
+        }
+    }
+    if let Ok(idle) = std::fs::read_to_string(dir.join("idle-nodes")) {
+        let nodes: Vec<&str> = idle.lines().filter(|l| !l.is_empty()).collect();
+        if !nodes.is_empty() {
+            v.leftovers += nodes.len();
+            println!(
+                "VIOLATION {} lock nodes exist while every client is idle (orphans):",
+                nodes.len()
+            );
+            for node in nodes {
+                println!("    {node}");
+            }
         }
     }
     if !state.nodes.is_empty() {

@@ -16,8 +16,9 @@
 //! - `split`: one server and some clients cut from the other two servers and clients.
 //! - `cut-client`: one client cut from the server it is connected to, and from nothing else.
 //! - `loss`: random loss in one direction only (nftables `numgen random`), 30/60/90 %.
-//! - `latency`: every packet of one client or one server held for longer than the session
-//!   timeout (iptables-legacy `NFQUEUE` + `nemesis delay`; see delay.rs for why not netem).
+//! - `latency`: every packet of one client or one server held for 1.2-2x the session timeout
+//!   (7 times in 10; otherwise 0.3-0.6x, where the session survives and replies come late), by
+//!   iptables-legacy `NFQUEUE` + `nemesis delay` (see delay.rs for why not netem).
 //! - `pause-client`: SIGSTOP of a client past its session timeout, then SIGCONT.
 //! - `pause-server`: SIGSTOP of a server (the leader half of the time), then SIGCONT.
 //! - `kill-server`: SIGKILL of one server (sometimes two: no quorum), restart after 1-5 s.
@@ -31,11 +32,11 @@ use std::thread::sleep;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use zklock::Client;
+use zklock::{Client, DistributedMutex, DistributedRwLock, Semaphore};
 
 use crate::{
-    client_addr, client_uid, connect_string, mono_ns, server_addr, Args, Rng, CLIENT_PORT,
-    REG_MUTEX, REG_RW, SERVERS,
+    client_addr, client_uid, connect_string, mono_ns, server_addr, Args, Rng, CLIENT_PORT, MUTEX,
+    PERMITS, REG_MUTEX, REG_RW, RWLOCK, SEMAPHORE, SERVERS,
 };
 
 const KINDS: [&str; 8] = [
@@ -235,6 +236,9 @@ impl Run {
             watches += &format!("server {i}\n{}", four(i, "wchc"));
         }
         std::fs::write(self.dir.join("idle-watches"), watches)?;
+        // And the lock nodes: with every client idle, any node left is an orphan, whatever
+        // its session's fate later.
+        std::fs::write(self.dir.join("idle-nodes"), idle_nodes()?)?;
         File::create(self.dir.join("exit"))?;
         for i in 0..self.client_procs.len() {
             let status = loop {
@@ -508,7 +512,13 @@ impl Run {
                 self.heal();
             }
             "latency" => {
-                let (lo, hi) = self.t_ms(12, 20);
+                // Mostly a spike over the session timeout; sometimes one below it, where
+                // replies come late but the session lives (late creates, late acks).
+                let (lo, hi) = if self.rng.chance(70) {
+                    self.t_ms(12, 20)
+                } else {
+                    self.t_ms(3, 6)
+                };
                 let delay = self.rng.millis(lo, hi);
                 let d = delay + self.rng.millis(1000, 3000);
                 let (what, rules) = if self.rng.chance(60) {
@@ -754,6 +764,42 @@ fn heal_network() {
         .args(["-t", "mangle", "-F", "POSTROUTING"])
         .stderr(Stdio::null())
         .status();
+}
+
+/// Every lock node under the workload's lock paths, one per line.
+fn idle_nodes() -> anyhow::Result<String> {
+    let observer = Client::builder(&connect_string())
+        .session_timeout(Duration::from_secs(10))
+        .connect()?;
+    let mut out = String::new();
+    let gate = format!("{SEMAPHORE}/locks");
+    let lists = [
+        (
+            MUTEX,
+            DistributedMutex::new(&observer, MUTEX)?.contenders()?,
+        ),
+        (
+            gate.as_str(),
+            DistributedMutex::new(&observer, &gate)?.contenders()?,
+        ),
+        (
+            RWLOCK,
+            DistributedRwLock::new(&observer, RWLOCK)?.contenders()?,
+        ),
+        (
+            "/nemesis/sem/leases",
+            Semaphore::new(&observer, SEMAPHORE, PERMITS)?.leases()?,
+        ),
+    ];
+    for (path, nodes) in lists {
+        for c in nodes {
+            out += &format!(
+                "{path}/{} session {:#x} owner {}\n",
+                c.node_name, c.session_id, c.owner
+            );
+        }
+    }
+    Ok(out)
 }
 
 // ---------------------------------------------------------------- four-letter words
