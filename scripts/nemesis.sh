@@ -15,6 +15,11 @@
 #   --faults     only these fault kinds (default: all): isolate-leader, split, cut-client,
 #                loss, latency, pause-client, pause-server, kill-server
 #   --keep       keep the work dir (logs, server data) even when the run passes
+#   --scenario   instead of the random schedule, one targeted scenario, repeated (see
+#                examples/nemesis/orchestrate/scenario.rs): follower-lease
+#   --trials     how many times the scenario is repeated (default 5)
+#   --sync-limit the servers' syncLimit in ticks of 200 ms (default 10: 2 s); how long a
+#                follower cut off from the leader goes on serving its clients
 #   --sabotage   blind and/or unfenced (comma-separated): break the clients on purpose, to see
 #                the checker catch it (blind: believe without asking is_held(); unfenced: write
 #                with the plain Client::set_data). Such a run is expected to FAIL.
@@ -48,6 +53,9 @@ bound=30
 keep=0
 faults=all
 sabotage=none
+scenario=none
+sync_limit=10
+trials=5
 
 say() { printf 'nemesis.sh: %s\n' "$*" >&2; }
 die() { printf 'nemesis.sh: ERROR: %s\n' "$*" >&2; exit 2; }
@@ -63,13 +71,16 @@ while (($#)); do
         --bound) bound="${2:?--bound needs a value}"; shift ;;
         --faults) faults="${2:?--faults needs a value}"; shift ;;
         --sabotage) sabotage="${2:?--sabotage needs a value}"; shift ;;
+        --scenario) scenario="${2:?--scenario needs a value}"; shift ;;
+        --sync-limit) sync_limit="${2:?--sync-limit needs a value}"; shift ;;
+        --trials) trials="${2:?--trials needs a value}"; shift ;;
         --keep) keep=1 ;;
         -h | --help) usage; exit 0 ;;
         *) usage; die "unknown argument: $1" ;;
     esac
     shift
 done
-for v in duration clients session_ms bound; do
+for v in duration clients session_ms bound sync_limit trials; do
     is_uint "${!v}" || die "--${v//_/-} must be a non-negative integer, got '${!v}'"
 done
 ((clients >= 1 && clients <= 9)) || die "--clients must be 1..9"
@@ -184,7 +195,7 @@ for i in 1 2 3; do
 # nemesis server $i (scripts/nemesis.sh), inside network namespace $ns
 tickTime=200
 initLimit=25
-syncLimit=10
+syncLimit=$sync_limit
 minSessionTimeout=400
 maxSessionTimeout=60000
 dataDir=$d/data
@@ -236,7 +247,7 @@ chmod 755 "$work/bin" "$work/bin/nemesis"
 rc=0
 nsx "$work/bin/nemesis" run --dir "$work" --seed "$seed" --duration "$duration" \
     --clients "$clients" --session-timeout-ms "$session_ms" --bound "$bound" \
-    --faults "$faults" --sabotage "$sabotage" || rc=$?
+    --faults "$faults" --sabotage "$sabotage" --scenario "$scenario" --trials "$trials" || rc=$?
 summary="$(cat "$work/summary" 2>/dev/null || true)"
 [[ -n "$summary" ]] || summary="nemesis: run failed before the check (exit $rc); see the messages above"
 ((rc == 0)) || say "FAILED (exit $rc); repeat with --seed $seed"

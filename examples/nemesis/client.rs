@@ -161,6 +161,22 @@ impl Worker {
         yes
     }
 
+    /// Works for `time` in steps of at most 50 ms, asking `held` before each step; `false` as
+    /// soon as it says no.
+    fn work(&mut self, held: impl Fn() -> bool, time: std::time::Duration) -> bool {
+        let end = mono_ns() + time.as_nanos() as u64;
+        loop {
+            if !self.check(&held) {
+                return false;
+            }
+            let now = mono_ns();
+            if now >= end {
+                return true;
+            }
+            sleep(Duration::from_nanos((end - now).min(50_000_000)));
+        }
+    }
+
     fn acquired(&mut self, lock: &str, mode: &str, t_call: u64, token: i64) {
         let t_acq = mono_ns();
         let session = self.client.session_id();
@@ -178,7 +194,15 @@ impl Worker {
         // A careless holder (1 in 5) writes without asking is_held() first: the fence alone
         // must keep its late writes out.
         let careless = self.rng.chance(20);
-        let rounds = if self.unfenced { 4 } else { 1 } + self.rng.below(3);
+        // A long hold (1 in 6): work in small steps between increments, asking is_held()
+        // before each step, as a holder guarding real work does; its lease is what keeps it
+        // from working on after the lock moved on.
+        let long = self.rng.chance(16);
+        let rounds = match (self.unfenced, long) {
+            (true, _) => 4 + self.rng.below(3),
+            (_, true) => 2 + self.rng.below(3),
+            _ => 1 + self.rng.below(3),
+        };
         // Sabotage `unfenced` also trusts the lock too much: it reads the register once per
         // hold and counts on from its own copy.
         let mut cached: Option<u64> = None;
@@ -230,7 +254,14 @@ impl Worker {
             if result.is_err() {
                 break;
             }
-            sleep(self.rng.millis(20, 100));
+            let step = if long {
+                self.rng.millis(1000, 3000)
+            } else {
+                self.rng.millis(20, 100)
+            };
+            if !self.work(|| guard.is_held(), step) {
+                break;
+            }
         }
         // Asked right before the release, so a belief that lasted until the release shows.
         self.check(|| guard.is_held());
@@ -242,12 +273,12 @@ impl Worker {
     /// A read-lock hold: no writes, just time under the lock.
     fn shared(&mut self, guard: LockGuard, t_call: u64) {
         self.acquired("rw", "r", t_call, guard.fencing_token());
-        for _ in 0..2 {
-            if !self.check(|| guard.is_held()) {
-                break;
-            }
-            sleep(self.rng.millis(30, 150));
-        }
+        let time = if self.rng.chance(16) {
+            self.rng.millis(1000, 4000)
+        } else {
+            self.rng.millis(30, 300)
+        };
+        self.work(|| guard.is_held(), time);
         self.check(|| guard.is_held());
         let t = mono_ns();
         let outcome = guard.unlock();
@@ -257,12 +288,12 @@ impl Worker {
     /// A semaphore permit: time under the lease (permits carry no fencing token).
     fn permit(&mut self, permit: Permit, t_call: u64) {
         self.acquired("sem", "s", t_call, 0);
-        for _ in 0..2 {
-            if !self.check(|| permit.is_held()) {
-                break;
-            }
-            sleep(self.rng.millis(30, 150));
-        }
+        let time = if self.rng.chance(16) {
+            self.rng.millis(1000, 4000)
+        } else {
+            self.rng.millis(30, 300)
+        };
+        self.work(|| permit.is_held(), time);
         self.check(|| permit.is_held());
         let t = mono_ns();
         let outcome = permit.release();

@@ -39,6 +39,8 @@ use crate::{
     PERMITS, REG_MUTEX, REG_RW, RWLOCK, SEMAPHORE, SERVERS,
 };
 
+mod scenario;
+
 const KINDS: [&str; 8] = [
     "isolate-leader",
     "split",
@@ -119,7 +121,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         progress: vec![(0, Vec::new()); clients],
         effect: String::new(),
     };
-    let result = run.go(duration);
+    let result = match args.get_or("scenario", "none") {
+        "none" => run.go(duration),
+        "follower-lease" => run.follower_lease(args.num("trials", Some(5))?),
+        other => Err(anyhow::anyhow!(
+            "unknown scenario {other:?}; known: follower-lease"
+        )),
+    };
     // Whatever happened: no process of ours outlives the run (nemesis.sh also kills whatever
     // is left in the namespace).
     run.cleanup();
@@ -429,9 +437,34 @@ impl Run {
                 self.heal();
             }
             "split" => {
-                let minority = 1 + self.rng.below(SERVERS as u64) as usize;
+                // Half the time the minority is a follower together with a client that holds
+                // a lock through it: the holder can still reach its server, which answers
+                // it until it notices the leader is gone, while the majority expires the
+                // holder's session and hands its lock on.
                 let mut clients = all_clients.clone();
                 self.rng.shuffle(&mut clients);
+                let mut holders = self.holds_older_than(500_000_000);
+                if holders.is_empty() {
+                    holders = self.holders();
+                }
+                let leader_now = leader();
+                let targeted = if self.rng.chance(50) && !holders.is_empty() {
+                    let c = holders[self.rng.below(holders.len() as u64) as usize];
+                    server_of(c)
+                        .filter(|&s| Some(s) != leader_now)
+                        .map(|s| (c, s))
+                } else {
+                    None
+                };
+                let minority = match targeted {
+                    Some((c, s)) => {
+                        // The holder goes first, so it lands on the minority side.
+                        clients.retain(|&x| x != c);
+                        clients.insert(0, c);
+                        s
+                    }
+                    None => 1 + self.rng.below(SERVERS as u64) as usize,
+                };
                 let k = 1 + self.rng.below(self.clients.max(2) as u64 - 1) as usize;
                 let (small, big) = clients.split_at(k.min(clients.len()));
                 let a: Vec<String> = std::iter::once(server_addr(minority))
@@ -449,8 +482,9 @@ impl Run {
                     kind,
                     t,
                     &format!(
-                        "minority {{server {minority}, clients {small:?}}} | majority {{servers {:?}, clients {big:?}}}",
-                        (1..=SERVERS).filter(|&s| s != minority).collect::<Vec<_>>()
+                        "minority {{server {minority}, clients {small:?}}} | majority {{servers {:?}, clients {big:?}}}{}",
+                        (1..=SERVERS).filter(|&s| s != minority).collect::<Vec<_>>(),
+                        targeted.map_or(String::new(), |(c, s)| format!(" (holder client {c} with its server {s})"))
                     ),
                     d,
                 );
@@ -649,13 +683,25 @@ impl Run {
 
     /// The clients whose log ends inside a hold (acquired, not yet released).
     fn holders(&self) -> Vec<usize> {
+        self.holds_older_than(0)
+    }
+
+    /// The clients inside a hold that began at least `ns` ago (a long hold, likely).
+    fn holds_older_than(&self, ns: u64) -> Vec<usize> {
+        let now = mono_ns();
         (1..=self.clients)
             .filter(|c| {
                 let log = std::fs::read_to_string(self.dir.join(format!("c{c}/client.log")))
                     .unwrap_or_default();
-                let last_acquire = log.rfind("\nA ");
-                let last_release = log.rfind("\nR ");
-                last_acquire.is_some() && last_acquire > last_release
+                let Some(at) = log.rfind("\nA ") else {
+                    return false;
+                };
+                let acquired: u64 = log[at + 1..]
+                    .split(' ')
+                    .nth(5)
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(now);
+                log.rfind("\nR ").is_none_or(|r| r < at) && now - acquired.min(now) >= ns
             })
             .collect()
     }
@@ -677,6 +723,23 @@ impl Run {
     }
 
     fn begin(&mut self, n: usize, kind: &str, t: u64, what: &str, d: Duration) {
+        // Who was connected where, and the wall clock, to read the servers' logs against.
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let links: Vec<String> = (1..=SERVERS)
+            .flat_map(|s| {
+                let cons = four(s, "cons");
+                (1..=self.clients)
+                    .filter(move |&c| cons.contains(&format!("/{}:", client_addr(c))))
+                    .map(move |c| format!("c{c}=s{s}"))
+            })
+            .collect();
+        self.note(format!(
+            "N {} wall_ms {wall} links {}",
+            mono_ns(),
+            links.join(" ")
+        ));
         self.note(format!("F {t} {n} {kind} {what}"));
         self.effect.clear();
         self.say(&format!(
