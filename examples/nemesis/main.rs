@@ -1,0 +1,183 @@
+//! Jepsen-style fault test of zklock: the program behind `scripts/nemesis.sh` (issue 17).
+//!
+//! `scripts/nemesis.sh` creates a private network namespace, starts a three-server ZooKeeper
+//! ensemble in it (each server on its own loopback address) and runs `nemesis run` inside it.
+//! The subcommands:
+//!
+//! ```text
+//! nemesis run    --dir D --seed N --duration SECS [--clients N] [--session-timeout-ms MS]
+//!                [--bound SECS]          orchestrate: servers, clients, the fault schedule, check
+//! nemesis client --dir D --id I --seed N --session-timeout-ms MS --deadline-secs S
+//!                                        one workload process: lock loops, raw facts to a log
+//! nemesis check  --dir D [--connect HOSTS] [--bound SECS]
+//!                                        the independent checker: logs + server state
+//! nemesis delay  --queue Q --delay-ms MS --until-ms T
+//!                                        hold every packet of NFQUEUE Q for MS (latency)
+//! ```
+//!
+//! Everything uses only zklock's public API. Times in every log are CLOCK_MONOTONIC in
+//! nanoseconds (`clock_gettime`), one clock for all processes of the machine, so the checker
+//! can compare the stamps of different clients and of the fault schedule.
+//!
+//! See the README section "Nemesis: partitions, pauses and a checker" for the design.
+
+mod check;
+mod client;
+mod delay;
+mod orchestrate;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+/// Where the ensemble lives inside the namespace: server `i` (1-based) on `127.0.0.1<i>:2181`.
+pub const SERVERS: usize = 3;
+pub const CLIENT_PORT: u16 = 2181;
+
+/// The lock paths and the registers the workload increments under them.
+pub const MUTEX: &str = "/nemesis/mutex";
+pub const RWLOCK: &str = "/nemesis/rw";
+pub const SEMAPHORE: &str = "/nemesis/sem";
+pub const PERMITS: usize = 2;
+pub const REG_MUTEX: &str = "/nemesis/reg/mutex";
+pub const REG_RW: &str = "/nemesis/reg/rw";
+
+/// Loopback address of server `i` (1-based).
+pub fn server_addr(i: usize) -> String {
+    format!("127.0.0.{}", 10 + i)
+}
+
+/// Loopback address of client `i` (1-based): its connections are rewritten (SNAT) to it.
+pub fn client_addr(i: usize) -> String {
+    format!("127.0.0.{}", 20 + i)
+}
+
+/// The uid the processes of server `i` run as; the namespace's nftables rewrite the source of
+/// their connections to `server_addr(i)` by this uid.
+pub fn server_uid(i: usize) -> u32 {
+    61010 + i as u32
+}
+
+/// The uid of client `i` (see [`server_uid`]).
+pub fn client_uid(i: usize) -> u32 {
+    61020 + i as u32
+}
+
+pub fn connect_string() -> String {
+    (1..=SERVERS)
+        .map(|i| format!("{}:{CLIENT_PORT}", server_addr(i)))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the stamp of every logged fact.
+pub fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC) failed");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A small seeded generator (splitmix64): every random choice of a run follows from its seed.
+#[derive(Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// Uniform in `lo..=hi` milliseconds.
+    pub fn millis(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.below(hi - lo + 1))
+    }
+
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            items.swap(i, j);
+        }
+    }
+}
+
+/// `--flag value` pairs.
+pub struct Args(HashMap<String, String>);
+
+impl Args {
+    fn parse(args: impl Iterator<Item = String>) -> anyhow::Result<Args> {
+        let mut map = HashMap::new();
+        let mut args = args.peekable();
+        while let Some(flag) = args.next() {
+            let Some(name) = flag.strip_prefix("--") else {
+                bail!("unexpected argument {flag:?}");
+            };
+            let value = args
+                .next()
+                .with_context(|| format!("{flag} needs a value"))?;
+            map.insert(name.to_owned(), value);
+        }
+        Ok(Args(map))
+    }
+
+    pub fn get(&self, name: &str) -> anyhow::Result<&str> {
+        self.0
+            .get(name)
+            .map(String::as_str)
+            .with_context(|| format!("--{name} is required"))
+    }
+
+    pub fn get_or<'a>(&'a self, name: &str, default: &'a str) -> &'a str {
+        self.0.get(name).map_or(default, String::as_str)
+    }
+
+    pub fn num<T: std::str::FromStr>(&self, name: &str, default: Option<T>) -> anyhow::Result<T>
+    where
+        T::Err: std::fmt::Display,
+    {
+        match (self.0.get(name), default) {
+            (Some(v), _) => v
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--{name} {v:?}: {e}")),
+            (None, Some(d)) => Ok(d),
+            (None, None) => bail!("--{name} is required"),
+        }
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut argv = std::env::args().skip(1);
+    let command = argv.next().unwrap_or_default();
+    let args = Args::parse(argv)?;
+    match command.as_str() {
+        "run" => orchestrate::run(&args),
+        "client" => client::run(&args),
+        "check" => {
+            let clean = check::run(&args)?;
+            std::process::exit(if clean { 0 } else { 1 });
+        }
+        "delay" => delay::run(&args),
+        other => bail!("unknown subcommand {other:?}: run, client, check or delay (see examples/nemesis/main.rs)"),
+    }
+}

@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# nemesis.sh -- Jepsen-style fault test of zklock in a private network namespace (issue 17).
+#
+# Usage:
+#   scripts/nemesis.sh [--duration SECONDS] [--seed N] [--clients N] [--session-timeout-ms MS]
+#                      [--bound SECONDS] [--faults KIND,...] [--keep] [--sabotage MODE]
+#
+#   --duration   how long faults are injected (default 60); setup, the final quiet period and
+#                the check come on top (about 30-60 s)
+#   --seed       the schedule's seed (default: random); printed first, so a run can be repeated
+#   --clients    client processes (default 5, at most 9)
+#   --session-timeout-ms   the clients' ZooKeeper session timeout (default 3000)
+#   --bound      progress bound: every client must acquire within this many seconds after each
+#                heal (default 30)
+#   --faults     only these fault kinds (default: all): isolate-leader, split, cut-client,
+#                loss, latency, pause-client, pause-server, kill-server
+#   --keep       keep the work dir (logs, server data) even when the run passes
+#   --scenario   instead of the random schedule, one targeted scenario, repeated (see
+#                examples/nemesis/orchestrate/scenario.rs): follower-lease
+#   --trials     how many times the scenario is repeated (default 5)
+#   --sync-limit the servers' syncLimit in ticks of 200 ms (default 10: 2 s); how long a
+#                follower cut off from the leader goes on serving its clients
+#   --sabotage   blind and/or unfenced (comma-separated): break the clients on purpose, to see
+#                the checker catch it (blind: believe without asking is_held(); unfenced: write
+#                with the plain Client::set_data). Such a run is expected to FAIL.
+#
+# What it does (as root; CI runs as root):
+#   1. installs what is missing from Debian: nftables, iproute2, iptables (for iptables-legacy's
+#      NFQUEUE target), util-linux (setpriv), zookeeper and a JRE;
+#   2. builds examples/nemesis (cargo build --example nemesis);
+#   3. creates a network namespace zk-nemesis-<pid> (ip netns) with its own loopback, where
+#      server i of a 3-server ensemble listens on 127.0.0.1<i> (client port 2181, quorum 2888,
+#      election 3888) and client j's connections carry the source address 127.0.0.2<j>
+#      (nftables snat by the process's uid); nothing is routed out of the namespace and the
+#      machine's own loopback and network are never touched;
+#   4. runs `nemesis run` inside it: starts the servers and the clients, injects faults from
+#      the seeded schedule (partitions, one-way loss, latency, SIGSTOP, SIGKILL), heals
+#      between them, then stops the clients and runs the checker (`nemesis check`);
+#   5. kills every process left in the namespace, deletes the namespace and the work dir
+#      (/tmp/zk-nemesis-XXXXXX; kept, minus the servers' data, when the run fails, or with
+#      --keep), and prints the checker's summary as its last line:
+#        nemesis: <holds> holds, <faults> faults, <overlaps> overlaps, <lost> lost updates,
+#        <stale> stale writes accepted, <secs> s max unavailability
+#   Exits non-zero on any violation, and when namespaces (or the packet filter) are refused.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+duration=60
+seed=""
+clients=5
+session_ms=3000
+bound=30
+keep=0
+faults=all
+sabotage=none
+scenario=none
+sync_limit=10
+trials=5
+
+say() { printf 'nemesis.sh: %s\n' "$*" >&2; }
+die() { printf 'nemesis.sh: ERROR: %s\n' "$*" >&2; exit 2; }
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; }
+is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+
+while (($#)); do
+    case "$1" in
+        --duration) duration="${2:?--duration needs a value}"; shift ;;
+        --seed) seed="${2:?--seed needs a value}"; shift ;;
+        --clients) clients="${2:?--clients needs a value}"; shift ;;
+        --session-timeout-ms) session_ms="${2:?--session-timeout-ms needs a value}"; shift ;;
+        --bound) bound="${2:?--bound needs a value}"; shift ;;
+        --faults) faults="${2:?--faults needs a value}"; shift ;;
+        --sabotage) sabotage="${2:?--sabotage needs a value}"; shift ;;
+        --scenario) scenario="${2:?--scenario needs a value}"; shift ;;
+        --sync-limit) sync_limit="${2:?--sync-limit needs a value}"; shift ;;
+        --trials) trials="${2:?--trials needs a value}"; shift ;;
+        --keep) keep=1 ;;
+        -h | --help) usage; exit 0 ;;
+        *) usage; die "unknown argument: $1" ;;
+    esac
+    shift
+done
+for v in duration clients session_ms bound sync_limit trials; do
+    is_uint "${!v}" || die "--${v//_/-} must be a non-negative integer, got '${!v}'"
+done
+((clients >= 1 && clients <= 9)) || die "--clients must be 1..9"
+if [[ -z "$seed" ]]; then
+    seed="$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')"
+fi
+is_uint "$seed" || die "--seed must be a non-negative integer, got '$seed'"
+
+# ------------------------------------------------------------------ preconditions
+if ((EUID != 0)); then
+    die "must run as root: the test creates a private network namespace (ip netns) and packet filter rules inside it; refusing to run without them rather than skipping"
+fi
+
+need=()
+command -v nft >/dev/null 2>&1 || need+=(nftables)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v iptables-legacy >/dev/null 2>&1 || need+=(iptables)
+command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+[[ -f /usr/share/java/zookeeper.jar ]] || need+=(zookeeper)
+command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+if ((${#need[@]})); then
+    say "installing ${need[*]} (apt-get)"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
+fi
+
+say "seed $seed (repeat with: scripts/nemesis.sh --duration $duration --seed $seed --clients $clients --session-timeout-ms $session_ms --faults $faults)"
+echo "nemesis: seed $seed, duration ${duration} s, $clients clients, session timeout ${session_ms} ms"
+
+cargo build --quiet --example nemesis
+target_dir="$(cargo metadata --format-version 1 --no-deps 2>/dev/null |
+    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
+bin="${target_dir:-target}/debug/examples/nemesis"
+[[ -x "$bin" ]] || die "built binary not found at $bin"
+
+# ------------------------------------------------------------------ namespace
+work="$(mktemp -d /tmp/zk-nemesis-XXXXXX)"
+chmod 755 "$work" # the servers and clients run under uids of their own
+ns="zk-nemesis-$$"
+ns_made=0
+
+cleanup() { # [exit status of the run; default: the status the script exits with]
+    local rc=$? pids p
+    (($#)) && rc=$1
+    trap - EXIT INT TERM
+    if ((ns_made)); then
+        # Only processes inside our own namespace: everything in it was started by this run.
+        pids="$(ip netns pids "$ns" 2>/dev/null || true)"
+        for p in $pids; do kill -CONT "$p" 2>/dev/null || true; done
+        for p in $pids; do kill -KILL "$p" 2>/dev/null || true; done
+        for _ in $(seq 50); do
+            [[ -z "$(ip netns pids "$ns" 2>/dev/null || true)" ]] && break
+            sleep 0.1
+        done
+        ip netns del "$ns" 2>/dev/null || say "WARNING: could not delete namespace $ns"
+    fi
+    if ((keep)); then
+        say "work dir kept: $work"
+    elif ((rc != 0)) && [[ -d "$work" ]]; then
+        rm -rf "$work"/s*/data "$work"/s*/datalog "$work/bin"
+        say "run failed: logs kept in $work (client logs c*/client.log, schedule nemesis.log, servers s*/server.log)"
+    else
+        rm -rf "$work"
+    fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$ns" 2>"$work/netns.err" ||
+    die "network namespaces are refused here (ip netns add: $(cat "$work/netns.err")); this test needs them and does not skip"
+ns_made=1
+nsx() { ip netns exec "$ns" "$@"; }
+[[ "$(readlink /proc/self/ns/net)" != "$(nsx readlink /proc/self/ns/net)" ]] ||
+    die "ip netns exec did not enter a new network namespace"
+nsx ip link set lo up
+for i in 1 2 3; do nsx ip addr add "127.0.0.1$i/32" dev lo; done
+for ((j = 1; j <= clients; j++)); do nsx ip addr add "127.0.0.2$j/32" dev lo; done
+
+# Identities: each server and client runs under a uid of its own, and every connection it
+# opens leaves with its own address (snat), so conntrack names both ends of every link and
+# the fault rules (chain "faults", filled and flushed by `nemesis run`) can cut any pair.
+{
+    echo "table ip nemesis {"
+    echo "  chain identities {"
+    echo "    type nat hook postrouting priority srcnat; policy accept;"
+    for i in 1 2 3; do echo "    meta skuid $((61010 + i)) snat ip to 127.0.0.1$i"; done
+    for ((j = 1; j <= clients; j++)); do echo "    meta skuid $((61020 + j)) snat ip to 127.0.0.2$j"; done
+    echo "  }"
+    echo "  chain faults {"
+    echo "    type filter hook postrouting priority 200; policy accept;"
+    echo "  }"
+    echo "}"
+} >"$work/nemesis.nft"
+nsx nft -f "$work/nemesis.nft" 2>"$work/nft.err" ||
+    die "nftables refused the namespace's rules: $(cat "$work/nft.err")"
+nsx iptables-legacy -t mangle -L POSTROUTING -n >/dev/null 2>"$work/ipt.err" ||
+    die "iptables-legacy (needed for the NFQUEUE latency fault) does not work here: $(cat "$work/ipt.err")"
+
+# ------------------------------------------------------------------ servers
+java="$(command -v java)"
+cp="/usr/share/java/zookeeper.jar"
+if [[ -f /usr/share/java/slf4j-log4j12.jar && -f /usr/share/java/log4j-1.2.jar ]]; then
+    cp+=":/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar"
+elif [[ -f /usr/share/java/slf4j-simple.jar ]]; then
+    cp+=":/usr/share/java/slf4j-simple.jar"
+fi
+for i in 1 2 3; do
+    d="$work/s$i"
+    mkdir -p "$d/data" "$d/datalog"
+    echo "$i" >"$d/data/myid"
+    cat >"$d/zoo.cfg" <<EOF
+# nemesis server $i (scripts/nemesis.sh), inside network namespace $ns
+tickTime=200
+initLimit=25
+syncLimit=$sync_limit
+minSessionTimeout=400
+maxSessionTimeout=60000
+dataDir=$d/data
+dataLogDir=$d/datalog
+clientPort=2181
+clientPortAddress=127.0.0.1$i
+maxClientCnxns=0
+forceSync=no
+preAllocSize=4096
+autopurge.purgeInterval=0
+4lw.commands.whitelist=*
+admin.enableServer=false
+reconfigEnabled=false
+standaloneEnabled=false
+quorumListenOnAllIPs=false
+leaderConnectDelayDuringRetryMs=300
+server.1=127.0.0.11:2888:3888
+server.2=127.0.0.12:2888:3888
+server.3=127.0.0.13:2888:3888
+EOF
+    cat >"$d/log4j.properties" <<'EOF'
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.Target=System.out
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+EOF
+    # `nemesis run` starts (and restarts) the server with this; exec keeps one pid.
+    cat >"$d/run.sh" <<EOF
+cd "$d"
+exec setpriv --reuid $((61010 + i)) --regid $((61010 + i)) --clear-groups -- env HOME="$d" \\
+    "$java" -Xmx160m -XX:+UseSerialGC -XX:-UsePerfData -XX:+ExitOnOutOfMemoryError \\
+    -Djava.awt.headless=true -Djava.net.preferIPv4Stack=true \\
+    -Dzookeeper.admin.enableServer=false -Dzookeeper.jmx.log4j.disable=true \\
+    -Dlog4j.configuration=file:$d/log4j.properties \\
+    -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg"
+EOF
+    chown -R "$((61010 + i)):$((61010 + i))" "$d"
+done
+for ((j = 1; j <= clients; j++)); do
+    mkdir -p "$work/c$j"
+    chown "$((61020 + j)):$((61020 + j))" "$work/c$j"
+done
+mkdir -p "$work/bin"
+cp "$bin" "$work/bin/nemesis"
+chmod 755 "$work/bin" "$work/bin/nemesis"
+
+# ------------------------------------------------------------------ run
+rc=0
+nsx "$work/bin/nemesis" run --dir "$work" --seed "$seed" --duration "$duration" \
+    --clients "$clients" --session-timeout-ms "$session_ms" --bound "$bound" \
+    --faults "$faults" --sabotage "$sabotage" --scenario "$scenario" --trials "$trials" || rc=$?
+summary="$(cat "$work/summary" 2>/dev/null || true)"
+[[ -n "$summary" ]] || summary="nemesis: run failed before the check (exit $rc); see the messages above"
+((rc == 0)) || say "FAILED (exit $rc); repeat with --seed $seed"
+# Clean up before the last line, so that the summary is the last thing printed.
+trap - EXIT
+cleanup "$rc"
+echo "$summary"
+exit "$rc"
