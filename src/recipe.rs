@@ -463,7 +463,9 @@ fn contend(
                 // node is cheaper than listing a long queue.
                 let own = match prefetch.take() {
                     Some(Prefetched::Own(own)) => own,
-                    _ => session.get_data(&contender.node_path, deadline)?.map(|(_, s)| s),
+                    _ => session
+                        .get_data(&contender.node_path, deadline)?
+                        .map(|(_, s)| s),
                 };
                 match own {
                     Some(now) if now.czxid == stat.czxid => {

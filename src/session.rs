@@ -874,7 +874,13 @@ impl Session {
         })?;
         Ok((
             children,
-            NodeWatch::spawn(&self.handle, watcher, self.state_watcher(), signal.clone(), None),
+            NodeWatch::spawn(
+                &self.handle,
+                watcher,
+                self.state_watcher(),
+                signal.clone(),
+                None,
+            ),
         ))
     }
 

@@ -99,9 +99,8 @@ impl Signal {
 
 /// Work a [`NodeWatch`] does on the runtime when its node is deleted (see
 /// [`NodeWatch::spawn`]); it keeps its own result.
-pub(crate) type FollowUp = Box<
-    dyn FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send,
->;
+pub(crate) type FollowUp =
+    Box<dyn FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send>;
 
 /// A watch being waited on; dropping it cancels the task (and with it the server-side watch).
 pub(crate) struct NodeWatch {
