@@ -194,13 +194,13 @@ impl Worker {
         // A careless holder (1 in 5) writes without asking is_held() first: the fence alone
         // must keep its late writes out.
         let careless = self.rng.chance(20);
-        // A long hold (1 in 6): work in small steps between increments, asking is_held()
+        // A long hold (1 in 10): work in small steps between increments, asking is_held()
         // before each step, as a holder guarding real work does; its lease is what keeps it
         // from working on after the lock moved on.
-        let long = self.rng.chance(16);
+        let long = self.rng.chance(10);
         let rounds = match (self.unfenced, long) {
             (true, _) => 4 + self.rng.below(3),
-            (_, true) => 2 + self.rng.below(3),
+            (_, true) => 2 + self.rng.below(2),
             _ => 1 + self.rng.below(3),
         };
         // Sabotage `unfenced` also trusts the lock too much: it reads the register once per
@@ -255,7 +255,7 @@ impl Worker {
                 break;
             }
             let step = if long {
-                self.rng.millis(1000, 3000)
+                self.rng.millis(800, 2000)
             } else {
                 self.rng.millis(20, 100)
             };
@@ -273,7 +273,7 @@ impl Worker {
     /// A read-lock hold: no writes, just time under the lock.
     fn shared(&mut self, guard: LockGuard, t_call: u64) {
         self.acquired("rw", "r", t_call, guard.fencing_token());
-        let time = if self.rng.chance(16) {
+        let time = if self.rng.chance(10) {
             self.rng.millis(1000, 4000)
         } else {
             self.rng.millis(30, 300)
@@ -288,7 +288,7 @@ impl Worker {
     /// A semaphore permit: time under the lease (permits carry no fencing token).
     fn permit(&mut self, permit: Permit, t_call: u64) {
         self.acquired("sem", "s", t_call, 0);
-        let time = if self.rng.chance(16) {
+        let time = if self.rng.chance(10) {
             self.rng.millis(1000, 4000)
         } else {
             self.rng.millis(30, 300)
