@@ -245,9 +245,12 @@ chmod 755 "$work/bin" "$work/bin/nemesis"
 
 # ------------------------------------------------------------------ run
 rc=0
+# In the background, so that a signal to this script runs the cleanup at once (bash runs traps
+# only between commands, and `wait` is interruptible where a foreground command is not).
 nsx "$work/bin/nemesis" run --dir "$work" --seed "$seed" --duration "$duration" \
     --clients "$clients" --session-timeout-ms "$session_ms" --bound "$bound" \
-    --faults "$faults" --sabotage "$sabotage" --scenario "$scenario" --trials "$trials" || rc=$?
+    --faults "$faults" --sabotage "$sabotage" --scenario "$scenario" --trials "$trials" &
+wait "$!" || rc=$?
 summary="$(cat "$work/summary" 2>/dev/null || true)"
 [[ -n "$summary" ]] || summary="nemesis: run failed before the check (exit $rc); see the messages above"
 ((rc == 0)) || say "FAILED (exit $rc); repeat with --seed $seed"
