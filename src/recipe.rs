@@ -266,19 +266,14 @@ impl Drop for Partial {
         // withdrawal gets (so a healthy release is seen through and nothing is left behind on
         // return), never longer; a cancelled (or closed) caller gets the shorter grace. What
         // is not confirmed by then finishes in the background.
-        let grace = match crate::cancel::interruption() {
-            Some(_) => CANCEL_WITHDRAW_WAIT,
-            None => WITHDRAW_WAIT,
-        };
+        let stopped = crate::cancel::interruption().is_some();
+        let grace = withdraw_grace();
         let cleanup_deadline = self.deadline.map(|d| d + grace);
         while let Some(mut held) = self.held.pop() {
             let wait = cleanup_deadline.map_or(held.session.timeout, |d| {
                 d.saturating_duration_since(Instant::now())
             });
-            let wait = match crate::cancel::interruption() {
-                Some(_) => wait.min(CANCEL_WITHDRAW_WAIT),
-                None => wait,
-            };
+            let wait = if stopped { wait.min(grace) } else { wait };
             if let Err(err) = crate::cancel::shielded(|| held.release_within(wait)) {
                 debug!(
                     "releasing {} after a failed acquisition: {err}",
@@ -301,11 +296,7 @@ impl Drop for OurNode {
         if self.armed && self.session.liveness() != Liveness::Ended {
             // Wait briefly: the caller's deadline has usually passed already, and the
             // background retry covers a slow or lost reply.
-            // A cancelled caller is waiting for us: do not keep it for a slow reply.
-            let wait = match crate::cancel::interruption() {
-                Some(_) => CANCEL_WITHDRAW_WAIT,
-                None => WITHDRAW_WAIT,
-            };
+            let wait = withdraw_grace();
             let withdraw = || self.session.delete_node(&self.node_path, wait);
             match crate::cancel::shielded(withdraw) {
                 Ok(_) => debug!("withdrew {}", self.node_path),
@@ -323,6 +314,15 @@ const WITHDRAW_WAIT: Duration = Duration::from_secs(1);
 
 /// The same for a cancelled (or closed) acquisition; the background retry finishes the job.
 const CANCEL_WITHDRAW_WAIT: Duration = Duration::from_millis(200);
+
+/// How long cleanup after a failed acquisition waits for the server: a cancelled (or closed)
+/// caller is waiting for us and must not be kept for a slow reply.
+fn withdraw_grace() -> Duration {
+    match crate::cancel::interruption() {
+        Some(_) => CANCEL_WITHDRAW_WAIT,
+        None => WITHDRAW_WAIT,
+    }
+}
 
 /// How many times a missing lock path is created before giving up (a racing container reaper
 /// can delete an empty parent between our mkdir and our create).
