@@ -67,7 +67,7 @@ struct Inner {
     /// Shared with the client's state thread (`state.rs`).
     hub: Arc<Hub>,
     // Dropped last: the session's task runs on it.
-    runtime: Runtime,
+    runtime: Arc<Runtime>,
 }
 
 impl Client {
@@ -546,7 +546,7 @@ impl ClientBuilder {
         let (config, observe) = (self.config, self.observe);
         let (hosts, chroot) =
             split_connect_string(&config.connect_string, config.security.is_tls())?;
-        let runtime = Runtime::start()?;
+        let runtime = Runtime::shared()?;
         let releases = Arc::new(Releases::default());
         let session = open_session(
             &runtime,

@@ -114,16 +114,16 @@ pub(crate) fn dial(
             connector.connect(&target).await
         });
         let failure = match block_on(task, Some(deadline)) {
-            Ok(Ok(Ok(zk))) => return Ok((zk, sent)),
-            Ok(Ok(Err(zk::Error::BadArguments(reason)))) => {
+            Ok(Some(Ok(zk))) => return Ok((zk, sent)),
+            Ok(Some(Err(zk::Error::BadArguments(reason)))) => {
                 return Err(Error::InvalidConnectString {
                     connect_string: config.connect_string.clone(),
                     reason: (*reason).to_owned(),
                 })
             }
-            Ok(Ok(Err(zk::Error::AuthFailed))) => return Err(Error::AuthFailed),
-            Ok(Ok(Err(err))) => err.to_string(),
-            Ok(Err(join)) => format!("connect task failed: {join}"),
+            Ok(Some(Err(zk::Error::AuthFailed))) => return Err(Error::AuthFailed),
+            Ok(Some(Err(err))) => err.to_string(),
+            Ok(None) => return Err(Error::Closed),
             Err(task) => {
                 task.abort(); // The deadline passed (or the caller was stopped) mid-pass.
                 break;

@@ -14,7 +14,7 @@ use zookeeper_client as zk;
 use crate::error::{outcome_unknown, Error, Result};
 use crate::lease::Lease;
 use crate::relay::io_log;
-use crate::runtime::{block_on, deadline_after, Runtime};
+use crate::runtime::{block_on, deadline_after, Abort, Handle, JoinHandle, Runtime};
 use crate::security::{NodeAcl, Security};
 use crate::watch::{
     retry_pause_async, FollowUp, NodeFlags, NodeWatch, OwnNodeWatch, Signal, RETRY_PAUSE,
@@ -128,7 +128,7 @@ async fn keep_alive(zk: zk::Client, lease: Arc<Lease>, mut state: zk::StateWatch
     loop {
         let due = lease.renewal_due();
         if Instant::now() < due {
-            tokio::time::sleep_until(due.into()).await;
+            async_io::Timer::at(due).await;
             continue;
         }
         if !retry_pause_async(&mut state).await {
@@ -223,10 +223,10 @@ pub(crate) struct Session {
     /// Tasks on the runtime that hold a handle on the session (keepalive, own-node watches),
     /// aborted when this value is dropped or the session closed, so that the session can
     /// close.
-    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    tasks: Mutex<Vec<Abort>>,
     /// Background releases: aborted only when the session is closed (which removes their
     /// nodes anyway).
-    release_tasks: Mutex<Vec<tokio::task::AbortHandle>>,
+    release_tasks: Mutex<Vec<Abort>>,
     pub(crate) id: i64,
     pub(crate) timeout: Duration,
     /// Until when the server cannot have expired this session, renewed by every answer.
@@ -238,7 +238,7 @@ pub(crate) struct Session {
     parent_acl: zk::Acls<'static>,
     /// The process that opened the session: after a fork, the child has no runtime thread.
     pid: u32,
-    handle: tokio::runtime::Handle,
+    handle: Handle,
     releases: Arc<Releases>,
 }
 
@@ -401,7 +401,7 @@ impl Session {
     fn spawn(
         &self,
         task: impl std::future::Future<Output = ()> + Send + 'static,
-    ) -> tokio::task::JoinHandle<()> {
+    ) -> JoinHandle<()> {
         let handle = self.handle.spawn(task);
         let mut tasks = self.tasks.lock();
         tasks.retain(|t| !t.is_finished());
@@ -1032,7 +1032,7 @@ pub(crate) struct Releases {
     pending: Mutex<usize>,
     idle: Condvar,
     /// Notified whenever the count changes, for the client's state thread (metrics).
-    pub(crate) changed: tokio::sync::Notify,
+    pub(crate) changed: event_listener::Event,
 }
 
 struct ReleaseToken(Arc<Releases>);
@@ -1040,7 +1040,7 @@ struct ReleaseToken(Arc<Releases>);
 impl Releases {
     fn begin(self: &Arc<Self>) -> ReleaseToken {
         *self.pending.lock() += 1;
-        self.changed.notify_waiters();
+        self.changed.notify(usize::MAX);
         ReleaseToken(self.clone())
     }
 
@@ -1069,7 +1069,7 @@ impl Drop for ReleaseToken {
             self.0.idle.notify_all();
         }
         // Runs on the runtime thread: a notification only, never blocking.
-        self.0.changed.notify_waiters();
+        self.0.changed.notify(usize::MAX);
     }
 }
 
@@ -1220,20 +1220,19 @@ impl Session {
     pub(crate) fn expire_for_tests(&self, hosts: &str) {
         let info = self.zk().unwrap().session().clone();
         self.stall_runtime_for_tests(Duration::from_secs(2));
-        let thief_runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        thief_runtime.block_on(async move {
+        let thief_runtime = Runtime::start().unwrap();
+        let hosts = hosts.to_owned();
+        let thief = thief_runtime.handle().spawn(async move {
             let thief = zk::Client::connector()
                 .with_session(info)
-                .connect(hosts)
+                .connect(&hosts)
                 .await
                 .expect("take the session over");
             // Dropping the last handle sends closeSession; let its task do so.
             drop(thief);
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            async_io::Timer::after(Duration::from_millis(500)).await;
         });
+        block_on(thief, None).ok().flatten().expect("thief ran");
         let mut state = self.state_watcher();
         let ended = Box::pin(async move {
             while !state.state().is_terminated() {

@@ -20,9 +20,8 @@ use std::task::Poll;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use event_listener::{Event, EventListener};
 use parking_lot::Mutex;
-use tokio::sync::futures::Notified;
-use tokio::sync::Notify;
 use zookeeper_client as zk;
 
 use crate::client::Client;
@@ -158,7 +157,7 @@ impl Client {
         let _watching = self.watch_close();
         loop {
             // Registered before looking, so that a notification in between is not missed.
-            let replaced = self.hub().notify.notified();
+            let replaced = self.hub().notify.listen();
             let session = self.current();
             let mut watcher = session.as_ref().map(|s| s.state_watcher());
             let now = session.as_deref().map_or(SessionState::Closed, of_session);
@@ -194,8 +193,8 @@ const LEASE_POLL: Duration = Duration::from_millis(50);
 /// notified, `deadline` passes, or a token the thread watches is cancelled.
 fn wait_any(
     watcher: Option<&mut zk::StateWatcher>,
-    replaced: Notified<'_>,
-    releases: Option<Notified<'_>>,
+    replaced: EventListener,
+    releases: Option<EventListener>,
     deadline: Instant,
 ) {
     let mut changed = watcher.map(|w| Box::pin(w.changed()));
@@ -220,7 +219,7 @@ fn wait_any(
 /// Shared by a client and its state thread.
 pub(crate) struct Hub {
     /// Notified when the session is replaced or closed, and to stop the state thread.
-    notify: Notify,
+    notify: Event,
     stop: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// The process that started the thread: a forked child has no such thread.
@@ -230,7 +229,7 @@ pub(crate) struct Hub {
 impl Hub {
     pub(crate) fn new() -> Arc<Hub> {
         Arc::new(Hub {
-            notify: Notify::new(),
+            notify: Event::new(),
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),
             pid: std::process::id(),
@@ -239,7 +238,7 @@ impl Hub {
 
     /// Wakes everyone waiting for a state change to look again. Never blocks.
     pub(crate) fn notify(&self) {
-        self.notify.notify_waiters();
+        self.notify.notify(usize::MAX);
     }
 
     /// Starts the client's state thread. `client` gives it the client while it looks (it keeps
@@ -319,8 +318,8 @@ fn watch(
     metrics::session_series();
     metrics::connected(1.0);
     loop {
-        let replaced = hub.notify.notified();
-        let released = releases.changed.notified();
+        let replaced = hub.notify.listen();
+        let released = releases.changed.listen();
         let pending = releases.pending();
         if pending != seen.releases {
             metrics::background_releases(pending as f64 - seen.releases as f64);

@@ -6,12 +6,12 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use tokio::task::JoinHandle;
 use zookeeper_client as zk;
 
 use crate::error::outcome_unknown;
 use crate::layout::REVOKE_MESSAGE;
 use crate::relay::io_log;
+use crate::runtime::{Handle, JoinHandle};
 
 /// What happened to a watched node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,18 +113,23 @@ impl NodeWatch {
     /// (a listing, a read of its own node) is sent at once from here, so its round trip
     /// overlaps the waiter's wake-up instead of following it.
     pub(crate) fn spawn(
-        runtime: &tokio::runtime::Handle,
+        runtime: &Handle,
         watcher: zk::OneshotWatcher,
         mut state: zk::StateWatcher,
         signal: Arc<Signal>,
         on_deleted: Option<FollowUp>,
     ) -> NodeWatch {
         let task = runtime.spawn(async move {
-            let fired = watcher.changed();
-            tokio::pin!(fired);
+            let mut fired = std::pin::pin!(watcher.changed());
             loop {
-                tokio::select! {
-                    event = &mut fired => {
+                // The session's state changes (never after a terminal one: the watcher then
+                // reports it instead) interleave with the one event we wait for.
+                let next = futures_lite::future::or(async { Some((&mut fired).await) }, async {
+                    state.changed().await;
+                    None
+                });
+                match next.await {
+                    Some(event) => {
                         let event = match event.event_type {
                             zk::EventType::NodeDeleted => NodeEvent::Deleted,
                             zk::EventType::Session => NodeEvent::SessionEnded,
@@ -136,8 +141,7 @@ impl NodeWatch {
                         signal.post_node(event);
                         return;
                     }
-                    // Never returns after a terminal state; the watcher then reports it instead.
-                    _ = state.changed() => signal.post_session_change(),
+                    None => signal.post_session_change(),
                 }
             }
         });
@@ -286,7 +290,7 @@ pub(crate) async fn retry_pause_async(state: &mut zk::StateWatcher) -> bool {
         state.peek_state(),
         zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly
     ) {
-        tokio::time::sleep(RETRY_PAUSE).await;
+        async_io::Timer::after(RETRY_PAUSE).await;
     }
     loop {
         match state.state() {
