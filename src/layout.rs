@@ -18,9 +18,12 @@ pub(crate) fn protected_prefix(id: &uuid::Uuid) -> String {
 /// children that are not lock nodes of this kind.
 pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<i64> {
     let start = name.rfind(lock_name)? + lock_name.len();
-    let digits = &name[start..];
-    // ZooKeeper appends a signed 32-bit counter formatted "%010d": ten digits, or after the
-    // counter wrapped a minus sign and at least nine. Anything else is not ours to order.
+    parse_sequence(&name[start..])
+}
+
+/// ZooKeeper appends a signed 32-bit counter formatted "%010d": ten digits, or after the
+/// counter wrapped a minus sign and at least nine. Anything else is not ours to order.
+fn parse_sequence(digits: &str) -> Option<i64> {
     let (unsigned, min_len) = match digits.strip_prefix('-') {
         Some(unsigned) => (unsigned, 9),
         None => (digits, 10),
@@ -31,6 +34,41 @@ pub(crate) fn sequence_of(name: &str, lock_name: &str) -> Option<i64> {
     digits.parse().ok()
 }
 
+/// The length of the suffix ZooKeeper gives a sequential node (see [`parse_sequence`]).
+const SEQUENCE_LEN: usize = 10;
+
+/// Which of `lock_names` a child carries and its sequence: the text after the last
+/// occurrence of any of the names, as Curator's `fixForSorting` does.
+fn name_and_sequence(name: &str, lock_names: &[&str]) -> Option<(usize, i64)> {
+    // Every waiter reads the whole queue at a handoff, so the usual shape is checked first
+    // without searching: a lock name, then ZooKeeper's ten-character suffix, and no lock name
+    // starting after that one.
+    let fast = name
+        .len()
+        .checked_sub(SEQUENCE_LEN)
+        .filter(|&at| name.is_char_boundary(at))
+        .and_then(|at| {
+            let head = &name[..at];
+            let index = lock_names.iter().position(|n| head.ends_with(n))?;
+            let start = at - lock_names[index].len();
+            let later = &name.as_bytes()[start + 1..];
+            let none_later = lock_names
+                .iter()
+                .all(|n| !later.windows(n.len()).any(|w| w == n.as_bytes()));
+            none_later.then(|| parse_sequence(&name[at..]).map(|s| (index, s)))
+        });
+    if let Some(found) = fast {
+        return found;
+    }
+    let (name_index, lock_name) = lock_names
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| name.rfind(n).map(|at| (at, i, *n)))
+        .max_by_key(|(at, _, _)| *at)
+        .map(|(_, i, n)| (i, n))?;
+    sequence_of(name, lock_name).map(|sequence| (name_index, sequence))
+}
+
 /// One lock node seen in a listing of the lock path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LockNode {
@@ -39,6 +77,32 @@ pub(crate) struct LockNode {
     /// Which of the recipe's node names it carries: an index into its `Kind::names` (e.g. 0 for
     /// `__READ__`, 1 for `__WRIT__`).
     pub(crate) name_index: usize,
+}
+
+impl LockNode {
+    /// The child `name` as a lock node carrying one of `lock_names`, if it is one.
+    pub(crate) fn parse(name: String, lock_names: &[&str]) -> Option<LockNode> {
+        let (name_index, sequence) = name_and_sequence(&name, lock_names)?;
+        Some(LockNode {
+            sequence,
+            name,
+            name_index,
+        })
+    }
+
+    /// The counter's value as a point on the 2^32 circle (truncation is the point).
+    fn circle(&self) -> u32 {
+        self.sequence as u32
+    }
+
+    /// Whether this node comes before `other` in the queue (see [`nodes_ahead`]).
+    fn is_ahead_of(&self, other: &LockNode) -> bool {
+        let behind = other.circle().wrapping_sub(self.circle());
+        match behind {
+            0 => self.name < other.name,
+            d => d < 1 << 31,
+        }
+    }
 }
 
 /// The lock nodes among `children` carrying one of `lock_names`, in lock order: by sequence
@@ -57,30 +121,20 @@ pub(crate) struct LockNode {
 pub(crate) fn sorted_lock_nodes(children: Vec<String>, lock_names: &[&str]) -> Vec<LockNode> {
     let mut nodes: Vec<LockNode> = children
         .into_iter()
-        .filter_map(|name| {
-            let (name_index, lock_name) = lock_names
-                .iter()
-                .enumerate()
-                .filter_map(|(i, n)| name.rfind(n).map(|at| (at, i, *n)))
-                .max_by_key(|(at, _, _)| *at)
-                .map(|(_, i, n)| (i, n))?;
-            sequence_of(&name, lock_name).map(|sequence| LockNode {
-                sequence,
-                name,
-                name_index,
-            })
-        })
+        .filter_map(|name| LockNode::parse(name, lock_names))
         .collect();
-    // The counter's value as a point on the 2^32 circle (truncation is the point).
-    let circle = |n: &LockNode| n.sequence as u32;
-    nodes.sort_unstable_by(|a, b| circle(a).cmp(&circle(b)).then_with(|| a.name.cmp(&b.name)));
+    nodes.sort_unstable_by(|a, b| {
+        a.circle()
+            .cmp(&b.circle())
+            .then_with(|| a.name.cmp(&b.name))
+    });
     // Start after the largest gap between neighbours on the circle: the gap that wraps.
     if let Some(last) = nodes.last() {
-        let wrap_gap = circle(&nodes[0]).wrapping_sub(circle(last));
+        let wrap_gap = nodes[0].circle().wrapping_sub(last.circle());
         let (start, _) = nodes
             .windows(2)
             .enumerate()
-            .map(|(i, pair)| (i + 1, circle(&pair[1]).wrapping_sub(circle(&pair[0]))))
+            .map(|(i, pair)| (i + 1, pair[1].circle().wrapping_sub(pair[0].circle())))
             .fold(
                 (0, wrap_gap),
                 |best, gap| if gap.1 > best.1 { gap } else { best },
@@ -88,6 +142,43 @@ pub(crate) fn sorted_lock_nodes(children: Vec<String>, lock_names: &[&str]) -> V
         nodes.rotate_left(start);
     }
     nodes
+}
+
+/// The lock nodes among `children` that are ahead of `ours` in the queue, in lock order, or
+/// `None` if `ours` is not among `children`: what a contender needs to know of a listing,
+/// the same as the part of [`sorted_lock_nodes`] before our node, found in one pass that keeps
+/// (and sorts) only the nodes ahead. With a long queue most names are behind ours, and this
+/// runs at every handoff.
+///
+/// A node is ahead when our sequence follows its sequence on the 2^32 circle by less than
+/// half of it (RFC 1982), which agrees with `sorted_lock_nodes` whenever the live queue spans
+/// less than 2^31 values (its assumption too).
+pub(crate) fn nodes_ahead(
+    children: Vec<String>,
+    ours: &LockNode,
+    lock_names: &[&str],
+) -> Option<Vec<LockNode>> {
+    let mut found = false;
+    let mut ahead: Vec<LockNode> = children
+        .into_iter()
+        .filter_map(|name| {
+            let node = LockNode::parse(name, lock_names)?;
+            if node.sequence == ours.sequence && node.name == ours.name {
+                found = true;
+                return None;
+            }
+            node.is_ahead_of(ours).then_some(node)
+        })
+        .collect();
+    if !found {
+        return None;
+    }
+    // Farthest ahead first.
+    ahead.sort_unstable_by(|a, b| {
+        let behind = |n: &LockNode| ours.circle().wrapping_sub(n.circle());
+        behind(b).cmp(&behind(a)).then_with(|| a.name.cmp(&b.name))
+    });
+    Some(ahead)
 }
 
 /// Curator's `InterProcessReadWriteLock` reader and writer names (same length, the sequence
@@ -119,11 +210,15 @@ pub(crate) fn check_data_size(data: &[u8]) -> Result<()> {
 
 /// Data stored in every lock node, so holders and waiters can be inspected.
 pub(crate) fn owner_data() -> Vec<u8> {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .unwrap_or_else(|| "unknown".into());
+    // Read once: every acquisition writes it, and reading a file costs four system calls.
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let host = HOST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_owned())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_else(|| "unknown".into())
+    });
     let thread = std::thread::current();
     let thread = thread
         .name()
@@ -217,6 +312,90 @@ mod tests {
         let nodes = sorted_lock_nodes(children, &["__READ__", "__WRIT__"]);
         let order: Vec<(i64, usize)> = nodes.iter().map(|n| (n.sequence, n.name_index)).collect();
         assert_eq!(order, vec![(1, 0), (2, 1), (3, 0)]);
+    }
+
+    #[test]
+    fn the_fast_parse_agrees_with_the_last_occurrence_rule() {
+        let names = [
+            "_c_0f1e-lock-0000000042",
+            "lock-0000000007",
+            "_c_a-lock-b-lock-0000000003",
+            "x-lock--2147483648",
+            "x-lock--000000005",
+            "x-lock--00000005",
+            "lock-lock-0000000001",
+            "lock-0000000001lock-0000000002",
+            "ünïcødé-lock-0000000009",
+            "lock-00000000é1",
+            "lock-12",
+            "lock-00000000000",
+            "leases",
+            "",
+        ];
+        for name in names {
+            let slow = name
+                .rfind(LOCK_NAME)
+                .and_then(|_| sequence_of(name, LOCK_NAME))
+                .map(|s| (0, s));
+            assert_eq!(name_and_sequence(name, &[LOCK_NAME]), slow, "{name}");
+        }
+        let rw = ["__READ__", "__WRIT__"];
+        let cases = [
+            ("_c_a-__READ__0000000001", Some((0, 1))),
+            ("_c_a-__WRIT__0000000002", Some((1, 2))),
+            ("__READ__0000000001__WRIT__0000000002", Some((1, 2))),
+            ("__WRIT____READ__0000000003", Some((0, 3))),
+            ("_c_a-lock-0000000004", None),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(name_and_sequence(name, &rw), expected, "{name}");
+        }
+    }
+
+    /// A small deterministic generator, so a failure can be replayed.
+    fn xorshift(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    #[test]
+    fn nodes_ahead_are_the_sorted_queue_before_ours() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15;
+        let bases = [0i64, 1_000, i64::from(i32::MAX) - 20, -30, -1];
+        for round in 0..2_000 {
+            let base = bases[round % bases.len()];
+            let len = 1 + (xorshift(&mut rng) % 40) as usize;
+            // Distinct sequences from a window of 3 * len values after `base`, wrapping like
+            // ZooKeeper's signed counter.
+            let mut sequences: Vec<i64> = (0..3 * len as i64)
+                .map(|i| i64::from((base + i) as i32))
+                .collect();
+            for i in (1..sequences.len()).rev() {
+                sequences.swap(i, (xorshift(&mut rng) % (i as u64 + 1)) as usize);
+            }
+            sequences.truncate(len);
+            let names = &["__READ__", "__WRIT__"];
+            let children: Vec<String> = sequences
+                .iter()
+                .map(|&s| {
+                    let kind = names[(xorshift(&mut rng) % 2) as usize];
+                    format!("_c_{:x}-{kind}{s:010}", xorshift(&mut rng))
+                })
+                .chain(["not-a-lock".to_owned()])
+                .collect();
+            let sorted = sorted_lock_nodes(children.clone(), names);
+            let at = (xorshift(&mut rng) % len as u64) as usize;
+            let ours = sorted[at].clone();
+            assert_eq!(
+                nodes_ahead(children.clone(), &ours, names).as_deref(),
+                Some(&sorted[..at]),
+                "round {round}: {children:?}"
+            );
+            let without: Vec<String> = children.into_iter().filter(|n| *n != ours.name).collect();
+            assert_eq!(nodes_ahead(without, &ours, names), None);
+        }
     }
 
     #[test]

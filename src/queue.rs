@@ -57,7 +57,7 @@ impl LockQueue {
             kinds
                 .iter()
                 .find(|k| k.ours == nodes[at].name_index)
-                .is_some_and(|k| (k.blocker)(nodes, at).is_none())
+                .is_some_and(|k| (k.blocker)(&nodes[..at]).is_none())
         })
     }
 

@@ -11,7 +11,7 @@ use log::{debug, warn};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::layout::{
-    check_data_size, owner_data, protected_prefix, sorted_lock_nodes, LockNode, LEASE_NAME,
+    check_data_size, nodes_ahead, owner_data, protected_prefix, LockNode, LEASE_NAME,
 };
 use crate::session::{Create, Liveness, NodeStat, Prefetched, Session, Then};
 use crate::wait::{Attempt, Patience};
@@ -24,9 +24,10 @@ pub(crate) struct Kind {
     pub(crate) names: &'static [(&'static str, Role)],
     /// Which of `names` our node carries.
     pub(crate) ours: usize,
-    /// Given the lock nodes in order and our index, the index of the node we must wait for,
-    /// or `None` if we hold the lock.
-    pub(crate) blocker: fn(&[LockNode], usize) -> Option<usize>,
+    /// Given the lock nodes ahead of ours, in order, the index of the one we must wait for,
+    /// or `None` if we hold the lock. A rule looks at no node after the one it picks (those
+    /// are nodes it lets pass), which [`sole_blocker`](Self::sole_blocker) relies on.
+    pub(crate) blocker: fn(&[LockNode]) -> Option<usize>,
 }
 
 impl Kind {
@@ -38,16 +39,15 @@ impl Kind {
     /// listing holds every node created before ours, so no new node can get in our way: the
     /// blocker's deletion alone then makes us the holder, without listing again (we only check
     /// that our own node still exists).
-    pub(crate) fn sole_blocker(&self, nodes: &[LockNode], ours: usize, blocker: usize) -> bool {
-        let mut rest = nodes.to_vec();
-        rest.remove(blocker);
-        (self.blocker)(&rest, if blocker < ours { ours - 1 } else { ours }).is_none()
+    pub(crate) fn sole_blocker(&self, ahead: &[LockNode], blocker: usize) -> bool {
+        // Without the blocker, the rule would look at the nodes before it only.
+        (self.blocker)(&ahead[..blocker]).is_none()
     }
 }
 
 /// The exclusive lock's rule (ZooKeeper's lock recipe): wait for the node just before ours.
-pub(crate) fn previous_node(_: &[LockNode], ours: usize) -> Option<usize> {
-    ours.checked_sub(1)
+pub(crate) fn previous_node(ahead: &[LockNode]) -> Option<usize> {
+    ahead.len().checked_sub(1)
 }
 
 /// What a node in a lock's queue stands for, as reported by inspection.
@@ -417,26 +417,30 @@ fn contend(
     else {
         return gave_up(session);
     };
+    let lock_names = kind.lock_names();
+    // (A name of ours that is no lock node would be missing from every listing.)
+    let Some(ours) = LockNode::parse(name, &lock_names) else {
+        return Err(node_vanished(&mut contender, lock_path));
+    };
     loop {
         let listed = match children.take() {
             Some(listed) => listed,
             None => session.list(lock_path, deadline)?,
         };
-        let nodes = sorted_lock_nodes(listed, &kind.lock_names());
-        let Some(ours) = nodes.iter().position(|n| n.name == name) else {
+        let Some(ahead) = nodes_ahead(listed, &ours, &lock_names) else {
             return Err(node_vanished(&mut contender, lock_path));
         };
-        let Some(blocker) = (kind.blocker)(&nodes, ours) else {
+        let Some(blocker) = (kind.blocker)(&ahead) else {
             return claim(contender, lock_path, stat).map(Some);
         };
         if let Patience::DontWait = patience {
             return Ok(None);
         }
-        let sole_blocker = kind.sole_blocker(&nodes, ours, blocker);
-        let blocker_path = format!("{lock_path}/{}", nodes[blocker].name);
-        // The listing can be long (every contender ahead of us) and the wait too: with many
-        // waiters, keeping each one's copy alive grows memory with the square of the queue.
-        drop(nodes);
+        let sole_blocker = kind.sole_blocker(&ahead, blocker);
+        let blocker_path = format!("{lock_path}/{}", ahead[blocker].name);
+        // The queue ahead can be long and the wait too: with many waiters, keeping each one's
+        // copy alive grows memory with the square of the queue.
+        drop(ahead);
         // A fresh mailbox per watch: an event the previous watch task posted on its way out
         // (say, a deletion delivered on reconnect) must not be read as news about this one.
         let signal = Signal::new();

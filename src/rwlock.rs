@@ -19,8 +19,8 @@ const READ: usize = 0;
 const NAMES: &[(&str, Role)] = &[(READ_NAME, Role::Read), (WRITE_NAME, Role::Write)];
 
 /// A reader waits only for the nearest writer queued before it.
-fn nearest_lower_writer(nodes: &[LockNode], ours: usize) -> Option<usize> {
-    nodes[..ours].iter().rposition(|n| n.name_index != READ)
+fn nearest_lower_writer(ahead: &[LockNode]) -> Option<usize> {
+    ahead.iter().rposition(|n| n.name_index != READ)
 }
 
 const READER: Kind = Kind {
@@ -106,7 +106,7 @@ mod tests {
                 } else {
                     &WRITER
                 };
-                (kind.blocker)(&nodes, at).is_none()
+                (kind.blocker)(&nodes[..at]).is_none()
             })
             .collect::<Vec<_>>()
     }
@@ -122,19 +122,19 @@ mod tests {
     #[test]
     fn readers_wait_only_for_the_nearest_lower_writer() {
         let nodes = queue(&[0, 0, 1, 0, 1, 0]); // R R W R W R
-        assert_eq!(nearest_lower_writer(&nodes, 0), None);
-        assert_eq!(nearest_lower_writer(&nodes, 1), None);
-        assert_eq!(nearest_lower_writer(&nodes, 3), Some(2));
-        assert_eq!(nearest_lower_writer(&nodes, 5), Some(4));
+        assert_eq!(nearest_lower_writer(&nodes[..0]), None);
+        assert_eq!(nearest_lower_writer(&nodes[..1]), None);
+        assert_eq!(nearest_lower_writer(&nodes[..3]), Some(2));
+        assert_eq!(nearest_lower_writer(&nodes[..5]), Some(4));
     }
 
     #[test]
     fn sole_blocker_decides_handoff_without_relist() {
         let nodes = queue(&[1, 0, 0]); // W R R: both readers go when the writer leaves
-        assert!(READER.sole_blocker(&nodes, 2, 0));
+        assert!(READER.sole_blocker(&nodes[..2], 0));
         let nodes = queue(&[1, 1, 0]); // W W R: the first writer leaving is not enough
-        assert!(!READER.sole_blocker(&nodes, 2, 0));
+        assert!(!READER.sole_blocker(&nodes[..2], 1));
         let nodes = queue(&[0, 0, 1]); // R R W: the writer needs both readers gone
-        assert!(!WRITER.sole_blocker(&nodes, 2, 1));
+        assert!(!WRITER.sole_blocker(&nodes[..2], 1));
     }
 }
