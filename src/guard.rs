@@ -61,11 +61,16 @@ impl LockGuard {
     /// someone else, also when this process was frozen (SIGSTOP, a long pause) or zklock's
     /// network thread could not run: nothing the network thread last said is trusted past the
     /// lease. It also turns `Suspended` when the connection drops, and comes back to `Held`
-    /// only when a new answer from the server proves the session alive. A node deleted by someone else
-    /// (see [`DistributedMutex::break_contender`](crate::DistributedMutex::break_contender))
-    /// turns the state [`LockState::Lost`] at once for a lock made
-    /// [`revocable`](crate::DistributedMutex::revocable), which watches its node; otherwise it
-    /// is only noticed by [`unlock`](Self::unlock).
+    /// only when a new answer from the server proves the session alive.
+    ///
+    /// The first call (of this, [`is_held`](Self::is_held),
+    /// [`lease_remaining`](Self::lease_remaining) or the `wait_lost` calls) also starts
+    /// watching the lock's node, so that its deletion by someone else (see
+    /// [`DistributedMutex::break_contender`](crate::DistributedMutex::break_contender)) turns
+    /// the state [`LockState::Lost`] as soon as the server reports it (a lock made
+    /// [`revocable`](crate::DistributedMutex::revocable) watches from the start). A holder that
+    /// never asks pays nothing for that watch; one that asks pays two requests (set, then
+    /// removed before the release, which so notifies nobody more).
     pub fn state(&self) -> LockState {
         self.held.state()
     }

@@ -1,7 +1,7 @@
 //! The private waiting core shared by every recipe: create a protected ephemeral-sequential
 //! node, find its position, wait on exactly the node that blocks it, and release.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 pub(crate) use crate::runtime::deadline_after;
@@ -87,8 +87,12 @@ pub(crate) struct Held {
     lock_path: String,
     node_path: String,
     stat: NodeStat,
-    /// Set for revocable locks: listens for revocation requests and for our node's deletion.
-    own_node: Option<OwnNodeWatch>,
+    /// Listens for our node's deletion by someone else (and, for revocable locks, for
+    /// revocation requests). Set at the claim for revocable locks; otherwise the first time
+    /// anyone asks for the lock's state, so that a caller who never asks pays nothing for it
+    /// (a watch costs a request to set and one to remove before the release). Empty if it
+    /// could not be set (the session was gone).
+    own_node: OnceLock<Option<OwnNodeWatch>>,
     released: bool,
     /// What the acquisition's front end reports about this node (see `observe.rs`).
     pub(crate) track: crate::observe::Track,
@@ -116,13 +120,26 @@ impl Held {
     /// The state, and with `Held` how much longer the lease runs; a loss seen is reported.
     fn state_and_lease(&self) -> (LockState, Option<Duration>) {
         let judged = self.judge();
-        let deleted = self.own_node.as_ref().is_some_and(OwnNodeWatch::deleted);
+        let deleted = self.own_node().is_some_and(OwnNodeWatch::deleted);
         self.track.observed(judged.0, &self.session, deleted);
         judged
     }
 
+    /// The watch on our node, set now if it is not yet.
+    fn own_node(&self) -> Option<&OwnNodeWatch> {
+        self.own_node
+            .get_or_init(|| match self.session.watch_own_node(&self.node_path) {
+                Ok(watch) => Some(watch),
+                Err(err) => {
+                    debug!("cannot watch {}: {err}", self.node_path);
+                    None
+                }
+            })
+            .as_ref()
+    }
+
     fn judge(&self) -> (LockState, Option<Duration>) {
-        if self.own_node.as_ref().is_some_and(OwnNodeWatch::deleted) {
+        if self.own_node().is_some_and(OwnNodeWatch::deleted) {
             return (LockState::Lost, None);
         }
         match self.session.liveness() {
@@ -156,7 +173,7 @@ impl Held {
             // Look again when the lease would run out (renewals move it on), and, watching
             // our node too, between short waits.
             let mut step = deadline_after(lease);
-            if self.own_node.is_some() {
+            if self.own_node().is_some() {
                 step = step.min(deadline_after(OWN_NODE_POLL));
             }
             self.session
@@ -166,13 +183,15 @@ impl Held {
 
     pub(crate) fn revocation_requested(&self) -> bool {
         self.own_node
-            .as_ref()
+            .get()
+            .and_then(Option::as_ref)
             .is_some_and(OwnNodeWatch::revocation_requested)
     }
 
     pub(crate) fn wait_revocation(&self, deadline: Instant) -> bool {
         self.own_node
-            .as_ref()
+            .get()
+            .and_then(Option::as_ref)
             .is_some_and(|w| w.wait_revocation(deadline))
     }
 
@@ -191,8 +210,11 @@ impl Held {
         let lost = || Error::LockLost {
             path: self.lock_path.clone(),
         };
-        // Stop watching our node before it goes.
-        self.own_node = None;
+        // Stop watching our node before it goes: the watch is removed before the delete is
+        // sent, so our own release fires no notification.
+        if let Some(watch) = self.own_node.take().flatten() {
+            watch.stop(wait);
+        }
         let deleted = self.session.delete_node(&self.node_path, wait);
         self.track.released(&deleted, &self.session);
         match deleted {
@@ -373,7 +395,8 @@ pub(crate) fn acquire_on(
         return Ok(None);
     };
     if options.revocable {
-        held.own_node = Some(session.watch_own_node(&held.node_path)?);
+        let watch = session.watch_own_node(&held.node_path)?;
+        held.own_node = OnceLock::from(Some(watch));
     }
     Ok(Some(held))
 }
@@ -787,7 +810,7 @@ fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat) -> Result<Held
         lock_path: lock_path.to_owned(),
         node_path: std::mem::take(&mut contender.node_path),
         stat,
-        own_node: None,
+        own_node: OnceLock::new(),
         released: false,
         track: Default::default(),
     })

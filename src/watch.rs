@@ -255,6 +255,14 @@ impl OwnNodeWatch {
         self.flags.marks.lock().revocation_requested
     }
 
+    /// Ends the watch and waits (at most `wait`, and never long) until the task is gone: its
+    /// watch is then removed, by a request queued before any the caller sends next.
+    pub(crate) fn stop(mut self, wait: Duration) {
+        self.task.abort();
+        let deadline = Instant::now() + wait.min(STOP_WAIT);
+        let _ = crate::runtime::block_on(&mut self.task, Some(deadline));
+    }
+
     pub(crate) fn deleted(&self) -> bool {
         self.flags.marks.lock().deleted
     }
@@ -302,6 +310,10 @@ pub(crate) async fn retry_pause_async(state: &mut zk::StateWatcher) -> bool {
         }
     }
 }
+
+/// The longest a release waits for its own-node watch to be removed (the runtime thread does
+/// it at once unless it is stalled; then the delete goes first and the watch fires).
+const STOP_WAIT: Duration = Duration::from_millis(100);
 
 /// Pause before retrying a request the server did not answer while the connection stayed up.
 pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(20);

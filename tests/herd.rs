@@ -25,6 +25,7 @@ fn releases_wake_only_the_waiters_that_can_proceed() {
         .collect();
     mutex_handoffs_notify_one_waiter_each(&connect, &clients);
     writer_release_wakes_the_readers_and_only_the_last_reader_wakes_the_writer(&connect, &clients);
+    a_holder_watching_its_node_releases_without_a_notification(&connect, &clients[0]);
     drop(clients);
     drop(server);
 }
@@ -137,4 +138,28 @@ fn writer_release_wakes_the_readers_and_only_the_last_reader_wakes_the_writer(
         );
     });
     assert!(lock.contenders().unwrap().is_empty());
+}
+
+/// Asking a guard for its state watches the holder's node (to see it deleted by someone
+/// else); the release removes that watch before deleting, so it notifies nobody.
+fn a_holder_watching_its_node_releases_without_a_notification(server: &str, client: &Client) {
+    let mutex = DistributedMutex::new(client, &common::lock_path("own-watch")).unwrap();
+    let watches_before = mntr_value(server, "zk_watch_count");
+    let guard = mutex.lock().unwrap();
+    assert!(guard.is_held());
+    assert!(
+        common::eventually(Duration::from_secs(5), || mntr_value(
+            server,
+            "zk_watch_count"
+        ) > watches_before),
+        "the holder's node is not watched"
+    );
+    let fired = common::watch_notifications_at(server);
+    guard.unlock().unwrap();
+    assert_eq!(common::watch_notifications_at(server), fired);
+    assert!(common::eventually(Duration::from_secs(5), || mntr_value(
+        server,
+        "zk_watch_count"
+    )
+        == watches_before));
 }

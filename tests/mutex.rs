@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use zklock::{Client, DistributedMutex, Error, LockGuard};
+use zklock::{Client, DistributedMutex, Error, LockGuard, LockState};
 
 const CYCLES: usize = 10;
 
@@ -392,4 +392,82 @@ fn a_waiter_whose_node_was_broken_never_becomes_a_holder() {
         );
         assert!(c_waiter.join().unwrap(), "C was not the only holder");
     });
+}
+
+#[test]
+fn a_waiter_whose_node_goes_just_before_its_predecessor_never_claims() {
+    // The next waiter in line learns of its predecessor's deletion with no other node ahead,
+    // the one handoff where it does not list the queue: it must still notice that its own node
+    // went first, in the same burst or in the same transaction, in either order.
+    let raw = common::RawClient::connect(&common::connect_string());
+    type Delete = fn(&common::RawClient, &str, &str);
+    let ways: [(&str, Delete); 4] = [
+        ("two deletes, ours first", |raw, ours, holder| {
+            raw.delete_back_to_back(&[ours, holder])
+        }),
+        ("two deletes, the holder's first", |raw, ours, holder| {
+            raw.delete_back_to_back(&[holder, ours])
+        }),
+        ("one multi, ours first", |raw, ours, holder| {
+            raw.delete_in_one_multi(&[ours, holder])
+        }),
+        ("one multi, the holder's first", |raw, ours, holder| {
+            raw.delete_in_one_multi(&[holder, ours])
+        }),
+    ];
+    for (round, (how, delete)) in ways.into_iter().enumerate() {
+        let (a, b) = (common::client(), common::client());
+        let path = common::lock_path(&format!("own-node-first-{round}"));
+        let a_mutex = DistributedMutex::new(&a, &path).unwrap();
+        let held = a_mutex.lock().unwrap();
+        thread::scope(|s| {
+            let b_waiter = s.spawn(|| {
+                let mutex = DistributedMutex::new(&b, &path).unwrap();
+                // A waiter that claimed in between (its node outlived the holder's) must
+                // then report the lock lost.
+                mutex
+                    .lock_timeout(Duration::from_secs(10))
+                    .map(|g| g.map(|g| g.wait_lost_timeout(Duration::from_secs(5))))
+            });
+            assert!(common::wait_contenders(&a_mutex, 2, Duration::from_secs(5)));
+            // Let the waiter's watch reach the server.
+            thread::sleep(Duration::from_millis(200));
+            let nodes = a_mutex.contenders().unwrap();
+            let (holder, ours) = (
+                format!("{path}/{}", nodes[0].node_name),
+                format!("{path}/{}", nodes[1].node_name),
+            );
+            delete(&raw, &ours, &holder);
+            let outcome = b_waiter.join().unwrap();
+            let ours_went_first = !how.contains("holder's first");
+            let atomic = how.contains("multi");
+            match outcome {
+                Err(Error::LockLost { .. }) => {}
+                Ok(Some(Some(LockState::Lost))) if !ours_went_first && !atomic => {}
+                other => panic!("{how}: the waiter whose node was deleted got {other:?}"),
+            }
+        });
+        assert!(matches!(held.unlock(), Err(Error::LockLost { .. })));
+        assert!(raw.children(&path).is_empty(), "{how}: nodes left behind");
+    }
+}
+
+#[test]
+fn a_holder_whose_node_is_deleted_reports_lost() {
+    // (tests/herd.rs checks that the watch this sets is removed before a normal release.)
+    let raw = common::RawClient::connect(&common::connect_string());
+    let client = common::client();
+    let path = common::lock_path("holder-node-deleted");
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    let guard = mutex.lock().unwrap();
+    assert_eq!(guard.state(), LockState::Held);
+    let node = format!("{path}/{}", mutex.contenders().unwrap()[0].node_name);
+    raw.delete_back_to_back(&[&node]);
+    assert_eq!(
+        guard.wait_lost_timeout(Duration::from_secs(5)),
+        Some(LockState::Lost)
+    );
+    assert_eq!(guard.state(), LockState::Lost);
+    assert!(!guard.is_held());
+    assert!(matches!(guard.unlock(), Err(Error::LockLost { .. })));
 }

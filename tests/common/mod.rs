@@ -289,6 +289,33 @@ impl RawClient {
             .unwrap();
     }
 
+    /// Deletes `paths` (which must exist) back to back: every request is sent before the
+    /// first reply is awaited, so the server applies them as one burst, in this order.
+    pub fn delete_back_to_back(&self, paths: &[&str]) {
+        let zk = self.zk();
+        let sent: Vec<_> = paths.iter().map(|p| zk.delete(p, None)).collect();
+        for (deleted, path) in sent.into_iter().zip(paths) {
+            self.handle
+                .block_on(deleted)
+                .unwrap_or_else(|e| panic!("deleting {path}: {e}"));
+        }
+    }
+
+    /// Deletes `paths` (which must exist) in one transaction, in this order.
+    pub fn delete_in_one_multi(&self, paths: &[&str]) {
+        let zk = self.zk();
+        let paths: Vec<String> = paths.iter().map(|p| (*p).to_owned()).collect();
+        self.handle
+            .block_on(async move {
+                let mut multi = zk.new_multi_writer();
+                for path in &paths {
+                    multi.add_delete(path, None).unwrap();
+                }
+                multi.commit().await.map(|_| ())
+            })
+            .unwrap_or_else(|e| panic!("multi delete: {e}"));
+    }
+
     /// Deletes `path` and everything below it; nothing happens if it does not exist.
     pub fn delete_tree(&self, path: &str) {
         for child in self.children(path) {
