@@ -123,7 +123,7 @@ pub(crate) fn dial(
             }
             Ok(Some(Err(zk::Error::AuthFailed))) => return Err(Error::AuthFailed),
             Ok(Some(Err(err))) => err.to_string(),
-            Ok(None) => return Err(Error::Closed),
+            Ok(None) => "the connect task ended without an outcome".to_owned(),
             Err(task) => {
                 task.abort(); // The deadline passed (or the caller was stopped) mid-pass.
                 break;

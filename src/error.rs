@@ -150,9 +150,11 @@ pub enum Error {
         path: String,
     },
 
-    /// The [`Client`](crate::Client) was made before this process forked. Its background
-    /// thread did not survive the fork; a forked child must connect a `Client` of its own.
-    #[error("this ZooKeeper client was made in another process (before a fork); connect a new one in this process")]
+    /// This process was forked from one that used zklock: the [`Client`](crate::Client) was
+    /// made before the fork (its background thread did not survive it), or a new one is
+    /// being connected in the child, where the I/O reactor inherited from the parent cannot be
+    /// used. Fork before the first `Client` is made, or `exec` in the child.
+    #[error("zklock was used in this process's parent before a fork; its clients and I/O state cannot be used here (fork before connecting, or exec)")]
     Forked,
 
     /// A local resource zklock needs could not be had: its runtime could not be built or its

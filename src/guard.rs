@@ -162,7 +162,7 @@ impl fmt::Debug for LockGuard {
         f.debug_struct("LockGuard")
             .field("node_path", &self.node_path())
             .field("fencing_token", &self.fencing_token())
-            .field("state", &self.state())
+            .field("state", &self.held.peek_state())
             .finish()
     }
 }

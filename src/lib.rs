@@ -70,7 +70,8 @@
 //! - Guards own what they need (no lifetime): return them from functions or `spawn_blocking`,
 //!   move them across threads and tasks. Locks are not reentrant: as with `std::sync::Mutex`,
 //!   locking again while holding waits.
-//! - A `Client` made before `fork()` returns [`Error::Forked`] in the child: connect anew there.
+//! - After `fork()`, a process that used zklock before the fork gets [`Error::Forked`] in the
+//!   child, from the old client and from connecting a new one: fork first, or `exec`.
 //! - Releasing never panics and never blocks for long: a delete that cannot be confirmed is
 //!   retried in the background until the node is gone or the session has ended.
 //! - After a session expiry the [`Client`] opens a new session on the next call.

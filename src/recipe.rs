@@ -93,6 +93,8 @@ pub(crate) struct Held {
     /// (a watch costs a request to set and one to remove before the release). Empty if it
     /// could not be set (the session was gone).
     own_node: OnceLock<Option<OwnNodeWatch>>,
+    /// Made revocable: revocation requests are listened for (else ignored).
+    revocable: bool,
     released: bool,
     /// What the acquisition's front end reports about this node (see `observe.rs`).
     pub(crate) track: crate::observe::Track,
@@ -138,10 +140,27 @@ impl Held {
             .as_ref()
     }
 
+    /// The state as far as known without starting to watch our node (for `Debug`).
+    pub(crate) fn peek_state(&self) -> LockState {
+        if self
+            .own_node
+            .get()
+            .and_then(Option::as_ref)
+            .is_some_and(OwnNodeWatch::deleted)
+        {
+            return LockState::Lost;
+        }
+        self.judge_session().0
+    }
+
     fn judge(&self) -> (LockState, Option<Duration>) {
         if self.own_node().is_some_and(OwnNodeWatch::deleted) {
             return (LockState::Lost, None);
         }
+        self.judge_session()
+    }
+
+    fn judge_session(&self) -> (LockState, Option<Duration>) {
         match self.session.liveness() {
             Liveness::Connected => match self.session.lease.remaining() {
                 Some(left) => (LockState::Held, Some(left)),
@@ -182,17 +201,21 @@ impl Held {
     }
 
     pub(crate) fn revocation_requested(&self) -> bool {
-        self.own_node
-            .get()
-            .and_then(Option::as_ref)
-            .is_some_and(OwnNodeWatch::revocation_requested)
+        self.revocable
+            && self
+                .own_node
+                .get()
+                .and_then(Option::as_ref)
+                .is_some_and(OwnNodeWatch::revocation_requested)
     }
 
     pub(crate) fn wait_revocation(&self, deadline: Instant) -> bool {
-        self.own_node
-            .get()
-            .and_then(Option::as_ref)
-            .is_some_and(|w| w.wait_revocation(deadline))
+        self.revocable
+            && self
+                .own_node
+                .get()
+                .and_then(Option::as_ref)
+                .is_some_and(|w| w.wait_revocation(deadline))
     }
 
     /// Releases: deletes our node, retrying in the background if the connection is down.
@@ -397,6 +420,7 @@ pub(crate) fn acquire_on(
     if options.revocable {
         let watch = session.watch_own_node(&held.node_path)?;
         held.own_node = OnceLock::from(Some(watch));
+        held.revocable = true;
     }
     Ok(Some(held))
 }
@@ -811,6 +835,7 @@ fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat) -> Result<Held
         node_path: std::mem::take(&mut contender.node_path),
         stat,
         own_node: OnceLock::new(),
+        revocable: false,
         released: false,
         track: Default::default(),
     })

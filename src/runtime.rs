@@ -13,7 +13,7 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
@@ -71,25 +71,43 @@ impl Runtime {
     /// it, started with the first and stopped (joined) when the last one is dropped. With
     /// several clients in one process (several ensembles, identities or sessions), every reply
     /// and event is then handled on the thread that waits for I/O, with no hop between runtime
-    /// threads. A forked child starts its own.
+    /// threads.
+    ///
+    /// A process forked from one that ran zklock cannot connect: `async-io`'s reactor (one per
+    /// process, its epoll instance shared with the parent after a fork, its lock possibly held
+    /// by a parent thread the child does not have) is unusable there, so that is refused at
+    /// once with [`Error::Forked`] rather than left to time out.
     ///
     /// The crate's unit tests give each client its own runtime instead: some stall their
     /// client's runtime thread on purpose, which must not stall the tests running beside them.
     pub(crate) fn shared() -> Result<Arc<Runtime>> {
         static SHARED: parking_lot::Mutex<Weak<Runtime>> = parking_lot::Mutex::new(Weak::new());
+        static FIRST_PID: AtomicU32 = AtomicU32::new(0);
+        let pid = std::process::id();
+        match FIRST_PID.compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst) {
+            Err(first) if first != pid => return Err(Error::Forked),
+            _ => {}
+        }
         if cfg!(test) {
             return Runtime::start().map(Arc::new);
         }
-        let mut shared = SHARED.lock();
-        if let Some(runtime) = shared.upgrade() {
-            if runtime.pid == std::process::id() {
-                return Ok(runtime);
-            }
-            // A forked child's copy: its thread is the parent's; it is forgotten on drop.
+        if let Some(runtime) = SHARED.lock().upgrade() {
+            return Ok(runtime);
         }
-        let runtime = Arc::new(Runtime::start()?);
-        *shared = Arc::downgrade(&runtime);
-        Ok(runtime)
+        // Started without the lock held (a fork meanwhile must not find it taken).
+        let started = Arc::new(Runtime::start()?);
+        let mut shared = SHARED.lock();
+        match shared.upgrade() {
+            Some(runtime) => {
+                drop(shared);
+                drop(started); // Another caller was first: theirs is shared, ours stops.
+                Ok(runtime)
+            }
+            None => {
+                *shared = Arc::downgrade(&started);
+                Ok(started)
+            }
+        }
     }
 
     pub(crate) fn handle(&self) -> &Handle {
@@ -99,12 +117,15 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // Forked: the thread exists only in the parent (joining it would hang), and waking
+            // it could take a lock that a parent thread held at the fork.
+            std::mem::forget(self.thread.take());
+            return;
+        }
         self.stop.abort();
         if let Some(thread) = self.thread.take() {
-            if self.pid != std::process::id() {
-                // Forked: the thread exists only in the parent; joining it here would hang.
-                std::mem::forget(thread);
-            } else if thread.thread().id() == thread::current().id() {
+            if thread.thread().id() == thread::current().id() {
                 // The last reference died inside a task on the runtime itself: the thread ends on
                 // its own once the task returns.
                 debug!("zklock runtime dropped from its own thread");
@@ -134,10 +155,14 @@ impl Handle {
         };
         let stop = abort.clone();
         let task = executor.spawn(async move {
-            let run = futures_lite::future::or(async { Some(future.await) }, async {
-                stop.aborted().await;
-                None
-            });
+            // The abort is looked at first: a task aborted before it ever ran does nothing.
+            let run = futures_lite::future::or(
+                async {
+                    stop.aborted().await;
+                    None
+                },
+                async { Some(future.await) },
+            );
             // A panicking task ends alone, as on tokio; the runtime thread goes on.
             let output = AssertUnwindSafe(run).catch_unwind().await;
             stop.finish();

@@ -208,15 +208,7 @@ impl Permit {
 
     /// The least certain state among the leases (see [`LockGuard::state`](crate::LockGuard::state)).
     pub fn state(&self) -> LockState {
-        self.leases
-            .iter()
-            .map(Held::state)
-            .max_by_key(|s| match s {
-                LockState::Held => 0,
-                LockState::Suspended => 1,
-                _ => 2,
-            })
-            .unwrap_or(LockState::Lost)
+        least_certain(self.leases.iter().map(Held::state))
     }
 
     /// `true` while every lease is held.
@@ -255,7 +247,21 @@ impl fmt::Debug for Permit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("leases", &self.node_paths())
-            .field("state", &self.state())
+            .field(
+                "state",
+                &least_certain(self.leases.iter().map(Held::peek_state)),
+            )
             .finish()
     }
+}
+
+/// The least certain of some leases' states.
+fn least_certain(states: impl Iterator<Item = LockState>) -> LockState {
+    states
+        .max_by_key(|s| match s {
+            LockState::Held => 0,
+            LockState::Suspended => 1,
+            _ => 2,
+        })
+        .unwrap_or(LockState::Lost)
 }

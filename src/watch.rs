@@ -168,6 +168,11 @@ struct Marks {
     deleted: bool,
     /// The watching task has ended (node or session gone, client closed): no news will come.
     ended: bool,
+    /// A request that sets the watch is on its way: dropped before its reply, it would leave a
+    /// watch on the server that nobody listens to.
+    in_flight: bool,
+    /// [`OwnNodeWatch::stop`] was called: send nothing more.
+    stopping: bool,
 }
 
 #[derive(Default)]
@@ -216,7 +221,17 @@ impl OwnNodeWatch {
         }
         let _ended = Ended(flags.clone());
         loop {
-            match zk.get_and_watch_data(&path).await {
+            {
+                let mut marks = flags.marks.lock();
+                if marks.stopping {
+                    return;
+                }
+                marks.in_flight = true;
+            }
+            let read = zk.get_and_watch_data(&path).await;
+            flags.marks.lock().in_flight = false;
+            flags.changed.notify_all();
+            match read {
                 Ok((data, _, watcher)) => {
                     // Keep watching after a request: the holder may ignore it, and a later
                     // deletion must still mark the lock lost.
@@ -256,10 +271,25 @@ impl OwnNodeWatch {
     }
 
     /// Ends the watch and waits (at most `wait`, and never long) until the task is gone: its
-    /// watch is then removed, by a request queued before any the caller sends next.
+    /// watch is then removed, by a request queued before any the caller sends next. A request
+    /// setting the watch that is on its way is let come back first (else the server would set
+    /// a watch after we stopped listening, and fire it at our own delete).
     pub(crate) fn stop(mut self, wait: Duration) {
-        self.task.abort();
         let deadline = Instant::now() + wait.min(STOP_WAIT);
+        let mut marks = self.flags.marks.lock();
+        marks.stopping = true;
+        while marks.in_flight && !marks.ended {
+            if self
+                .flags
+                .changed
+                .wait_until(&mut marks, deadline)
+                .timed_out()
+            {
+                break;
+            }
+        }
+        drop(marks);
+        self.task.abort();
         let _ = crate::runtime::block_on(&mut self.task, Some(deadline));
     }
 
@@ -311,8 +341,9 @@ pub(crate) async fn retry_pause_async(state: &mut zk::StateWatcher) -> bool {
     }
 }
 
-/// The longest a release waits for its own-node watch to be removed (the runtime thread does
-/// it at once unless it is stalled; then the delete goes first and the watch fires).
+/// The longest a release waits for its own-node watch to be removed (a round trip at most,
+/// unless the runtime thread or the server is stalled; then the delete goes first and the
+/// watch fires).
 const STOP_WAIT: Duration = Duration::from_millis(100);
 
 /// Pause before retrying a request the server did not answer while the connection stayed up.

@@ -461,6 +461,11 @@ fn a_holder_whose_node_is_deleted_reports_lost() {
     let mutex = DistributedMutex::new(&client, &path).unwrap();
     let guard = mutex.lock().unwrap();
     assert_eq!(guard.state(), LockState::Held);
+    // Watching its node does not make a lock that is not revocable listen for revocation.
+    let asked = std::time::Instant::now();
+    assert!(!guard.wait_revocation_timeout(Duration::from_secs(2)));
+    assert!(asked.elapsed() < Duration::from_millis(500));
+    assert!(!guard.revocation_requested());
     let node = format!("{path}/{}", mutex.contenders().unwrap()[0].node_name);
     raw.delete_back_to_back(&[&node]);
     assert_eq!(

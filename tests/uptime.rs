@@ -362,6 +362,10 @@ fn child_calls(client: Client, mutex: DistributedMutex, path: &str) -> ! {
         client.get_data(&data_path).map(|d| format!("{d:?}"))
     });
     check("lock", &mut || mutex.lock().map(|_| "guard".into()));
+    // A new client cannot work here either (the I/O reactor is the parent's): said at once.
+    check("connect a new client", &mut || {
+        Client::connect(&common::connect_string()).map(|_| "client".into())
+    });
     let dropped = child_drop_is_prompt("calls", client, mutex);
     child_exit(all_ok && dropped)
 }
