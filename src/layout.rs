@@ -40,25 +40,11 @@ const SEQUENCE_LEN: usize = 10;
 /// Which of `lock_names` a child carries and its sequence: the text after the last
 /// occurrence of any of the names, as Curator's `fixForSorting` does.
 fn name_and_sequence(name: &str, lock_names: &[&str]) -> Option<(usize, i64)> {
-    // Every waiter reads the whole queue at a handoff, so the usual shape is checked first
-    // without searching: a lock name, then ZooKeeper's ten-character suffix, and no lock name
-    // starting after that one.
-    let fast = name
-        .len()
-        .checked_sub(SEQUENCE_LEN)
-        .filter(|&at| name.is_char_boundary(at))
-        .and_then(|at| {
-            let head = &name[..at];
-            let index = lock_names.iter().position(|n| head.ends_with(n))?;
-            let start = at - lock_names[index].len();
-            let later = &name.as_bytes()[start + 1..];
-            let none_later = lock_names
-                .iter()
-                .all(|n| !later.windows(n.len()).any(|w| w == n.as_bytes()));
-            none_later.then(|| parse_sequence(&name[at..]).map(|s| (index, s)))
-        });
-    if let Some(found) = fast {
-        return found;
+    // Every waiter reads the whole queue at a handoff, so the usual shape is checked first,
+    // on bytes and without searching: a lock name, then ZooKeeper's ten-character suffix, and
+    // no lock name starting after that one.
+    if let Some(found) = usual_shape(name.as_bytes(), lock_names) {
+        return Some(found);
     }
     let (name_index, lock_name) = lock_names
         .iter()
@@ -67,6 +53,42 @@ fn name_and_sequence(name: &str, lock_names: &[&str]) -> Option<(usize, i64)> {
         .max_by_key(|(at, _, _)| *at)
         .map(|(_, i, n)| (i, n))?;
     sequence_of(name, lock_name).map(|sequence| (name_index, sequence))
+}
+
+/// [`name_and_sequence`] for names of the usual shape; `None` for any other (which the general
+/// rule then reads).
+fn usual_shape(name: &[u8], lock_names: &[&str]) -> Option<(usize, i64)> {
+    let at = name.len().checked_sub(SEQUENCE_LEN)?;
+    let (head, tail) = name.split_at(at);
+    let (negative, digits) = match tail.split_first() {
+        Some((b'-', digits)) => (true, digits),
+        _ => (false, tail),
+    };
+    let mut value = 0i64;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        value = value * 10 + i64::from(d - b'0');
+    }
+    let index = lock_names.iter().position(|n| {
+        let n = n.as_bytes();
+        head.last() == n.last() && head.ends_with(n)
+    })?;
+    // No lock name may start after the one found (a lock name is never all digits, so only
+    // the few other bytes need a look).
+    let later = &name[at - lock_names[index].len() + 1..];
+    for (i, b) in later.iter().enumerate() {
+        if !b.is_ascii_digit()
+            && lock_names.iter().any(|n| {
+                let n = n.as_bytes();
+                n.first() == Some(b) && later[i..].starts_with(n)
+            })
+        {
+            return None;
+        }
+    }
+    Some((index, if negative { -value } else { value }))
 }
 
 /// One lock node seen in a listing of the lock path.
@@ -95,11 +117,12 @@ impl LockNode {
         self.sequence as u32
     }
 
-    /// Whether this node comes before `other` in the queue (see [`nodes_ahead`]).
-    fn is_ahead_of(&self, other: &LockNode) -> bool {
-        let behind = other.circle().wrapping_sub(self.circle());
+    /// Whether a node `name` with `sequence` comes before `other` in the queue (see
+    /// [`nodes_ahead`]).
+    fn precedes(sequence: i64, name: &str, other: &LockNode) -> bool {
+        let behind = other.circle().wrapping_sub(sequence as u32);
         match behind {
-            0 => self.name < other.name,
+            0 => name < other.name.as_str(),
             d => d < 1 << 31,
         }
     }
@@ -154,20 +177,27 @@ pub(crate) fn sorted_lock_nodes(children: Vec<String>, lock_names: &[&str]) -> V
 /// half of it (RFC 1982), which agrees with `sorted_lock_nodes` whenever the live queue spans
 /// less than 2^31 values (its assumption too).
 pub(crate) fn nodes_ahead(
-    children: Vec<String>,
+    children: &[String],
     ours: &LockNode,
     lock_names: &[&str],
 ) -> Option<Vec<LockNode>> {
     let mut found = false;
+    // Only the names ahead are copied: the listing itself is freed by the caller, off the
+    // path of a waiter's wake-up where it can be.
     let mut ahead: Vec<LockNode> = children
-        .into_iter()
+        .iter()
         .filter_map(|name| {
-            let node = LockNode::parse(name, lock_names)?;
-            if node.sequence == ours.sequence && node.name == ours.name {
+            let (name_index, sequence) = name_and_sequence(name, lock_names)?;
+            if sequence == ours.sequence && *name == ours.name {
                 found = true;
                 return None;
             }
-            node.is_ahead_of(ours).then_some(node)
+            let ahead = LockNode::precedes(sequence, name, ours);
+            ahead.then(|| LockNode {
+                sequence,
+                name: name.clone(),
+                name_index,
+            })
         })
         .collect();
     if !found {
@@ -389,12 +419,12 @@ mod tests {
             let at = (xorshift(&mut rng) % len as u64) as usize;
             let ours = sorted[at].clone();
             assert_eq!(
-                nodes_ahead(children.clone(), &ours, names).as_deref(),
+                nodes_ahead(&children, &ours, names).as_deref(),
                 Some(&sorted[..at]),
                 "round {round}: {children:?}"
             );
             let without: Vec<String> = children.into_iter().filter(|n| *n != ours.name).collect();
-            assert_eq!(nodes_ahead(without, &ours, names), None);
+            assert_eq!(nodes_ahead(&without, &ours, names), None);
         }
     }
 

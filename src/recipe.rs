@@ -459,7 +459,7 @@ fn contend(
         mut contender,
         name,
         stat,
-        mut children,
+        children,
     }) = create_node(session, lock_path, kind.names[kind.ours].0, data, deadline)?
     else {
         return gave_up(session);
@@ -469,12 +469,16 @@ fn contend(
     let Some(ours) = LockNode::parse(name, &lock_names) else {
         return Err(node_vanished(&mut contender, lock_path));
     };
+    // The nodes ahead of ours, when already known (from the listing taken with the create, or
+    // read by the runtime as the blocker went).
+    let mut known: Option<Option<Vec<LockNode>>> =
+        children.map(|listed| nodes_ahead(&listed, &ours, &lock_names));
     loop {
-        let listed = match children.take() {
-            Some(listed) => listed,
-            None => session.list(lock_path, deadline)?,
+        let ahead = match known.take() {
+            Some(ahead) => ahead,
+            None => nodes_ahead(&session.list(lock_path, deadline)?, &ours, &lock_names),
         };
-        let Some(ahead) = nodes_ahead(listed, &ours, &lock_names) else {
+        let Some(ahead) = ahead else {
             return Err(node_vanished(&mut contender, lock_path));
         };
         let Some(blocker) = (kind.blocker)(&ahead) else {
@@ -497,7 +501,11 @@ fn contend(
         let then = if sole_blocker {
             Then::ReadOwn(contender.node_path.clone())
         } else {
-            Then::List(lock_path.to_owned())
+            Then::Queue {
+                path: lock_path.to_owned(),
+                ours: ours.clone(),
+                lock_names: lock_names.clone(),
+            }
         };
         let (watch, prefetch) =
             match session.watch_node(&blocker_path, &signal, deadline, Some(then)) {
@@ -527,8 +535,8 @@ fn contend(
             }
             Woken::Deleted => {
                 // The queue as it is after the deletion, if the runtime could read it.
-                if let Some(Prefetched::Children(listed)) = prefetch.take() {
-                    children = Some(listed);
+                if let Some(Prefetched::Ahead(ahead)) = prefetch.take() {
+                    known = Some(ahead);
                 }
             }
             Woken::Recheck => {}

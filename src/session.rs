@@ -12,12 +12,13 @@ use parking_lot::{Condvar, Mutex};
 use zookeeper_client as zk;
 
 use crate::error::{outcome_unknown, Error, Result};
+use crate::layout::{nodes_ahead, LockNode};
 use crate::lease::Lease;
 use crate::relay::io_log;
 use crate::runtime::{block_on, deadline_after, Abort, Handle, JoinHandle, Runtime};
 use crate::security::{NodeAcl, Security};
 use crate::watch::{
-    retry_pause_async, FollowUp, NodeFlags, NodeWatch, OwnNodeWatch, Signal, RETRY_PAUSE,
+    retry_pause_async, FollowUp, Leftover, NodeFlags, NodeWatch, OwnNodeWatch, Signal, RETRY_PAUSE,
 };
 
 /// What a session is opened with; [`ClientBuilder`](crate::ClientBuilder) fills it in.
@@ -252,8 +253,14 @@ type Op<T> = std::pin::Pin<Box<dyn std::future::Future<Output = ZkResult<T>> + S
 /// same session, so its reply reflects the queue as it is after the deletion.
 #[derive(Debug, Clone)]
 pub(crate) enum Then {
-    /// List the lock path.
-    List(String),
+    /// List the lock path and keep the lock nodes ahead of `ours` (see
+    /// [`nodes_ahead`]): the waiter is woken with the short answer, and the listing is freed
+    /// after it is woken.
+    Queue {
+        path: String,
+        ours: LockNode,
+        lock_names: Vec<&'static str>,
+    },
     /// Read our own node's stat.
     ReadOwn(String),
 }
@@ -261,7 +268,8 @@ pub(crate) enum Then {
 /// The reply to a [`Then`] request, once the deletion it followed was notified.
 #[derive(Debug)]
 pub(crate) enum Prefetched {
-    Children(Vec<String>),
+    /// The nodes ahead of ours, in order; `None` if our node is not in the queue.
+    Ahead(Option<Vec<LockNode>>),
     /// Our node's stat, `None` if it is gone.
     Own(Option<NodeStat>),
 }
@@ -281,8 +289,17 @@ impl Then {
     fn follow_up(self, zk: zk::Client, slot: Prefetch) -> FollowUp {
         Box::new(move || {
             Box::pin(async move {
+                let mut leftover: Leftover = None;
                 let reply = match self {
-                    Then::List(path) => zk.list_children(&path).await.map(Prefetched::Children),
+                    Then::Queue {
+                        path,
+                        ours,
+                        lock_names,
+                    } => zk.list_children(&path).await.map(|children| {
+                        let ahead = nodes_ahead(&children, &ours, &lock_names);
+                        leftover = Some(Box::new(children));
+                        Prefetched::Ahead(ahead)
+                    }),
                     Then::ReadOwn(path) => zk
                         .check_stat(&path)
                         .await
@@ -291,6 +308,7 @@ impl Then {
                 if let Ok(reply) = reply {
                     *slot.0.lock() = Some(reply);
                 }
+                leftover
             })
         })
     }

@@ -98,9 +98,14 @@ impl Signal {
 }
 
 /// Work a [`NodeWatch`] does on the runtime when its node is deleted (see
-/// [`NodeWatch::spawn`]); it keeps its own result.
-pub(crate) type FollowUp =
-    Box<dyn FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send>;
+/// [`NodeWatch::spawn`]); it keeps its own result, and hands back what is left to free, which
+/// is dropped after the waiter is woken (freeing a long listing is no work for its wake-up).
+pub(crate) type FollowUp = Box<
+    dyn FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = Leftover> + Send>> + Send,
+>;
+
+/// What a [`FollowUp`] leaves to be dropped once the waiter is woken.
+pub(crate) type Leftover = Option<Box<dyn std::any::Any + Send>>;
 
 /// A watch being waited on; dropping it cancels the task (and with it the server-side watch).
 pub(crate) struct NodeWatch {
@@ -135,10 +140,12 @@ impl NodeWatch {
                             zk::EventType::Session => NodeEvent::SessionEnded,
                             _ => NodeEvent::Changed,
                         };
+                        let mut leftover = None;
                         if let (NodeEvent::Deleted, Some(follow_up)) = (event, on_deleted) {
-                            follow_up().await;
+                            leftover = follow_up().await;
                         }
                         signal.post_node(event);
+                        drop(leftover);
                         return;
                     }
                     None => signal.post_session_change(),
