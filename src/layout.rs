@@ -382,6 +382,29 @@ mod tests {
         }
     }
 
+    #[test]
+    fn every_name_set_suits_the_fast_parse() {
+        // `usual_shape` relies on it: no name a prefix of another in its set, none starting
+        // with a digit or a minus sign.
+        let sets: [&[&str]; 4] = [
+            &[LOCK_NAME],
+            &[READ_NAME, WRITE_NAME],
+            &[LATCH_NAME],
+            &[LEASE_NAME],
+        ];
+        for set in sets {
+            for a in set {
+                assert!(
+                    !a.starts_with(|c: char| c.is_ascii_digit() || c == '-'),
+                    "{a}"
+                );
+                for b in set {
+                    assert!(a == b || !b.starts_with(a), "{a} is a prefix of {b}");
+                }
+            }
+        }
+    }
+
     /// A small deterministic generator, so a failure can be replayed.
     fn xorshift(state: &mut u64) -> u64 {
         *state ^= *state << 13;

@@ -505,6 +505,7 @@ fn contend(
                 path: lock_path.to_owned(),
                 ours: ours.clone(),
                 lock_names: lock_names.clone(),
+                on_runtime: !matches!(kind.names[kind.ours].1, Role::Read),
             }
         };
         let (watch, prefetch) =
@@ -535,8 +536,12 @@ fn contend(
             }
             Woken::Deleted => {
                 // The queue as it is after the deletion, if the runtime could read it.
-                if let Some(Prefetched::Ahead(ahead)) = prefetch.take() {
-                    known = Some(ahead);
+                match prefetch.take() {
+                    Some(Prefetched::Ahead(ahead)) => known = Some(ahead),
+                    Some(Prefetched::Listing(listed)) => {
+                        known = Some(nodes_ahead(&listed, &ours, &lock_names));
+                    }
+                    _ => {}
                 }
             }
             Woken::Recheck => {}

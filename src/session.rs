@@ -260,6 +260,10 @@ pub(crate) enum Then {
         path: String,
         ours: LockNode,
         lock_names: Vec<&'static str>,
+        /// Sift the listing on the runtime thread. Not for readers: all readers waiting on
+        /// one writer wake together, and each sifts its own listing on its own thread rather
+        /// than all of them one after another on the runtime thread.
+        on_runtime: bool,
     },
     /// Read our own node's stat.
     ReadOwn(String),
@@ -270,6 +274,8 @@ pub(crate) enum Then {
 pub(crate) enum Prefetched {
     /// The nodes ahead of ours, in order; `None` if our node is not in the queue.
     Ahead(Option<Vec<LockNode>>),
+    /// The listing, for the waiter to sift.
+    Listing(Vec<String>),
     /// Our node's stat, `None` if it is gone.
     Own(Option<NodeStat>),
 }
@@ -295,7 +301,11 @@ impl Then {
                         path,
                         ours,
                         lock_names,
+                        on_runtime,
                     } => zk.list_children(&path).await.map(|children| {
+                        if !on_runtime {
+                            return Prefetched::Listing(children);
+                        }
                         let ahead = nodes_ahead(&children, &ours, &lock_names);
                         leftover = Some(Box::new(children));
                         Prefetched::Ahead(ahead)

@@ -140,11 +140,13 @@ impl NodeWatch {
                             zk::EventType::Session => NodeEvent::SessionEnded,
                             _ => NodeEvent::Changed,
                         };
+                        // Posted on drop: also if the follow-up panics, the waiter is woken.
+                        let post = PostOnDrop(&signal, event);
                         let mut leftover = None;
                         if let (NodeEvent::Deleted, Some(follow_up)) = (event, on_deleted) {
                             leftover = follow_up().await;
                         }
-                        signal.post_node(event);
+                        drop(post);
                         drop(leftover);
                         return;
                     }
@@ -153,6 +155,15 @@ impl NodeWatch {
             }
         });
         NodeWatch { task }
+    }
+}
+
+/// Posts `event` to the waiter when dropped.
+struct PostOnDrop<'a>(&'a Signal, NodeEvent);
+
+impl Drop for PostOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.post_node(self.1);
     }
 }
 
@@ -282,7 +293,8 @@ impl OwnNodeWatch {
     /// setting the watch that is on its way is let come back first (else the server would set
     /// a watch after we stopped listening, and fire it at our own delete).
     pub(crate) fn stop(mut self, wait: Duration) {
-        let deadline = Instant::now() + wait.min(STOP_WAIT);
+        let wait = wait.min(STOP_WAIT);
+        let deadline = Instant::now() + wait;
         let mut marks = self.flags.marks.lock();
         marks.stopping = true;
         while marks.in_flight && !marks.ended {
@@ -297,7 +309,8 @@ impl OwnNodeWatch {
         }
         drop(marks);
         self.task.abort();
-        let _ = crate::runtime::block_on(&mut self.task, Some(deadline));
+        // A budget of its own: a slow reply above must not leave the removal no time.
+        let _ = crate::runtime::block_on(&mut self.task, Some(Instant::now() + wait));
     }
 
     pub(crate) fn deleted(&self) -> bool {
