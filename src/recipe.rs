@@ -142,15 +142,15 @@ impl Held {
 
     /// The state as far as known without starting to watch our node (for `Debug`).
     pub(crate) fn peek_state(&self) -> LockState {
-        if self
-            .own_node
-            .get()
-            .and_then(Option::as_ref)
-            .is_some_and(OwnNodeWatch::deleted)
-        {
+        if self.watched().is_some_and(OwnNodeWatch::deleted) {
             return LockState::Lost;
         }
         self.judge_session().0
+    }
+
+    /// The watch on our node if it is set already (without setting it).
+    fn watched(&self) -> Option<&OwnNodeWatch> {
+        self.own_node.get().and_then(Option::as_ref)
     }
 
     fn judge(&self) -> (LockState, Option<Duration>) {
@@ -203,19 +203,12 @@ impl Held {
     pub(crate) fn revocation_requested(&self) -> bool {
         self.revocable
             && self
-                .own_node
-                .get()
-                .and_then(Option::as_ref)
+                .watched()
                 .is_some_and(OwnNodeWatch::revocation_requested)
     }
 
     pub(crate) fn wait_revocation(&self, deadline: Instant) -> bool {
-        self.revocable
-            && self
-                .own_node
-                .get()
-                .and_then(Option::as_ref)
-                .is_some_and(|w| w.wait_revocation(deadline))
+        self.revocable && self.watched().is_some_and(|w| w.wait_revocation(deadline))
     }
 
     /// Releases: deletes our node, retrying in the background if the connection is down.

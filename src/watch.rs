@@ -180,7 +180,7 @@ pub(crate) struct OwnNodeWatch {
     task: JoinHandle<()>,
 }
 
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct Marks {
     revocation_requested: bool,
     deleted: bool,
@@ -207,6 +207,18 @@ impl NodeFlags {
 
     pub(crate) fn revocation_raised(&self) -> bool {
         self.marks.lock().revocation_requested
+    }
+
+    /// Waits until `done` holds, the watching task has ended, or `deadline` passes; returns
+    /// the marks as they are then.
+    fn wait_until(&self, deadline: Instant, done: impl Fn(&Marks) -> bool) -> Marks {
+        let mut marks = self.marks.lock();
+        while !done(&marks) && !marks.ended {
+            if self.changed.wait_until(&mut marks, deadline).timed_out() {
+                break;
+            }
+        }
+        *marks
     }
 
     pub(crate) fn raise_deleted(&self) {
@@ -295,19 +307,8 @@ impl OwnNodeWatch {
     pub(crate) fn stop(mut self, wait: Duration) {
         let wait = wait.min(STOP_WAIT);
         let deadline = Instant::now() + wait;
-        let mut marks = self.flags.marks.lock();
-        marks.stopping = true;
-        while marks.in_flight && !marks.ended {
-            if self
-                .flags
-                .changed
-                .wait_until(&mut marks, deadline)
-                .timed_out()
-            {
-                break;
-            }
-        }
-        drop(marks);
+        self.flags.marks.lock().stopping = true;
+        self.flags.wait_until(deadline, |m| !m.in_flight);
         self.task.abort();
         // A budget of its own: a slow reply above must not leave the removal no time.
         let _ = crate::runtime::block_on(&mut self.task, Some(Instant::now() + wait));
@@ -320,18 +321,9 @@ impl OwnNodeWatch {
     /// Waits until revocation is requested (`true`), the watch ends (the node or the session
     /// is gone: `false`) or `deadline` passes.
     pub(crate) fn wait_revocation(&self, deadline: Instant) -> bool {
-        let mut marks = self.flags.marks.lock();
-        while !marks.revocation_requested && !marks.ended {
-            if self
-                .flags
-                .changed
-                .wait_until(&mut marks, deadline)
-                .timed_out()
-            {
-                return marks.revocation_requested;
-            }
-        }
-        marks.revocation_requested
+        self.flags
+            .wait_until(deadline, |m| m.revocation_requested)
+            .revocation_requested
     }
 }
 

@@ -63,6 +63,23 @@ fn fenced_write_parents_let_other_identities_write_siblings() {
 /// connection that went silent (blackhole: the client crate still says SyncConnected for 2/5
 /// of the session timeout), the cancelled caller is held until the crate gives up on the
 /// connection: seconds, not milliseconds.
+/// Silences the connection, cancels `token`, and returns what `waiter` returned and how long it
+/// took after the cancel; the connection is back afterwards.
+fn cancel_while_silent(
+    proxy: &Proxy,
+    token: &CancelToken,
+    waiter: thread::JoinHandle<zklock::Result<()>>,
+) -> (zklock::Result<()>, Duration) {
+    proxy.blackhole(true);
+    thread::sleep(Duration::from_millis(100));
+    let cancelled_at = Instant::now();
+    token.cancel();
+    let outcome = waiter.join().unwrap();
+    let took = cancelled_at.elapsed();
+    proxy.blackhole(false);
+    (outcome, took)
+}
+
 #[test]
 fn a_cancelled_multi_lock_returns_promptly_on_a_silent_connection() {
     let root = common::lock_path("review-multi-cancel");
@@ -89,13 +106,7 @@ fn a_cancelled_multi_lock_returns_promptly_on_a_silent_connection() {
     }));
     thread::sleep(Duration::from_millis(100));
 
-    proxy.blackhole(true);
-    thread::sleep(Duration::from_millis(100));
-    let cancelled_at = Instant::now();
-    token.cancel();
-    let outcome = waiter.join().unwrap();
-    let took = cancelled_at.elapsed();
-    proxy.blackhole(false);
+    let (outcome, took) = cancel_while_silent(&proxy, &token, waiter);
     assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
     assert!(
         took < Duration::from_secs(1),
@@ -126,13 +137,7 @@ fn a_cancelled_semaphore_taker_returns_promptly_on_a_silent_connection() {
     }));
     thread::sleep(Duration::from_millis(100));
 
-    proxy.blackhole(true);
-    thread::sleep(Duration::from_millis(100));
-    let cancelled_at = Instant::now();
-    token.cancel();
-    let outcome = waiter.join().unwrap();
-    let took = cancelled_at.elapsed();
-    proxy.blackhole(false);
+    let (outcome, took) = cancel_while_silent(&proxy, &token, waiter);
     assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
     assert!(
         took < Duration::from_secs(1),
