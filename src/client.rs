@@ -5,9 +5,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::wire as zk;
 use log::{debug, info, warn};
 use parking_lot::Mutex;
-use zookeeper_client as zk;
 
 use crate::cancel::{self, CancelToken, Watching};
 use crate::connect::split_connect_string;

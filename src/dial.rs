@@ -13,11 +13,10 @@ use std::fmt;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use crate::wire as zk;
 use log::debug;
-use zookeeper_client as zk;
 
 use crate::error::{Error, Result};
-use crate::runtime::{block_on, Runtime};
 use crate::session::SessionConfig;
 
 /// Why one host of the connect string gave no session, as found out when connecting failed
@@ -85,7 +84,6 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// starts there). Stops early, as a failure, when a token the calling thread watches is
 /// cancelled, and, if the config asks for it, when every host refuses the connection.
 pub(crate) fn dial(
-    runtime: &Runtime,
     config: &SessionConfig,
     hosts: &str,
     deadline: Instant,
@@ -96,39 +94,26 @@ pub(crate) fn dial(
     let mut pause = FIRST_PAUSE;
     let mut fast = false;
     loop {
-        // One pass over every host (`fail_eagerly`): a pass's failure comes back at once, and
-        // the passes, their pauses and the deadline are ours.
-        let connector = config.security.configure(
-            zk::Client::connector()
-                .with_session_timeout(config.session_timeout)
-                .with_fail_eagerly(),
-        )?;
-        let target = hosts.to_owned();
+        // One pass over every host: a pass's failure comes back at once, and the passes,
+        // their pauses and the deadline are ours.
+        let connector = config
+            .security
+            .configure(zk::Connector::new().session_timeout(config.session_timeout))?;
         let sent = Instant::now();
-        // Connecting spawns the session task, so it must run on the runtime.
-        let task = runtime.handle().spawn(async move {
-            #[cfg(feature = "tls")]
-            if secure {
-                return connector.secure_connect(&target).await;
-            }
-            connector.connect(&target).await
-        });
-        let failure = match block_on(task, Some(deadline)) {
-            Ok(Some(Ok(zk))) => return Ok((zk, sent)),
-            Ok(Some(Err(zk::Error::BadArguments(reason)))) => {
+        let failure = match connector.connect(hosts, deadline) {
+            Ok(zk) => return Ok((zk, sent)),
+            Err(zk::Error::BadArguments(reason)) => {
                 return Err(Error::InvalidConnectString {
                     connect_string: config.connect_string.clone(),
-                    reason: (*reason).to_owned(),
+                    reason,
                 })
             }
-            Ok(Some(Err(zk::Error::AuthFailed))) => return Err(Error::AuthFailed),
-            Ok(Some(Err(err))) => err.to_string(),
-            Ok(None) => "the connect task ended without an outcome".to_owned(),
-            Err(task) => {
-                task.abort(); // The deadline passed (or the caller was stopped) mid-pass.
-                break;
-            }
+            Err(zk::Error::AuthFailed) => return Err(Error::AuthFailed),
+            Err(err) => err.to_string(),
         };
+        if Instant::now() >= deadline || crate::cancel::interrupted() {
+            break;
+        }
         found = probe_all(hosts, secure, deadline);
         debug!(
             "no session from {hosts} yet ({failure}): {}",

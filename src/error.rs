@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use zookeeper_client as zk;
+use crate::wire as zk;
 
 /// `Result` with zklock's [`Error`] as the default error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -179,45 +179,18 @@ pub enum Error {
 }
 
 /// Whether a request failed without a definite answer from the server, so that it may or may
-/// not have executed (a write) and is worth retrying (a read). The client crate fails every
-/// request in flight with whatever error ended the connection, which is not always
-/// `ConnectionLoss`; `Throttled` means "not executed, try again".
+/// not have executed (a write) and is worth retrying (a read): the connection failed under it,
+/// or the server throttled it ("not executed, try again").
 pub(crate) fn outcome_unknown(err: &zk::Error) -> bool {
     use zk::Error as E;
-    !matches!(
-        err,
-        E::NoNode
-            | E::NoAuth
-            | E::BadVersion
-            | E::NoChildrenForEphemerals
-            | E::NodeExists
-            | E::NotEmpty
-            | E::InvalidAcl
-            | E::AuthFailed
-            | E::SessionExpired
-            | E::SessionMoved
-            | E::ClientClosed
-            | E::BadArguments(_)
-            | E::QuotaExceeded
-            | E::Unimplemented
-            | E::NoHosts
-            | E::NoWatcher
-            | E::ReconfigDisabled
-    )
-}
-
-/// Whether `err` means that the connection failed under the request.
-fn is_connection_loss(err: &zk::Error) -> bool {
-    // The crate reports a connection dropped mid-request as `ConnectionLoss`, but also as
-    // `Custom(..)` (io errors, "no response from connection in ..ms") and `Timeout`.
     matches!(
         err,
-        zk::Error::ConnectionLoss | zk::Error::Custom(_) | zk::Error::Timeout
+        E::ConnectionLoss | E::Timeout | E::Throttled | E::NoSession(_)
     )
 }
 
 impl Error {
-    /// Converts a `zookeeper-client` error from an operation on `path`.
+    /// Converts a transport error from an operation on `path`.
     pub(crate) fn from_zk(err: zk::Error, path: &str) -> Error {
         match err {
             zk::Error::SessionExpired | zk::Error::SessionMoved => Error::SessionExpired,
@@ -241,42 +214,15 @@ impl Error {
             zk::Error::NotEmpty => Error::NotEmpty {
                 path: path.to_owned(),
             },
-            ref e if is_connection_loss(e) => Error::ConnectionLoss,
+            zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::NoSession(_) => {
+                Error::ConnectionLoss
+            }
             other => Error::ZooKeeper {
-                code: zk_code(&other),
+                code: other.code(),
                 path: path.to_owned(),
                 message: other.to_string(),
             },
         }
-    }
-}
-
-/// ZooKeeper's numeric error code for a client-crate error (`KeeperException.Code`).
-fn zk_code(err: &zk::Error) -> i32 {
-    use zk::Error as E;
-    match err {
-        E::ConnectionLoss | E::Custom(_) => -4,
-        E::MarshallingError | E::UnmarshalError { .. } => -5,
-        E::Unimplemented => -6,
-        E::Timeout => -7,
-        E::BadArguments(_) => -8,
-        E::UnexpectedErrorCode(code) => *code,
-        E::NoNode => -101,
-        E::NoAuth => -102,
-        E::BadVersion => -103,
-        E::NoChildrenForEphemerals => -108,
-        E::NodeExists => -110,
-        E::NotEmpty => -111,
-        E::SessionExpired => -112,
-        E::InvalidAcl => -114,
-        E::AuthFailed => -115,
-        E::SessionMoved => -118,
-        E::NotReadOnly => -119,
-        E::NoWatcher => -121,
-        E::ReconfigDisabled => -123,
-        E::QuotaExceeded => -125,
-        E::Throttled => -127,
-        _ => -1,
     }
 }
 
@@ -288,7 +234,7 @@ mod tests {
     fn only_definite_answers_are_final() {
         assert!(outcome_unknown(&zk::Error::ConnectionLoss));
         assert!(outcome_unknown(&zk::Error::Throttled));
-        assert!(outcome_unknown(&zk::Error::UnexpectedError("xid".into())));
+        assert!(!outcome_unknown(&zk::Error::Marshalling));
         assert!(!outcome_unknown(&zk::Error::NoNode));
         assert!(!outcome_unknown(&zk::Error::SessionExpired));
     }

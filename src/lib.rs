@@ -170,9 +170,9 @@ mod security;
 mod semaphore;
 mod session;
 mod state;
-mod trace;
 mod wait;
 mod watch;
+mod wire;
 
 pub use cancel::CancelToken;
 pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};

@@ -43,14 +43,10 @@ impl Runtime {
             executor: Arc::downgrade(&executor),
         };
         let stop = Abort::default();
-        let (spawner, stopped) = (handle.clone(), stop.clone());
+        let stopped = stop.clone();
         let thread = thread::Builder::new()
             .name("zklock-runtime".into())
             .spawn(move || {
-                // The client crate's log lines, relayed without blocking this thread.
-                let _trace = crate::trace::install();
-                // The client crate spawns its session task from here (in `connect`).
-                let _spawner = spawns_core::enter(&spawner);
                 async_io::block_on(executor.run(stopped.aborted()));
                 // The thread holds the only strong reference: dropping it drops every task
                 // left, here, on the runtime thread.
@@ -175,12 +171,6 @@ impl Handle {
             task: Some(task.fallible()),
             abort,
         }
-    }
-}
-
-impl spawns_core::Spawn for Handle {
-    fn spawn(&self, task: spawns_core::Task) {
-        Handle::spawn(self, Box::into_pin(task.future));
     }
 }
 

@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use zookeeper_client as zk;
+use crate::wire as zk;
+use crate::wire::{perms, Acl, Acls};
 
 use crate::error::{Error, Result};
 
@@ -50,28 +51,22 @@ pub enum ParentAcl {
     SameAsLocks,
 }
 
-static CREATOR_ALL_ANYONE_CREATE_READ: std::sync::LazyLock<[zk::Acl; 2]> =
-    std::sync::LazyLock::new(|| {
-        [
-            zk::Acl::new(zk::Permission::ALL, zk::AuthId::authed()),
-            zk::Acl::new(
-                zk::Permission::READ | zk::Permission::CREATE,
-                zk::AuthId::anyone(),
-            ),
-        ]
-    });
+static CREATOR_ALL_ANYONE_CREATE_READ: [Acl; 2] = [
+    Acl::new(perms::ALL, "auth", ""),
+    Acl::new(perms::READ | perms::CREATE, "world", "anyone"),
+];
 
-static CREATOR_ALL_ANYONE_READ: [zk::Acl; 2] = [
-    zk::Acl::new_const(zk::Permission::ALL, "auth", ""),
-    zk::Acl::new_const(zk::Permission::READ, "world", "anyone"),
+static CREATOR_ALL_ANYONE_READ: [Acl; 2] = [
+    Acl::new(perms::ALL, "auth", ""),
+    Acl::new(perms::READ, "world", "anyone"),
 ];
 
 impl NodeAcl {
-    pub(crate) fn acls(self) -> zk::Acls<'static> {
+    pub(crate) fn acls(self) -> Acls {
         match self {
-            NodeAcl::Open => zk::Acls::anyone_all(),
-            NodeAcl::CreatorOnly => zk::Acls::creator_all(),
-            NodeAcl::CreatorOnlyAnyoneRead => zk::Acls::new(&CREATOR_ALL_ANYONE_READ),
+            NodeAcl::Open => &zk::OPEN_ACL,
+            NodeAcl::CreatorOnly => &zk::CREATOR_ALL_ACL,
+            NodeAcl::CreatorOnlyAnyoneRead => &CREATOR_ALL_ANYONE_READ,
         }
     }
 }
@@ -132,11 +127,11 @@ impl fmt::Debug for Security {
 
 impl Security {
     /// The ACL of parents created on the way to a lock path, and of the chroot.
-    pub(crate) fn parents(&self) -> zk::Acls<'static> {
+    pub(crate) fn parents(&self) -> Acls {
         match (self.acl, self.parent_acl) {
-            (NodeAcl::Open, _) => zk::Acls::anyone_all(),
+            (NodeAcl::Open, _) => &zk::OPEN_ACL,
             (acl, ParentAcl::SameAsLocks) => acl.acls(),
-            (_, ParentAcl::Shared) => zk::Acls::new(&*CREATOR_ALL_ANYONE_CREATE_READ),
+            (_, ParentAcl::Shared) => &CREATOR_ALL_ANYONE_CREATE_READ,
         }
     }
 
@@ -168,7 +163,7 @@ impl Security {
                     "an auth scheme must be named and its credential under 1,000,000 bytes",
                 ));
             }
-            connector = connector.with_auth(scheme, credential);
+            connector = connector.auth(scheme, credential);
         }
         #[cfg(feature = "sasl")]
         if let Some((user, password)) = &self.sasl_digest {
@@ -177,21 +172,16 @@ impl Security {
                     "a SASL user must be named and its credentials under 1,000,000 bytes",
                 ));
             }
-            connector =
-                connector.with_sasl(zk::SaslOptions::digest_md5(user.clone(), password.clone()));
+            connector = connector.sasl_digest_md5(user, password);
         }
         #[cfg(feature = "tls")]
         if let Some(tls) = &self.tls {
-            let bad = |e: zk::Error| Error::Tls {
-                reason: format!("invalid TLS material: {e}"),
-            };
-            let mut options = zk::TlsOptions::new()
-                .with_pem_ca(&tls.ca_pem)
-                .map_err(bad)?;
-            if let Some((cert, key)) = &tls.identity {
-                options = options.with_pem_identity(cert, key).map_err(bad)?;
-            }
-            connector = connector.with_tls(options);
+            let identity = tls.identity.as_ref().map(|(c, k)| (c.as_str(), k.as_str()));
+            let config =
+                zk::tls::TlsConfig::from_pem(&tls.ca_pem, identity).map_err(|e| Error::Tls {
+                    reason: format!("invalid TLS material: {e}"),
+                })?;
+            connector = connector.tls(std::sync::Arc::new(config));
         }
         Ok(connector)
     }
@@ -221,7 +211,7 @@ mod tests {
             ..Default::default()
         };
         assert!(matches!(
-            security.configure(zk::Client::connector()),
+            security.configure(zk::Connector::new()),
             Err(Error::InvalidArgument(_))
         ));
     }

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::wire as zk;
 use log::{debug, warn};
 use parking_lot::{Condvar, Mutex};
-use zookeeper_client as zk;
 
 use crate::error::{outcome_unknown, Error, Result};
 use crate::layout::{nodes_ahead, LockNode};
@@ -44,7 +44,7 @@ pub(crate) fn open_session(
     let connect_deadline = deadline_after(config.connect_timeout);
     let deadline = deadline.map_or(connect_deadline, |d| d.min(connect_deadline));
     // The session exists no earlier than the connect request: the lease starts from there.
-    let (zk, connect_sent) = crate::dial::dial(runtime, config, hosts, deadline)?;
+    let (zk, connect_sent) = crate::dial::dial(config, hosts, deadline)?;
     let acl = config.security.acl;
     let parent_acl = config.security.parents();
     let (zk, chroot) = match chroot {
@@ -72,12 +72,13 @@ pub(crate) fn open_session(
     let mut state = zk.state_watcher();
     state.state();
     let session = Session {
-        id: zk.session_id().0,
+        id: zk.session_id(),
         timeout: zk.session_timeout(),
         lease: Arc::new(Lease::new(connect_sent, zk.session_timeout())),
         tasks: Mutex::new(Vec::new()),
         release_tasks: Mutex::new(Vec::new()),
         closed: AtomicBool::new(false),
+        closing: Mutex::new(None),
         handles: Mutex::new(Some(Handles { zk, chroot })),
         state,
         acl,
@@ -86,6 +87,12 @@ pub(crate) fn open_session(
         handle: runtime.handle().clone(),
         releases: releases.clone(),
     };
+    // A reconnect's handshake proves the session alive as a sync would (the leader validates
+    // a session that moves), so holders read Held again without waiting behind other traffic.
+    let lease = session.lease.clone();
+    session
+        .zk()?
+        .on_session_proof(move |sent| lease.renew(sent));
     let keepalive = keep_alive(
         session.zk()?,
         session.lease.clone(),
@@ -113,7 +120,7 @@ impl Chroot {
     /// Creates the chroot and its missing ancestors. They are persistent nodes, never
     /// containers: once the server swept an empty container chroot, a client inside it could
     /// not create anything any more (every request would fail with NoNode).
-    fn create(&self, acl: zk::Acls<'static>) -> Op<()> {
+    fn create(&self, acl: zk::Acls) -> Op<()> {
         let (zk, path) = (self.root.clone(), self.path.clone());
         Box::pin(async move {
             zk.mkdir(&path, &zk::CreateMode::Persistent.with_acls(acl))
@@ -221,6 +228,8 @@ pub(crate) struct Session {
     handles: Mutex<Option<Handles>>,
     /// Set by [`close`](Self::close).
     closed: AtomicBool,
+    /// The handle [`close`](Self::close) closed, to learn whether the server confirmed it.
+    closing: Mutex<Option<zk::Client>>,
     /// Tasks on the runtime that hold a handle on the session (keepalive, own-node watches),
     /// aborted when this value is dropped or the session closed, so that the session can
     /// close.
@@ -236,7 +245,7 @@ pub(crate) struct Session {
     /// The ACL of the lock paths and lock nodes this session creates.
     acl: NodeAcl,
     /// The ACL of the parents (and chroot) this session creates on the way to a lock path.
-    parent_acl: zk::Acls<'static>,
+    parent_acl: zk::Acls,
     /// The process that opened the session: after a fork, the child has no runtime thread.
     pid: u32,
     handle: Handle,
@@ -347,9 +356,7 @@ impl Session {
             return Liveness::Ended;
         }
         match self.state() {
-            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
-                Liveness::Connected
-            }
+            zk::SessionState::SyncConnected => Liveness::Connected,
             zk::SessionState::Disconnected => Liveness::Disconnected,
             _ => Liveness::Ended,
         }
@@ -382,9 +389,7 @@ impl Session {
             // Check before waiting: `changed()` never returns once the state is terminal.
             match state.state() {
                 s if s.is_terminated() => return Err(self.ended_error()),
-                zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => {
-                    return Ok(())
-                }
+                zk::SessionState::SyncConnected => return Ok(()),
                 _ => {}
             }
             if block_on(Box::pin(state.changed()), deadline).is_err() {
@@ -402,10 +407,7 @@ impl Session {
         loop {
             // Consume the current state first, so no change between check and wait is missed.
             let current = state.state();
-            if !matches!(
-                current,
-                zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly
-            ) {
+            if !matches!(current, zk::SessionState::SyncConnected) {
                 return true;
             }
             if block_on(Box::pin(state.changed()), deadline).is_err() {
@@ -448,17 +450,21 @@ impl Session {
         }
     }
 
-    /// Closes the session: from now on every request fails with [`Error::Closed`], and once
-    /// the handles held by requests in flight are gone too, the client crate sends
-    /// CloseSession, which removes the session's ephemeral nodes at once. Returns without
-    /// waiting for that; see [`wait_ended`](Self::wait_ended).
+    /// Closes the session: from now on every request fails with [`Error::Closed`], and
+    /// CloseSession goes to the server at once, which removes the session's ephemeral nodes.
+    /// Returns without waiting for the answer; see [`wait_ended`](Self::wait_ended).
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         self.abort_tasks(true);
-        drop(self.handles.lock().take());
+        if let Some(handles) = self.handles.lock().take() {
+            handles.zk.close();
+            *self.closing.lock() = Some(handles.zk);
+        }
     }
 
-    /// Waits until the session has ended (closed, expired) or `deadline`; `true` if it has.
+    /// Waits until the session has ended or `deadline`; `true` if it has, and, when it ended by
+    /// [`close`](Self::close), only if the server confirmed the close (else it lives on there
+    /// until it expires).
     pub(crate) fn wait_ended(&self, deadline: Instant) -> bool {
         let mut state = self.state_watcher();
         let ended = Box::pin(async move {
@@ -466,7 +472,13 @@ impl Session {
                 state.changed().await;
             }
         });
-        crate::cancel::shielded(|| block_on(ended, Some(deadline)).is_ok())
+        if !crate::cancel::shielded(|| block_on(ended, Some(deadline)).is_ok()) {
+            return false;
+        }
+        match (self.state(), self.closing.lock().as_ref()) {
+            (zk::SessionState::Closed, Some(zk)) => zk.close_confirmed(),
+            _ => true,
+        }
     }
 
     /// `Err(Error::Forked)` in a child forked after the session was opened: its runtime thread
@@ -633,7 +645,7 @@ impl Session {
         &self,
         path: &str,
         mode: zk::CreateMode,
-        acl: zk::Acls<'static>,
+        acl: zk::Acls,
         deadline: Option<Instant>,
     ) -> Result<()> {
         self.in_chroot(deadline, || {
@@ -803,11 +815,9 @@ impl Session {
             // Both requests are sent here, before the first await.
             let create = zk.create(&node_prefix, &data, &options);
             let list = zk.list_children(&list_path);
-            let created = create.await.map(|(stat, seq)| {
-                (
-                    format!("{}{seq}", &node_prefix[list_path.len() + 1..]),
-                    NodeStat::from(&stat),
-                )
+            let created = create.await.map(|(stat, created)| {
+                let name = created.rsplit('/').next().unwrap_or_default().to_owned();
+                (name, NodeStat::from(&stat))
             });
             Ok((created, list.await))
         });
@@ -1168,64 +1178,60 @@ impl Session {
             // A request queued while disconnected would be sent whenever the connection
             // returns, long after the caller gave up: send only on a live connection.
             self.wait_connected(deadline)?;
-            let (zk, acl, owned) = (self.zk()?, self.acl, ops.to_vec());
-            let parent_acl = self.parent_acl;
-            let request = Box::pin(async move {
-                let mut writer = zk.new_multi_writer();
-                for op in &owned {
-                    match op {
-                        TxnOp::Check { path, version } => {
-                            writer.add_check_version(path, version.unwrap_or(-1))?
-                        }
-                        TxnOp::CreateParent { path } => writer.add_create(
-                            path,
-                            &[],
-                            &zk::CreateMode::Persistent.with_acls(parent_acl),
-                        )?,
-                        TxnOp::Create { path, data } => writer.add_create(
-                            path,
-                            data,
-                            &zk::CreateMode::Persistent.with_acls(acl.acls()),
-                        )?,
-                        TxnOp::SetData { path, data } => writer.add_set_data(path, data, None)?,
-                        TxnOp::Delete { path } => writer.add_delete(path, None)?,
-                    }
-                }
-                // The request is queued here, when the future is made, not when awaited.
-                writer.commit().await.map(drop)
-            });
+            let (zk, acl, parent_acl) = (self.zk()?, self.acl, self.parent_acl);
+            let requests: Vec<zk::TxnRequest> = ops
+                .iter()
+                .map(|op| match op.clone() {
+                    TxnOp::Check { path, version } => zk::TxnRequest::Check {
+                        path,
+                        version: version.unwrap_or(-1),
+                    },
+                    TxnOp::CreateParent { path } => zk::TxnRequest::Create {
+                        path,
+                        data: Vec::new(),
+                        options: zk::CreateMode::Persistent.with_acls(parent_acl),
+                    },
+                    TxnOp::Create { path, data } => zk::TxnRequest::Create {
+                        path,
+                        data,
+                        options: zk::CreateMode::Persistent.with_acls(acl.acls()),
+                    },
+                    TxnOp::SetData { path, data } => zk::TxnRequest::SetData {
+                        path,
+                        data,
+                        version: -1,
+                    },
+                    TxnOp::Delete { path } => zk::TxnRequest::Delete { path, version: -1 },
+                })
+                .collect();
+            // The request is on the wire when `multi` returns.
+            let request = zk.multi(&requests);
             let sent = Instant::now();
             let outcome = block_on(request, deadline);
-            if let Ok(Ok(()) | Err(zk::MultiWriteError::OperationFailed { .. })) = &outcome {
-                self.lease.renew(sent); // The leader ran the transaction.
+            if let Ok(Ok(_)) = &outcome {
+                self.lease.renew(sent); // The leader ran (or refused) the transaction.
             }
             match outcome {
-                Ok(Ok(())) => return Ok(TxnOutcome::Committed),
-                Ok(Err(zk::MultiWriteError::OperationFailed { index, source })) => {
+                Ok(Ok(None)) => return Ok(TxnOutcome::Committed),
+                Ok(Ok(Some((index, source)))) => {
                     let path = ops.get(index).map_or(first_path, TxnOp::path);
                     return Ok(TxnOutcome::Refused {
                         index,
                         error: Error::from_zk(source, path),
                     });
                 }
-                Ok(Err(zk::MultiWriteError::RequestFailed {
-                    source: zk::Error::Throttled,
-                })) => {
+                Ok(Err(zk::Error::Throttled)) => {
                     debug!("transaction on {first_path} throttled by the server; retrying");
                     std::thread::sleep(RETRY_PAUSE);
                 }
-                Ok(Err(zk::MultiWriteError::RequestFailed { source }))
-                    if outcome_unknown(&source) =>
-                {
+                Ok(Err(source)) if outcome_unknown(&source) => {
                     warn!(
                         "transaction on {first_path} (session {:#x}) sent, reply lost: {source}",
                         self.id
                     );
                     return Ok(TxnOutcome::Unknown);
                 }
-                Ok(Err(zk::MultiWriteError::RequestFailed { source })) => {
-                    return Err(Error::from_zk(source, first_path))
-                }
+                Ok(Err(source)) => return Err(Error::from_zk(source, first_path)),
                 Err(_abandoned) => {
                     warn!("transaction on {first_path} (session {:#x}) unanswered at the deadline; it may still be applied", self.id);
                     return Ok(TxnOutcome::Unknown);
@@ -1237,8 +1243,12 @@ impl Session {
 
 #[cfg(test)]
 impl Session {
-    /// Blocks the runtime thread for `stall`, as a blocking call on it would.
+    /// Blocks the runtime thread and the session's I/O thread for `stall`, as a blocking call
+    /// on them (or a stopped process) would: no keepalive, no pings, no replies read.
     pub(crate) fn stall_runtime_for_tests(&self, stall: Duration) {
+        if let Ok(zk) = self.zk() {
+            zk.stall_io_for_tests(stall);
+        }
         self.handle.spawn(async move { std::thread::sleep(stall) });
     }
 
@@ -1246,21 +1256,16 @@ impl Session {
     /// held up (so our client cannot win the session back), a second connection takes the
     /// session over and closes it. Returns once this client has seen the session expire.
     pub(crate) fn expire_for_tests(&self, hosts: &str) {
-        let info = self.zk().unwrap().session().clone();
-        self.stall_runtime_for_tests(Duration::from_secs(2));
-        let thief_runtime = Runtime::start().unwrap();
-        let hosts = hosts.to_owned();
-        let thief = thief_runtime.handle().spawn(async move {
-            let thief = zk::Client::connector()
-                .with_session(info)
-                .connect(&hosts)
-                .await
-                .expect("take the session over");
-            // Dropping the last handle sends closeSession; let its task do so.
-            drop(thief);
-            async_io::Timer::after(Duration::from_millis(500)).await;
-        });
-        block_on(thief, None).ok().flatten().expect("thief ran");
+        let zk = self.zk().unwrap();
+        // Our client must not win the session back between the takeover and the close.
+        zk.hold_reconnects_for_tests(Duration::from_secs(2));
+        let (id, password) = zk.session();
+        let thief = zk::Connector::new()
+            .resume(id, password)
+            .connect(hosts, Instant::now() + Duration::from_secs(10))
+            .expect("take the session over");
+        thief.close(); // CloseSession ends the session on the server.
+        drop(thief);
         let mut state = self.state_watcher();
         let ended = Box::pin(async move {
             while !state.state().is_terminated() {

@@ -20,9 +20,9 @@ use std::task::Poll;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use crate::wire as zk;
 use event_listener::{Event, EventListener};
 use parking_lot::Mutex;
-use zookeeper_client as zk;
 
 use crate::client::Client;
 use crate::error::Error;

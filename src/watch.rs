@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
+use crate::wire as zk;
 use parking_lot::{Condvar, Mutex};
-use zookeeper_client as zk;
 
 use crate::error::outcome_unknown;
 use crate::layout::REVOKE_MESSAGE;
@@ -336,16 +336,13 @@ impl Drop for OwnNodeWatch {
 /// Before retrying a request that failed without an answer: pauses briefly if still connected
 /// (throttled), else waits until connected. `false` if the session ended.
 pub(crate) async fn retry_pause_async(state: &mut zk::StateWatcher) -> bool {
-    if matches!(
-        state.peek_state(),
-        zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly
-    ) {
+    if matches!(state.peek_state(), zk::SessionState::SyncConnected) {
         async_io::Timer::after(RETRY_PAUSE).await;
     }
     loop {
         match state.state() {
             s if s.is_terminated() => return false,
-            zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly => return true,
+            zk::SessionState::SyncConnected => return true,
             _ => {
                 state.changed().await;
             }

@@ -1,0 +1,980 @@
+//! The session engine: one I/O thread per session reads replies and notifications, sends
+//! pings, and reconnects; callers write their requests themselves, under one lock, so a request
+//! is on the wire when the call returns and the order of calls is the order of execution.
+//!
+//! Replies are matched to requests by a FIFO, not by xid: the server answers one session's
+//! requests in order, and several SetWatches share xid -8.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::completion::{self, Completion, Slot};
+use super::hosts::{Host, Rotation};
+use super::jute::{Malformed, Reader, Writer};
+use super::link::{self, Closer, Frames, Link, Read1, Sink};
+use super::proto::{
+    op, xid, ConnectRequest, ConnectResponse, Notification, ReplyHeader, MAX_FRAME,
+    SET_WATCHES_MAX_BYTES,
+};
+use super::watches::{self, Kind, SessionState, StateCell, Unwatch, Watches};
+use super::Error;
+use crate::relay::io_log;
+
+/// What a session is opened with.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) hosts: Vec<Host>,
+    pub(crate) resolver: Arc<dyn super::hosts::Resolve>,
+    pub(crate) session_timeout: Duration,
+    /// `(scheme, credential)` pairs sent as auth packets on every connection.
+    pub(crate) auth: Vec<(String, Vec<u8>)>,
+    #[cfg(feature = "tls")]
+    pub(crate) tls: Option<Arc<super::tls::TlsConfig>>,
+    #[cfg(feature = "sasl")]
+    pub(crate) sasl: Option<(String, String)>,
+    /// Take over this session (id, password) instead of opening a new one (tests).
+    pub(crate) resume: Option<(i64, Vec<u8>)>,
+}
+
+/// Decodes a reply for its request and fills the caller's completion. `Err` if the reply does
+/// not decode: the connection is then reset.
+pub(crate) type OnReply = Box<dyn FnOnce(Answer<'_>) -> Result<(), Malformed> + Send>;
+
+/// What a pending request gets.
+pub(crate) enum Answer<'a> {
+    Reply {
+        err: i32,
+        body: Reader<'a>,
+        shared: &'a Arc<Shared>,
+    },
+    /// No reply will come: the connection or the session ended first.
+    Lost(Error),
+}
+
+struct Pending {
+    xid: i32,
+    on_reply: OnReply,
+}
+
+/// The write side and the requests awaiting replies, under one lock.
+struct Io {
+    sink: Option<Box<dyn Sink>>,
+    closer: Option<Closer>,
+    next_xid: i32,
+    pending: VecDeque<Pending>,
+    last_send: Instant,
+}
+
+/// What the session's handles and its I/O thread share.
+pub(crate) struct Shared {
+    io: Mutex<Io>,
+    pub(crate) watches: Mutex<Watches>,
+    pub(crate) state: Arc<StateCell>,
+    pub(crate) session_id: i64,
+    pub(crate) password: Vec<u8>,
+    pub(crate) timeout: Duration,
+    last_zxid: AtomicI64,
+    closing: AtomicBool,
+    /// The server answered our CloseSession: the session and its ephemeral nodes are gone.
+    close_confirmed: AtomicBool,
+    /// Wakes the I/O thread from a reconnect pause when the session is closed.
+    closed: (Mutex<bool>, Condvar),
+    /// Told, on the I/O thread, when each new connection's handshake was sent: the server
+    /// took the session back after that instant, so it cannot expire it before one timeout
+    /// later. Must not block.
+    on_proof: Mutex<Option<ProofHook>>,
+    /// Tests: no reconnect before this instant.
+    held_until: Mutex<Option<Instant>>,
+    /// Tests: the I/O thread does nothing until this instant, as if frozen.
+    stalled_until: Mutex<Option<Instant>>,
+    config: Config,
+}
+
+/// Called with the send time of a handshake that re-established the session.
+pub(crate) type ProofHook = Arc<dyn Fn(Instant) + Send + Sync>;
+
+/// How long closing waits for the server to confirm CloseSession.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+
+impl Shared {
+    /// Sends a request: `write` fills its body, `on_reply` reads the reply. The completion
+    /// fails at once with ConnectionLoss while not connected (the caller decides when to send
+    /// again; a request queued for a later connection could run long after its caller gave up).
+    pub(crate) fn send(
+        &self,
+        opcode: i32,
+        write: impl FnOnce(&mut Writer),
+        on_reply: OnReply,
+    ) -> Result<(), (OnReply, Error)> {
+        let mut io = self.io.lock();
+        let state = self.state.get();
+        if state.is_terminated() {
+            return Err((on_reply, terminal_error(state)));
+        }
+        if self.closing.load(Ordering::SeqCst) {
+            return Err((on_reply, Error::ClientClosed));
+        }
+        if io.sink.is_none() {
+            return Err((on_reply, Error::ConnectionLoss));
+        }
+        let xid = next_xid(&mut io.next_xid);
+        let mut w = Writer::frame();
+        w.int(xid).int(opcode);
+        write(&mut w);
+        if w.len() > MAX_FRAME {
+            return Err((
+                on_reply,
+                Error::BadArguments("request larger than jute.maxbuffer".into()),
+            ));
+        }
+        let frame = w.finish();
+        io.pending.push_back(Pending { xid, on_reply });
+        let sent = io.sink.as_mut().map(|s| s.send(&frame));
+        match sent {
+            Some(Ok(())) => {
+                io.last_send = Instant::now();
+                Ok(())
+            }
+            _ => {
+                // Part of the frame may have gone out: the outcome is unknown, as for any
+                // request lost with its connection. The I/O thread sees the socket close.
+                let pending = io.pending.pop_back().expect("just pushed");
+                if let Some(closer) = &io.closer {
+                    closer.close();
+                }
+                io.sink = None;
+                Err((pending.on_reply, Error::ConnectionLoss))
+            }
+        }
+    }
+
+    /// Sends a request and returns the completion that `decode` fills from its reply.
+    pub(crate) fn request<T: Send + 'static>(
+        &self,
+        opcode: i32,
+        write: impl FnOnce(&mut Writer),
+        decode: impl FnOnce(i32, Reader<'_>, &Arc<Shared>) -> Result<Result<T, Error>, Malformed>
+            + Send
+            + 'static,
+    ) -> Completion<T> {
+        let (slot, completion) = completion::pair();
+        let on_reply = reply_into(slot, decode);
+        if let Err((on_reply, err)) = self.send(opcode, write, on_reply) {
+            let _ = on_reply(Answer::Lost(err));
+        }
+        completion
+    }
+
+    pub(crate) fn on_proof(&self, hook: ProofHook) {
+        *self.on_proof.lock() = Some(hook);
+    }
+
+    /// Whether the server confirmed our CloseSession.
+    pub(crate) fn close_confirmed(&self) -> bool {
+        self.close_confirmed.load(Ordering::SeqCst)
+    }
+
+    /// The highest zxid seen in a reply.
+    pub(crate) fn last_zxid(&self) -> i64 {
+        self.last_zxid.load(Ordering::SeqCst)
+    }
+
+    /// Closes the session: CloseSession if connected (the server then removes our ephemeral
+    /// nodes at once), every waiter woken with `ClientClosed`. Returns at once; the I/O thread
+    /// ends within [`CLOSE_WAIT`].
+    pub(crate) fn close(&self) {
+        if self.closing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let connected = {
+            let mut io = self.io.lock();
+            let xid = next_xid(&mut io.next_xid);
+            let mut w = Writer::frame();
+            w.int(xid).int(op::CLOSE_SESSION);
+            let frame = w.finish();
+            let sent = match io.sink.as_mut() {
+                Some(sink) => sink.send(&frame).is_ok(),
+                None => false,
+            };
+            if sent {
+                io.pending.push_back(Pending {
+                    xid,
+                    on_reply: Box::new(|answer| {
+                        if let Answer::Reply { err: 0, shared, .. } = answer {
+                            shared.close_confirmed.store(true, Ordering::SeqCst);
+                        }
+                        Ok(())
+                    }),
+                });
+            }
+            sent
+        };
+        if !connected {
+            self.finish(SessionState::Closed);
+        }
+        *self.closed.0.lock() = true;
+        self.closed.1.notify_all();
+    }
+
+    /// Ends the session for good: fails every pending request, fires every watcher with the
+    /// session's end, closes the socket.
+    fn finish(&self, state: SessionState) {
+        self.state.set(state);
+        let err = terminal_error(self.state.get());
+        let pending: Vec<Pending> = {
+            let mut io = self.io.lock();
+            io.sink = None;
+            if let Some(closer) = io.closer.take() {
+                closer.close();
+            }
+            io.pending.drain(..).collect()
+        };
+        for p in pending {
+            let _ = (p.on_reply)(Answer::Lost(err.clone()));
+        }
+        let fired = self.watches.lock().take_all();
+        watches::deliver_end(fired);
+    }
+
+    /// The connection is gone: fail what was in flight, mark the session disconnected.
+    fn disconnected(&self) {
+        let pending: Vec<Pending> = {
+            let mut io = self.io.lock();
+            io.sink = None;
+            if let Some(closer) = io.closer.take() {
+                closer.close();
+            }
+            io.pending.drain(..).collect()
+        };
+        for p in pending {
+            let _ = (p.on_reply)(Answer::Lost(Error::ConnectionLoss));
+        }
+        if !self.closing.load(Ordering::SeqCst) {
+            self.state.set(SessionState::Disconnected);
+        }
+    }
+
+    /// A new connection is up: installs it, sets every watch again (in SetWatches requests of
+    /// bounded size, each matched in order), then lets callers in.
+    fn connected(&self, sink: Box<dyn Sink>, closer: Closer) -> io::Result<()> {
+        let mut io = self.io.lock();
+        io.sink = Some(sink);
+        io.closer = Some(closer);
+        let (data, child) = self.watches.lock().armed();
+        let zxid = self.last_zxid();
+        for (data, child) in chunk_watches(data, child) {
+            let mut w = Writer::frame();
+            w.int(xid::SET_WATCHES).int(op::SET_WATCHES);
+            w.long(zxid)
+                .strings(&data)
+                .strings(&[] as &[String])
+                .strings(&child);
+            let frame = w.finish();
+            io.pending.push_back(Pending {
+                xid: xid::SET_WATCHES,
+                on_reply: Box::new(|answer| {
+                    if let Answer::Reply { err, .. } = answer {
+                        if err != 0 {
+                            io_log!(Warn, "the server refused to set watches again: error {err}");
+                        }
+                    }
+                    Ok(())
+                }),
+            });
+            let sink = io.sink.as_mut().expect("just installed");
+            if let Err(e) = sink.send(&frame) {
+                io.sink = None;
+                return Err(e);
+            }
+        }
+        io.last_send = Instant::now();
+        drop(io);
+        self.state.set(SessionState::SyncConnected);
+        Ok(())
+    }
+
+    fn send_ping(&self) -> bool {
+        let mut io = self.io.lock();
+        let mut w = Writer::frame();
+        w.int(xid::PING).int(op::PING);
+        let frame = w.finish();
+        let Some(sink) = io.sink.as_mut() else {
+            return false;
+        };
+        if sink.send(&frame).is_err() {
+            return false;
+        }
+        io.last_send = Instant::now();
+        true
+    }
+
+    fn last_send(&self) -> Instant {
+        self.io.lock().last_send
+    }
+
+    /// Removes the server's watch on `path` (no one waits for it any more). Its reply is not
+    /// awaited; `NoWatcher` (it fired meanwhile) is as good as done.
+    fn remove_watch(&self, path: &str, kind: Kind) {
+        let sent = self.send(
+            op::REMOVE_WATCHES,
+            |w| {
+                w.string(path).int(kind.remove_type());
+            },
+            Box::new(|_| Ok(())),
+        );
+        drop(sent); // Not connected: the watch is not set again on the next connection anyway.
+    }
+}
+
+impl Unwatch for Shared {
+    fn unwatch(&self, key: &(String, Kind), id: u64) {
+        let removal = self.watches.lock().unregister(key, id);
+        if let Some(removal) = removal {
+            self.remove_watch(&removal.path, removal.kind);
+        }
+    }
+}
+
+fn next_xid(next: &mut i32) -> i32 {
+    let xid = *next;
+    *next = if xid >= i32::MAX - 1 { 1 } else { xid + 1 };
+    xid
+}
+
+pub(crate) fn terminal_error(state: SessionState) -> Error {
+    match state {
+        SessionState::AuthFailed => Error::AuthFailed,
+        SessionState::Closed => Error::ClientClosed,
+        _ => Error::SessionExpired,
+    }
+}
+
+/// An `OnReply` that decodes with `decode` into `slot`.
+fn reply_into<T: Send + 'static>(
+    slot: Slot<T>,
+    decode: impl FnOnce(i32, Reader<'_>, &Arc<Shared>) -> Result<Result<T, Error>, Malformed>
+        + Send
+        + 'static,
+) -> OnReply {
+    Box::new(move |answer| match answer {
+        Answer::Lost(err) => {
+            slot.fill(Err(err));
+            Ok(())
+        }
+        Answer::Reply { err, body, shared } => match decode(err, body, shared) {
+            Ok(value) => {
+                slot.fill(value);
+                Ok(())
+            }
+            Err(malformed) => {
+                slot.fill(Err(Error::ConnectionLoss));
+                Err(malformed)
+            }
+        },
+    })
+}
+
+/// Splits the watch paths into SetWatches requests of at most [`SET_WATCHES_MAX_BYTES`] of
+/// paths each.
+fn chunk_watches(data: Vec<String>, child: Vec<String>) -> Vec<(Vec<String>, Vec<String>)> {
+    let mut chunks = Vec::new();
+    let (mut d, mut c, mut bytes) = (Vec::new(), Vec::new(), 0);
+    let all = data
+        .into_iter()
+        .map(|p| (Kind::Data, p))
+        .chain(child.into_iter().map(|p| (Kind::Child, p)));
+    for (kind, path) in all {
+        let size = path.len() + 4;
+        if bytes + size > SET_WATCHES_MAX_BYTES && bytes > 0 {
+            chunks.push((std::mem::take(&mut d), std::mem::take(&mut c)));
+            bytes = 0;
+        }
+        bytes += size;
+        match kind {
+            Kind::Data => d.push(path),
+            Kind::Child => c.push(path),
+        }
+    }
+    if bytes > 0 {
+        chunks.push((d, c));
+    }
+    chunks
+}
+
+/// Why one connection attempt gave no session.
+#[derive(Debug)]
+pub(crate) enum AttemptError {
+    /// Connecting or the handshake failed; try another host.
+    Io(io::Error),
+    Tls(String),
+    /// The server says the session has expired.
+    Expired,
+    AuthFailed,
+}
+
+impl From<io::Error> for AttemptError {
+    fn from(e: io::Error) -> Self {
+        AttemptError::Io(e)
+    }
+}
+
+impl From<Malformed> for AttemptError {
+    fn from(m: Malformed) -> Self {
+        AttemptError::Io(io::Error::new(io::ErrorKind::InvalidData, m.0))
+    }
+}
+
+/// A connection with an established session.
+pub(crate) struct Established {
+    pub(crate) link: Link,
+    pub(crate) frames: Frames,
+    pub(crate) response: ConnectResponse,
+    /// When the connect request was sent: the session was alive then.
+    pub(crate) sent: Instant,
+}
+
+/// Connects to one host and establishes (or re-establishes) the session, authenticating it,
+/// all before `deadline`.
+pub(crate) fn attempt(
+    config: &Config,
+    rotation: &Rotation,
+    host: &Host,
+    session: (i64, &[u8]),
+    last_zxid: i64,
+    deadline: Instant,
+) -> Result<Established, AttemptError> {
+    let addrs = rotation.resolve(host)?;
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
+    for addr in addrs {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(AttemptError::Io(io::ErrorKind::TimedOut.into()));
+        }
+        let stream = match link::tcp(addr, left) {
+            Ok(s) => s,
+            Err(e) => {
+                last = e;
+                continue;
+            }
+        };
+        let link = open_link(config, host, stream, deadline)?;
+        return handshake(config, link, session, last_zxid, deadline);
+    }
+    Err(AttemptError::Io(last))
+}
+
+fn open_link(
+    config: &Config,
+    host: &Host,
+    stream: std::net::TcpStream,
+    deadline: Instant,
+) -> Result<Link, AttemptError> {
+    #[cfg(feature = "tls")]
+    if let Some(tls) = &config.tls {
+        return super::tls::connect(tls, &host.name, stream, deadline).map_err(AttemptError::Tls);
+    }
+    #[cfg(not(feature = "tls"))]
+    let _ = deadline;
+    if host.tls {
+        return Err(AttemptError::Tls(
+            "tcp+tls:// needs the `tls` feature and ClientBuilder::tls".into(),
+        ));
+    }
+    let _ = config;
+    Ok(link::plain(stream)?)
+}
+
+/// Reads the next frame before `deadline`, or fails.
+pub(crate) fn read_frame(
+    link: &mut Link,
+    frames: &mut Frames,
+    deadline: Instant,
+) -> io::Result<Vec<u8>> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no answer from the server in time",
+            ));
+        }
+        link.source.set_timeout(left)?;
+        if let Read1::Frame(frame) = frames.next(link.source.as_mut())? {
+            return Ok(frame);
+        }
+    }
+}
+
+fn handshake(
+    config: &Config,
+    mut link: Link,
+    (session_id, password): (i64, &[u8]),
+    last_zxid: i64,
+    deadline: Instant,
+) -> Result<Established, AttemptError> {
+    let sent = Instant::now();
+    let request = ConnectRequest {
+        last_zxid,
+        timeout_ms: config.session_timeout.as_millis().min(i32::MAX as u128) as i32,
+        session_id,
+        password,
+    };
+    link.sink.send(&request.frame())?;
+    let mut frames = Frames::new(MAX_FRAME);
+    let frame = read_frame(&mut link, &mut frames, deadline)?;
+    let response = ConnectResponse::read(&mut Reader::new(&frame))?;
+    if response.timeout_ms <= 0 {
+        return Err(AttemptError::Expired);
+    }
+    // Auth packets go first on every connection, and their replies are awaited: a refused
+    // credential is then known before the session is used.
+    for (scheme, credential) in &config.auth {
+        let mut w = Writer::frame();
+        w.int(xid::AUTH)
+            .int(op::AUTH)
+            .int(0)
+            .string(scheme)
+            .buffer(credential);
+        link.sink.send(&w.finish())?;
+    }
+    let mut answered = 0;
+    while answered < config.auth.len() {
+        let frame = read_frame(&mut link, &mut frames, deadline)?;
+        let header = ReplyHeader::read(&mut Reader::new(&frame))?;
+        match header.xid {
+            xid::AUTH if header.err == 0 => answered += 1,
+            xid::AUTH => return Err(AttemptError::AuthFailed),
+            xid::NOTIFICATION => {}
+            other => {
+                return Err(AttemptError::Io(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("unexpected xid {other} before authentication"),
+                )))
+            }
+        }
+    }
+    #[cfg(feature = "sasl")]
+    if let Some((user, password)) = &config.sasl {
+        super::sasl::authenticate(
+            &mut link,
+            &mut frames,
+            user,
+            password,
+            &_host_name(config),
+            deadline,
+        )?;
+    }
+    Ok(Established {
+        link,
+        frames,
+        response,
+        sent,
+    })
+}
+
+#[cfg(feature = "sasl")]
+fn _host_name(config: &Config) -> String {
+    config
+        .hosts
+        .first()
+        .map(|h| h.name.clone())
+        .unwrap_or_default()
+}
+
+/// Opens a new session with one pass over the hosts, before `deadline`; the session's I/O
+/// thread is running when this returns. The error says why each host gave none.
+pub(crate) fn open(config: Config, deadline: Instant) -> Result<Arc<Shared>, Error> {
+    let mut rotation = Rotation::new(config.hosts.clone(), config.resolver.clone());
+    let mut failures = Vec::new();
+    let (resume_id, resume_password) = config.resume.clone().unwrap_or((0, vec![0; 16]));
+    for _ in 0..rotation.len() {
+        let host = rotation.next();
+        if Instant::now() >= deadline {
+            break;
+        }
+        // Each host gets a share of the time, so one that swallows packets does not use it up.
+        let share = (config.session_timeout / rotation.len() as u32).max(Duration::from_secs(1));
+        let until = deadline.min(Instant::now() + share);
+        match attempt(
+            &config,
+            &rotation,
+            &host,
+            (resume_id, &resume_password),
+            0,
+            until,
+        ) {
+            Ok(established) => return Ok(start(config, rotation, established)),
+            Err(AttemptError::AuthFailed) => return Err(Error::AuthFailed),
+            Err(AttemptError::Expired) => return Err(Error::SessionExpired),
+            Err(AttemptError::Tls(why)) => failures.push(format!("{}: TLS: {why}", host.entry)),
+            Err(AttemptError::Io(e)) => failures.push(format!("{}: {e}", host.entry)),
+        }
+    }
+    Err(Error::NoSession(if failures.is_empty() {
+        "the connect deadline passed".into()
+    } else {
+        failures.join("; ")
+    }))
+}
+
+fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Shared> {
+    let timeout = Duration::from_millis(established.response.timeout_ms as u64);
+    let Established {
+        link,
+        frames,
+        response,
+        ..
+    } = established;
+    let shared = Arc::new(Shared {
+        io: Mutex::new(Io {
+            sink: None,
+            closer: None,
+            next_xid: 1,
+            pending: VecDeque::new(),
+            last_send: Instant::now(),
+        }),
+        watches: Mutex::new(Watches::default()),
+        state: StateCell::new(SessionState::Disconnected),
+        session_id: response.session_id,
+        password: response.password.clone(),
+        timeout,
+        last_zxid: AtomicI64::new(0),
+        closing: AtomicBool::new(false),
+        close_confirmed: AtomicBool::new(false),
+        closed: (Mutex::new(false), Condvar::new()),
+        on_proof: Mutex::new(None),
+        held_until: Mutex::new(None),
+        stalled_until: Mutex::new(None),
+        config,
+    });
+    let Link {
+        sink,
+        source,
+        closer,
+    } = link;
+    let reader_closer = Closer::clone_of(&closer);
+    // No watch exists yet, so this sends nothing but installs the connection.
+    let _ = shared.connected(sink, closer);
+    let thread_shared = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("zklock-io".into())
+        .spawn(move || {
+            run(thread_shared, rotation, source, frames, reader_closer);
+        });
+    if let Err(e) = spawned {
+        io_log!(Error, "cannot start the session's I/O thread: {e}");
+        shared.finish(SessionState::Closed);
+    }
+    shared
+}
+
+/// The I/O thread: serves each connection until it fails, then reconnects, until the session
+/// ends.
+fn run(
+    shared: Arc<Shared>,
+    mut rotation: Rotation,
+    mut source: Box<dyn link::Source>,
+    mut frames: Frames,
+    mut closer: Closer,
+) {
+    let id = shared.session_id;
+    let mut last_recv = Instant::now();
+    loop {
+        let why = serve(&shared, source.as_mut(), &mut frames, &mut last_recv);
+        closer.close();
+        if shared.state.get().is_terminated() {
+            shared.finish(shared.state.get());
+            return;
+        }
+        if shared.closing.load(Ordering::SeqCst) {
+            shared.finish(SessionState::Closed);
+            return;
+        }
+        io_log!(
+            Info,
+            "session {id:#x}: connection lost ({why}); reconnecting"
+        );
+        shared.disconnected();
+        match reconnect(&shared, &mut rotation, last_recv) {
+            Ok(established) => {
+                last_recv = Instant::now();
+                io_log!(
+                    Info,
+                    "session {id:#x}: reconnected to {}",
+                    established.link.closer.peer()
+                );
+                let Established {
+                    link,
+                    frames: f,
+                    sent,
+                    ..
+                } = established;
+                let hook = shared.on_proof.lock().clone();
+                if let Some(hook) = hook {
+                    hook(sent);
+                }
+                closer = Closer::clone_of(&link.closer);
+                source = link.source;
+                frames = f;
+                if let Err(e) = shared.connected(link.sink, link.closer) {
+                    io_log!(Info, "session {id:#x}: new connection failed at once: {e}");
+                }
+            }
+            Err(state) => {
+                io_log!(Warn, "session {id:#x} ended: {state:?}");
+                shared.finish(state);
+                return;
+            }
+        }
+    }
+}
+
+/// Reads one connection until it fails; returns why.
+fn serve(
+    shared: &Arc<Shared>,
+    source: &mut dyn link::Source,
+    frames: &mut Frames,
+    last_recv: &mut Instant,
+) -> String {
+    let timeout = shared.timeout;
+    // Silence for 2/5 of the session timeout means the connection is dead (a frozen server
+    // or a blackhole): a ping goes out after 1/5 without a word, so a live server has had
+    // time to answer it.
+    let dead_after = timeout * 2 / 5;
+    let probe_after = timeout / 5;
+    let ping_every = timeout / 3;
+    let tick = (timeout / 15).clamp(Duration::from_millis(10), Duration::from_millis(200));
+    if let Err(e) = source.set_timeout(tick) {
+        return e.to_string();
+    }
+    let mut ping_out = false;
+    let mut close_by: Option<Instant> = None;
+    loop {
+        let stalled = shared.stalled_until.lock().take();
+        if let Some(until) = stalled {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        }
+        match frames.next(source) {
+            Ok(Read1::Frame(frame)) => {
+                *last_recv = Instant::now();
+                match handle(shared, &frame, &mut ping_out) {
+                    Ok(Handled::Going) => {}
+                    Ok(Handled::Closed) => {
+                        shared.state.set(SessionState::Closed);
+                        return "closed".into();
+                    }
+                    Ok(Handled::AuthFailed) => {
+                        shared.state.set(SessionState::AuthFailed);
+                        return "authentication failed".into();
+                    }
+                    Err(malformed) => {
+                        io_log!(
+                            Warn,
+                            "session {:#x}: {malformed}; resetting the connection",
+                            shared.session_id
+                        );
+                        return malformed.to_string();
+                    }
+                }
+            }
+            Ok(Read1::Idle) => {}
+            Err(e) => return e.to_string(),
+        }
+        let now = Instant::now();
+        if shared.closing.load(Ordering::SeqCst) {
+            let by = *close_by.get_or_insert(now + CLOSE_WAIT.min(timeout));
+            if now >= by {
+                shared.state.set(SessionState::Closed);
+                return "closed (no reply to CloseSession)".into();
+            }
+        }
+        let silent = now.saturating_duration_since(*last_recv);
+        if silent >= dead_after {
+            return format!("no word from the server for {silent:?}");
+        }
+        let quiet = now.saturating_duration_since(shared.last_send());
+        if quiet >= ping_every || (silent >= probe_after && !ping_out) {
+            if !shared.send_ping() {
+                return "cannot send a ping".into();
+            }
+            ping_out = true;
+        }
+    }
+}
+
+enum Handled {
+    Going,
+    Closed,
+    AuthFailed,
+}
+
+fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Handled, Malformed> {
+    let mut r = Reader::new(frame);
+    let header = ReplyHeader::read(&mut r)?;
+    if header.zxid > 0 {
+        shared.last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
+    }
+    match header.xid {
+        xid::NOTIFICATION => {
+            let note = Notification::read(&mut r)?;
+            let Some(event_type) = note.event_type() else {
+                return Ok(Handled::Going); // A state event or a type we never watch for.
+            };
+            let fired = shared.watches.lock().fire(&note.path, event_type);
+            watches::deliver(fired, &note.path);
+            Ok(Handled::Going)
+        }
+        xid::PING => {
+            *ping_out = false;
+            Ok(Handled::Going)
+        }
+        xid::AUTH => {
+            if header.err != 0 {
+                return Ok(Handled::AuthFailed);
+            }
+            Ok(Handled::Going)
+        }
+        xid => {
+            let pending = {
+                let mut io = shared.io.lock();
+                match io.pending.front() {
+                    Some(p) if p.xid == xid => io.pending.pop_front(),
+                    Some(p) => {
+                        return Err(Malformed(format!("reply xid {xid}, expected {}", p.xid)))
+                    }
+                    None => return Err(Malformed(format!("reply xid {xid} with none pending"))),
+                }
+            };
+            let pending = pending.expect("front checked");
+            if header.err == -115 || header.err == -124 {
+                // Refused credentials end the session: the server closes the connection.
+                let _ = (pending.on_reply)(Answer::Lost(Error::AuthFailed));
+                return Ok(Handled::AuthFailed);
+            }
+            if header.err == -112 {
+                // Our session expired under us (the server answers this before closing).
+                let _ = (pending.on_reply)(Answer::Lost(Error::SessionExpired));
+                shared.state.set(SessionState::Expired);
+                return Err(Malformed("session expired".into()));
+            }
+            let closing = shared.closing.load(Ordering::SeqCst);
+            (pending.on_reply)(Answer::Reply {
+                err: header.err,
+                body: r,
+                shared,
+            })?;
+            if closing && shared.io.lock().pending.is_empty() {
+                return Ok(Handled::Closed);
+            }
+            Ok(Handled::Going)
+        }
+    }
+}
+
+/// Reconnects the session: passes over the hosts with a growing pause between them, until a
+/// server takes the session back, says it has expired, or the session has been silent so long
+/// that the server must have expired it.
+fn reconnect(
+    shared: &Arc<Shared>,
+    rotation: &mut Rotation,
+    last_recv: Instant,
+) -> Result<Established, SessionState> {
+    let timeout = shared.timeout;
+    // The server expires the session one timeout after it last heard from us; past 7/5 of
+    // it, no server will take it back.
+    let hopeless = last_recv + timeout * 7 / 5;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        let held = *shared.held_until.lock();
+        if let Some(until) = held {
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+        }
+        for _ in 0..rotation.len() {
+            if shared.closing.load(Ordering::SeqCst) {
+                return Err(SessionState::Closed);
+            }
+            let now = Instant::now();
+            if now >= hopeless {
+                return Err(SessionState::Expired);
+            }
+            let host = rotation.next();
+            // A handshake takes a round trip; one that hangs (a blackholed path) must leave
+            // time for more attempts before the session is given up.
+            let per_host =
+                (timeout * 2 / 5 / rotation.len() as u32).max(Duration::from_millis(250));
+            let deadline = (now + per_host).min(hopeless);
+            let session = (shared.session_id, shared.password.as_slice());
+            match attempt(
+                &shared.config,
+                rotation,
+                &host,
+                session,
+                shared.last_zxid(),
+                deadline,
+            ) {
+                Ok(established) => return Ok(established),
+                Err(AttemptError::Expired) => return Err(SessionState::Expired),
+                Err(AttemptError::AuthFailed) => return Err(SessionState::AuthFailed),
+                Err(e) => io_log!(
+                    Debug,
+                    "session {:#x}: {} gave no session: {e:?}",
+                    shared.session_id,
+                    host.entry
+                ),
+            }
+        }
+        // Every host tried: pause, unless the session is being closed.
+        let mut closed = shared.closed.0.lock();
+        if !*closed {
+            shared.closed.1.wait_for(&mut closed, pause);
+        }
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
+impl Shared {
+    #[cfg(test)]
+    /// Tests: keeps the I/O thread from reconnecting for `hold`.
+    pub(crate) fn hold_reconnects(&self, hold: Duration) {
+        *self.held_until.lock() = Some(Instant::now() + hold);
+    }
+
+    #[cfg(test)]
+    /// Tests: freezes the I/O thread for `stall` (no reads, no pings), as a stopped process.
+    pub(crate) fn stall_io(&self, stall: Duration) {
+        *self.stalled_until.lock() = Some(Instant::now() + stall);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_watches_are_split_under_the_size_limit() {
+        let long = "/".to_owned() + &"x".repeat(289);
+        let data: Vec<String> = (0..10_000).map(|i| format!("{long}{i}")).collect();
+        let chunks = chunk_watches(data.clone(), vec!["/c".into()]);
+        assert!(chunks.len() > 1);
+        let mut seen = 0;
+        for (d, c) in &chunks {
+            let bytes: usize = d.iter().chain(c).map(|p| p.len() + 4).sum();
+            assert!(bytes <= SET_WATCHES_MAX_BYTES, "{bytes}");
+            seen += d.len() + c.len();
+        }
+        assert_eq!(seen, 10_001);
+        assert!(chunk_watches(Vec::new(), Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn xids_stay_positive_when_they_wrap() {
+        let mut next = i32::MAX - 1;
+        assert_eq!(next_xid(&mut next), i32::MAX - 1);
+        assert_eq!(next_xid(&mut next), 1);
+    }
+}

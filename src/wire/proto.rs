@@ -1,0 +1,375 @@
+//! ZooKeeper's requests and replies as zklock sends and reads them (the records of
+//! `zookeeper.jute` and the op codes and special xids of `ClientCnxn`).
+
+use super::jute::{Decoded, Malformed, Reader, Writer};
+use super::Error;
+
+/// Op codes (`ZooDefs.OpCode`).
+pub(crate) mod op {
+    pub(crate) const CREATE: i32 = 1;
+    pub(crate) const DELETE: i32 = 2;
+    pub(crate) const EXISTS: i32 = 3;
+    pub(crate) const GET_DATA: i32 = 4;
+    pub(crate) const SET_DATA: i32 = 5;
+    pub(crate) const SYNC: i32 = 9;
+    pub(crate) const PING: i32 = 11;
+    pub(crate) const GET_CHILDREN2: i32 = 12;
+    pub(crate) const CHECK: i32 = 13;
+    pub(crate) const MULTI: i32 = 14;
+    pub(crate) const CREATE2: i32 = 15;
+    pub(crate) const REMOVE_WATCHES: i32 = 18;
+    pub(crate) const CREATE_CONTAINER: i32 = 19;
+    pub(crate) const AUTH: i32 = 100;
+    pub(crate) const SET_WATCHES: i32 = 101;
+    #[cfg_attr(not(feature = "sasl"), allow(dead_code))]
+    pub(crate) const SASL: i32 = 102;
+    pub(crate) const CLOSE_SESSION: i32 = -11;
+    pub(crate) const ERROR: i32 = -1;
+}
+
+/// Xids the server answers with as given, outside the numbering of ordinary requests.
+pub(crate) mod xid {
+    pub(crate) const NOTIFICATION: i32 = -1;
+    pub(crate) const PING: i32 = -2;
+    pub(crate) const AUTH: i32 = -4;
+    pub(crate) const SET_WATCHES: i32 = -8;
+}
+
+/// The largest frame accepted from a server: ZooKeeper's default `jute.maxbuffer` (1 MiB)
+/// plus room for the headers. A larger length prefix means a broken or hostile peer.
+pub(crate) const MAX_FRAME: usize = 0x10_0000 + 0x1000;
+
+/// How many bytes of paths one SetWatches request carries at most (as ZooKeeper's own
+/// client does): a server refuses a frame over its `jute.maxbuffer`.
+pub(crate) const SET_WATCHES_MAX_BYTES: usize = 128 * 1024;
+
+/// A node's `Stat`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stat {
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+    pub version: i32,
+    pub cversion: i32,
+    pub aversion: i32,
+    pub ephemeral_owner: i64,
+    pub data_length: i32,
+    pub num_children: i32,
+    pub pzxid: i64,
+}
+
+impl Stat {
+    pub(crate) fn read(r: &mut Reader<'_>) -> Decoded<Stat> {
+        Ok(Stat {
+            czxid: r.long()?,
+            mzxid: r.long()?,
+            ctime: r.long()?,
+            mtime: r.long()?,
+            version: r.int()?,
+            cversion: r.int()?,
+            aversion: r.int()?,
+            ephemeral_owner: r.long()?,
+            data_length: r.int()?,
+            num_children: r.int()?,
+            pzxid: r.long()?,
+        })
+    }
+}
+
+/// What a notification says happened (`Watcher.Event.EventType`), plus `Session` for a watch
+/// that will never fire because its session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Session,
+    NodeCreated,
+    NodeDeleted,
+    NodeDataChanged,
+    NodeChildrenChanged,
+}
+
+/// A watch notification: its type and the node's path (inside the client's chroot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedEvent {
+    pub event_type: EventType,
+    pub path: String,
+}
+
+/// A notification as it comes off the wire (path as the server knows it).
+pub(crate) struct Notification {
+    pub(crate) kind: i32,
+    pub(crate) path: String,
+}
+
+impl Notification {
+    pub(crate) fn read(r: &mut Reader<'_>) -> Decoded<Notification> {
+        let kind = r.int()?;
+        let _state = r.int()?;
+        let path = r.string()?;
+        Ok(Notification { kind, path })
+    }
+
+    pub(crate) fn event_type(&self) -> Option<EventType> {
+        Some(match self.kind {
+            1 => EventType::NodeCreated,
+            2 => EventType::NodeDeleted,
+            3 => EventType::NodeDataChanged,
+            4 => EventType::NodeChildrenChanged,
+            _ => return None,
+        })
+    }
+}
+
+/// `ReplyHeader`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReplyHeader {
+    pub(crate) xid: i32,
+    pub(crate) zxid: i64,
+    pub(crate) err: i32,
+}
+
+impl ReplyHeader {
+    pub(crate) fn read(r: &mut Reader<'_>) -> Decoded<ReplyHeader> {
+        Ok(ReplyHeader {
+            xid: r.int()?,
+            zxid: r.long()?,
+            err: r.int()?,
+        })
+    }
+}
+
+/// `ConnectRequest`: a new session (id 0) or the re-establishment of ours.
+pub(crate) struct ConnectRequest<'a> {
+    pub(crate) last_zxid: i64,
+    pub(crate) timeout_ms: i32,
+    pub(crate) session_id: i64,
+    pub(crate) password: &'a [u8],
+}
+
+impl ConnectRequest<'_> {
+    pub(crate) fn frame(&self) -> Vec<u8> {
+        let mut w = Writer::frame();
+        w.int(0) // protocol version
+            .long(self.last_zxid)
+            .int(self.timeout_ms)
+            .long(self.session_id)
+            .buffer(self.password)
+            // Not read-only: a server cut off from its quorum must refuse us rather than
+            // serve stale reads to a lock.
+            .boolean(false);
+        w.finish()
+    }
+}
+
+/// `ConnectResponse`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConnectResponse {
+    pub(crate) timeout_ms: i32,
+    pub(crate) session_id: i64,
+    pub(crate) password: Vec<u8>,
+}
+
+impl ConnectResponse {
+    pub(crate) fn read(r: &mut Reader<'_>) -> Decoded<ConnectResponse> {
+        let _version = r.int()?;
+        let timeout_ms = r.int()?;
+        let session_id = r.long()?;
+        let password = r.buffer()?.to_vec();
+        if password.len() > 64 {
+            return Err(Malformed(format!(
+                "session password of {} bytes",
+                password.len()
+            )));
+        }
+        // A trailing read-only flag is optional (older servers omit it); we never ask for one.
+        Ok(ConnectResponse {
+            timeout_ms,
+            session_id,
+            password,
+        })
+    }
+}
+
+/// One ACL entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acl {
+    pub perms: i32,
+    pub scheme: &'static str,
+    pub id: &'static str,
+}
+
+impl Acl {
+    pub const fn new(perms: i32, scheme: &'static str, id: &'static str) -> Acl {
+        Acl { perms, scheme, id }
+    }
+}
+
+/// Permission bits (`ZooDefs.Perms`).
+pub mod perms {
+    pub const READ: i32 = 1;
+    pub const CREATE: i32 = 4;
+    pub const ALL: i32 = 31;
+}
+
+/// How a node is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreateMode {
+    Persistent,
+    EphemeralSequential,
+    Container,
+}
+
+impl CreateMode {
+    fn flags(self) -> i32 {
+        match self {
+            CreateMode::Persistent => 0,
+            CreateMode::EphemeralSequential => 3,
+            CreateMode::Container => 4,
+        }
+    }
+
+    /// Containers have an op code of their own; everything else is `create2` (reply with a
+    /// stat).
+    pub(crate) fn op(self) -> i32 {
+        match self {
+            CreateMode::Container => op::CREATE_CONTAINER,
+            _ => op::CREATE2,
+        }
+    }
+}
+
+pub(crate) fn write_acls(w: &mut Writer, acls: &[Acl]) {
+    w.int(acls.len() as i32);
+    for acl in acls {
+        w.int(acl.perms).string(acl.scheme).string(acl.id);
+    }
+}
+
+/// The body of a create request (`CreateRequest`).
+pub(crate) fn write_create(
+    w: &mut Writer,
+    path: &str,
+    data: &[u8],
+    acls: &[Acl],
+    mode: CreateMode,
+) {
+    w.string(path).buffer(data);
+    write_acls(w, acls);
+    w.int(mode.flags());
+}
+
+/// The `ErrorCode` of a reply header as an error; `None` for OK.
+pub(crate) fn error_of(code: i32) -> Option<Error> {
+    Some(match code {
+        0 => return None,
+        -4 => Error::ConnectionLoss,
+        -5 => Error::Marshalling,
+        -6 => Error::Unimplemented,
+        -7 => Error::Timeout,
+        -8 => Error::BadArguments("refused by the server".into()),
+        -101 => Error::NoNode,
+        -102 => Error::NoAuth,
+        -103 => Error::BadVersion,
+        -108 => Error::NoChildrenForEphemerals,
+        -110 => Error::NodeExists,
+        -111 => Error::NotEmpty,
+        -112 => Error::SessionExpired,
+        -114 => Error::InvalidAcl,
+        -115 => Error::AuthFailed,
+        -118 => Error::SessionMoved,
+        -119 => Error::NotReadOnly,
+        -121 => Error::NoWatcher,
+        -123 => Error::ReconfigDisabled,
+        // SessionClosedRequireSaslAuth: the server demands SASL and we did not pass it.
+        -124 => Error::AuthFailed,
+        -125 => Error::QuotaExceeded,
+        -127 => Error::Throttled,
+        other => Error::Code(other),
+    })
+}
+
+/// One operation's result in a `multi` reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MultiResult {
+    Done,
+    Created(String),
+    Error(i32),
+}
+
+/// The results of a `multi` reply, one per operation, up to its terminating header.
+pub(crate) fn read_multi(r: &mut Reader<'_>) -> Decoded<Vec<MultiResult>> {
+    let mut results = Vec::new();
+    loop {
+        let kind = r.int()?;
+        let done = r.boolean()?;
+        let _err = r.int()?;
+        if done {
+            return Ok(results);
+        }
+        // Each result takes at least a header: bounded by the frame.
+        results.push(match kind {
+            op::CHECK | op::DELETE => MultiResult::Done,
+            op::CREATE => MultiResult::Created(r.string()?),
+            op::CREATE2 | op::CREATE_CONTAINER => {
+                let path = r.string()?;
+                Stat::read(r)?;
+                MultiResult::Created(path)
+            }
+            op::SET_DATA => {
+                Stat::read(r)?;
+                MultiResult::Done
+            }
+            op::ERROR => MultiResult::Error(r.int()?),
+            other => return Err(Malformed(format!("op {other} in a multi reply"))),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_reads_its_eleven_fields() {
+        let mut w = Writer::frame();
+        w.long(1)
+            .long(2)
+            .long(3)
+            .long(4)
+            .int(5)
+            .int(6)
+            .int(7)
+            .long(8)
+            .int(9)
+            .int(10)
+            .long(11);
+        let mut frame = w.finish();
+        let stat = Stat::read(&mut Reader::new(&frame.split_off(4))).unwrap();
+        assert_eq!(
+            (stat.czxid, stat.version, stat.ephemeral_owner, stat.pzxid),
+            (1, 5, 8, 11)
+        );
+    }
+
+    #[test]
+    fn multi_reply_with_an_error() {
+        let mut w = Writer::frame();
+        w.int(op::ERROR).boolean(false).int(0).int(0);
+        w.int(op::ERROR).boolean(false).int(-101).int(-101);
+        w.int(-1).boolean(true).int(-1);
+        let mut frame = w.finish();
+        let results = read_multi(&mut Reader::new(&frame.split_off(4))).unwrap();
+        assert_eq!(
+            results,
+            vec![MultiResult::Error(0), MultiResult::Error(-101)]
+        );
+    }
+
+    #[test]
+    fn a_truncated_multi_reply_is_malformed() {
+        let mut w = Writer::frame();
+        w.int(op::CREATE2).boolean(false).int(0).string("/a");
+        let mut frame = w.finish();
+        assert!(read_multi(&mut Reader::new(&frame.split_off(4))).is_err());
+    }
+}

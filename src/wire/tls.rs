@@ -1,0 +1,699 @@
+//! TLS to ZooKeeper's secure client port: rustls (with ring) over a link's TCP connection.
+//!
+//! A link's two halves share one `rustls::ClientConnection` behind a mutex, each with its own
+//! handle on the socket: callers write requests through the sink, the session's I/O thread
+//! reads through the source. The source waits in a blocking read on its socket without the
+//! lock, so an idle read never holds up a request; only sealing, opening and writing records
+//! happen under it, and every record rustls wants to send goes out under it too, so the two
+//! halves never interleave records on the wire.
+
+use std::fmt;
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use rustls::{ClientConfig, ClientConnection, RootCertStore};
+use rustls_pki_types::pem::{self, PemObject};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+use super::link::{Closer, Link, Sink, Source};
+
+/// What a TLS connection trusts and shows: the CA bundle and an optional client identity.
+#[derive(Clone)]
+pub(crate) struct TlsConfig {
+    config: Arc<ClientConfig>,
+}
+
+impl fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsConfig").finish_non_exhaustive()
+    }
+}
+
+impl TlsConfig {
+    /// From PEM: the CA bundle to trust, and optionally a client identity (cert chain PEM,
+    /// private key PEM: PKCS#8, PKCS#1 or SEC1).
+    ///
+    /// # Errors
+    /// A message naming the part that is wrong: a bundle without a certificate, a section
+    /// that does not decode, a key that does not match the certificate.
+    pub(crate) fn from_pem(
+        ca_pem: &str,
+        identity: Option<(&str, &str)>,
+    ) -> Result<TlsConfig, String> {
+        let mut roots = RootCertStore::empty();
+        for (i, cert) in CertificateDer::pem_slice_iter(ca_pem.as_bytes()).enumerate() {
+            let cert = cert.map_err(|e| format!("CA bundle: {e}"))?;
+            roots
+                .add(cert)
+                .map_err(|e| format!("CA bundle: certificate {}: {e}", i + 1))?;
+        }
+        if roots.is_empty() {
+            return Err(format!("CA bundle: no certificate {EXPECTED_CERTIFICATES}"));
+        }
+        // An explicit provider: with none given, rustls looks for a process-wide default and
+        // panics if the application's dependency graph enables a second one (aws-lc-rs).
+        let builder =
+            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .map_err(|e| format!("TLS setup: {e}"))?
+                .with_root_certificates(roots);
+        let config = match identity {
+            None => builder.with_no_client_auth(),
+            Some((chain_pem, key_pem)) => {
+                let chain = CertificateDer::pem_slice_iter(chain_pem.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("client certificate: {e}"))?;
+                if chain.is_empty() {
+                    return Err(format!(
+                        "client certificate: no certificate {EXPECTED_CERTIFICATES}"
+                    ));
+                }
+                let key =
+                    PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| match e {
+                        pem::Error::NoItemsFound => {
+                            format!("client key: no private key {EXPECTED_KEY}")
+                        }
+                        e => format!("client key: {e}"),
+                    })?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| format!("client identity: {e}"))?
+            }
+        };
+        Ok(TlsConfig {
+            config: Arc::new(config),
+        })
+    }
+}
+
+const EXPECTED_CERTIFICATES: &str = "(expected PEM \"BEGIN CERTIFICATE\" sections)";
+const EXPECTED_KEY: &str = "(expected PEM \"BEGIN PRIVATE KEY\", \"BEGIN RSA PRIVATE KEY\" \
+    or \"BEGIN EC PRIVATE KEY\")";
+
+/// The raw bytes read from the socket at once: a full TLS record (16 KiB of plaintext plus its
+/// header and tag) and some. What rustls has not taken yet waits here for the next call, so
+/// the source never holds more than this and one record's plaintext.
+const RAW_BUFFER: usize = 18 * 1024;
+
+/// TLS handshake over `stream` (already connected, TCP_NODELAY set) for server name `host` (a
+/// DNS name or an IP address), done before `deadline`.
+///
+/// Blocks until the handshake is done, fails, or `deadline` passes.
+///
+/// # Errors
+/// Why the handshake failed: rustls's verdict on the server's certificate, the server's
+/// alert, the connection's end, or the deadline.
+pub(crate) fn connect(
+    tls: &TlsConfig,
+    host: &str,
+    stream: TcpStream,
+    deadline: Instant,
+) -> Result<Link, String> {
+    // The connect string writes IPv6 addresses in brackets.
+    let name = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let server_name = ServerName::try_from(name.to_owned())
+        .map_err(|_| format!("{host:?} is neither a DNS name nor an IP address"))?;
+    let mut conn = ClientConnection::new(tls.config.clone(), server_name)
+        .map_err(|e| format!("cannot start a TLS session: {e}"))?;
+    let mut socket = stream;
+    handshake(&mut conn, &mut socket, deadline)
+        .map_err(|e| format!("handshake with {host} failed: {e}"))?;
+    let split = |socket: &TcpStream| {
+        socket
+            .try_clone()
+            .map_err(|e| format!("cannot share the socket: {e}"))
+    };
+    let conn = Arc::new(Mutex::new(conn));
+    Ok(Link {
+        sink: Box::new(TlsSink {
+            conn: conn.clone(),
+            socket: split(&socket)?,
+        }),
+        source: Box::new(TlsSource {
+            conn,
+            socket: split(&socket)?,
+            raw: vec![0; RAW_BUFFER].into_boxed_slice(),
+            start: 0,
+            end: 0,
+        }),
+        closer: Closer::new(socket),
+    })
+}
+
+/// Runs the handshake to its end, each read waiting at most until `deadline`.
+fn handshake(
+    conn: &mut ClientConnection,
+    socket: &mut TcpStream,
+    deadline: Instant,
+) -> io::Result<()> {
+    while conn.is_handshaking() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no answer from the server in time",
+            ));
+        }
+        socket.set_read_timeout(Some(left))?;
+        match conn.complete_io(socket) {
+            // Neither read nor written: nothing more would ever happen.
+            Ok((0, 0)) if conn.is_handshaking() => {
+                return Err(io::Error::other("the handshake stalled"))
+            }
+            Ok(_) => {}
+            // The read timed out (the loop checks the deadline) or a signal came.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    flush(conn, socket)
+}
+
+/// Writes every record the connection has sealed to `socket`.
+fn flush(conn: &mut ClientConnection, socket: &mut TcpStream) -> io::Result<()> {
+    while conn.wants_write() {
+        match conn.write_tls(socket) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+struct TlsSink {
+    conn: Arc<Mutex<ClientConnection>>,
+    socket: TcpStream,
+}
+
+impl Sink for TlsSink {
+    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+        let mut conn = self.conn.lock();
+        let mut rest = frame;
+        while !rest.is_empty() {
+            // rustls takes plaintext up to its buffer limit (64 KiB); flushing after each
+            // piece keeps a 1 MiB frame from being refused or buffered whole.
+            let taken = conn.writer().write(rest)?;
+            rest = &rest[taken..];
+            flush(&mut conn, &mut self.socket)?;
+            if taken == 0 {
+                // Its buffer was just emptied: a refusal now would repeat forever.
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+        }
+        Ok(())
+    }
+}
+
+struct TlsSource {
+    conn: Arc<Mutex<ClientConnection>>,
+    socket: TcpStream,
+    /// Bytes read from the socket; `start..end` not yet taken by rustls.
+    raw: Box<[u8]>,
+    start: usize,
+    end: usize,
+}
+
+impl Source for TlsSource {
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            {
+                let mut conn = self.conn.lock();
+                // Plaintext first: what is left of the last record, or what arrived with the
+                // handshake. Ok(0) is the server's close_notify, UnexpectedEof a TCP end
+                // without it.
+                match conn.reader().read(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    done => return done,
+                }
+                if self.start < self.end {
+                    let taken = conn.read_tls(&mut &self.raw[self.start..self.end])?;
+                    if taken == 0 {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            "TLS: the connection takes no more data",
+                        ));
+                    }
+                    self.start += taken;
+                    let processed = conn.process_new_packets();
+                    // Alerts and key updates the server's records call for go out at once;
+                    // on an error, the alert that tells the server why.
+                    let flushed = flush(&mut conn, &mut self.socket);
+                    if let Err(e) = processed {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidData,
+                            format!("TLS: {e}"),
+                        ));
+                    }
+                    flushed?;
+                    continue;
+                }
+            }
+            // Without the lock: a caller may write a request meanwhile.
+            let n = self.socket.read(&mut self.raw)?;
+            (self.start, self.end) = (0, n);
+            if n == 0 {
+                // Tells rustls the stream ended: its reader then says how (see above).
+                self.conn.lock().read_tls(&mut io::empty())?;
+            }
+        }
+    }
+
+    fn set_timeout(&mut self, timeout: Duration) -> io::Result<()> {
+        self.socket
+            .set_read_timeout(Some(timeout.max(Duration::from_millis(1))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{SocketAddr, TcpListener};
+    use std::process::Command;
+    use std::sync::OnceLock;
+    use std::thread::JoinHandle;
+
+    use rustls::server::WebPkiClientVerifier;
+    use rustls::{ServerConfig, ServerConnection, StreamOwned};
+
+    use super::super::link::{self, Frames, Read1};
+    use super::*;
+
+    /// Test certificates made by `openssl`: a CA, a leaf it signed for 127.0.0.1 and
+    /// localhost (used by the server and as the client's identity), and a CA that signed
+    /// nothing here.
+    struct Pki {
+        ca: String,
+        other_ca: String,
+        cert: String,
+        key: String,
+    }
+
+    const OPENSSL_CNF: &str = "\
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = zklock-test
+[ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+[leaf]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature
+extendedKeyUsage = serverAuth,clientAuth
+subjectAltName = IP:127.0.0.1,DNS:localhost
+";
+
+    /// The certificates, made once per test run; `None` (after saying so) without openssl.
+    fn pki(test: &str) -> Option<&'static Pki> {
+        static PKI: OnceLock<Option<Pki>> = OnceLock::new();
+        let pki = PKI.get_or_init(make_pki).as_ref();
+        if pki.is_none() {
+            eprintln!("SKIPPED {test}: no openssl to make test certificates");
+        }
+        pki
+    }
+
+    fn make_pki() -> Option<Pki> {
+        Command::new("openssl").arg("version").output().ok()?;
+        let dir =
+            std::env::temp_dir().join(format!("zklock-tls-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("openssl.cnf"), OPENSSL_CNF).unwrap();
+        let run = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
+        for (ca, key, cn) in [
+            ("ca.pem", "ca-key.pem", "/CN=zklock-test-ca"),
+            ("other-ca.pem", "other-ca-key.pem", "/CN=zklock-other-ca"),
+        ] {
+            let mut args = vec!["req", "-config", "openssl.cnf", "-x509", "-new"];
+            args.extend(ec);
+            args.extend([
+                "-keyout",
+                key,
+                "-out",
+                ca,
+                "-days",
+                "2",
+                "-subj",
+                cn,
+                "-extensions",
+                "ca",
+            ]);
+            run(&args);
+        }
+        let mut args = vec!["req", "-config", "openssl.cnf", "-new"];
+        args.extend(ec);
+        args.extend([
+            "-keyout",
+            "leaf-key.pem",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            "/CN=localhost",
+        ]);
+        run(&args);
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca-key.pem",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "openssl.cnf",
+            "-extensions",
+            "leaf",
+            "-out",
+            "leaf.pem",
+        ]);
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+        let pki = Pki {
+            ca: read("ca.pem"),
+            other_ca: read("other-ca.pem"),
+            cert: read("leaf.pem"),
+            key: read("leaf-key.pem"),
+        };
+        let _ = std::fs::remove_dir_all(&dir);
+        Some(pki)
+    }
+
+    fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+        Arc::new(rustls::crypto::ring::default_provider())
+    }
+
+    /// A one-connection TLS server that echoes what it reads, until the client goes away. After
+    /// the first echo it updates its TLS 1.3 keys, which the client must answer in kind.
+    fn echo_server(pki: &Pki, client_auth: bool) -> (SocketAddr, JoinHandle<Result<(), String>>) {
+        let chain: Vec<_> = CertificateDer::pem_slice_iter(pki.cert.as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(pki.key.as_bytes()).unwrap();
+        let builder = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap();
+        let builder = if client_auth {
+            let mut roots = RootCertStore::empty();
+            roots
+                .add(CertificateDer::from_pem_slice(pki.ca.as_bytes()).unwrap())
+                .unwrap();
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                .build()
+                .unwrap();
+            builder.with_client_cert_verifier(verifier)
+        } else {
+            builder.with_no_client_auth()
+        };
+        let config = Arc::new(builder.with_single_cert(chain, key).unwrap());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || -> Result<(), String> {
+            let (tcp, _) = listener.accept().map_err(|e| e.to_string())?;
+            tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            tcp.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+            let conn = ServerConnection::new(config).map_err(|e| e.to_string())?;
+            let mut tls = StreamOwned::new(conn, tcp);
+            let mut buf = vec![0; 8192];
+            let mut updated = false;
+            loop {
+                match tls.read(&mut buf) {
+                    Ok(0) => return Ok(()),
+                    Ok(n) => tls.write_all(&buf[..n]).map_err(|e| e.to_string())?,
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+                    Err(e) => return Err(e.to_string()),
+                }
+                if !updated {
+                    updated = true;
+                    tls.conn.refresh_traffic_keys().map_err(|e| e.to_string())?;
+                    tls.flush().map_err(|e| e.to_string())?;
+                }
+            }
+        });
+        (addr, server)
+    }
+
+    fn tcp(addr: SocketAddr) -> TcpStream {
+        link::tcp(addr, Duration::from_secs(2)).unwrap()
+    }
+
+    fn soon() -> Instant {
+        Instant::now() + Duration::from_secs(5)
+    }
+
+    fn refused(connected: Result<Link, String>) -> String {
+        match connected {
+            Ok(_) => panic!("connected"),
+            Err(e) => e,
+        }
+    }
+
+    fn frame(body: &[u8]) -> Vec<u8> {
+        let mut v = (body.len() as i32).to_be_bytes().to_vec();
+        v.extend_from_slice(body);
+        v
+    }
+
+    /// Sends frames of several sizes (one far over a TLS record and rustls's send buffer)
+    /// and reads each back.
+    fn echo_round_trips(link: &mut Link) {
+        let mut frames = Frames::new(1 << 21);
+        let big: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+        for body in [&b"hello"[..], &big, b"", &[7; 16 * 1024 + 1], b"after"] {
+            link.sink.send(&frame(body)).unwrap();
+            let got = super::super::conn::read_frame(link, &mut frames, soon()).unwrap();
+            assert!(got == body, "{} bytes back for {}", got.len(), body.len());
+        }
+        // Nothing more: the read times out as an idle read, not an error.
+        link.source.set_timeout(Duration::from_millis(50)).unwrap();
+        assert!(matches!(
+            frames.next(link.source.as_mut()).unwrap(),
+            Read1::Idle
+        ));
+    }
+
+    #[test]
+    fn from_pem_refuses_garbage_and_empty_bundles() {
+        for ca in [
+            "",
+            "garbage",
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        ] {
+            let err = TlsConfig::from_pem(ca, None).unwrap_err();
+            assert!(err.contains("CA bundle: no certificate"), "{ca:?}: {err}");
+        }
+        let not_der = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let err = TlsConfig::from_pem(not_der, None).unwrap_err();
+        assert!(err.starts_with("CA bundle: certificate 1:"), "{err}");
+        let not_base64 = "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n";
+        assert!(TlsConfig::from_pem(not_base64, None)
+            .unwrap_err()
+            .starts_with("CA bundle:"));
+        let unterminated = "-----BEGIN CERTIFICATE-----\nAAAA\n";
+        assert!(TlsConfig::from_pem(unterminated, None)
+            .unwrap_err()
+            .starts_with("CA bundle:"));
+    }
+
+    #[test]
+    fn from_pem_checks_the_client_identity() {
+        let Some(pki) = pki("from_pem_checks_the_client_identity") else {
+            return;
+        };
+        assert!(TlsConfig::from_pem(&pki.ca, None).is_ok());
+        assert!(TlsConfig::from_pem(&pki.ca, Some((&pki.cert, &pki.key))).is_ok());
+        let err = TlsConfig::from_pem(&pki.ca, Some(("", &pki.key))).unwrap_err();
+        assert!(
+            err.starts_with("client certificate: no certificate"),
+            "{err}"
+        );
+        let err = TlsConfig::from_pem(&pki.ca, Some((&pki.cert, "garbage"))).unwrap_err();
+        assert!(err.starts_with("client key: no private key"), "{err}");
+        let err = TlsConfig::from_pem(&pki.ca, Some((&pki.cert, &pki.cert))).unwrap_err();
+        assert!(err.starts_with("client key:"), "{err}");
+    }
+
+    #[test]
+    fn handshake_and_echo_by_ip_address() {
+        let Some(pki) = pki("handshake_and_echo_by_ip_address") else {
+            return;
+        };
+        let tls = TlsConfig::from_pem(&pki.ca, None).unwrap();
+        let (addr, server) = echo_server(pki, false);
+        let mut link = connect(&tls, "127.0.0.1", tcp(addr), soon()).unwrap();
+        echo_round_trips(&mut link);
+        link.closer.close();
+        server.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn handshake_and_echo_by_name_with_a_client_certificate() {
+        let Some(pki) = pki("handshake_and_echo_by_name_with_a_client_certificate") else {
+            return;
+        };
+        let tls = TlsConfig::from_pem(&pki.ca, Some((&pki.cert, &pki.key))).unwrap();
+        let (addr, server) = echo_server(pki, true);
+        let mut link = connect(&tls, "localhost", tcp(addr), soon()).unwrap();
+        echo_round_trips(&mut link);
+        link.closer.close();
+        server.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn a_waiting_reader_does_not_hold_up_a_writer() {
+        let Some(pki) = pki("a_waiting_reader_does_not_hold_up_a_writer") else {
+            return;
+        };
+        let tls = TlsConfig::from_pem(&pki.ca, None).unwrap();
+        let (addr, server) = echo_server(pki, false);
+        let Link {
+            mut sink,
+            mut source,
+            closer,
+        } = connect(&tls, "127.0.0.1", tcp(addr), soon()).unwrap();
+        let reader = std::thread::spawn(move || {
+            source.set_timeout(Duration::from_secs(3)).unwrap();
+            let mut frames = Frames::new(1 << 20);
+            let started = Instant::now();
+            match frames.next(source.as_mut()) {
+                Ok(Read1::Frame(f)) => (f, started.elapsed()),
+                _ => panic!("no frame"),
+            }
+        });
+        // The reader is blocked in its socket read by now.
+        std::thread::sleep(Duration::from_millis(200));
+        let sent = Instant::now();
+        sink.send(&frame(b"while reading")).unwrap();
+        assert!(
+            sent.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            sent.elapsed()
+        );
+        let (got, waited) = reader.join().unwrap();
+        assert_eq!(got, b"while reading");
+        assert!(waited < Duration::from_secs(2), "{waited:?}");
+        closer.close();
+        server.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn a_missing_client_certificate_fails_the_first_read() {
+        let Some(pki) = pki("a_missing_client_certificate_fails_the_first_read") else {
+            return;
+        };
+        let tls = TlsConfig::from_pem(&pki.ca, None).unwrap();
+        let (addr, server) = echo_server(pki, true);
+        // In TLS 1.3 the client finishes its side first: the server's refusal is an alert
+        // that the first read meets.
+        let started = Instant::now();
+        let mut link = connect(&tls, "127.0.0.1", tcp(addr), soon()).unwrap();
+        let _ = link.sink.send(&frame(b"hello"));
+        let mut frames = Frames::new(1 << 20);
+        let err = super::super::conn::read_frame(&mut link, &mut frames, soon()).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
+        assert!(err.to_string().contains("CertificateRequired"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(4));
+        assert!(server.join().unwrap().is_err());
+    }
+
+    #[test]
+    fn untrusted_or_misnamed_servers_are_refused() {
+        let Some(pki) = pki("untrusted_or_misnamed_servers_are_refused") else {
+            return;
+        };
+        let untrusted = TlsConfig::from_pem(&pki.other_ca, None).unwrap();
+        let trusted = TlsConfig::from_pem(&pki.ca, None).unwrap();
+        for (tls, host, why) in [
+            (&untrusted, "127.0.0.1", "UnknownIssuer"),
+            (&trusted, "zk.example.com", "not valid for name"),
+            (&trusted, "127.0.0.2", "not valid for name"),
+        ] {
+            let (addr, server) = echo_server(pki, false);
+            let started = Instant::now();
+            let err = refused(connect(tls, host, tcp(addr), soon()));
+            assert!(
+                err.contains("handshake with") && err.contains(why),
+                "{host}: {err}"
+            );
+            assert!(started.elapsed() < Duration::from_secs(4));
+            assert!(server.join().unwrap().is_err());
+        }
+    }
+
+    #[test]
+    fn a_silent_server_fails_the_handshake_by_the_deadline() {
+        let Some(pki) = pki("a_silent_server_fails_the_handshake_by_the_deadline") else {
+            return;
+        };
+        let tls = TlsConfig::from_pem(&pki.ca, None).unwrap();
+        // The kernel accepts the connection; no one ever answers the ClientHello.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(300);
+        let err = refused(connect(
+            &tls,
+            "127.0.0.1",
+            tcp(listener.local_addr().unwrap()),
+            deadline,
+        ));
+        let took = started.elapsed();
+        assert!(err.contains("in time"), "{err}");
+        assert!(
+            took >= Duration::from_millis(250) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+    }
+
+    #[test]
+    fn a_host_that_is_no_server_name_is_an_error() {
+        let Some(pki) = pki("a_host_that_is_no_server_name_is_an_error") else {
+            return;
+        };
+        let tls = TlsConfig::from_pem(&pki.ca, None).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let stream = tcp(listener.local_addr().unwrap());
+        let err = refused(connect(&tls, "not a name!", stream, soon()));
+        assert!(
+            err.contains("neither a DNS name nor an IP address"),
+            "{err}"
+        );
+    }
+}
