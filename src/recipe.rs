@@ -399,14 +399,8 @@ pub(crate) fn acquire_on(
     let patience = attempt.patience;
     let data = options.data.clone().unwrap_or_else(owner_data);
     check_data_size(&data)?;
-    let held = match contend(session, lock_path, kind, patience, deadline, &data) {
-        // A request outlived the deadline on a live connection (a slow server): that is a
-        // timeout, not an outage.
-        Err(Error::ConnectionLoss) if deadline.is_some_and(|d| Instant::now() >= d) => {
-            gave_up(session)
-        }
-        outcome => outcome,
-    }?;
+    let contended = contend(session, lock_path, kind, patience, deadline, &data);
+    let held = past_deadline_is_busy(session, deadline, contended)?;
     let Some(mut held) = held else {
         return Ok(None);
     };
@@ -425,6 +419,24 @@ pub(crate) struct Options {
     pub(crate) revocable: bool,
     /// The node's data; [`owner_data`] if `None`.
     pub(crate) data: Option<Vec<u8>>,
+}
+
+/// The outcome of an acquisition's requests, with a request that ran into the deadline on a
+/// live connection (a slow reply, or one that was simply still on its way when the time ran
+/// out) read as a timeout, not an outage: the session layer reports every wait that reached
+/// its deadline as [`Error::ConnectionLoss`], whatever the connection's state. Every
+/// acquisition front end (`acquire_on`, `acquire_lease`) passes its outcome through here.
+fn past_deadline_is_busy(
+    session: &Session,
+    deadline: Option<Instant>,
+    outcome: Result<Option<Held>>,
+) -> Result<Option<Held>> {
+    match outcome {
+        Err(Error::ConnectionLoss) if deadline.is_some_and(|d| Instant::now() >= d) => {
+            gave_up(session)
+        }
+        outcome => outcome,
+    }
 }
 
 /// After the deadline: during an outage the caller learns that the lock could not be decided,
@@ -549,6 +561,18 @@ fn contend(
 /// nodes exist. The caller serialises lease takers with the semaphore's internal mutex, so only
 /// one of them watches the leases at a time.
 pub(crate) fn acquire_lease(
+    session: &Arc<Session>,
+    leases_path: &str,
+    permits: usize,
+    attempt: &Attempt,
+    deadline: Option<Instant>,
+) -> Result<Option<Held>> {
+    let taken = take_lease(session, leases_path, permits, attempt, deadline);
+    past_deadline_is_busy(session, deadline, taken)
+}
+
+/// The steps of [`acquire_lease`], whose errors it has yet to sort.
+fn take_lease(
     session: &Arc<Session>,
     leases_path: &str,
     permits: usize,
