@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::runtime::{deadline_after, Runtime};
 use crate::security::{NodeAcl, ParentAcl, Security};
 use crate::session::{open_session, Releases, Session, SessionConfig};
-use crate::state::{Hub, Listener, Observe, StateChange};
+use crate::state::{Hub, Listener, Observe, StateChange, LISTENER_STOP_WAIT};
 
 /// Session timeout asked of the server unless [`ClientBuilder::session_timeout`] says otherwise.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -267,7 +267,9 @@ impl Client {
     /// [`LockState::Lost`](crate::LockState::Lost); later calls on any clone return
     /// [`Error::Closed`]. Guards dropped afterwards do nothing and never block. Idempotent.
     ///
-    /// Blocks until the server confirmed the close, at most about two seconds.
+    /// Blocks until the server confirmed the close, at most about two seconds, then for the
+    /// state listener to be told `Closed`, at most one second more (see
+    /// [`ClientBuilder::on_state_change`]).
     ///
     /// The shutdown recipe for a service: on SIGTERM, cancel the acquisitions you own
     /// ([`CancelToken`]) or call `close()`, join your threads, exit. Dropping the last clone of
@@ -306,8 +308,22 @@ impl Client {
                 }
             }
         };
+        // The state thread tells the listener `Closed` on its way out; the listener's thread
+        // is given a bounded time to tell it and end.
+        self.inner.hub.shutdown();
+        self.inner.hub.stop_listener(LISTENER_STOP_WAIT);
         *outcome = Some(closed.clone());
         closed
+    }
+
+    /// A handle that does not keep the client alive: for a state listener (see
+    /// [`ClientBuilder::on_state_change`]) or any other long-lived callback that must reach the
+    /// client without keeping its session open after the application dropped it. Never
+    /// blocks.
+    pub fn downgrade(&self) -> WeakClient {
+        WeakClient {
+            inner: Arc::downgrade(&self.inner),
+        }
     }
 
     /// Makes the calling thread's waits end when the client is closed, until dropped (for
@@ -335,6 +351,31 @@ impl Client {
 
     pub(crate) fn observe(&self) -> &Observe {
         &self.inner.observe
+    }
+}
+
+/// A [`Client`] that does not keep the client alive, made by [`Client::downgrade`].
+///
+/// Once every [`Client`] clone is dropped (and the last drop has closed the session),
+/// [`upgrade`](Self::upgrade) returns `None`. Cheap to clone; `Send + Sync`.
+#[derive(Clone)]
+pub struct WeakClient {
+    inner: std::sync::Weak<Inner>,
+}
+
+impl WeakClient {
+    /// The client, if any clone of it is still alive. The clone returned keeps it alive while
+    /// held: drop it when done (in a listener, before returning). Never blocks.
+    pub fn upgrade(&self) -> Option<Client> {
+        self.inner.upgrade().map(|inner| Client { inner })
+    }
+}
+
+impl fmt::Debug for WeakClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeakClient")
+            .field("alive", &(self.inner.strong_count() > 0))
+            .finish()
     }
 }
 
@@ -494,12 +535,20 @@ impl ClientBuilder {
     ///
     /// The listener runs on a thread of its own (`zklock-listener`, one per client), never on
     /// zklock's network thread, so it may block or call the client; a slow listener only
-    /// delays the changes told after it. It ends once the client is closed or dropped and every
-    /// change has been told (the last one, to `Closed`, may come just after the drop). Changes
-    /// are found by the client's state thread as they happen (a lease running out included, on
-    /// that thread's clock); a flap shorter than it takes to notice may be missed. Do not move
-    /// a clone of the client itself into the listener: it would keep the client alive until
-    /// [`Client::close`].
+    /// delays the changes told after it. Changes are found by the client's state thread as
+    /// they happen (a lease running out included, on that thread's clock); a flap shorter than
+    /// it takes to notice may be missed.
+    ///
+    /// The listener's thread ends with the client: [`Client::close`] and the drop of the last
+    /// clone tell it the last change (to `Closed`) and wait up to one second for it to return;
+    /// a listener still busy after that is left to finish on its own thread, with a warning
+    /// in the log (zklock cannot interrupt it), and the thread ends when it returns.
+    ///
+    /// To reach the client from the listener, capture a [`WeakClient`] ([`Client::downgrade`])
+    /// and [`upgrade`](WeakClient::upgrade) it for each call, not a [`Client`]: a listener
+    /// holding a clone of its client keeps the client, its session and its threads alive
+    /// until [`Client::close`] is called, since dropping the application's clones then never
+    /// drops the last one.
     ///
     /// A listener that panics is told the next change all the same. To be told on a thread of
     /// your own, send the changes to a channel:
@@ -543,7 +592,9 @@ impl ClientBuilder {
     /// # Errors
     /// As [`Client::connect`].
     pub fn connect(self) -> Result<Client> {
-        let (config, observe) = (self.config, self.observe);
+        let (config, mut observe) = (self.config, self.observe);
+        // Given to the state thread, not kept by the client: see `Hub::start`.
+        let listener = observe.listener.take();
         let (hosts, chroot) =
             split_connect_string(&config.connect_string, config.security.is_tls())?;
         let runtime = Runtime::shared()?;
@@ -577,7 +628,7 @@ impl ClientBuilder {
         // The state thread holds the client only while it looks, so dropping ends it.
         let client = Arc::downgrade(&inner);
         let find = move || client.upgrade().map(|inner| Client { inner });
-        hub.start(find, releases, &inner.observe, session_id);
+        hub.start(find, releases, listener, session_id);
         Ok(Client { inner })
     }
 }
@@ -585,6 +636,15 @@ impl ClientBuilder {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.hub.shutdown();
+        self.close_session();
+        self.hub.stop_listener(LISTENER_STOP_WAIT);
+    }
+}
+
+impl Inner {
+    /// The last clone's part of the drop: lets background releases finish, then closes the
+    /// session.
+    fn close_session(&mut self) {
         let Some(session) = self.session.get_mut().take() else {
             return;
         };

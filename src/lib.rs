@@ -128,7 +128,10 @@
 //! [`Client::wait_state_change`] waits for a change, and a listener registered with
 //! [`ClientBuilder::on_state_change`] is told of each one on a thread of its own. Each client
 //! has a `zklock-state` thread that watches the session and publishes its changes: log lines,
-//! metrics (feature `metrics`) and the listener.
+//! metrics (feature `metrics`) and the listener. Both threads end when the client is closed or
+//! its last clone dropped (a listener busy at that moment is waited for up to one second). A
+//! listener that needs the client should capture a [`WeakClient`] ([`Client::downgrade`]): one
+//! holding a [`Client`] keeps the session open until [`Client::close`].
 //!
 //! Logging goes through the `log` crate, with the lock path, node and session in each message:
 //! info when a session is suspended and when it recovers (with how long it was out), warnings
@@ -175,7 +178,9 @@ mod wait;
 mod watch;
 
 pub use cancel::CancelToken;
-pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
+pub use client::{
+    Client, ClientBuilder, WeakClient, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
+};
 pub use dial::{ConnectCause, HostFailure};
 pub use election::{LeaderElection, Leadership};
 pub use error::{Error, Result};
