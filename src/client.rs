@@ -24,6 +24,10 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How long dropping a guard waits for the server to confirm its release unless
+/// [`ClientBuilder::release_timeout`] says otherwise.
+pub const DEFAULT_RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// A handle to a ZooKeeper session, shared by all the locks made from it.
 ///
 /// Cloning is cheap: clones share one session, one connection and one background thread. All
@@ -34,8 +38,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// session timeout), every lock held through it is lost and reported as such by its guard; the
 /// next call on the client opens a new session transparently.
 ///
-/// Dropping the last clone waits (bounded by the session timeout) for releases still being
-/// retried in the background, then closes the session, which removes any ephemeral node left.
+/// Dropping the last clone waits for releases still being retried in the background (at most
+/// the [release timeout](ClientBuilder::release_timeout), one second by default), then closes
+/// the session, which removes any ephemeral node left (waiting up to two seconds for the
+/// server's confirmation when nothing was pending), and ends the client's threads (see
+/// [`ClientBuilder::on_state_change`] for the listener's).
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -48,6 +55,7 @@ pub struct Client {
 pub struct ClientBuilder {
     config: SessionConfig,
     observe: Observe,
+    release_timeout: Duration,
 }
 
 struct Inner {
@@ -64,6 +72,8 @@ struct Inner {
     /// The outcome of the first [`Client::close`], which later ones report.
     close_outcome: Mutex<Option<Result<()>>>,
     observe: Observe,
+    /// How long a dropped guard waits for its release (see `ClientBuilder::release_timeout`).
+    release_timeout: Duration,
     /// Shared with the client's state thread (`state.rs`).
     hub: Arc<Hub>,
     // Dropped last: the session's task runs on it.
@@ -99,6 +109,7 @@ impl Client {
                 security: Security::default(),
             },
             observe: Observe::default(),
+            release_timeout: DEFAULT_RELEASE_TIMEOUT,
         }
     }
 
@@ -280,12 +291,40 @@ impl Client {
     /// [`Error::ConnectionLoss`] if the server could not be told (the connection is down): the
     /// session then ends on the server after its timeout. The client is closed either way.
     pub fn close(&self) -> Result<()> {
+        self.close_within(CLOSE_WAIT, None)
+    }
+
+    /// As [`close`](Self::close), blocking at most `timeout` in all (monotonic clock, from the
+    /// call): for the server's confirmation, for a concurrent `close` to finish, and for the
+    /// state listener. For a process that must exit within a bound whatever the servers do
+    /// (`zklock run` closes its client this way).
+    ///
+    /// # Errors
+    /// As [`close`](Self::close); [`Error::ConnectionLoss`] also when the confirmation (or a
+    /// concurrent close's outcome) did not come within `timeout`. The client is closed either
+    /// way.
+    pub fn close_timeout(&self, timeout: Duration) -> Result<()> {
+        self.close_within(timeout, Some(deadline_after(timeout)))
+    }
+
+    /// Closes, waiting `confirm` for the server's confirmation; with a `deadline`, never past
+    /// it.
+    fn close_within(&self, confirm: Duration, deadline: Option<Instant>) -> Result<()> {
         if let Some(session) = self.inner.session.lock().as_ref() {
             // A forked child's copy has no connection to close; the parent's stays open.
             session.check_process()?;
         }
         // Concurrent and later closes wait for the first and report its outcome.
-        let mut outcome = self.inner.close_outcome.lock();
+        let mut outcome = match deadline {
+            None => self.inner.close_outcome.lock(),
+            Some(deadline) => match self.inner.close_outcome.try_lock_until(deadline) {
+                Some(outcome) => outcome,
+                None => {
+                    self.inner.closed.cancel(); // Closed either way, as documented.
+                    return Err(Error::ConnectionLoss);
+                }
+            },
+        };
         if let Some(outcome) = outcome.as_ref() {
             return outcome.clone();
         }
@@ -297,7 +336,7 @@ impl Client {
                 info!("closing zookeeper session {:#x}", session.id);
                 session.close();
                 self.inner.hub.notify();
-                if session.wait_ended(Instant::now() + CLOSE_WAIT) {
+                if session.wait_ended(Instant::now() + confirm) {
                     Ok(())
                 } else {
                     warn!(
@@ -311,7 +350,11 @@ impl Client {
         // The state thread tells the listener `Closed` on its way out; the listener's thread
         // is given a bounded time to tell it and end.
         self.inner.hub.shutdown();
-        self.inner.hub.stop_listener(LISTENER_STOP_WAIT);
+        let listener_wait = deadline.map_or(LISTENER_STOP_WAIT, |d| {
+            d.saturating_duration_since(Instant::now())
+                .min(LISTENER_STOP_WAIT)
+        });
+        self.inner.hub.stop_listener(listener_wait);
         *outcome = Some(closed.clone());
         closed
     }
@@ -351,6 +394,12 @@ impl Client {
 
     pub(crate) fn observe(&self) -> &Observe {
         &self.inner.observe
+    }
+
+    /// How long dropping a guard may wait for its release (see
+    /// [`ClientBuilder::release_timeout`]).
+    pub(crate) fn release_timeout(&self) -> Duration {
+        self.inner.release_timeout
     }
 }
 
@@ -429,6 +478,25 @@ impl ClientBuilder {
     /// Defaults to [`DEFAULT_CONNECT_TIMEOUT`] (15 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// How long dropping a guard ([`LockGuard`](crate::LockGuard) and the guards built on it,
+    /// a [`Permit`](crate::Permit), a [`MultiGuard`](crate::MultiGuard) in all) may block,
+    /// waiting for the server to confirm the delete of its nodes. A release not confirmed by
+    /// then is retried in the background until the node is gone or the session has ended
+    /// (which removes it too), so a frozen or slow server cannot hold up the dropping thread
+    /// for the connection's detection time, let alone the session timeout. The node may
+    /// outlive the drop by that much: until then, the next contender still waits.
+    ///
+    /// [`LockGuard::unlock`](crate::LockGuard::unlock) waits up to the session timeout instead
+    /// (it reports the outcome); [`LockGuard::unlock_timeout`](crate::LockGuard::unlock_timeout)
+    /// takes its own bound. Dropping the last clone of the client waits for background
+    /// releases for at most this long too.
+    ///
+    /// Defaults to [`DEFAULT_RELEASE_TIMEOUT`] (1 s).
+    pub fn release_timeout(mut self, timeout: Duration) -> Self {
+        self.release_timeout = timeout;
         self
     }
 
@@ -592,7 +660,8 @@ impl ClientBuilder {
     /// # Errors
     /// As [`Client::connect`].
     pub fn connect(self) -> Result<Client> {
-        let (config, mut observe) = (self.config, self.observe);
+        let (config, mut observe, release_timeout) =
+            (self.config, self.observe, self.release_timeout);
         // Given to the state thread, not kept by the client: see `Hub::start`.
         let listener = observe.listener.take();
         let (hosts, chroot) =
@@ -622,6 +691,7 @@ impl ClientBuilder {
             closed: CancelToken::for_client(),
             close_outcome: Mutex::new(None),
             observe,
+            release_timeout,
             hub: hub.clone(),
             runtime,
         });
@@ -654,8 +724,13 @@ impl Inner {
             std::mem::forget(session);
             return;
         }
-        // Let releases that are being retried finish while the session can still delete.
-        let idle = self.releases.wait_idle(Instant::now() + session.timeout);
+        // Let releases that are being retried finish while the session can still delete, for
+        // no longer than a dropped guard would wait: closing the session removes their nodes
+        // too (at once if the server hears of it, else when the session expires), and a drop
+        // must not hang on a silent server.
+        let idle = self
+            .releases
+            .wait_idle(Instant::now() + self.release_timeout);
         if !idle {
             warn!("closing session {:#x} with releases still pending; the server removes their nodes when the session expires", session.id);
         }

@@ -72,8 +72,11 @@
 //!   locking again while holding waits.
 //! - After `fork()`, a process that used zklock before the fork gets [`Error::Forked`] in the
 //!   child, from the old client and from connecting a new one: fork first, or `exec`.
-//! - Releasing never panics and never blocks for long: a delete that cannot be confirmed is
-//!   retried in the background until the node is gone or the session has ended.
+//! - Releasing never panics. Dropping a guard blocks at most the
+//!   [release timeout](ClientBuilder::release_timeout) (one second by default), even with a
+//!   frozen or slow server; a delete not confirmed by then is retried in the background until
+//!   the node is gone or the session has ended. [`LockGuard::unlock`] waits longer (up to the
+//!   session timeout) and says when the outcome is unknown ([`Error::OutcomeUnknown`]).
 //! - After a session expiry the [`Client`] opens a new session on the next call.
 //!
 //! # Three layers against a stale holder
@@ -179,7 +182,8 @@ mod watch;
 
 pub use cancel::CancelToken;
 pub use client::{
-    Client, ClientBuilder, WeakClient, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT,
+    Client, ClientBuilder, WeakClient, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RELEASE_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT,
 };
 pub use dial::{ConnectCause, HostFailure};
 pub use election::{LeaderElection, Leadership};

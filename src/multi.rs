@@ -158,8 +158,12 @@ impl MultiGuard {
 
 impl Drop for MultiGuard {
     fn drop(&mut self) {
-        while let Some(guard) = self.guards.pop() {
-            drop(guard);
+        // One bound for the whole drop, not one per lock.
+        let Some(deadline) = self.guards.first().map(LockGuard::drop_deadline) else {
+            return;
+        };
+        while let Some(mut guard) = self.guards.pop() {
+            guard.release_on_drop(deadline);
         }
     }
 }

@@ -211,18 +211,22 @@ impl Held {
         self.revocable && self.watched().is_some_and(|w| w.wait_revocation(deadline))
     }
 
-    /// Releases: deletes our node, retrying in the background if the connection is down.
+    /// Releases, for a caller who wants the outcome (`unlock`): deletes our node, waiting for
+    /// the server's reply up to the session timeout; the background retry takes over after
+    /// that.
     pub(crate) fn release(&mut self) -> Result<()> {
         self.release_within(self.session.timeout)
     }
 
-    /// As [`release`](Self::release), waiting at most `wait` for the server's reply (the
-    /// background retry takes over after that).
-    fn release_within(&mut self, wait: Duration) -> Result<()> {
+    /// As [`release`](Self::release), blocking at most about `wait` in all (the background
+    /// retry takes over after that). A delete not confirmed in time is
+    /// [`Error::OutcomeUnknown`]: it may have been applied, or may be applied later.
+    pub(crate) fn release_within(&mut self, wait: Duration) -> Result<()> {
         if self.released {
             return Ok(());
         }
         self.released = true;
+        let deadline = deadline_after(wait);
         let lost = || Error::LockLost {
             path: self.lock_path.clone(),
         };
@@ -231,24 +235,37 @@ impl Held {
         if let Some(watch) = self.own_node.take().flatten() {
             watch.stop(wait);
         }
-        let deleted = self.session.delete_node(&self.node_path, wait);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let deleted = self.session.delete_node(&self.node_path, left);
         self.track.released(&deleted, &self.session);
         match deleted {
             Ok(true) => Ok(()),
             // Someone else deleted our node while we believed we held the lock.
             Ok(false) => Err(lost()),
             Err(Error::SessionExpired | Error::Closed) => Err(lost()),
+            // `delete_node`'s word for "not confirmed in time, retried in the background",
+            // whether the connection is down or the server merely slow: the caller cannot
+            // know whether the lock is free yet, and the connection may be healthy.
+            Err(Error::ConnectionLoss) => Err(Error::OutcomeUnknown {
+                path: self.node_path.clone(),
+            }),
             Err(err) => Err(err),
         }
     }
 }
 
 impl Held {
-    /// The release of a dropped guard: never cut short by a cancellation in progress on this
-    /// thread; a failure is logged (a closed client's release has nothing left to do).
-    pub(crate) fn release_on_drop(&mut self) {
-        match crate::cancel::shielded(|| self.release()) {
+    /// The release of a dropped guard, blocking at most about `wait` (the client's release
+    /// timeout, or what is left of it): never cut short by a cancellation in progress on this
+    /// thread; a failure is logged (a closed client's release has nothing left to do, and
+    /// one handed to the background was logged when it was).
+    pub(crate) fn release_on_drop(&mut self, wait: Duration) {
+        match crate::cancel::shielded(|| self.release_within(wait)) {
             Ok(()) => {}
+            Err(err @ Error::OutcomeUnknown { .. }) => debug!(
+                "release of {} (session {:#x}): {err}",
+                self.node_path, self.session.id
+            ),
             Err(err) if self.session.liveness() == Liveness::Ended => debug!(
                 "release of {} (session {:#x}): {err}",
                 self.node_path, self.session.id
@@ -263,7 +280,9 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.release_on_drop();
+        // Only reached for a node no guard owns (its front end released it otherwise), which
+        // gets the default bound.
+        self.release_on_drop(crate::client::DEFAULT_RELEASE_TIMEOUT);
     }
 }
 
