@@ -42,9 +42,20 @@ impl LockGuard {
         self.held.node_path()
     }
 
-    /// A number that strictly increases from one holder of this lock to the next (the lock
-    /// node's creation zxid, which is monotonic across the whole ensemble). Pass it to the
-    /// protected resource so it can refuse a stale holder's late writes.
+    /// The fencing token to pass to a store outside ZooKeeper, so that it can refuse a stale
+    /// holder's late writes: it increases from one holder of this lock to the next, also when
+    /// the ensemble was re-created from scratch (see [`FencingToken`](crate::FencingToken)
+    /// for the rule and its one assumption). Never blocks.
+    pub fn fencing(&self) -> crate::FencingToken {
+        self.held.fencing()
+    }
+
+    /// The lock node's creation zxid: it increases from one holder of this lock to the next
+    /// only while the ensemble keeps its data. When an ensemble is re-created (data dirs
+    /// wiped), zxids begin again, and a store that remembers the highest number it has seen
+    /// would refuse every new holder. Prefer [`fencing`](Self::fencing), which orders tokens
+    /// by the lock path's generation first; this number is its
+    /// [`zxid`](crate::FencingToken::zxid) part. Never blocks.
     pub fn fencing_token(&self) -> i64 {
         self.held.fencing_token()
     }
@@ -193,7 +204,7 @@ impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
             .field("node_path", &self.node_path())
-            .field("fencing_token", &self.fencing_token())
+            .field("fencing", &self.fencing())
             .field("state", &self.held.peek_state())
             .finish()
     }
@@ -221,7 +232,7 @@ impl LockGuard {
     /// the server even when the guard's session has expired and the client has opened another
     /// one since. This protects data that every writer changes through fenced writes (or
     /// otherwise only while holding the lock); data outside ZooKeeper needs
-    /// [`fencing_token`](Self::fencing_token).
+    /// [`fencing`](Self::fencing).
     ///
     /// The check is on our node's existence, not its data version, so a revocation request
     /// (which writes into our node) does not make fenced writes fail: our node's name carries a

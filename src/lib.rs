@@ -10,7 +10,7 @@
 //!
 //!     {
 //!         let guard = mutex.lock()?; // blocks until this process holds the lock
-//!         println!("holding {} with fencing token {}", guard.node_path(), guard.fencing_token());
+//!         println!("holding {} with fencing token {}", guard.node_path(), guard.fencing());
 //!         // ... touch the shared resource, checking guard.is_held() between steps ...
 //!     } // released here
 //!
@@ -60,7 +60,7 @@
 //!   called from a lease on the monotonic clock, it turns false once 2/3 of the session
 //!   timeout has passed since the send time of the latest write or sync the server answered, before
 //!   the server can expire the session and give the lock to another process, even if this
-//!   process was frozen or zklock's network thread stalled. Use [`LockGuard::fencing_token`]
+//!   process was frozen or zklock's network thread stalled. Use [`LockGuard::fencing`]
 //!   where the resource can check it.
 //! - Blocking acquisitions can be stopped from another thread with a [`CancelToken`]
 //!   (`lock_cancellable`, `*_with(Wait)`), and [`Client::close`] ends the session and wakes
@@ -100,9 +100,20 @@
 //!    clock or flag of this process takes part, so a holder resumed after its session expired
 //!    is refused by the server ([`Error::LockLost`]), even if its client has opened a new
 //!    session since.
-//! 3. **The fencing token: for stores outside ZooKeeper.** [`LockGuard::fencing_token`]
-//!    strictly increases from one holder to the next. A database or service that remembers the
-//!    highest token it has seen and refuses lower ones protects its data the same way.
+//! 3. **The fencing token: for stores outside ZooKeeper.** [`LockGuard::fencing`] returns a
+//!    [`FencingToken`] that increases from one holder of a lock to the next. A database or
+//!    service that remembers the highest token it has seen and refuses lower ones protects its
+//!    data the same way. A token is the lock path's generation (its node's creation time)
+//!    followed by the holder node's creation zxid, so it keeps increasing when an ensemble is
+//!    re-created from scratch and its zxids begin again, provided the servers' clocks are not
+//!    set back across that re-creation (see [`FencingToken`]).
+//!
+//!    **Migrating from `fencing_token()`.** [`LockGuard::fencing_token`] still returns the
+//!    zxid alone (an `i64`), which goes *backwards* when an ensemble's data is wiped: a store
+//!    keeping the highest one would then refuse every new holder. Send `fencing()` instead, in
+//!    one of the forms of [`FencingToken`] (a `u128`, or 32 hex digits that sort as strings);
+//!    a store that already holds zxids can compare `(generation, zxid)` pairs and treat a
+//!    stored zxid as generation 0.
 //!
 //! ```no_run
 //! # fn main() -> zklock::Result<()> {
@@ -113,7 +124,7 @@
 //! if guard.is_held() {
 //!     // Written only if we still hold the lock when the server executes it.
 //!     guard.fenced_set_data("/reports/latest", report)?;
-//!     // For another store: send `guard.fencing_token()` along, and let it refuse stale ones.
+//!     // For another store: send `guard.fencing()` along, and let it refuse stale ones.
 //! }
 //! # Ok(()) }
 //! ```
@@ -176,6 +187,7 @@ mod security;
 mod semaphore;
 mod session;
 mod state;
+mod token;
 mod trace;
 mod wait;
 mod watch;
@@ -198,4 +210,5 @@ pub use rwlock::{DistributedRwLock, ReadGuard, WriteGuard};
 pub use security::{NodeAcl, ParentAcl};
 pub use semaphore::{Permit, Semaphore};
 pub use state::{SessionState, StateChange};
+pub use token::FencingToken;
 pub use wait::Wait;

@@ -14,6 +14,7 @@ use crate::layout::{
     check_data_size, nodes_ahead, owner_data, protected_prefix, LockNode, LEASE_NAME,
 };
 use crate::session::{Create, Liveness, NodeStat, Prefetched, Session, Then};
+use crate::token::FencingToken;
 use crate::wait::{Attempt, Patience};
 use crate::watch::{NodeEvent, OwnNodeWatch, Signal, Wake};
 
@@ -87,6 +88,8 @@ pub(crate) struct Held {
     lock_path: String,
     node_path: String,
     stat: NodeStat,
+    /// The lock path's creation time when our node was created in it (see [`FencingToken`]).
+    generation: i64,
     /// Listens for our node's deletion by someone else (and, for revocable locks, for
     /// revocation requests). Set at the claim for revocable locks; otherwise the first time
     /// anyone asks for the lock's state, so that a caller who never asks pays nothing for it
@@ -107,6 +110,10 @@ impl Held {
 
     pub(crate) fn fencing_token(&self) -> i64 {
         self.stat.czxid
+    }
+
+    pub(crate) fn fencing(&self) -> FencingToken {
+        FencingToken::new(self.generation, self.stat.czxid)
     }
 
     pub(crate) fn session_id(&self) -> i64 {
@@ -484,6 +491,7 @@ fn contend(
         name,
         stat,
         children,
+        generation,
     }) = create_node(session, lock_path, kind.names[kind.ours].0, data, deadline)?
     else {
         return gave_up(session);
@@ -506,7 +514,7 @@ fn contend(
             return Err(node_vanished(&mut contender, lock_path));
         };
         let Some(blocker) = (kind.blocker)(&ahead) else {
-            return claim(contender, lock_path, stat).map(Some);
+            return claim(contender, lock_path, stat, generation).map(Some);
         };
         if let Patience::DontWait = patience {
             return Ok(None);
@@ -553,7 +561,7 @@ fn contend(
                 };
                 match own {
                     Some(now) if now.czxid == stat.czxid => {
-                        return claim(contender, lock_path, stat).map(Some)
+                        return claim(contender, lock_path, stat, generation).map(Some)
                     }
                     _ => return Err(node_vanished(&mut contender, lock_path)),
                 }
@@ -603,6 +611,7 @@ fn take_lease(
         name,
         stat,
         mut children,
+        generation,
     }) = create_node(session, leases_path, LEASE_NAME, &owner_data(), deadline)?
     else {
         return gave_up(session);
@@ -620,7 +629,7 @@ fn take_lease(
             None => session.list(leases_path, deadline)?,
         };
         if admitted(&listed, &mut contender)? {
-            return claim(contender, leases_path, stat).map(Some);
+            return claim(contender, leases_path, stat, generation).map(Some);
         }
         if let Patience::DontWait = attempt.patience {
             return Ok(None);
@@ -632,7 +641,7 @@ fn take_lease(
             Err(err) => return Err(err),
         };
         if admitted(&listed, &mut contender)? {
-            return claim(contender, leases_path, stat).map(Some);
+            return claim(contender, leases_path, stat, generation).map(Some);
         }
         if let Woken::TimedOut = wait_for_change(session, &signal, &mut contender, deadline)? {
             return gave_up(session);
@@ -648,6 +657,8 @@ struct Created {
     stat: NodeStat,
     /// The listing of the lock path taken right after the create, if it could be read.
     children: Option<Vec<String>>,
+    /// The lock path's creation time: the generation of our fencing token.
+    generation: i64,
 }
 
 /// Creates our protected ephemeral-sequential node `<uuid-prefix><lock_name><seq>` under
@@ -662,23 +673,35 @@ fn create_node(
     deadline: Option<Instant>,
 ) -> Result<Option<Created>> {
     let prefix = format!("{}{lock_name}", protected_prefix(&uuid::Uuid::new_v4()));
-    let Some((name, stat, children)) =
+    let Some((name, stat, children, parent)) =
         place_node(session.as_ref(), lock_path, &prefix, data, deadline)?
     else {
         return Ok(None);
     };
     let node_path = format!("{lock_path}/{name}");
     debug!("created {node_path} (session {:#x})", session.id);
-    let contender = OurNode {
+    let mut contender = OurNode {
         session: session.clone(),
         node_path,
         armed: true,
+    };
+    let parent = match parent {
+        Some(parent) => parent,
+        // The listing that came with the create was lost (or the create's reply was, and
+        // the node was found by its prefix): read the lock path's stat now. While our node
+        // exists the lock path cannot be re-created; one created after our node means ours
+        // is gone already.
+        None => match session.get_data(lock_path, deadline)? {
+            Some((_, parent)) if parent.czxid < stat.czxid => parent,
+            _ => return Err(node_vanished(&mut contender, lock_path)),
+        },
     };
     Ok(Some(Created {
         contender,
         name,
         stat,
         children,
+        generation: parent.ctime,
     }))
 }
 
@@ -732,8 +755,9 @@ impl NodeStore for Session {
     }
 }
 
-/// Our node's name and stat, and the listing it was found in.
-type FoundNode = (String, NodeStat, Option<Vec<String>>);
+/// Our node's name and stat, the listing it was found in, and the lock path's stat from that
+/// listing's reply.
+type FoundNode = (String, NodeStat, Option<Vec<String>>, Option<NodeStat>);
 
 /// The decisions of [`create_node`]: creates a node named `prefix` + sequence, looking for it
 /// by its unique prefix after a lost reply instead of creating a second one, recreating a
@@ -752,7 +776,8 @@ fn place_node(
                 name,
                 stat,
                 children,
-            } => return Ok(Some((name, stat, children))),
+                parent,
+            } => return Ok(Some((name, stat, children, parent))),
             Create::TimedOut => return Ok(None),
             Create::Unknown => {
                 // The reply was lost: look for the node by its unique prefix before creating
@@ -803,7 +828,7 @@ fn find_created(
         // `None`: gone again (session trouble); the caller creates anew.
         Ok(store.stat(&path, deadline)?.map(|stat| {
             debug!("found {path} after a lost create reply");
-            (found, stat, Some(children))
+            (found, stat, Some(children), None)
         }))
     })();
     if found.is_err() {
@@ -868,7 +893,7 @@ fn wait_for_change(
     Err(Error::SessionExpired)
 }
 
-fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat) -> Result<Held> {
+fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat, generation: i64) -> Result<Held> {
     let session = contender.session.clone();
     // The node must belong to the session we hold it through (Curator once granted a lock on
     // a stale read that did not).
@@ -883,6 +908,7 @@ fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat) -> Result<Held
         lock_path: lock_path.to_owned(),
         node_path: std::mem::take(&mut contender.node_path),
         stat,
+        generation,
         own_node: OnceLock::new(),
         revocable: false,
         released: false,
@@ -963,6 +989,7 @@ mod tests {
                     name: self.add(prefix),
                     stat: MemoryStore::stat(),
                     children: Some(self.children.borrow().clone()),
+                    parent: Some(MemoryStore::stat()),
                 },
                 Step::ApplyLost => {
                     self.add(prefix);
@@ -1012,7 +1039,7 @@ mod tests {
     #[test]
     fn a_lost_reply_to_an_executed_create_finds_the_node_after_a_sync() {
         let store = MemoryStore::scripted(&[Step::ApplyLost]);
-        let (name, _, children) = place(&store).unwrap().expect("placed");
+        let (name, _, children, _) = place(&store).unwrap().expect("placed");
         assert_eq!(name, "_c_1-lock-0000000000");
         assert_eq!(store.children.borrow().len(), 1, "never created twice");
         assert_eq!(children.unwrap(), [name]);
@@ -1022,7 +1049,7 @@ mod tests {
     #[test]
     fn a_lost_create_that_never_executed_is_sent_again() {
         let store = MemoryStore::scripted(&[Step::Lost, Step::Lost, Step::Apply]);
-        let (name, _, _) = place(&store).unwrap().expect("placed");
+        let (name, _, _, _) = place(&store).unwrap().expect("placed");
         assert_eq!(store.children.borrow().as_slice(), [name]);
         let creates = store.calls().iter().filter(|c| **c == "create").count();
         assert_eq!(creates, 3);

@@ -155,6 +155,7 @@ pub fn hold(
         .env("ZKLOCK_LOCK_PATH", job.path)
         .env("ZKLOCK_NODE", guard.node_path())
         .env("ZKLOCK_SESSION_ID", session_hex(guard.session_id()))
+        .env("ZKLOCK_FENCING", guard.fencing().to_string())
         .env("ZKLOCK_FENCING_TOKEN", guard.fencing_token().to_string());
     let spawned = {
         let mut phase = lock(&supervisor.phase);
