@@ -172,6 +172,7 @@ mod guard;
 mod inspect;
 mod layout;
 mod lease;
+mod listing;
 mod metrics;
 mod multi;
 mod mutex;

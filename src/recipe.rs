@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::layout::{
     check_data_size, nodes_ahead, owner_data, protected_prefix, LockNode, LEASE_NAME,
 };
+use crate::listing::list_shared;
 use crate::session::{Create, Liveness, NodeStat, Prefetched, Session, Then};
 use crate::token::FencingToken;
 use crate::wait::{Attempt, Patience};
@@ -505,10 +506,17 @@ fn contend(
     // read by the runtime as the blocker went).
     let mut known: Option<Option<Vec<LockNode>>> =
         children.map(|listed| nodes_ahead(&listed, &ours, &lock_names));
+    // Set when woken by a reconnect: the listing may be shared with the session's other
+    // waiters woken by it, if asked for since (see `listing.rs`).
+    let mut shared_since: Option<Instant> = None;
     loop {
-        let ahead = match known.take() {
-            Some(ahead) => ahead,
-            None => nodes_ahead(&session.list(lock_path, deadline)?, &ours, &lock_names),
+        let ahead = match (known.take(), shared_since.take()) {
+            (Some(ahead), _) => ahead,
+            (None, Some(since)) => {
+                let listed = list_shared(session, lock_path, deadline, since)?;
+                nodes_ahead(&listed, &ours, &lock_names)
+            }
+            (None, None) => nodes_ahead(&session.list(lock_path, deadline)?, &ours, &lock_names),
         };
         let Some(ahead) = ahead else {
             return Err(node_vanished(&mut contender, lock_path));
@@ -577,6 +585,7 @@ fn contend(
                 }
             }
             Woken::Recheck => {}
+            Woken::Reconnected { since } => shared_since = Some(since),
             Woken::TimedOut => return gave_up(session),
         }
         drop(watch);
@@ -852,8 +861,15 @@ fn node_vanished(contender: &mut OurNode, lock_path: &str) -> Error {
 /// Why a wait for a watched node ended.
 enum Woken {
     Deleted,
-    /// The node changed, or the connection came back: look again.
+    /// The node changed: look again.
     Recheck,
+    /// The connection came back: look again, with a listing asked for no earlier than
+    /// `since` (when this waiter first found the session disconnected, or else began
+    /// waiting): one asked for after that was sent after the outage began, and so is
+    /// answered once the connection is back.
+    Reconnected {
+        since: Instant,
+    },
     TimedOut,
 }
 
@@ -865,6 +881,8 @@ fn wait_for_change(
     contender: &mut OurNode,
     deadline: Option<Instant>,
 ) -> Result<Woken> {
+    let mut since = Instant::now();
+    let mut disconnected_seen = false;
     // A state change may have slipped in before the watch task began listening: if not
     // connected now, start with a session change pending.
     let mut seen_changes: u64 = if session.liveness() == Liveness::Connected {
@@ -881,8 +899,12 @@ fn wait_for_change(
                 Liveness::Ended => break,
                 // Reconnected: the client crate re-arms watches, but re-check rather than
                 // trust that a deletion during the outage was delivered.
-                Liveness::Connected => return Ok(Woken::Recheck),
+                Liveness::Connected => return Ok(Woken::Reconnected { since }),
                 Liveness::Disconnected => {
+                    if !disconnected_seen {
+                        disconnected_seen = true;
+                        since = Instant::now();
+                    }
                     debug!("{}: connection lost while waiting", contender.node_path)
                 }
             },
