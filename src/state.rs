@@ -222,6 +222,8 @@ pub(crate) struct Hub {
     notify: Event,
     stop: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The state thread's id, also after its handle was taken.
+    state_thread: Mutex<Option<thread::ThreadId>>,
     /// The listener's thread, if there is a listener.
     listener: Mutex<Option<ListenerThread>>,
     /// The process that started the threads: a forked child has no such threads.
@@ -247,6 +249,7 @@ impl Hub {
             notify: Event::new(),
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),
+            state_thread: Mutex::new(None),
             listener: Mutex::new(None),
             pid: std::process::id(),
         })
@@ -282,7 +285,10 @@ impl Hub {
             .name("zklock-state".into())
             .spawn(move || watch(&hub, client, &releases, listener, session_id));
         match spawned {
-            Ok(thread) => *self.thread.lock() = Some(thread),
+            Ok(thread) => {
+                *self.state_thread.lock() = Some(thread.thread().id());
+                *self.thread.lock() = Some(thread);
+            }
             Err(err) => {
                 log::warn!("zklock: no state thread ({err}): state changes are not logged or told")
             }
@@ -309,13 +315,19 @@ impl Hub {
     /// tell the changes still queued and end. A listener still busy after that is left to
     /// finish on its own thread, with a warning: a listener cannot be interrupted, and a
     /// `close()` or a drop must not hang on one. Not waited for on the listener's own thread
-    /// (a listener that closes or drops its client) or in a forked child.
+    /// (a listener that closes or drops its client), on the state thread, or in a forked
+    /// child.
     pub(crate) fn stop_listener(&self, wait: Duration) {
         let Some(listener) = self.listener.lock().take() else {
             return;
         };
-        let on_its_thread = listener.thread.thread().id() == thread::current().id();
-        if self.pid != std::process::id() || on_its_thread {
+        let me = thread::current().id();
+        let on_its_thread = listener.thread.thread().id() == me;
+        // The last clone can also go on the state thread (it holds the client while it looks):
+        // the listener's channel is open until that thread is done, so waiting there would
+        // only run out the bound.
+        let on_state_thread = *self.state_thread.lock() == Some(me);
+        if self.pid != std::process::id() || on_its_thread || on_state_thread {
             return; // Detached: it ends once the state thread's sender is gone.
         }
         let started = Instant::now();
