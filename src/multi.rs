@@ -33,7 +33,9 @@ pub struct MultiLock {
     members: Vec<(String, &'static Kind)>,
 }
 
-/// Proof that every lock of a [`MultiLock`] is held; releases them in reverse order on drop.
+/// Proof that every lock of a [`MultiLock`] is held; releases them in reverse order on drop,
+/// blocking at most the client's [release timeout](crate::ClientBuilder::release_timeout) for
+/// all of them together (what is not confirmed by then goes on in the background).
 #[must_use = "the locks are released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]
 pub struct MultiGuard {

@@ -34,7 +34,9 @@ pub struct Semaphore {
     gate: String,
 }
 
-/// Leases of a [`Semaphore`]; released (all of them) when dropped.
+/// Leases of a [`Semaphore`]; released (all of them) when dropped, blocking at most the
+/// client's [release timeout](crate::ClientBuilder::release_timeout) for all of them together
+/// (what is not confirmed by then goes on in the background).
 #[must_use = "the leases are released as soon as the permit is dropped"]
 #[clippy::has_significant_drop]
 pub struct Permit {
