@@ -101,7 +101,7 @@ fn main() -> anyhow::Result<()> {
                         }
                         println!(
                             "pid {pid} thread {t}: counter = {value} (fencing token {})",
-                            guard.fencing_token()
+                            guard.fencing()
                         );
                         guard.unlock()?;
                         round += 1;

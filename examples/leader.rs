@@ -54,7 +54,7 @@ fn main() -> anyhow::Result<()> {
     println!(
         "pid {}: I am the leader (fencing token {})",
         std::process::id(),
-        leadership.fencing_token()
+        leadership.fencing()
     );
     let started = Instant::now();
     while !stop.load(Ordering::SeqCst) && lead_for.is_none_or(|d| started.elapsed() < d) {

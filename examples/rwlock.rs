@@ -72,7 +72,7 @@ fn main() -> anyhow::Result<()> {
                     client.set_data(config, value.as_bytes())?;
                     println!(
                         "writer {w}: wrote {value:?} (fencing token {})",
-                        guard.fencing_token()
+                        guard.fencing()
                     );
                     std::thread::sleep(Duration::from_millis(50));
                     guard.unlock()?;

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::runtime::{deadline_after, Runtime};
 use crate::security::{NodeAcl, ParentAcl, Security};
 use crate::session::{open_session, Releases, Session, SessionConfig};
-use crate::state::{Hub, Listener, Observe, StateChange};
+use crate::state::{Hub, Listener, Observe, StateChange, LISTENER_STOP_WAIT};
 
 /// Session timeout asked of the server unless [`ClientBuilder::session_timeout`] says otherwise.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -23,6 +23,10 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long [`ClientBuilder::connect`] tries unless [`ClientBuilder::connect_timeout`] says
 /// otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How long dropping a guard waits for the server to confirm its release unless
+/// [`ClientBuilder::release_timeout`] says otherwise.
+pub const DEFAULT_RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A handle to a ZooKeeper session, shared by all the locks made from it.
 ///
@@ -34,8 +38,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// session timeout), every lock held through it is lost and reported as such by its guard; the
 /// next call on the client opens a new session transparently.
 ///
-/// Dropping the last clone waits (bounded by the session timeout) for releases still being
-/// retried in the background, then closes the session, which removes any ephemeral node left.
+/// Dropping the last clone waits for releases still being retried in the background (at most
+/// the [release timeout](ClientBuilder::release_timeout), one second by default), then closes
+/// the session, which removes any ephemeral node left (waiting up to two seconds for the
+/// server's confirmation when nothing was pending), and ends the client's threads (see
+/// [`ClientBuilder::on_state_change`] for the listener's).
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -48,6 +55,7 @@ pub struct Client {
 pub struct ClientBuilder {
     config: SessionConfig,
     observe: Observe,
+    release_timeout: Duration,
 }
 
 struct Inner {
@@ -64,6 +72,8 @@ struct Inner {
     /// The outcome of the first [`Client::close`], which later ones report.
     close_outcome: Mutex<Option<Result<()>>>,
     observe: Observe,
+    /// How long a dropped guard waits for its release (see `ClientBuilder::release_timeout`).
+    release_timeout: Duration,
     /// Shared with the client's state thread (`state.rs`).
     hub: Arc<Hub>,
     // Dropped last: the session's task runs on it.
@@ -99,6 +109,7 @@ impl Client {
                 security: Security::default(),
             },
             observe: Observe::default(),
+            release_timeout: DEFAULT_RELEASE_TIMEOUT,
         }
     }
 
@@ -267,7 +278,9 @@ impl Client {
     /// [`LockState::Lost`](crate::LockState::Lost); later calls on any clone return
     /// [`Error::Closed`]. Guards dropped afterwards do nothing and never block. Idempotent.
     ///
-    /// Blocks until the server confirmed the close, at most about two seconds.
+    /// Blocks until the server confirmed the close, at most about two seconds, then for the
+    /// state listener to be told `Closed`, at most one second more (see
+    /// [`ClientBuilder::on_state_change`]).
     ///
     /// The shutdown recipe for a service: on SIGTERM, cancel the acquisitions you own
     /// ([`CancelToken`]) or call `close()`, join your threads, exit. Dropping the last clone of
@@ -278,12 +291,40 @@ impl Client {
     /// [`Error::ConnectionLoss`] if the server could not be told (the connection is down): the
     /// session then ends on the server after its timeout. The client is closed either way.
     pub fn close(&self) -> Result<()> {
+        self.close_within(CLOSE_WAIT, None)
+    }
+
+    /// As [`close`](Self::close), blocking at most `timeout` in all (monotonic clock, from the
+    /// call): for the server's confirmation, for a concurrent `close` to finish, and for the
+    /// state listener. For a process that must exit within a bound whatever the servers do
+    /// (`zklock run` closes its client this way).
+    ///
+    /// # Errors
+    /// As [`close`](Self::close); [`Error::ConnectionLoss`] also when the confirmation (or a
+    /// concurrent close's outcome) did not come within `timeout`. The client is closed either
+    /// way.
+    pub fn close_timeout(&self, timeout: Duration) -> Result<()> {
+        self.close_within(timeout, Some(deadline_after(timeout)))
+    }
+
+    /// Closes, waiting `confirm` for the server's confirmation; with a `deadline`, never past
+    /// it.
+    fn close_within(&self, confirm: Duration, deadline: Option<Instant>) -> Result<()> {
         if let Some(session) = self.inner.session.lock().as_ref() {
             // A forked child's copy has no connection to close; the parent's stays open.
             session.check_process()?;
         }
         // Concurrent and later closes wait for the first and report its outcome.
-        let mut outcome = self.inner.close_outcome.lock();
+        let mut outcome = match deadline {
+            None => self.inner.close_outcome.lock(),
+            Some(deadline) => match self.inner.close_outcome.try_lock_until(deadline) {
+                Some(outcome) => outcome,
+                None => {
+                    self.inner.closed.cancel(); // Closed either way, as documented.
+                    return Err(Error::ConnectionLoss);
+                }
+            },
+        };
         if let Some(outcome) = outcome.as_ref() {
             return outcome.clone();
         }
@@ -295,7 +336,7 @@ impl Client {
                 info!("closing zookeeper session {:#x}", session.id);
                 session.close();
                 self.inner.hub.notify();
-                if session.wait_ended(Instant::now() + CLOSE_WAIT) {
+                if session.wait_ended(Instant::now() + confirm) {
                     Ok(())
                 } else {
                     warn!(
@@ -306,8 +347,26 @@ impl Client {
                 }
             }
         };
+        // The state thread tells the listener `Closed` on its way out; the listener's thread
+        // is given a bounded time to tell it and end.
+        self.inner.hub.shutdown();
+        let listener_wait = deadline.map_or(LISTENER_STOP_WAIT, |d| {
+            d.saturating_duration_since(Instant::now())
+                .min(LISTENER_STOP_WAIT)
+        });
+        self.inner.hub.stop_listener(listener_wait);
         *outcome = Some(closed.clone());
         closed
+    }
+
+    /// A handle that does not keep the client alive: for a state listener (see
+    /// [`ClientBuilder::on_state_change`]) or any other long-lived callback that must reach the
+    /// client without keeping its session open after the application dropped it. Never
+    /// blocks.
+    pub fn downgrade(&self) -> WeakClient {
+        WeakClient {
+            inner: Arc::downgrade(&self.inner),
+        }
     }
 
     /// Makes the calling thread's waits end when the client is closed, until dropped (for
@@ -335,6 +394,37 @@ impl Client {
 
     pub(crate) fn observe(&self) -> &Observe {
         &self.inner.observe
+    }
+
+    /// How long dropping a guard may wait for its release (see
+    /// [`ClientBuilder::release_timeout`]).
+    pub(crate) fn release_timeout(&self) -> Duration {
+        self.inner.release_timeout
+    }
+}
+
+/// A [`Client`] that does not keep the client alive, made by [`Client::downgrade`].
+///
+/// Once every [`Client`] clone is dropped (and the last drop has closed the session),
+/// [`upgrade`](Self::upgrade) returns `None`. Cheap to clone; `Send + Sync`.
+#[derive(Clone)]
+pub struct WeakClient {
+    inner: std::sync::Weak<Inner>,
+}
+
+impl WeakClient {
+    /// The client, if any clone of it is still alive. The clone returned keeps it alive while
+    /// held: drop it when done (in a listener, before returning). Never blocks.
+    pub fn upgrade(&self) -> Option<Client> {
+        self.inner.upgrade().map(|inner| Client { inner })
+    }
+}
+
+impl fmt::Debug for WeakClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeakClient")
+            .field("alive", &(self.inner.strong_count() > 0))
+            .finish()
     }
 }
 
@@ -388,6 +478,25 @@ impl ClientBuilder {
     /// Defaults to [`DEFAULT_CONNECT_TIMEOUT`] (15 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// How long dropping a guard ([`LockGuard`](crate::LockGuard) and the guards built on it,
+    /// a [`Permit`](crate::Permit), a [`MultiGuard`](crate::MultiGuard) in all) may block,
+    /// waiting for the server to confirm the delete of its nodes. A release not confirmed by
+    /// then is retried in the background until the node is gone or the session has ended
+    /// (which removes it too), so a frozen or slow server cannot hold up the dropping thread
+    /// for the connection's detection time, let alone the session timeout. The node may
+    /// outlive the drop by that much: until then, the next contender still waits.
+    ///
+    /// [`LockGuard::unlock`](crate::LockGuard::unlock) waits up to the session timeout instead
+    /// (it reports the outcome); [`LockGuard::unlock_timeout`](crate::LockGuard::unlock_timeout)
+    /// takes its own bound. Dropping the last clone of the client waits for background
+    /// releases for at most this long too.
+    ///
+    /// Defaults to [`DEFAULT_RELEASE_TIMEOUT`] (1 s).
+    pub fn release_timeout(mut self, timeout: Duration) -> Self {
+        self.release_timeout = timeout;
         self
     }
 
@@ -494,12 +603,20 @@ impl ClientBuilder {
     ///
     /// The listener runs on a thread of its own (`zklock-listener`, one per client), never on
     /// zklock's network thread, so it may block or call the client; a slow listener only
-    /// delays the changes told after it. It ends once the client is closed or dropped and every
-    /// change has been told (the last one, to `Closed`, may come just after the drop). Changes
-    /// are found by the client's state thread as they happen (a lease running out included, on
-    /// that thread's clock); a flap shorter than it takes to notice may be missed. Do not move
-    /// a clone of the client itself into the listener: it would keep the client alive until
-    /// [`Client::close`].
+    /// delays the changes told after it. Changes are found by the client's state thread as
+    /// they happen (a lease running out included, on that thread's clock); a flap shorter than
+    /// it takes to notice may be missed.
+    ///
+    /// The listener's thread ends with the client: [`Client::close`] and the drop of the last
+    /// clone tell it the last change (to `Closed`) and wait up to one second for it to return;
+    /// a listener still busy after that is left to finish on its own thread, with a warning
+    /// in the log (zklock cannot interrupt it), and the thread ends when it returns.
+    ///
+    /// To reach the client from the listener, capture a [`WeakClient`] ([`Client::downgrade`])
+    /// and [`upgrade`](WeakClient::upgrade) it for each call, not a [`Client`]: a listener
+    /// holding a clone of its client keeps the client, its session and its threads alive
+    /// until [`Client::close`] is called, since dropping the application's clones then never
+    /// drops the last one.
     ///
     /// A listener that panics is told the next change all the same. To be told on a thread of
     /// your own, send the changes to a channel:
@@ -543,7 +660,10 @@ impl ClientBuilder {
     /// # Errors
     /// As [`Client::connect`].
     pub fn connect(self) -> Result<Client> {
-        let (config, observe) = (self.config, self.observe);
+        let (config, mut observe, release_timeout) =
+            (self.config, self.observe, self.release_timeout);
+        // Given to the state thread, not kept by the client: see `Hub::start`.
+        let listener = observe.listener.take();
         let (hosts, chroot) =
             split_connect_string(&config.connect_string, config.security.is_tls())?;
         let runtime = Runtime::shared()?;
@@ -571,13 +691,14 @@ impl ClientBuilder {
             closed: CancelToken::for_client(),
             close_outcome: Mutex::new(None),
             observe,
+            release_timeout,
             hub: hub.clone(),
             runtime,
         });
         // The state thread holds the client only while it looks, so dropping ends it.
         let client = Arc::downgrade(&inner);
         let find = move || client.upgrade().map(|inner| Client { inner });
-        hub.start(find, releases, &inner.observe, session_id);
+        hub.start(find, releases, listener, session_id);
         Ok(Client { inner })
     }
 }
@@ -585,6 +706,15 @@ impl ClientBuilder {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.hub.shutdown();
+        self.close_session();
+        self.hub.stop_listener(LISTENER_STOP_WAIT);
+    }
+}
+
+impl Inner {
+    /// The last clone's part of the drop: lets background releases finish, then closes the
+    /// session.
+    fn close_session(&mut self) {
         let Some(session) = self.session.get_mut().take() else {
             return;
         };
@@ -594,8 +724,13 @@ impl Drop for Inner {
             std::mem::forget(session);
             return;
         }
-        // Let releases that are being retried finish while the session can still delete.
-        let idle = self.releases.wait_idle(Instant::now() + session.timeout);
+        // Let releases that are being retried finish while the session can still delete, for
+        // no longer than a dropped guard would wait: closing the session removes their nodes
+        // too (at once if the server hears of it, else when the session expires), and a drop
+        // must not hang on a silent server.
+        let idle = self
+            .releases
+            .wait_idle(Instant::now() + self.release_timeout);
         if !idle {
             warn!("closing session {:#x} with releases still pending; the server removes their nodes when the session expires", session.id);
         }

@@ -59,6 +59,10 @@ pub enum Error {
     ///
     /// Ownership of nodes is uncertain while disconnected; any node this call created is removed
     /// in the background once the connection returns (or vanishes with the session).
+    ///
+    /// A timed acquisition returns it only when the connection is down at its deadline: a
+    /// request that merely ran into the deadline on a live connection makes it return
+    /// `Ok(None)`, as contention does.
     #[error("connection to ZooKeeper lost and not restored within the deadline")]
     ConnectionLoss,
 
@@ -142,8 +146,10 @@ pub enum Error {
         path: String,
     },
 
-    /// A write was sent, but the connection failed before its reply and the outcome could not
-    /// be established afterwards: it may or may not have been applied.
+    /// A write was sent, but the connection failed before its reply, or the reply did not come
+    /// in time, and the outcome could not be established afterwards: it may or may not have
+    /// been applied. For a release ([`LockGuard::unlock`](crate::LockGuard::unlock)), `path` is
+    /// the lock node, whose delete goes on in the background.
     #[error("outcome of the write to {path} is unknown (connection lost before the reply)")]
     OutcomeUnknown {
         /// The node written.

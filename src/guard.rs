@@ -1,7 +1,7 @@
 //! `LockGuard`: proof that one lock node is held, shared by every single-node recipe.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::client::Client;
 use crate::error::Result;
@@ -17,10 +17,13 @@ use crate::recipe::{deadline_after, Held, LockState};
 /// returned from functions and from `spawn_blocking`, be stored next to its lock, and be moved
 /// to and released from any thread or task.
 ///
-/// Dropping the guard deletes the lock node, waiting at most for one reply from the server; if
-/// the connection is down, the delete is retried in the background until the node is gone or
-/// the session has ended (which removes the node too). Use [`unlock`](Self::unlock) to learn
-/// whether the release went through.
+/// Dropping the guard deletes the lock node, blocking at most the client's
+/// [release timeout](crate::ClientBuilder::release_timeout) (one second by default) for the
+/// server's reply; a delete not confirmed by then (a connection down, a frozen or slow server)
+/// is retried in the background until the node is gone or the session has ended (which
+/// removes the node too). Use [`unlock`](Self::unlock) to learn whether the release went
+/// through. A guard holding the last clone of its [`Client`](crate::Client) also closes the
+/// client when dropped (see there).
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]
 pub struct LockGuard {
@@ -39,9 +42,20 @@ impl LockGuard {
         self.held.node_path()
     }
 
-    /// A number that strictly increases from one holder of this lock to the next (the lock
-    /// node's creation zxid, which is monotonic across the whole ensemble). Pass it to the
-    /// protected resource so it can refuse a stale holder's late writes.
+    /// The fencing token to pass to a store outside ZooKeeper, so that it can refuse a stale
+    /// holder's late writes: it increases from one holder of this lock to the next, also when
+    /// the ensemble was re-created from scratch (see [`FencingToken`](crate::FencingToken)
+    /// for the rule and its one assumption). Never blocks.
+    pub fn fencing(&self) -> crate::FencingToken {
+        self.held.fencing()
+    }
+
+    /// The lock node's creation zxid: it increases from one holder of this lock to the next
+    /// only while the ensemble keeps its data. When an ensemble is re-created (data dirs
+    /// wiped), zxids begin again, and a store that remembers the highest number it has seen
+    /// would refuse every new holder. Prefer [`fencing`](Self::fencing), which orders tokens
+    /// by the lock path's generation first; this number is its
+    /// [`zxid`](crate::FencingToken::zxid) part. Never blocks.
     pub fn fencing_token(&self) -> i64 {
         self.held.fencing_token()
     }
@@ -135,25 +149,54 @@ impl LockGuard {
         self.held.wait_revocation(deadline_after(timeout))
     }
 
-    /// Releases the lock and reports the outcome. Blocks for at most one reply from the server
-    /// (bounded by the session timeout).
+    /// Releases the lock and reports the outcome. Blocks for at most one reply from the server,
+    /// bounded by the session timeout (returns at once when the connection is known to be
+    /// down); see [`unlock_timeout`](Self::unlock_timeout) for a shorter bound.
     ///
     /// # Errors
-    /// [`Error::LockLost`](crate::Error::LockLost) if the lock had been lost (session expired,
-    /// node deleted by someone else); [`Error::ConnectionLoss`](crate::Error::ConnectionLoss)
-    /// if the delete could not be confirmed: it is then retried in the background until the
-    /// node is gone or the session has ended.
+    /// - [`Error::LockLost`](crate::Error::LockLost) if the lock had been lost (session
+    ///   expired, node deleted by someone else).
+    /// - [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) (naming our node) if the
+    ///   delete could not be confirmed in time, the connection being down or the server slow
+    ///   or frozen: the node may still be there, so another contender may not have the lock
+    ///   yet. The delete is retried in the background until the node is gone or the session
+    ///   has ended (which removes it too). (Earlier versions of zklock returned
+    ///   [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) here.)
     pub fn unlock(mut self) -> Result<()> {
         let _closing = self.client.watch_close();
         self.held.release()
+    }
+
+    /// As [`unlock`](Self::unlock), blocking at most about `timeout` (monotonic clock, from the
+    /// call) for the server to confirm the release; after that the release goes on in the
+    /// background and the call returns
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
+    ///
+    /// # Errors
+    /// As [`unlock`](Self::unlock).
+    pub fn unlock_timeout(mut self, timeout: Duration) -> Result<()> {
+        let _closing = self.client.watch_close();
+        self.held.release_within(timeout)
+    }
+
+    /// The release of a dropped guard, blocking no later than `deadline` (a guard of several,
+    /// dropped together, shares one bound with the others).
+    pub(crate) fn release_on_drop(&mut self, deadline: Instant) {
+        // Closing the client wakes a release stuck on a silent connection.
+        let _closing = self.client.watch_close();
+        let wait = deadline.saturating_duration_since(Instant::now());
+        self.held.release_on_drop(wait);
+    }
+
+    /// When a guard dropped now must be done releasing.
+    pub(crate) fn drop_deadline(&self) -> Instant {
+        deadline_after(self.client.release_timeout())
     }
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        // Closing the client wakes a release stuck on a silent connection.
-        let _closing = self.client.watch_close();
-        self.held.release_on_drop();
+        self.release_on_drop(self.drop_deadline());
     }
 }
 
@@ -161,7 +204,7 @@ impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
             .field("node_path", &self.node_path())
-            .field("fencing_token", &self.fencing_token())
+            .field("fencing", &self.fencing())
             .field("state", &self.held.peek_state())
             .finish()
     }
@@ -189,7 +232,7 @@ impl LockGuard {
     /// the server even when the guard's session has expired and the client has opened another
     /// one since. This protects data that every writer changes through fenced writes (or
     /// otherwise only while holding the lock); data outside ZooKeeper needs
-    /// [`fencing_token`](Self::fencing_token).
+    /// [`fencing`](Self::fencing).
     ///
     /// The check is on our node's existence, not its data version, so a revocation request
     /// (which writes into our node) does not make fenced writes fail: our node's name carries a

@@ -23,7 +23,9 @@ pub struct Contender {
     pub owner: String,
     /// When the node was created, in milliseconds since the Unix epoch (server clock).
     pub created_ms: i64,
-    /// The node's creation zxid, which is the fencing token of its holder.
+    /// The node's creation zxid: what its holder's
+    /// [`LockGuard::fencing_token`](crate::LockGuard::fencing_token) returns (the
+    /// [`zxid`](crate::FencingToken::zxid) part of its [`FencingToken`](crate::FencingToken)).
     pub fencing_token: i64,
     /// The node's data version (changes when someone writes its data, e.g. a revocation
     /// request); breaking a node refuses to delete a changed one.

@@ -10,7 +10,7 @@
 //!
 //!     {
 //!         let guard = mutex.lock()?; // blocks until this process holds the lock
-//!         println!("holding {} with fencing token {}", guard.node_path(), guard.fencing_token());
+//!         println!("holding {} with fencing token {}", guard.node_path(), guard.fencing());
 //!         // ... touch the shared resource, checking guard.is_held() between steps ...
 //!     } // released here
 //!
@@ -60,7 +60,7 @@
 //!   called from a lease on the monotonic clock, it turns false once 2/3 of the session
 //!   timeout has passed since the send time of the latest write or sync the server answered, before
 //!   the server can expire the session and give the lock to another process, even if this
-//!   process was frozen or zklock's network thread stalled. Use [`LockGuard::fencing_token`]
+//!   process was frozen or zklock's network thread stalled. Use [`LockGuard::fencing`]
 //!   where the resource can check it.
 //! - Blocking acquisitions can be stopped from another thread with a [`CancelToken`]
 //!   (`lock_cancellable`, `*_with(Wait)`), and [`Client::close`] ends the session and wakes
@@ -72,8 +72,11 @@
 //!   locking again while holding waits.
 //! - After `fork()`, a process that used zklock before the fork gets [`Error::Forked`] in the
 //!   child, from the old client and from connecting a new one: fork first, or `exec`.
-//! - Releasing never panics and never blocks for long: a delete that cannot be confirmed is
-//!   retried in the background until the node is gone or the session has ended.
+//! - Releasing never panics. Dropping a guard blocks at most the
+//!   [release timeout](ClientBuilder::release_timeout) (one second by default), even with a
+//!   frozen or slow server; a delete not confirmed by then is retried in the background until
+//!   the node is gone or the session has ended. [`LockGuard::unlock`] waits longer (up to the
+//!   session timeout) and says when the outcome is unknown ([`Error::OutcomeUnknown`]).
 //! - After a session expiry the [`Client`] opens a new session on the next call.
 //!
 //! # Three layers against a stale holder
@@ -97,9 +100,20 @@
 //!    clock or flag of this process takes part, so a holder resumed after its session expired
 //!    is refused by the server ([`Error::LockLost`]), even if its client has opened a new
 //!    session since.
-//! 3. **The fencing token: for stores outside ZooKeeper.** [`LockGuard::fencing_token`]
-//!    strictly increases from one holder to the next. A database or service that remembers the
-//!    highest token it has seen and refuses lower ones protects its data the same way.
+//! 3. **The fencing token: for stores outside ZooKeeper.** [`LockGuard::fencing`] returns a
+//!    [`FencingToken`] that increases from one holder of a lock to the next. A database or
+//!    service that remembers the highest token it has seen and refuses lower ones protects its
+//!    data the same way. A token is the lock path's generation (its node's creation time)
+//!    followed by the holder node's creation zxid, so it keeps increasing when an ensemble is
+//!    re-created from scratch and its zxids begin again, provided the servers' clocks are not
+//!    set back across that re-creation (see [`FencingToken`]).
+//!
+//!    **Migrating from `fencing_token()`.** [`LockGuard::fencing_token`] still returns the
+//!    zxid alone (an `i64`), which goes *backwards* when an ensemble's data is wiped: a store
+//!    keeping the highest one would then refuse every new holder. Send `fencing()` instead, in
+//!    one of the forms of [`FencingToken`] (a `u128`, or 32 hex digits that sort as strings);
+//!    a store that already holds zxids can compare `(generation, zxid)` pairs and treat a
+//!    stored zxid as generation 0.
 //!
 //! ```no_run
 //! # fn main() -> zklock::Result<()> {
@@ -110,7 +124,7 @@
 //! if guard.is_held() {
 //!     // Written only if we still hold the lock when the server executes it.
 //!     guard.fenced_set_data("/reports/latest", report)?;
-//!     // For another store: send `guard.fencing_token()` along, and let it refuse stale ones.
+//!     // For another store: send `guard.fencing()` along, and let it refuse stale ones.
 //! }
 //! # Ok(()) }
 //! ```
@@ -128,7 +142,10 @@
 //! [`Client::wait_state_change`] waits for a change, and a listener registered with
 //! [`ClientBuilder::on_state_change`] is told of each one on a thread of its own. Each client
 //! has a `zklock-state` thread that watches the session and publishes its changes: log lines,
-//! metrics (feature `metrics`) and the listener.
+//! metrics (feature `metrics`) and the listener. Both threads end when the client is closed or
+//! its last clone dropped (a listener busy at that moment is waited for up to one second). A
+//! listener that needs the client should capture a [`WeakClient`] ([`Client::downgrade`]): one
+//! holding a [`Client`] keeps the session open until [`Client::close`].
 //!
 //! Logging goes through the `log` crate, with the lock path, node and session in each message:
 //! info when a session is suspended and when it recovers (with how long it was out), warnings
@@ -155,6 +172,7 @@ mod guard;
 mod inspect;
 mod layout;
 mod lease;
+mod listing;
 mod metrics;
 mod multi;
 mod mutex;
@@ -170,12 +188,16 @@ mod security;
 mod semaphore;
 mod session;
 mod state;
+mod token;
 mod wait;
 mod watch;
 mod wire;
 
 pub use cancel::CancelToken;
-pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
+pub use client::{
+    Client, ClientBuilder, WeakClient, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RELEASE_TIMEOUT,
+    DEFAULT_SESSION_TIMEOUT,
+};
 pub use dial::{ConnectCause, HostFailure};
 pub use election::{LeaderElection, Leadership};
 pub use error::{Error, Result};
@@ -189,4 +211,5 @@ pub use rwlock::{DistributedRwLock, ReadGuard, WriteGuard};
 pub use security::{NodeAcl, ParentAcl};
 pub use semaphore::{Permit, Semaphore};
 pub use state::{SessionState, StateChange};
+pub use token::FencingToken;
 pub use wait::Wait;

@@ -33,7 +33,9 @@ pub struct MultiLock {
     members: Vec<(String, &'static Kind)>,
 }
 
-/// Proof that every lock of a [`MultiLock`] is held; releases them in reverse order on drop.
+/// Proof that every lock of a [`MultiLock`] is held; releases them in reverse order on drop,
+/// blocking at most the client's [release timeout](crate::ClientBuilder::release_timeout) for
+/// all of them together (what is not confirmed by then goes on in the background).
 #[must_use = "the locks are released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]
 pub struct MultiGuard {
@@ -158,8 +160,12 @@ impl MultiGuard {
 
 impl Drop for MultiGuard {
     fn drop(&mut self) {
-        while let Some(guard) = self.guards.pop() {
-            drop(guard);
+        // One bound for the whole drop, not one per lock.
+        let Some(deadline) = self.guards.first().map(LockGuard::drop_deadline) else {
+            return;
+        };
+        while let Some(mut guard) = self.guards.pop() {
+            guard.release_on_drop(deadline);
         }
     }
 }

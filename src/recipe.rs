@@ -13,7 +13,9 @@ use crate::error::{Error, Result};
 use crate::layout::{
     check_data_size, nodes_ahead, owner_data, protected_prefix, LockNode, LEASE_NAME,
 };
+use crate::listing::list_shared;
 use crate::session::{Create, Liveness, NodeStat, Prefetched, Session, Then};
+use crate::token::FencingToken;
 use crate::wait::{Attempt, Patience};
 use crate::watch::{NodeEvent, OwnNodeWatch, Signal, Wake};
 
@@ -87,6 +89,8 @@ pub(crate) struct Held {
     lock_path: String,
     node_path: String,
     stat: NodeStat,
+    /// The lock path's creation time when our node was created in it (see [`FencingToken`]).
+    generation: i64,
     /// Listens for our node's deletion by someone else (and, for revocable locks, for
     /// revocation requests). Set at the claim for revocable locks; otherwise the first time
     /// anyone asks for the lock's state, so that a caller who never asks pays nothing for it
@@ -107,6 +111,10 @@ impl Held {
 
     pub(crate) fn fencing_token(&self) -> i64 {
         self.stat.czxid
+    }
+
+    pub(crate) fn fencing(&self) -> FencingToken {
+        FencingToken::new(self.generation, self.stat.czxid)
     }
 
     pub(crate) fn session_id(&self) -> i64 {
@@ -211,18 +219,22 @@ impl Held {
         self.revocable && self.watched().is_some_and(|w| w.wait_revocation(deadline))
     }
 
-    /// Releases: deletes our node, retrying in the background if the connection is down.
+    /// Releases, for a caller who wants the outcome (`unlock`): deletes our node, waiting for
+    /// the server's reply up to the session timeout; the background retry takes over after
+    /// that.
     pub(crate) fn release(&mut self) -> Result<()> {
         self.release_within(self.session.timeout)
     }
 
-    /// As [`release`](Self::release), waiting at most `wait` for the server's reply (the
-    /// background retry takes over after that).
-    fn release_within(&mut self, wait: Duration) -> Result<()> {
+    /// As [`release`](Self::release), blocking at most about `wait` in all (the background
+    /// retry takes over after that). A delete not confirmed in time is
+    /// [`Error::OutcomeUnknown`]: it may have been applied, or may be applied later.
+    pub(crate) fn release_within(&mut self, wait: Duration) -> Result<()> {
         if self.released {
             return Ok(());
         }
         self.released = true;
+        let deadline = deadline_after(wait);
         let lost = || Error::LockLost {
             path: self.lock_path.clone(),
         };
@@ -231,24 +243,37 @@ impl Held {
         if let Some(watch) = self.own_node.take().flatten() {
             watch.stop(wait);
         }
-        let deleted = self.session.delete_node(&self.node_path, wait);
+        let left = deadline.saturating_duration_since(Instant::now());
+        let deleted = self.session.delete_node(&self.node_path, left);
         self.track.released(&deleted, &self.session);
         match deleted {
             Ok(true) => Ok(()),
             // Someone else deleted our node while we believed we held the lock.
             Ok(false) => Err(lost()),
             Err(Error::SessionExpired | Error::Closed) => Err(lost()),
+            // `delete_node`'s word for "not confirmed in time, retried in the background",
+            // whether the connection is down or the server merely slow: the caller cannot
+            // know whether the lock is free yet, and the connection may be healthy.
+            Err(Error::ConnectionLoss) => Err(Error::OutcomeUnknown {
+                path: self.node_path.clone(),
+            }),
             Err(err) => Err(err),
         }
     }
 }
 
 impl Held {
-    /// The release of a dropped guard: never cut short by a cancellation in progress on this
-    /// thread; a failure is logged (a closed client's release has nothing left to do).
-    pub(crate) fn release_on_drop(&mut self) {
-        match crate::cancel::shielded(|| self.release()) {
+    /// The release of a dropped guard, blocking at most about `wait` (the client's release
+    /// timeout, or what is left of it): never cut short by a cancellation in progress on this
+    /// thread; a failure is logged (a closed client's release has nothing left to do, and
+    /// one handed to the background was logged when it was).
+    pub(crate) fn release_on_drop(&mut self, wait: Duration) {
+        match crate::cancel::shielded(|| self.release_within(wait)) {
             Ok(()) => {}
+            Err(err @ Error::OutcomeUnknown { .. }) => debug!(
+                "release of {} (session {:#x}): {err}",
+                self.node_path, self.session.id
+            ),
             Err(err) if self.session.liveness() == Liveness::Ended => debug!(
                 "release of {} (session {:#x}): {err}",
                 self.node_path, self.session.id
@@ -263,7 +288,9 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.release_on_drop();
+        // Only reached for a node no guard owns (its front end released it otherwise), which
+        // gets the default bound.
+        self.release_on_drop(crate::client::DEFAULT_RELEASE_TIMEOUT);
     }
 }
 
@@ -399,14 +426,8 @@ pub(crate) fn acquire_on(
     let patience = attempt.patience;
     let data = options.data.clone().unwrap_or_else(owner_data);
     check_data_size(&data)?;
-    let held = match contend(session, lock_path, kind, patience, deadline, &data) {
-        // A request outlived the deadline on a live connection (a slow server): that is a
-        // timeout, not an outage.
-        Err(Error::ConnectionLoss) if deadline.is_some_and(|d| Instant::now() >= d) => {
-            gave_up(session)
-        }
-        outcome => outcome,
-    }?;
+    let contended = contend(session, lock_path, kind, patience, deadline, &data);
+    let held = past_deadline_is_busy(session, deadline, contended)?;
     let Some(mut held) = held else {
         return Ok(None);
     };
@@ -425,6 +446,24 @@ pub(crate) struct Options {
     pub(crate) revocable: bool,
     /// The node's data; [`owner_data`] if `None`.
     pub(crate) data: Option<Vec<u8>>,
+}
+
+/// The outcome of an acquisition's requests, with a request that ran into the deadline on a
+/// live connection (a slow reply, or one that was simply still on its way when the time ran
+/// out) read as a timeout, not an outage: the session layer reports every wait that reached
+/// its deadline as [`Error::ConnectionLoss`], whatever the connection's state. Every
+/// acquisition front end (`acquire_on`, `acquire_lease`) passes its outcome through here.
+fn past_deadline_is_busy(
+    session: &Session,
+    deadline: Option<Instant>,
+    outcome: Result<Option<Held>>,
+) -> Result<Option<Held>> {
+    match outcome {
+        Err(Error::ConnectionLoss) if deadline.is_some_and(|d| Instant::now() >= d) => {
+            gave_up(session)
+        }
+        outcome => outcome,
+    }
 }
 
 /// After the deadline: during an outage the caller learns that the lock could not be decided,
@@ -453,6 +492,7 @@ fn contend(
         name,
         stat,
         children,
+        generation,
     }) = create_node(session, lock_path, kind.names[kind.ours].0, data, deadline)?
     else {
         return gave_up(session);
@@ -466,16 +506,23 @@ fn contend(
     // read by the runtime as the blocker went).
     let mut known: Option<Option<Vec<LockNode>>> =
         children.map(|listed| nodes_ahead(&listed, &ours, &lock_names));
+    // Set when woken by a reconnect: the listing may be shared with the session's other
+    // waiters woken by it, if asked for since (see `listing.rs`).
+    let mut shared_since: Option<Instant> = None;
     loop {
-        let ahead = match known.take() {
-            Some(ahead) => ahead,
-            None => nodes_ahead(&session.list(lock_path, deadline)?, &ours, &lock_names),
+        let ahead = match (known.take(), shared_since.take()) {
+            (Some(ahead), _) => ahead,
+            (None, Some(since)) => {
+                let listed = list_shared(session, lock_path, deadline, since)?;
+                nodes_ahead(&listed, &ours, &lock_names)
+            }
+            (None, None) => nodes_ahead(&session.list(lock_path, deadline)?, &ours, &lock_names),
         };
         let Some(ahead) = ahead else {
             return Err(node_vanished(&mut contender, lock_path));
         };
         let Some(blocker) = (kind.blocker)(&ahead) else {
-            return claim(contender, lock_path, stat).map(Some);
+            return claim(contender, lock_path, stat, generation).map(Some);
         };
         if let Patience::DontWait = patience {
             return Ok(None);
@@ -522,7 +569,7 @@ fn contend(
                 };
                 match own {
                     Some(now) if now.czxid == stat.czxid => {
-                        return claim(contender, lock_path, stat).map(Some)
+                        return claim(contender, lock_path, stat, generation).map(Some)
                     }
                     _ => return Err(node_vanished(&mut contender, lock_path)),
                 }
@@ -538,6 +585,7 @@ fn contend(
                 }
             }
             Woken::Recheck => {}
+            Woken::Reconnected { since } => shared_since = Some(since),
             Woken::TimedOut => return gave_up(session),
         }
         drop(watch);
@@ -555,11 +603,24 @@ pub(crate) fn acquire_lease(
     attempt: &Attempt,
     deadline: Option<Instant>,
 ) -> Result<Option<Held>> {
+    let taken = take_lease(session, leases_path, permits, attempt, deadline);
+    past_deadline_is_busy(session, deadline, taken)
+}
+
+/// The steps of [`acquire_lease`], whose errors it has yet to sort.
+fn take_lease(
+    session: &Arc<Session>,
+    leases_path: &str,
+    permits: usize,
+    attempt: &Attempt,
+    deadline: Option<Instant>,
+) -> Result<Option<Held>> {
     let Some(Created {
         mut contender,
         name,
         stat,
         mut children,
+        generation,
     }) = create_node(session, leases_path, LEASE_NAME, &owner_data(), deadline)?
     else {
         return gave_up(session);
@@ -577,7 +638,7 @@ pub(crate) fn acquire_lease(
             None => session.list(leases_path, deadline)?,
         };
         if admitted(&listed, &mut contender)? {
-            return claim(contender, leases_path, stat).map(Some);
+            return claim(contender, leases_path, stat, generation).map(Some);
         }
         if let Patience::DontWait = attempt.patience {
             return Ok(None);
@@ -589,7 +650,7 @@ pub(crate) fn acquire_lease(
             Err(err) => return Err(err),
         };
         if admitted(&listed, &mut contender)? {
-            return claim(contender, leases_path, stat).map(Some);
+            return claim(contender, leases_path, stat, generation).map(Some);
         }
         if let Woken::TimedOut = wait_for_change(session, &signal, &mut contender, deadline)? {
             return gave_up(session);
@@ -605,6 +666,8 @@ struct Created {
     stat: NodeStat,
     /// The listing of the lock path taken right after the create, if it could be read.
     children: Option<Vec<String>>,
+    /// The lock path's creation time: the generation of our fencing token.
+    generation: i64,
 }
 
 /// Creates our protected ephemeral-sequential node `<uuid-prefix><lock_name><seq>` under
@@ -619,23 +682,35 @@ fn create_node(
     deadline: Option<Instant>,
 ) -> Result<Option<Created>> {
     let prefix = format!("{}{lock_name}", protected_prefix(&uuid::Uuid::new_v4()));
-    let Some((name, stat, children)) =
+    let Some((name, stat, children, parent)) =
         place_node(session.as_ref(), lock_path, &prefix, data, deadline)?
     else {
         return Ok(None);
     };
     let node_path = format!("{lock_path}/{name}");
     debug!("created {node_path} (session {:#x})", session.id);
-    let contender = OurNode {
+    let mut contender = OurNode {
         session: session.clone(),
         node_path,
         armed: true,
+    };
+    let parent = match parent {
+        Some(parent) => parent,
+        // The listing that came with the create was lost (or the create's reply was, and
+        // the node was found by its prefix): read the lock path's stat now. While our node
+        // exists the lock path cannot be re-created; one created after our node means ours
+        // is gone already.
+        None => match session.get_data(lock_path, deadline)? {
+            Some((_, parent)) if parent.czxid < stat.czxid => parent,
+            _ => return Err(node_vanished(&mut contender, lock_path)),
+        },
     };
     Ok(Some(Created {
         contender,
         name,
         stat,
         children,
+        generation: parent.ctime,
     }))
 }
 
@@ -689,8 +764,9 @@ impl NodeStore for Session {
     }
 }
 
-/// Our node's name and stat, and the listing it was found in.
-type FoundNode = (String, NodeStat, Option<Vec<String>>);
+/// Our node's name and stat, the listing it was found in, and the lock path's stat from that
+/// listing's reply.
+type FoundNode = (String, NodeStat, Option<Vec<String>>, Option<NodeStat>);
 
 /// The decisions of [`create_node`]: creates a node named `prefix` + sequence, looking for it
 /// by its unique prefix after a lost reply instead of creating a second one, recreating a
@@ -709,7 +785,8 @@ fn place_node(
                 name,
                 stat,
                 children,
-            } => return Ok(Some((name, stat, children))),
+                parent,
+            } => return Ok(Some((name, stat, children, parent))),
             Create::TimedOut => return Ok(None),
             Create::Unknown => {
                 // The reply was lost: look for the node by its unique prefix before creating
@@ -760,7 +837,7 @@ fn find_created(
         // `None`: gone again (session trouble); the caller creates anew.
         Ok(store.stat(&path, deadline)?.map(|stat| {
             debug!("found {path} after a lost create reply");
-            (found, stat, Some(children))
+            (found, stat, Some(children), None)
         }))
     })();
     if found.is_err() {
@@ -784,8 +861,15 @@ fn node_vanished(contender: &mut OurNode, lock_path: &str) -> Error {
 /// Why a wait for a watched node ended.
 enum Woken {
     Deleted,
-    /// The node changed, or the connection came back: look again.
+    /// The node changed: look again.
     Recheck,
+    /// The connection came back: look again, with a listing asked for no earlier than
+    /// `since` (when this waiter first found the session disconnected, or else began
+    /// waiting): one asked for after that was sent after the outage began, and so is
+    /// answered once the connection is back.
+    Reconnected {
+        since: Instant,
+    },
     TimedOut,
 }
 
@@ -797,6 +881,8 @@ fn wait_for_change(
     contender: &mut OurNode,
     deadline: Option<Instant>,
 ) -> Result<Woken> {
+    let mut since = Instant::now();
+    let mut disconnected_seen = false;
     // A state change may have slipped in before the watch task began listening: if not
     // connected now, start with a session change pending.
     let mut seen_changes: u64 = if session.liveness() == Liveness::Connected {
@@ -813,8 +899,12 @@ fn wait_for_change(
                 Liveness::Ended => break,
                 // Reconnected: the client crate re-arms watches, but re-check rather than
                 // trust that a deletion during the outage was delivered.
-                Liveness::Connected => return Ok(Woken::Recheck),
+                Liveness::Connected => return Ok(Woken::Reconnected { since }),
                 Liveness::Disconnected => {
+                    if !disconnected_seen {
+                        disconnected_seen = true;
+                        since = Instant::now();
+                    }
                     debug!("{}: connection lost while waiting", contender.node_path)
                 }
             },
@@ -825,7 +915,7 @@ fn wait_for_change(
     Err(Error::SessionExpired)
 }
 
-fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat) -> Result<Held> {
+fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat, generation: i64) -> Result<Held> {
     let session = contender.session.clone();
     // The node must belong to the session we hold it through (Curator once granted a lock on
     // a stale read that did not).
@@ -840,6 +930,7 @@ fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat) -> Result<Held
         lock_path: lock_path.to_owned(),
         node_path: std::mem::take(&mut contender.node_path),
         stat,
+        generation,
         own_node: OnceLock::new(),
         revocable: false,
         released: false,
@@ -920,6 +1011,7 @@ mod tests {
                     name: self.add(prefix),
                     stat: MemoryStore::stat(),
                     children: Some(self.children.borrow().clone()),
+                    parent: Some(MemoryStore::stat()),
                 },
                 Step::ApplyLost => {
                     self.add(prefix);
@@ -969,7 +1061,7 @@ mod tests {
     #[test]
     fn a_lost_reply_to_an_executed_create_finds_the_node_after_a_sync() {
         let store = MemoryStore::scripted(&[Step::ApplyLost]);
-        let (name, _, children) = place(&store).unwrap().expect("placed");
+        let (name, _, children, _) = place(&store).unwrap().expect("placed");
         assert_eq!(name, "_c_1-lock-0000000000");
         assert_eq!(store.children.borrow().len(), 1, "never created twice");
         assert_eq!(children.unwrap(), [name]);
@@ -979,7 +1071,7 @@ mod tests {
     #[test]
     fn a_lost_create_that_never_executed_is_sent_again() {
         let store = MemoryStore::scripted(&[Step::Lost, Step::Lost, Step::Apply]);
-        let (name, _, _) = place(&store).unwrap().expect("placed");
+        let (name, _, _, _) = place(&store).unwrap().expect("placed");
         assert_eq!(store.children.borrow().as_slice(), [name]);
         let creates = store.calls().iter().filter(|c| **c == "create").count();
         assert_eq!(creates, 3);

@@ -2,7 +2,7 @@
 //! `InterProcessSemaphoreV2`.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
@@ -13,7 +13,7 @@ use crate::mutex::MUTEX;
 use crate::observe::Acquisition;
 use crate::path::validate_lock_path;
 use crate::queue::acquisitions;
-use crate::recipe::{self, Held, LockState, Options, Partial, Role};
+use crate::recipe::{self, deadline_after, Held, LockState, Options, Partial, Role};
 use crate::wait::{never_gives_up, Attempt};
 use crate::{CancelToken, Wait};
 
@@ -34,7 +34,9 @@ pub struct Semaphore {
     gate: String,
 }
 
-/// Leases of a [`Semaphore`]; released (all of them) when dropped.
+/// Leases of a [`Semaphore`]; released (all of them) when dropped, blocking at most the
+/// client's [release timeout](crate::ClientBuilder::release_timeout) for all of them together
+/// (what is not confirmed by then goes on in the background).
 #[must_use = "the leases are released as soon as the permit is dropped"]
 #[clippy::has_significant_drop]
 pub struct Permit {
@@ -145,8 +147,11 @@ impl Semaphore {
                 }
             }
             let mut leases = taken.complete();
-            // Leave the gate to the next taker.
-            drop(leases.remove(0));
+            // Leave the gate to the next taker, waiting for the server no longer than a
+            // dropped permit would (a slow reply finishes in the background).
+            leases
+                .remove(0)
+                .release_on_drop(self.client.release_timeout());
             Ok(Some(Permit {
                 leases,
                 client: self.client.clone(),
@@ -237,8 +242,10 @@ impl Drop for Permit {
     fn drop(&mut self) {
         // Closing the client wakes a release stuck on a silent connection.
         let _closing = self.client.watch_close();
+        // One bound for the whole drop, not one per lease.
+        let deadline = deadline_after(self.client.release_timeout());
         for lease in &mut self.leases {
-            lease.release_on_drop();
+            lease.release_on_drop(deadline.saturating_duration_since(Instant::now()));
         }
     }
 }

@@ -254,7 +254,10 @@ pub(crate) struct Session {
 
 type ZkResult<T> = std::result::Result<T, zk::Error>;
 /// The replies to a pipelined create (node name, stat) and listing.
-type CreateAndList = (ZkResult<(String, NodeStat)>, ZkResult<Vec<String>>);
+type CreateAndList = (
+    ZkResult<(String, NodeStat)>,
+    ZkResult<(Vec<String>, NodeStat)>,
+);
 type Op<T> = std::pin::Pin<Box<dyn std::future::Future<Output = ZkResult<T>> + Send>>;
 
 /// The request a waiter sends as soon as the node it waits for is deleted (see
@@ -335,11 +338,13 @@ impl Then {
 
 /// Outcome of [`Session::create_lock_node`].
 pub(crate) enum Create {
-    /// Created; the listing of the lock path taken right after, when it could be read.
+    /// Created; the listing of the lock path taken right after, and the lock path's own stat
+    /// from the same reply, when it could be read.
     Created {
         name: String,
         stat: NodeStat,
         children: Option<Vec<String>>,
+        parent: Option<NodeStat>,
     },
     /// The connection dropped before the reply: the node may or may not exist.
     Unknown,
@@ -814,12 +819,16 @@ impl Session {
             let options = zk::CreateMode::EphemeralSequential.with_acls(acl.acls());
             // Both requests are sent here, before the first await.
             let create = zk.create(&node_prefix, &data, &options);
-            let list = zk.list_children(&list_path);
+            // getChildren2: the lock path's stat comes with the listing, at no extra cost.
+            let list = zk.get_children(&list_path);
             let created = create.await.map(|(stat, created)| {
                 let name = created.rsplit('/').next().unwrap_or_default().to_owned();
                 (name, NodeStat::from(&stat))
             });
-            Ok((created, list.await))
+            let listed = list
+                .await
+                .map(|(children, stat)| (children, NodeStat::from(&stat)));
+            Ok((created, listed))
         });
         let sent = Instant::now();
         let outcome = block_on(op, deadline);
@@ -827,11 +836,15 @@ impl Session {
             self.answered(sent, answer);
         }
         match outcome {
-            Ok(Ok((Ok((name, stat)), listing))) => Ok(Create::Created {
-                name,
-                stat,
-                children: listing.ok(),
-            }),
+            Ok(Ok((Ok((name, stat)), listing))) => {
+                let (children, parent) = listing.ok().unzip();
+                Ok(Create::Created {
+                    name,
+                    stat,
+                    children,
+                    parent,
+                })
+            }
             Ok(Ok((Err(err), _))) if outcome_unknown(&err) => Ok(Create::Unknown),
             Ok(Ok((Err(zk::Error::NoNode), _))) => Ok(Create::ParentMissing),
             Ok(Ok((Err(err), _))) => Err(Error::from_zk(err, lock_path)),

@@ -222,8 +222,25 @@ pub(crate) struct Hub {
     notify: Event,
     stop: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
-    /// The process that started the thread: a forked child has no such thread.
+    /// The state thread's id, also after its handle was taken.
+    state_thread: Mutex<Option<thread::ThreadId>>,
+    /// The listener's thread, if there is a listener.
+    listener: Mutex<Option<ListenerThread>>,
+    /// The process that started the threads: a forked child has no such threads.
     pid: u32,
+}
+
+/// How long closing or dropping a client waits for its listener to return from the changes
+/// still being told (the last one, to `Closed`, included) before leaving its thread to finish
+/// on its own.
+pub(crate) const LISTENER_STOP_WAIT: Duration = Duration::from_secs(1);
+
+/// The listener's thread, and how to learn that it has ended without joining it (a join
+/// cannot be given a bound).
+struct ListenerThread {
+    thread: JoinHandle<()>,
+    /// Disconnected once the thread is done (its sender is the last thing it drops).
+    done: mpsc::Receiver<()>,
 }
 
 impl Hub {
@@ -232,6 +249,8 @@ impl Hub {
             notify: Event::new(),
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),
+            state_thread: Mutex::new(None),
+            listener: Mutex::new(None),
             pid: std::process::id(),
         })
     }
@@ -241,23 +260,35 @@ impl Hub {
         self.notify.notify(usize::MAX);
     }
 
-    /// Starts the client's state thread. `client` gives it the client while it looks (it keeps
-    /// no client between looks, so that dropping the last clone ends it).
+    /// Starts the client's state thread, and the listener's if there is one. `client` gives
+    /// the state thread the client while it looks (it keeps no client between looks, so that
+    /// dropping the last clone ends it).
+    ///
+    /// The listener is handed over here and kept by its thread alone, not by the client: a
+    /// listener that holds a clone of its client would otherwise keep the client alive (a
+    /// cycle) even after `close()` ended its thread.
     pub(crate) fn start(
         self: &Arc<Self>,
         client: impl Fn() -> Option<Client> + Send + 'static,
         releases: Arc<Releases>,
-        observe: &Observe,
+        listener: Option<Listener>,
         session_id: i64,
     ) {
         metrics::describe();
         let hub = self.clone();
-        let listener = observe.listener.clone();
+        let listener = listener.and_then(|listener| {
+            let (changes, thread) = start_listener(listener)?;
+            *self.listener.lock() = Some(thread);
+            Some(changes)
+        });
         let spawned = thread::Builder::new()
             .name("zklock-state".into())
             .spawn(move || watch(&hub, client, &releases, listener, session_id));
         match spawned {
-            Ok(thread) => *self.thread.lock() = Some(thread),
+            Ok(thread) => {
+                *self.state_thread.lock() = Some(thread.thread().id());
+                *self.thread.lock() = Some(thread);
+            }
             Err(err) => {
                 log::warn!("zklock: no state thread ({err}): state changes are not logged or told")
             }
@@ -265,7 +296,8 @@ impl Hub {
     }
 
     /// Stops the state thread and waits for it (not when called on that thread itself, or in a
-    /// forked child, which has no such thread).
+    /// forked child, which has no such thread). The state thread tells the listener its last
+    /// change (to `Closed`) on its way out; see [`stop_listener`](Self::stop_listener).
     pub(crate) fn shutdown(&self) {
         self.stop.store(true, Ordering::SeqCst);
         self.notify();
@@ -276,6 +308,39 @@ impl Hub {
             drop(thread); // Detached: it ends on its own.
         } else if thread.join().is_err() {
             log::warn!("zklock state thread panicked");
+        }
+    }
+
+    /// After [`shutdown`](Self::shutdown): waits, at most `wait`, for the listener's thread to
+    /// tell the changes still queued and end. A listener still busy after that is left to
+    /// finish on its own thread, with a warning: a listener cannot be interrupted, and a
+    /// `close()` or a drop must not hang on one. Not waited for on the listener's own thread
+    /// (a listener that closes or drops its client), on the state thread, or in a forked
+    /// child.
+    pub(crate) fn stop_listener(&self, wait: Duration) {
+        let Some(listener) = self.listener.lock().take() else {
+            return;
+        };
+        let me = thread::current().id();
+        let on_its_thread = listener.thread.thread().id() == me;
+        // The last clone can also go on the state thread (it holds the client while it looks):
+        // the listener's channel is open until that thread is done, so waiting there would
+        // only run out the bound.
+        let on_state_thread = *self.state_thread.lock() == Some(me);
+        if self.pid != std::process::id() || on_its_thread || on_state_thread {
+            return; // Detached: it ends once the state thread's sender is gone.
+        }
+        let started = Instant::now();
+        match listener.done.recv_timeout(wait) {
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // Done: the join only collects the thread.
+                let _ = listener.thread.join();
+            }
+            Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => log::warn!(
+                "the zklock state listener is still running {:?} after its client was closed; \
+                 its thread ends when the listener returns",
+                started.elapsed()
+            ),
         }
     }
 }
@@ -301,10 +366,9 @@ fn watch(
     hub: &Hub,
     client: impl Fn() -> Option<Client>,
     releases: &Releases,
-    listener: Option<Listener>,
+    listener: Option<mpsc::Sender<StateChange>>,
     session_id: i64,
 ) {
-    let listener = listener.and_then(start_listener);
     let now = Instant::now();
     let mut seen = Seen {
         state: SessionState::Connected,
@@ -441,8 +505,9 @@ fn publish(
 
 /// Starts the listener's thread; it ends once the state thread drops the sender and every
 /// change queued has been told.
-fn start_listener(listener: Listener) -> Option<mpsc::Sender<StateChange>> {
+fn start_listener(listener: Listener) -> Option<(mpsc::Sender<StateChange>, ListenerThread)> {
     let (changes, receiver) = mpsc::channel::<StateChange>();
+    let (done, finished) = mpsc::channel::<()>();
     let spawned = thread::Builder::new()
         .name("zklock-listener".into())
         .spawn(move || {
@@ -455,9 +520,19 @@ fn start_listener(listener: Listener) -> Option<mpsc::Sender<StateChange>> {
                     io_log!(Warn, "the zklock state listener panicked on {change:?}");
                 }
             }
+            // The listener first: whatever it holds (a client clone, say) is gone by the time
+            // a close or drop waiting for this thread returns.
+            drop(listener);
+            drop(done);
         });
     match spawned {
-        Ok(_detached) => Some(changes),
+        Ok(thread) => Some((
+            changes,
+            ListenerThread {
+                thread,
+                done: finished,
+            },
+        )),
         Err(err) => {
             log::warn!("zklock: no listener thread ({err}): state changes are not told");
             None

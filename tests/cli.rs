@@ -1516,3 +1516,53 @@ fn verbose_waiting_run_says_who_holds_the_lock_and_when_that_changes() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stderr(&out), "");
 }
+
+/// Issue 21, item 3: once its command is dead, `zklock run` exits within the release bound
+/// (one second) even when the server has gone silent, instead of waiting for the connection
+/// to be declared dead and then for the background release. Here the command ends on its own
+/// right after the connection was blackholed.
+#[test]
+fn run_exits_promptly_after_its_command_when_the_server_is_silent() {
+    let proxy = Proxy::start(&common::connect_string());
+    let path = common::lock_path("cli-silent-exit");
+    let dir = scratch("silent-exit");
+    let (pid_file, go) = (dir.join("pid"), dir.join("go"));
+    let mut holder = Running::spawn(
+        zklock()
+            .args(["run", "--connect", &proxy.connect_string()])
+            .args([
+                "--session-timeout",
+                "10s",
+                "--kill-grace",
+                "1s",
+                &path,
+                "--",
+            ])
+            .args([
+                "sh",
+                "-c",
+                r#"echo $$ > "$1"; while [ ! -e "$2" ]; do sleep 0.02; done"#,
+                "sh",
+            ])
+            .args([&pid_file, &go])
+            .stderr(Stdio::piped()),
+    );
+    let child_pid = read_pid(&pid_file);
+    proxy.blackhole(true);
+    std::fs::write(&go, "").unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(5), || !process_exists(child_pid)),
+        "the command did not end"
+    );
+    let command_ended = Instant::now();
+    let status = holder.wait_for(Duration::from_secs(30));
+    let took = command_ended.elapsed();
+    proxy.blackhole(false);
+    eprintln!("zklock exited {status:?}, {took:?} after its command");
+    assert_eq!(status.and_then(|s| s.code()), Some(0));
+    // One second for the release, and some slack for a busy machine.
+    assert!(
+        took < Duration::from_secs(3),
+        "zklock exited {took:?} after its command"
+    );
+}

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::client_via;
 use common::proxy::Proxy;
+use common::servers::PrivateServer;
 use zklock::{DistributedMutex, Error, LockState};
 
 #[test]
@@ -304,8 +305,8 @@ fn release_during_an_outage_is_retried_until_the_node_is_gone() {
         guard.wait_lost_timeout(Duration::from_secs(6)),
         Some(LockState::Suspended)
     );
-    // The delete cannot be confirmed: reported, and handed to the background.
-    assert!(matches!(guard.unlock(), Err(Error::ConnectionLoss)));
+    // The delete cannot be confirmed: reported as such, and handed to the background.
+    assert!(matches!(guard.unlock(), Err(Error::OutcomeUnknown { .. })));
     let observer = common::client();
     assert_eq!(
         common::children_count(&observer, &path),
@@ -322,4 +323,85 @@ fn release_during_an_outage_is_retried_until_the_node_is_gone() {
     ));
     assert_eq!(client.session_id(), session);
     assert!(mutex.try_lock().unwrap().is_some());
+}
+
+/// A client of `server` with a 10 s session (its connection is declared dead only after 4 s
+/// of silence), holding the lock at a fresh path, and that lock's node.
+fn hold_on(server: &PrivateServer) -> (zklock::Client, String, zklock::LockGuard) {
+    let path = common::lock_path("frozen");
+    let client = common::client_at(&server.connect_string(), Duration::from_secs(10));
+    let guard = DistributedMutex::new(&client, &path)
+        .unwrap()
+        .lock()
+        .unwrap();
+    (client, path, guard)
+}
+
+/// Issue 21, item 3: dropping a guard while the server is frozen (SIGSTOP) blocks about a
+/// second at most, not until the connection is declared dead (2/5 of the session timeout) or
+/// the whole session timeout; the background retry deletes the node once the server runs
+/// again, on the same session (well before the session could expire).
+#[test]
+fn dropping_a_guard_on_a_frozen_server_returns_within_the_release_bound() {
+    let server = PrivateServer::start("");
+    let (client, path, guard) = hold_on(&server);
+    let session = client.session_id();
+    server.freeze();
+    let dropping = Instant::now();
+    drop(guard);
+    let took = dropping.elapsed();
+    server.thaw();
+    eprintln!("the drop took {took:?}");
+    assert!(
+        took < Duration::from_secs(2),
+        "dropping the guard blocked {took:?} on a frozen server"
+    );
+    let observer = common::client_at(&server.connect_string(), Duration::from_secs(10));
+    let mutex = DistributedMutex::new(&observer, &path).unwrap();
+    assert!(
+        common::wait_contenders(&mutex, 0, Duration::from_secs(5)),
+        "the node outlived the thaw"
+    );
+    assert_eq!(client.session_id(), session, "the node went with an expiry");
+
+    // The bound is the client's to set.
+    let quick = common::builder(&server.connect_string(), Duration::from_secs(10))
+        .release_timeout(Duration::from_millis(200))
+        .connect()
+        .unwrap();
+    let guard = DistributedMutex::new(&quick, &path)
+        .unwrap()
+        .lock()
+        .unwrap();
+    server.freeze();
+    let dropping = Instant::now();
+    drop(guard);
+    let took = dropping.elapsed();
+    server.thaw();
+    eprintln!("with a 200 ms release timeout, the drop took {took:?}");
+    assert!(took < Duration::from_secs(1), "the drop blocked {took:?}");
+    assert!(common::wait_contenders(&mutex, 0, Duration::from_secs(5)));
+}
+
+/// Issue 21, item 3: `unlock()` on a frozen server may wait longer than a drop, but when the
+/// delete is not confirmed it says that the outcome is unknown; the background retry then
+/// deletes the node once the server runs again.
+#[test]
+fn unlock_on_a_frozen_server_reports_an_unknown_outcome() {
+    let server = PrivateServer::start("");
+    let (client, path, guard) = hold_on(&server);
+    let node = guard.node_path().to_owned();
+    server.freeze();
+    let unlocking = Instant::now();
+    let outcome = guard.unlock();
+    let took = unlocking.elapsed();
+    server.thaw();
+    eprintln!("unlock: {outcome:?} after {took:?}");
+    assert_eq!(outcome, Err(Error::OutcomeUnknown { path: node }));
+    // Bounded by the session timeout.
+    assert!(took < Duration::from_secs(11), "unlock blocked {took:?}");
+    let observer = common::client_at(&server.connect_string(), Duration::from_secs(10));
+    let mutex = DistributedMutex::new(&observer, &path).unwrap();
+    assert!(common::wait_contenders(&mutex, 0, Duration::from_secs(5)));
+    drop(client);
 }

@@ -476,3 +476,44 @@ fn a_frozen_holder_is_refused_through_its_clients_new_session() {
     let outcome = frozen_holder_tries_a_stale_write("reopen");
     assert_eq!(outcome, "LockLost");
 }
+
+/// Issue 21, item 2: tokens from one lock path keep increasing when the ensemble is
+/// re-created from scratch (data and logs wiped), though its zxids begin again.
+#[test]
+fn fencing_tokens_increase_across_a_wiped_ensemble() {
+    let server = common::servers::PrivateServer::start("");
+    let path = "/fencing/wiped/lock";
+    let first = {
+        let client = common::client_at(&server.connect_string(), Duration::from_secs(4));
+        // Transactions enough that the zxids after the wipe start well below ours.
+        for i in 0..40 {
+            client.set_data("/fencing/filler", &[i]).unwrap();
+        }
+        let mutex = DistributedMutex::new(&client, path).unwrap();
+        let guard = mutex.lock().unwrap();
+        let token = guard.fencing();
+        assert_eq!(token.zxid(), guard.fencing_token());
+        guard.unlock().unwrap();
+        token
+    };
+    server.wipe_and_restart();
+    let client = common::client_at(&server.connect_string(), Duration::from_secs(4));
+    let mutex = DistributedMutex::new(&client, path).unwrap();
+    let second = mutex.lock().unwrap().fencing();
+    eprintln!("before the wipe {first:?}, after {second:?}");
+    assert!(
+        second.zxid() < first.zxid(),
+        "the zxids did not begin again: was the data wiped?"
+    );
+    assert!(
+        second > first,
+        "the token went backwards: {first:?}, then {second:?}"
+    );
+    // Every form a store may keep sorts the same way.
+    assert!(second.to_u128() > first.to_u128());
+    assert!(second.to_string() > first.to_string());
+    // Within the generation, the next holder's token is higher again.
+    let third = mutex.lock().unwrap().fencing();
+    assert_eq!(third.generation(), second.generation());
+    assert!(third > second);
+}

@@ -1,6 +1,7 @@
 //! Herd-free wake-ups, measured by the server's own watch-notification counters. The counters
 //! are server-wide, so this test runs against a private server of its own (started with
-//! `scripts/start-zk.sh` on a free port, stopped at the end) that nothing else uses.
+//! `scripts/start-zk.sh` on a free port, stopped at the end) that nothing else uses. The
+//! listings after a reconnect are counted by the loopback proxy the waiters' client uses.
 
 mod common;
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use std::sync::mpsc;
 
+use common::proxy::Proxy;
 use common::servers::PrivateServer;
 use zklock::{Client, DistributedMutex, DistributedRwLock};
 
@@ -172,4 +174,51 @@ fn a_holder_watching_its_node_releases_without_a_notification(server: &str, clie
     }
     assert_eq!(common::watch_notifications_at(server), fired);
     assert!(unwatched());
+}
+
+/// Issue 21, smaller item: after a reconnect every waiter on a session looks at the queue
+/// again. Waiters on one session and one lock path share one listing instead of each listing
+/// the whole queue (O(waiters²) bytes). Counted as the getChildren requests the waiters'
+/// client sends through the proxy in the two seconds after its connection is cut.
+#[test]
+fn waiters_on_one_session_share_one_listing_after_a_reconnect() {
+    const WAITERS: usize = 40;
+    let proxy = Proxy::start(&common::connect_string());
+    let path = common::lock_path("relist");
+    let holder_client = common::client();
+    let holder_mutex = DistributedMutex::new(&holder_client, &path).unwrap();
+    let holder = holder_mutex.lock().unwrap();
+    let waiters = common::client_via(&proxy, Duration::from_secs(10));
+    let listings = thread::scope(|s| {
+        for _ in 0..WAITERS {
+            let (client, path) = (&waiters, &path);
+            s.spawn(move || {
+                let mutex = DistributedMutex::new(client, path).unwrap();
+                mutex.lock().unwrap().unlock().unwrap();
+            });
+        }
+        let queued = common::wait_contenders(&holder_mutex, WAITERS + 1, Duration::from_secs(20));
+        thread::sleep(Duration::from_millis(300)); // the last watches go up
+        proxy.record_requests(true);
+        proxy.sever();
+        thread::sleep(Duration::from_secs(2));
+        proxy.record_requests(false);
+        drop(holder); // the waiters then take the lock in turn and the scope joins them
+        assert!(queued, "the waiters did not queue");
+        proxy
+            .requests()
+            .iter()
+            // getChildren, getChildren2
+            .filter(|r| matches!(r.opcode, 8 | 12) && r.path.as_deref() == Some(path.as_str()))
+            .count()
+    });
+    eprintln!("{listings} listings of the queue after the reconnect, {WAITERS} waiters");
+    assert!(
+        listings >= 1,
+        "nobody looked at the queue again after the reconnect"
+    );
+    assert!(
+        listings <= WAITERS / 8,
+        "{listings} listings of the queue for {WAITERS} waiters on one session"
+    );
 }

@@ -464,3 +464,142 @@ fn a_concurrent_close_reports_the_first_closes_outcome() {
         "the second close() said Ok although the session was not closed on the server"
     );
 }
+
+/// The threads of this process (one entry per thread in /proc/self/task).
+fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+/// Set when the value that owns it is dropped: tells whether a listener closure was freed.
+struct DropFlag(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Issue 21, item 4, in a process of its own (so that no other test's threads are counted):
+/// three clients whose listeners block for a while on every change, each dropped; then three
+/// whose listener captures its own client and blocks in a call on it, each closed and dropped.
+/// Prints the thread count after each, and whether each listener was freed.
+#[test]
+#[ignore = "run as a child process by listener_threads_end_with_their_clients"]
+fn worker_listener_threads() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, OnceLock};
+    let connect = common::connect_string();
+    // Keeps the process's shared threads (runtime, reactor, log relay) up throughout.
+    let _keep = common::client_at(&connect, Duration::from_secs(4));
+    thread::sleep(Duration::from_millis(300));
+    let baseline = thread_count();
+    for i in 0..3 {
+        let client = common::builder(&connect, Duration::from_secs(4))
+            .on_state_change(|_| thread::sleep(Duration::from_millis(600)))
+            .connect()
+            .unwrap();
+        thread::sleep(Duration::from_millis(50));
+        drop(client);
+        println!(
+            "worker: slow listener {i}: {} threads, baseline {baseline}",
+            thread_count()
+        );
+    }
+    for i in 0..3 {
+        let own: Arc<OnceLock<Client>> = Arc::new(OnceLock::new());
+        let freed = Arc::new(AtomicBool::new(false));
+        let (slot, flag) = (own.clone(), DropFlag(freed.clone()));
+        let client = common::builder(&connect, Duration::from_secs(4))
+            .on_state_change(move |change| {
+                let _flag = &flag;
+                if let Some(client) = slot.get() {
+                    // Blocks in a call on its own client (returns at once once closed).
+                    client.wait_state_change(change.to, Duration::from_millis(300));
+                }
+            })
+            .connect()
+            .unwrap();
+        own.set(client.clone()).ok().unwrap();
+        drop(own);
+        thread::sleep(Duration::from_millis(50));
+        let _ = client.close();
+        drop(client);
+        println!(
+            "worker: listener holding its client {i}: {} threads, baseline {baseline}, freed {}",
+            thread_count(),
+            freed.load(Ordering::SeqCst)
+        );
+    }
+    // The documented way: a listener holding a weak handle, whose client is simply dropped.
+    let own: Arc<OnceLock<zklock::WeakClient>> = Arc::new(OnceLock::new());
+    let freed = Arc::new(AtomicBool::new(false));
+    let (slot, flag) = (own.clone(), DropFlag(freed.clone()));
+    let client = common::builder(&connect, Duration::from_secs(4))
+        .on_state_change(move |change| {
+            let _flag = &flag;
+            if let Some(client) = slot.get().and_then(zklock::WeakClient::upgrade) {
+                client.wait_state_change(change.to, Duration::from_millis(300));
+            }
+        })
+        .connect()
+        .unwrap();
+    own.set(client.downgrade()).unwrap();
+    drop(own);
+    thread::sleep(Duration::from_millis(50));
+    drop(client);
+    println!(
+        "worker: listener holding a weak handle: {} threads, baseline {baseline}, freed {}",
+        thread_count(),
+        freed.load(Ordering::SeqCst)
+    );
+    // A listener that does not return in time is waited for with a bound, then left running.
+    let client = common::builder(&connect, Duration::from_secs(4))
+        .on_state_change(|_| thread::sleep(Duration::from_secs(5)))
+        .connect()
+        .unwrap();
+    let dropping = Instant::now();
+    drop(client);
+    println!(
+        "worker: stuck listener dropped in {} ms",
+        dropping.elapsed().as_millis()
+    );
+}
+
+/// Issue 21, item 4: a listener's thread ends with its client. Dropping a client (or closing
+/// it) waits, with a bound, for a listener busy with the last change; a listener that holds its
+/// own client is freed once the client is closed, instead of keeping it for ever.
+#[test]
+fn listener_threads_end_with_their_clients() {
+    let worker = common::spawn_worker("worker_listener_threads", &[]);
+    let output = worker.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    // (libtest may print its own text before a line of ours.)
+    let report: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.find("worker: ").map(|at| &l[at..]))
+        .collect();
+    eprintln!("{}", report.join("\n"));
+    assert_eq!(report.len(), 8, "the worker did not finish:\n{stdout}");
+    let (stuck, report) = report.split_last().unwrap();
+    let waited: u64 = stuck
+        .strip_prefix("worker: stuck listener dropped in ")
+        .and_then(|l| l.strip_suffix(" ms"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The bound is a second; the drop also closes the session.
+    assert!(waited < 4_000, "a stuck listener held up the drop: {stuck}");
+    for line in report {
+        let (threads, rest) = line
+            .split_once(": ")
+            .and_then(|(_, l)| l.split_once(": "))
+            .map(|(_, l)| l.split_once(" threads, baseline ").unwrap())
+            .unwrap();
+        let baseline = rest.split(',').next().unwrap();
+        assert_eq!(threads, baseline, "threads left behind: {line}");
+        assert!(
+            !line.contains("freed false"),
+            "listener never freed: {line}"
+        );
+    }
+}

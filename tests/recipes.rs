@@ -436,3 +436,52 @@ fn two_takers_of_all_permits_do_not_deadlock() {
         });
     }
 }
+
+/// Issue 21, item 1: a permit released right around a waiter's deadline. The waiter's re-list
+/// after the children watch fires can run into its deadline; on a healthy connection that is
+/// a timeout (`Ok(None)`) or the permit, never `Err(ConnectionLoss)`.
+#[test]
+fn semaphore_timeouts_around_a_release_are_never_errors_on_a_healthy_connection() {
+    let path = common::lock_path("sem-deadline-race");
+    let (a, b) = (common::client(), common::client());
+    let holder = Semaphore::new(&a, &path, 1).unwrap();
+    let waiter = Semaphore::new(&b, &path, 1).unwrap();
+    let timeout = Duration::from_millis(30);
+    let (mut errors, mut taken, mut timed_out) = (Vec::new(), 0, 0);
+    for round in 0..300u32 {
+        let permit = holder.acquire().unwrap();
+        // Releases spread from a little before the deadline to a little after it, so that
+        // some land while the waiter's re-list is on its way.
+        let delay = Duration::from_micros(22_000 + u64::from(round * 37 % 120) * 100);
+        let start = std::sync::Barrier::new(2);
+        let outcome = thread::scope(|s| {
+            s.spawn(|| {
+                start.wait();
+                thread::sleep(delay);
+                drop(permit);
+            });
+            start.wait();
+            waiter.acquire_timeout(timeout)
+        });
+        match outcome {
+            Ok(Some(permit)) => {
+                taken += 1;
+                drop(permit);
+            }
+            Ok(None) => timed_out += 1,
+            Err(err) => errors.push((round, err, b.state())),
+        }
+    }
+    eprintln!(
+        "{taken} taken, {timed_out} timed out, {} errors",
+        errors.len()
+    );
+    let while_connected: Vec<_> = errors
+        .iter()
+        .filter(|(_, _, state)| *state == zklock::SessionState::Connected)
+        .collect();
+    assert!(
+        while_connected.is_empty(),
+        "errors on a healthy connection: {while_connected:?}"
+    );
+}

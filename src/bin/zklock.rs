@@ -150,8 +150,11 @@ enum Command {
 /// SIGKILL another 1/5 later. Larger graces trade that guarantee for tolerance of slow
 /// reconnects.
 ///
-/// COMMAND gets ZKLOCK_LOCK_PATH, ZKLOCK_NODE, ZKLOCK_SESSION_ID and ZKLOCK_FENCING_TOKEN in
-/// its environment; pass the fencing token to resources that can reject stale holders.
+/// COMMAND gets ZKLOCK_LOCK_PATH, ZKLOCK_NODE, ZKLOCK_SESSION_ID, ZKLOCK_FENCING and
+/// ZKLOCK_FENCING_TOKEN in its environment; pass ZKLOCK_FENCING (32 hex digits that compare as
+/// strings in token order, also across a re-created ensemble) to resources that can reject
+/// stale holders. ZKLOCK_FENCING_TOKEN is the lock node's zxid alone, in decimal, which starts
+/// again when an ensemble's data is wiped.
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 struct RunArgs {
@@ -262,8 +265,8 @@ enum OnRevoke {
 /// longer than --suspended-grace: as `run --on-lost=kill`. Run it under a supervisor
 /// (systemd, a shell loop) to keep a service running on whichever host leads.
 ///
-/// COMMAND gets ZKLOCK_LOCK_PATH, ZKLOCK_NODE, ZKLOCK_SESSION_ID and ZKLOCK_FENCING_TOKEN, as
-/// with `run`.
+/// COMMAND gets ZKLOCK_LOCK_PATH, ZKLOCK_NODE, ZKLOCK_SESSION_ID, ZKLOCK_FENCING and
+/// ZKLOCK_FENCING_TOKEN, as with `run`.
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 struct LeaderArgs {

@@ -413,11 +413,12 @@ impl Client {
         &self,
         path: &str,
     ) -> impl Future<Output = Result<Vec<String>>> + Send + 'static {
-        let listing = self.children(path);
+        let listing = self.get_children(path);
         async move { listing.await.map(|(children, _)| children) }
     }
 
-    fn children(&self, path: &str) -> Completion<(Vec<String>, Stat)> {
+    /// Children and the node's stat (getChildren2).
+    pub fn get_children(&self, path: &str) -> Completion<(Vec<String>, Stat)> {
         let server = self.server_path(path);
         self.shared.request(
             op::GET_CHILDREN2,

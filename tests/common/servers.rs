@@ -250,6 +250,57 @@ impl PrivateServer {
     pub fn connect_string(&self) -> String {
         format!("127.0.0.1:{}", self.port)
     }
+
+    /// The server's work dir, where start-zk.sh keeps its data, logs and pid file.
+    fn dir(&self) -> PathBuf {
+        let root = std::env::var_os("ZK_WORKDIR")
+            .map_or_else(|| std::env::temp_dir().join("zklock-zk"), PathBuf::from);
+        root.join(self.port.to_string())
+    }
+
+    /// The server's process id, from the pid file start-zk.sh wrote.
+    pub fn pid(&self) -> i32 {
+        let file = self.dir().join("zk.pid");
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        text.trim().parse().expect("a pid")
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open, nothing is answered.
+    pub fn freeze(&self) {
+        signal(self.pid(), libc::SIGSTOP);
+    }
+
+    /// Lets a frozen server run again (SIGCONT).
+    pub fn thaw(&self) {
+        signal(self.pid(), libc::SIGCONT);
+    }
+
+    /// Stops the server, deletes its data and transaction logs, and starts a fresh one on the
+    /// same port: an ensemble re-created from scratch, whose zxids begin again.
+    pub fn wipe_and_restart(&self) {
+        self._servers.stop();
+        self._servers.run("start-zk.sh", &[]);
+    }
+}
+
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        // A test that failed while the server was frozen: let it run, so it stops promptly.
+        // SAFETY: as in `signal`; a failure (no such process) is of no consequence here.
+        if let Ok(pid) = std::fs::read_to_string(self.dir().join("zk.pid")) {
+            if let Ok(pid) = pid.trim().parse() {
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            }
+        }
+    }
+}
+
+/// Sends `signal` to process `pid`.
+fn signal(pid: i32, signal: libc::c_int) {
+    // SAFETY: kill(2) with a pid read from the server's pid file; no memory is involved.
+    let rc = unsafe { libc::kill(pid, signal) };
+    assert_eq!(rc, 0, "kill({pid}, {signal}) failed");
 }
 
 /// Sends the four-letter word `cmd` to the server at `addr` (`host:port`) and returns its

@@ -29,7 +29,7 @@ pub fn run(global: &Global, args: &RunArgs) -> Outcome {
     info!(
         "acquired {} (fencing token {}, session {})",
         guard.node_path(),
-        guard.fencing_token(),
+        guard.fencing(),
         session_hex(guard.session_id())
     );
     let job = Job {
@@ -118,7 +118,7 @@ pub fn leader(global: &Global, args: &LeaderArgs) -> Outcome {
         "leading {} (node {}, fencing token {}, session {})",
         args.path,
         leadership.node_path(),
-        leadership.fencing_token(),
+        leadership.fencing(),
         session_hex(leadership.session_id())
     );
     let job = Job {

@@ -35,6 +35,9 @@ const SUSPENDED_POLL: Duration = Duration::from_millis(20);
 const SUPERVISE_TICK: Duration = Duration::from_millis(500);
 /// How long a lost lock's cause (deleted node or expired session) is looked for.
 const CAUSE_WAIT: Duration = Duration::from_secs(2);
+/// How long releasing and closing may take once the command is dead: the library's bound for
+/// a dropped guard.
+const RELEASE_WAIT: Duration = zklock::DEFAULT_RELEASE_TIMEOUT;
 
 enum Event {
     Signal(i32),
@@ -152,6 +155,7 @@ pub fn hold(
         .env("ZKLOCK_LOCK_PATH", job.path)
         .env("ZKLOCK_NODE", guard.node_path())
         .env("ZKLOCK_SESSION_ID", session_hex(guard.session_id()))
+        .env("ZKLOCK_FENCING", guard.fencing().to_string())
         .env("ZKLOCK_FENCING_TOKEN", guard.fencing_token().to_string());
     let spawned = {
         let mut phase = lock(&supervisor.phase);
@@ -193,7 +197,12 @@ pub fn hold(
     });
     let (status, mut ending) = supervised?;
 
-    match guard.unlock() {
+    // The command is dead: release and close within one bound, whatever the servers do. A
+    // release not confirmed by then (a silent or frozen server) is left to the server, which
+    // removes the node when the session ends; waiting for the connection to be declared dead,
+    // or for the session to expire, would only delay the exit.
+    let done_by = Instant::now() + RELEASE_WAIT;
+    match guard.unlock_timeout(RELEASE_WAIT) {
         Ok(()) => debug!("released {}", job.path),
         Err(Error::LockLost { .. }) if ending.is_none() => {
             warn!(
@@ -203,10 +212,19 @@ pub fn hold(
             ending = Some(Ending::Lost);
         }
         Err(Error::LockLost { .. }) => {}
+        Err(Error::OutcomeUnknown { .. }) => warn!(
+            "release of {} not confirmed within {}; the server removes the node when the \
+             session ends",
+            job.path,
+            format_duration(RELEASE_WAIT)
+        ),
         Err(err) => warn!(
             "releasing {}: {err} (the server removes the node when the session ends)",
             job.path
         ),
+    }
+    if let Err(err) = client.close_timeout(done_by.saturating_duration_since(Instant::now())) {
+        debug!("closing the session: {err}");
     }
     Ok(match ending {
         Some(Ending::Lost) if policy.on_lost == OnLost::Kill => code::LOST,

@@ -1,0 +1,127 @@
+//! [`FencingToken`]: the fencing token that keeps increasing when an ensemble is re-created.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::Error;
+
+/// A fencing token: pass it with every write to a store outside ZooKeeper, and let the store
+/// refuse a write whose token is lower than the highest it has seen
+/// ([`LockGuard::fencing`](crate::LockGuard::fencing)).
+///
+/// Tokens are ordered first by the lock's *generation*, the creation time of the lock path's
+/// node (server clock, milliseconds since the Unix epoch), then by the creation zxid of the
+/// holder's lock node:
+/// - while the lock path's node exists, every holder's node is created in it, and zxids grow
+///   across the whole ensemble, so each holder's token is higher than every earlier holder's;
+/// - the lock path's node is created again only when the ensemble's data was re-created
+///   (data dirs wiped, a new ensemble behind the same names: its zxids begin again) or after
+///   the server removed the empty container; the new node's creation time is later than the
+///   old one's, so the new generation's tokens are higher than every old one, whatever their
+///   zxids.
+///
+/// The second rule rests on the servers' clocks: it holds as long as the clock of the server
+/// that creates the lock path again has not been set back by more than the time since the
+/// previous lock path node was created (an idle container is removed at the earliest a
+/// minute, by default, after its last node went). Within one generation no clock is
+/// involved.
+///
+/// A store can keep the token in any of three forms that sort the same way:
+/// [`to_u128`](Self::to_u128), the [`Display`](fmt::Display) form (32 lower-case hex digits,
+/// which compare as strings in token order; parsed back by [`FromStr`]), or the two numbers
+/// [`generation`](Self::generation) and [`zxid`](Self::zxid) compared in that order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FencingToken {
+    // Field order is the comparison order (derived `Ord`).
+    generation: i64,
+    zxid: i64,
+}
+
+impl FencingToken {
+    pub(crate) fn new(generation: i64, zxid: i64) -> FencingToken {
+        FencingToken { generation, zxid }
+    }
+
+    /// The generation: the lock path node's creation time (`ctime`), in milliseconds since the
+    /// Unix epoch on the clock of the server that created it.
+    pub fn generation(&self) -> i64 {
+        self.generation
+    }
+
+    /// The holder's lock node's creation zxid (`czxid`): what
+    /// [`LockGuard::fencing_token`](crate::LockGuard::fencing_token) returns.
+    pub fn zxid(&self) -> i64 {
+        self.zxid
+    }
+
+    /// One number in token order: the generation in the high 64 bits, the zxid in the low 64
+    /// (both are never negative).
+    pub fn to_u128(&self) -> u128 {
+        (u128::from(self.generation as u64) << 64) | u128::from(self.zxid as u64)
+    }
+
+    /// The token [`to_u128`](Self::to_u128) made `value` from.
+    pub fn from_u128(value: u128) -> FencingToken {
+        FencingToken {
+            generation: (value >> 64) as u64 as i64,
+            zxid: value as u64 as i64,
+        }
+    }
+}
+
+/// 32 lower-case hex digits, generation first: strings that compare in token order.
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:032x}", self.to_u128())
+    }
+}
+
+/// Parses the [`Display`](fmt::Display) form (32 hex digits, either case).
+impl FromStr for FencingToken {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<FencingToken, Error> {
+        if text.len() != 32 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(Error::InvalidArgument(
+                "a fencing token is 32 hexadecimal digits",
+            ));
+        }
+        u128::from_str_radix(text, 16)
+            .map(FencingToken::from_u128)
+            .map_err(|_| Error::InvalidArgument("a fencing token is 32 hexadecimal digits"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_later_generation_outranks_any_zxid_of_an_earlier_one() {
+        let before_the_wipe = FencingToken::new(1_700_000_000_000, 0x1b3);
+        let after_the_wipe = FencingToken::new(1_700_000_360_000, 0x5);
+        assert!(after_the_wipe > before_the_wipe);
+        assert!(after_the_wipe.to_u128() > before_the_wipe.to_u128());
+        assert!(after_the_wipe.to_string() > before_the_wipe.to_string());
+        // Within a generation, the zxid decides.
+        let next = FencingToken::new(1_700_000_360_000, 0x6);
+        assert!(next > after_the_wipe);
+        assert!(next.to_u128() > after_the_wipe.to_u128());
+        assert!(next.to_string() > after_the_wipe.to_string());
+    }
+
+    #[test]
+    fn every_form_round_trips() {
+        let token = FencingToken::new(1_763_950_000_123, 0x0000_0003_0000_01b3);
+        assert_eq!(FencingToken::from_u128(token.to_u128()), token);
+        let text = token.to_string();
+        assert_eq!(text.len(), 32);
+        assert_eq!(text.parse::<FencingToken>().unwrap(), token);
+        assert_eq!(text.to_uppercase().parse::<FencingToken>().unwrap(), token);
+        assert!("12".parse::<FencingToken>().is_err());
+        assert!("g".repeat(32).parse::<FencingToken>().is_err());
+        assert!(format!("+{}", "0".repeat(31))
+            .parse::<FencingToken>()
+            .is_err());
+    }
+}
