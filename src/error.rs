@@ -156,11 +156,10 @@ pub enum Error {
         path: String,
     },
 
-    /// This process was forked from one that used zklock: the [`Client`](crate::Client) was
-    /// made before the fork (its background thread did not survive it), or a new one is
-    /// being connected in the child, where the I/O reactor inherited from the parent cannot be
-    /// used. Fork before the first `Client` is made, or `exec` in the child.
-    #[error("zklock was used in this process's parent before a fork; its clients and I/O state cannot be used here (fork before connecting, or exec)")]
+    /// This process was forked from one that used zklock, and the [`Client`](crate::Client) was
+    /// made before the fork: its background threads did not survive it. A new client made in
+    /// the child works.
+    #[error("this client was made before a fork; its threads stayed in the parent (make a new client in the child)")]
     Forked,
 
     /// A local resource zklock needs could not be had: its runtime could not be built or its

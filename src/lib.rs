@@ -70,8 +70,8 @@
 //! - Guards own what they need (no lifetime): return them from functions or `spawn_blocking`,
 //!   move them across threads and tasks. Locks are not reentrant: as with `std::sync::Mutex`,
 //!   locking again while holding waits.
-//! - After `fork()`, a process that used zklock before the fork gets [`Error::Forked`] in the
-//!   child, from the old client and from connecting a new one: fork first, or `exec`.
+//! - After `fork()`, a client made before the fork returns [`Error::Forked`] in the child (its
+//!   threads stayed in the parent); a new [`Client`] made in the child works.
 //! - Releasing never panics. Dropping a guard blocks at most the
 //!   [release timeout](ClientBuilder::release_timeout) (one second by default), even with a
 //!   frozen or slow server; a delete not confirmed by then is retried in the background until

@@ -9,7 +9,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
-use std::sync::OnceLock;
 
 use log::Level;
 
@@ -22,7 +21,9 @@ struct Line {
     text: String,
 }
 
-static RELAY: OnceLock<Option<SyncSender<Line>>> = OnceLock::new();
+/// The queue to the log thread, and the process that started that thread: a forked child
+/// starts its own (the parent's thread does not exist there).
+static RELAY: parking_lot::Mutex<Option<(u32, SyncSender<Line>)>> = parking_lot::Mutex::new(None);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 /// Queues a line for the log thread; never blocks. Use through [`io_log!`].
@@ -30,15 +31,7 @@ pub(crate) fn queue(level: Level, target: &'static str, text: std::fmt::Argument
     if level > log::max_level() {
         return;
     }
-    let relay = RELAY.get_or_init(|| {
-        let (lines, receiver) = sync_channel(QUEUE);
-        std::thread::Builder::new()
-            .name("zklock-log".into())
-            .spawn(move || write(receiver))
-            .ok()
-            .map(|_| lines)
-    });
-    let Some(relay) = relay else { return };
+    let Some(relay) = relay() else { return };
     let line = Line {
         level,
         target,
@@ -47,6 +40,24 @@ pub(crate) fn queue(level: Level, target: &'static str, text: std::fmt::Argument
     if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = relay.try_send(line) {
         DROPPED.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// This process's queue to its log thread, started on first use.
+fn relay() -> Option<SyncSender<Line>> {
+    let pid = std::process::id();
+    let mut relay = RELAY.lock();
+    if let Some((owner, lines)) = relay.as_ref() {
+        if *owner == pid {
+            return Some(lines.clone());
+        }
+    }
+    let (lines, receiver) = sync_channel(QUEUE);
+    std::thread::Builder::new()
+        .name("zklock-log".into())
+        .spawn(move || write(receiver))
+        .ok()?;
+    *relay = Some((pid, lines.clone()));
+    Some(lines)
 }
 
 fn write(lines: Receiver<Line>) {

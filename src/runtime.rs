@@ -1,19 +1,18 @@
-//! zklock's own async runtime thread, and blocking waits on futures with a deadline.
+//! zklock's own async runtime thread, its timers, and blocking waits on futures with a
+//! deadline.
 //!
-//! `zookeeper-client` is async, and does its I/O through `async-io`. Its session task runs on
-//! a single-threaded executor that zklock drives on a thread of its own, inside
-//! `async_io::block_on`: that thread waits in the I/O reactor itself, so a reply or a watch
-//! event wakes the thread that handles it directly, without passing through `async-io`'s
-//! driver thread first (one context switch less per packet, which on a loaded host is most of
-//! a loopback round trip). The blocking API works from any thread, including one that belongs
-//! to someone else's runtime. Requests are sent to the session task over the crate's channel at
-//! the moment an operation is *called*, so the calling thread issues them itself (keeping their
-//! order) and then parks until the reply future resolves: one hop there, one hop back.
+//! The session's network I/O has threads of its own (`wire`); this thread runs zklock's
+//! background tasks: keepalives, the watches that wake blocked waiters, background releases.
+//! It is a single-threaded executor driven by a plain park/unpark loop with a timer heap, so
+//! it holds no process-wide state: a process forked from one that used zklock can start its
+//! own. A completion filled on an I/O thread wakes the task (or the parked caller) directly.
 
+use std::cell::RefCell;
+use std::collections::BinaryHeap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
@@ -47,7 +46,7 @@ impl Runtime {
         let thread = thread::Builder::new()
             .name("zklock-runtime".into())
             .spawn(move || {
-                async_io::block_on(executor.run(stopped.aborted()));
+                drive(executor.run(stopped.aborted()));
                 // The thread holds the only strong reference: dropping it drops every task
                 // left, here, on the runtime thread.
                 drop(executor);
@@ -69,38 +68,37 @@ impl Runtime {
     /// and event is then handled on the thread that waits for I/O, with no hop between runtime
     /// threads.
     ///
-    /// A process forked from one that ran zklock cannot connect: `async-io`'s reactor (one per
-    /// process, its epoll instance shared with the parent after a fork, its lock possibly held
-    /// by a parent thread the child does not have) is unusable there, so that is refused at
-    /// once with [`Error::Forked`] rather than left to time out.
+    /// A process forked from one that ran zklock starts a runtime of its own: the parent's
+    /// thread does not exist in the child.
     ///
     /// The crate's unit tests give each client its own runtime instead: some stall their
     /// client's runtime thread on purpose, which must not stall the tests running beside them.
     pub(crate) fn shared() -> Result<Arc<Runtime>> {
-        static SHARED: parking_lot::Mutex<Weak<Runtime>> = parking_lot::Mutex::new(Weak::new());
-        static FIRST_PID: AtomicU32 = AtomicU32::new(0);
+        /// The shared runtime and the process it was started in.
+        static SHARED: parking_lot::Mutex<(u32, Weak<Runtime>)> =
+            parking_lot::Mutex::new((0, Weak::new()));
         let pid = std::process::id();
-        match FIRST_PID.compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst) {
-            Err(first) if first != pid => return Err(Error::Forked),
-            _ => {}
-        }
         if cfg!(test) {
             return Runtime::start().map(Arc::new);
         }
-        if let Some(runtime) = SHARED.lock().upgrade() {
+        let ours = |shared: &(u32, Weak<Runtime>)| {
+            // A runtime of the parent process, inherited by a fork, has no thread here.
+            (shared.0 == pid).then(|| shared.1.upgrade()).flatten()
+        };
+        if let Some(runtime) = ours(&SHARED.lock()) {
             return Ok(runtime);
         }
         // Started without the lock held (a fork meanwhile must not find it taken).
         let started = Arc::new(Runtime::start()?);
         let mut shared = SHARED.lock();
-        match shared.upgrade() {
+        match ours(&shared) {
             Some(runtime) => {
                 drop(shared);
                 drop(started); // Another caller was first: theirs is shared, ours stops.
                 Ok(runtime)
             }
             None => {
-                *shared = Arc::downgrade(&started);
+                *shared = (pid, Arc::downgrade(&started));
                 Ok(started)
             }
         }
@@ -247,6 +245,121 @@ impl Abort {
             }
             listener.await;
         }
+    }
+}
+
+thread_local! {
+    /// The timers of the runtime thread this is (none on other threads).
+    static TIMERS: RefCell<Option<BinaryHeap<Timer>>> = const { RefCell::new(None) };
+}
+
+/// A task's wake-up at `at`; the heap's top is the earliest.
+struct Timer {
+    at: Instant,
+    waker: Waker,
+}
+
+impl PartialEq for Timer {
+    fn eq(&self, other: &Self) -> bool {
+        self.at == other.at
+    }
+}
+
+impl Eq for Timer {}
+
+impl PartialOrd for Timer {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Timer {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.at.cmp(&self.at) // earliest first
+    }
+}
+
+/// Runs `future` (the executor) on this thread, parking between polls until woken or until
+/// the earliest timer a task set on this thread is due.
+fn drive<F: Future>(future: F) -> F::Output {
+    TIMERS.with(|t| *t.borrow_mut() = Some(BinaryHeap::new()));
+    let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            TIMERS.with(|t| *t.borrow_mut() = None);
+            return output;
+        }
+        let next = TIMERS.with(|t| {
+            let mut timers = t.borrow_mut();
+            let timers = timers.as_mut().expect("set above");
+            let now = Instant::now();
+            while timers.peek().is_some_and(|t| t.at <= now) {
+                timers.pop().expect("peeked").waker.wake();
+            }
+            timers.peek().map(|t| t.at)
+        });
+        match next {
+            // A timer just fired if the earliest left is not the one we would wait for: the
+            // executor was woken and the next poll runs it; parking returns at once then.
+            Some(at) => thread::park_timeout(at.saturating_duration_since(Instant::now())),
+            None => thread::park(),
+        }
+    }
+}
+
+/// A future that is ready at `at`. On zklock's runtime thread the runtime's loop wakes it; on
+/// any other thread a short-lived thread does.
+pub(crate) fn sleep_until(at: Instant) -> Sleep {
+    Sleep { at, armed: false }
+}
+
+/// A future that is ready after `duration`.
+pub(crate) fn sleep(duration: Duration) -> Sleep {
+    sleep_until(deadline_after(duration))
+}
+
+/// See [`sleep_until`].
+pub(crate) struct Sleep {
+    at: Instant,
+    armed: bool,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.at {
+            return Poll::Ready(());
+        }
+        let at = self.at;
+        let on_runtime = TIMERS.with(|t| match t.borrow_mut().as_mut() {
+            Some(timers) => {
+                // Registered at every poll (a spurious poll adds a duplicate that only wakes
+                // the task once more); the heap drains as timers fire.
+                timers.push(Timer {
+                    at,
+                    waker: cx.waker().clone(),
+                });
+                true
+            }
+            None => false,
+        });
+        if !on_runtime && !self.armed {
+            self.armed = true;
+            let waker = cx.waker().clone();
+            let spawned = thread::Builder::new()
+                .name("zklock-timer".into())
+                .spawn(move || {
+                    thread::sleep(at.saturating_duration_since(Instant::now()));
+                    waker.wake();
+                });
+            if spawned.is_err() {
+                cx.waker().wake_by_ref(); // Poll again rather than never.
+            }
+        }
+        Poll::Pending
     }
 }
 

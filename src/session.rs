@@ -136,7 +136,7 @@ async fn keep_alive(zk: zk::Client, lease: Arc<Lease>, mut state: zk::StateWatch
     loop {
         let due = lease.renewal_due();
         if Instant::now() < due {
-            async_io::Timer::at(due).await;
+            crate::runtime::sleep_until(due).await;
             continue;
         }
         if !retry_pause_async(&mut state).await {
@@ -480,7 +480,13 @@ impl Session {
         if !crate::cancel::shielded(|| block_on(ended, Some(deadline)).is_ok()) {
             return false;
         }
-        match (self.state(), self.closing.lock().as_ref()) {
+        let closing = self.closing.lock().clone();
+        // The session's thread ends right after: wait for it, so that no thread outlives a
+        // closed client.
+        if let Some(zk) = &closing {
+            zk.join_io(deadline);
+        }
+        match (self.state(), closing) {
             (zk::SessionState::Closed, Some(zk)) => zk.close_confirmed(),
             _ => true,
         }

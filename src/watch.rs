@@ -337,7 +337,7 @@ impl Drop for OwnNodeWatch {
 /// (throttled), else waits until connected. `false` if the session ended.
 pub(crate) async fn retry_pause_async(state: &mut zk::StateWatcher) -> bool {
     if matches!(state.peek_state(), zk::SessionState::SyncConnected) {
-        async_io::Timer::after(RETRY_PAUSE).await;
+        crate::runtime::sleep(RETRY_PAUSE).await;
     }
     loop {
         match state.state() {

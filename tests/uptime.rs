@@ -362,12 +362,30 @@ fn child_calls(client: Client, mutex: DistributedMutex, path: &str) -> ! {
         client.get_data(&data_path).map(|d| format!("{d:?}"))
     });
     check("lock", &mut || mutex.lock().map(|_| "guard".into()));
-    // A new client cannot work here either (the I/O reactor is the parent's): said at once.
-    check("connect a new client", &mut || {
-        Client::connect(&common::connect_string()).map(|_| "client".into())
+    // A client of the child's own works: it starts its own threads.
+    let started = Instant::now();
+    let fresh = std::panic::catch_unwind(|| {
+        let fresh = Client::connect(&common::connect_string())?;
+        let guard = DistributedMutex::new(&fresh, path)?.try_lock()?;
+        let held = guard.as_ref().is_some_and(|g| g.is_held());
+        if let Some(guard) = guard {
+            guard.unlock()?;
+        }
+        fresh.close()?;
+        Ok::<bool, Error>(held)
     });
+    let took = started.elapsed();
+    let fresh_ok = matches!(fresh, Ok(Ok(true)));
+    child_say(&format!(
+        "child[calls] a new client locks: {fresh:?} after {took:?}{}",
+        if fresh_ok {
+            ""
+        } else {
+            "  <-- expected Ok(true)"
+        }
+    ));
     let dropped = child_drop_is_prompt("calls", client, mutex);
-    child_exit(all_ok && dropped)
+    child_exit(all_ok && fresh_ok && dropped)
 }
 
 /// How the child `pid` ended, waiting until `deadline` (then it is killed as hung).
@@ -450,7 +468,7 @@ fn forked_child_gets_a_clear_error() {
     eprintln!("{report}");
     assert!(
         report.contains("worker: calls child exited with status 0"),
-        "the forked child did not get Err(Forked) at once from every call:\n{report}"
+        "the forked child did not get Err(Forked) at once from every inherited call, or could not lock with a client of its own:\n{report}"
     );
     assert!(
         report.contains("worker: drop child exited with status 0"),

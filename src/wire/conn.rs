@@ -88,6 +88,8 @@ pub(crate) struct Shared {
     /// took the session back after that instant, so it cannot expire it before one timeout
     /// later. Must not block.
     on_proof: Mutex<Option<ProofHook>>,
+    /// The I/O thread, joined by [`join_io`](Self::join_io) once the session is over.
+    io_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Tests: no reconnect before this instant.
     held_until: Mutex<Option<Instant>>,
     /// Tests: the I/O thread does nothing until this instant, as if frozen.
@@ -168,6 +170,26 @@ impl Shared {
             let _ = on_reply(Answer::Lost(err));
         }
         completion
+    }
+
+    /// Waits until the I/O thread has ended (the session is over), at most until `deadline`;
+    /// `true` if it has. Never waits on the I/O thread itself.
+    pub(crate) fn join_io(&self, deadline: Instant) -> bool {
+        let Some(thread) = self.io_thread.lock().take() else {
+            return true;
+        };
+        if thread.thread().id() == std::thread::current().id() {
+            return false;
+        }
+        while !thread.is_finished() {
+            if Instant::now() >= deadline {
+                *self.io_thread.lock() = Some(thread);
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let _ = thread.join();
+        true
     }
 
     pub(crate) fn on_proof(&self, hook: ProofHook) {
@@ -648,6 +670,7 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         close_confirmed: AtomicBool::new(false),
         closed: (Mutex::new(false), Condvar::new()),
         on_proof: Mutex::new(None),
+        io_thread: Mutex::new(None),
         held_until: Mutex::new(None),
         stalled_until: Mutex::new(None),
         config,
@@ -666,9 +689,12 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         .spawn(move || {
             run(thread_shared, rotation, source, frames, reader_closer);
         });
-    if let Err(e) = spawned {
-        io_log!(Error, "cannot start the session's I/O thread: {e}");
-        shared.finish(SessionState::Closed);
+    match spawned {
+        Ok(thread) => *shared.io_thread.lock() = Some(thread),
+        Err(e) => {
+            io_log!(Error, "cannot start the session's I/O thread: {e}");
+            shared.finish(SessionState::Closed);
+        }
     }
     shared
 }

@@ -321,6 +321,12 @@ impl Client {
         self.shared.close();
     }
 
+    /// Waits (until `deadline`) for the session's I/O thread to end once the session is over;
+    /// `true` if it has.
+    pub fn join_io(&self, deadline: Instant) -> bool {
+        self.shared.join_io(deadline)
+    }
+
     /// Whether the server confirmed the close (else the session lives on there until it
     /// expires).
     pub fn close_confirmed(&self) -> bool {
