@@ -61,18 +61,24 @@ struct Pending {
     on_reply: OnReply,
 }
 
-/// The write side and the requests awaiting replies, under one lock.
-struct Io {
+/// The write side. Requests are numbered and queued as pending under this lock, so the order
+/// of the FIFO is the order on the wire.
+struct Out {
     sink: Option<Box<dyn Sink>>,
     closer: Option<Closer>,
     next_xid: i32,
-    pending: VecDeque<Pending>,
-    last_send: Instant,
+    /// Bumped whenever a connection is given up, so a late re-arm cannot install a dead one.
+    generation: u64,
 }
 
 /// What the session's handles and its I/O thread share.
 pub(crate) struct Shared {
-    io: Mutex<Io>,
+    /// Lock order: `out`, then `pending`. The I/O thread takes only `pending` to match a
+    /// reply, so a caller blocked in a write (the server not reading) never stops the
+    /// replies from being read.
+    out: Mutex<Out>,
+    pending: Mutex<VecDeque<Pending>>,
+    last_send: Mutex<Instant>,
     pub(crate) watches: Mutex<Watches>,
     pub(crate) state: Arc<StateCell>,
     pub(crate) session_id: i64,
@@ -113,7 +119,7 @@ impl Shared {
         write: impl FnOnce(&mut Writer),
         on_reply: OnReply,
     ) -> Result<(), (OnReply, Error)> {
-        let mut io = self.io.lock();
+        let mut out = self.out.lock();
         let state = self.state.get();
         if state.is_terminated() {
             return Err((on_reply, terminal_error(state)));
@@ -121,10 +127,10 @@ impl Shared {
         if self.closing.load(Ordering::SeqCst) {
             return Err((on_reply, Error::ClientClosed));
         }
-        if io.sink.is_none() {
+        if out.sink.is_none() {
             return Err((on_reply, Error::ConnectionLoss));
         }
-        let xid = next_xid(&mut io.next_xid);
+        let xid = next_xid(&mut out.next_xid);
         let mut w = Writer::frame();
         w.int(xid).int(opcode);
         write(&mut w);
@@ -135,24 +141,27 @@ impl Shared {
             ));
         }
         let frame = w.finish();
-        io.pending.push_back(Pending { xid, on_reply });
-        let sent = io.sink.as_mut().map(|s| s.send(&frame));
-        match sent {
-            Some(Ok(())) => {
-                io.last_send = Instant::now();
-                Ok(())
-            }
-            _ => {
-                // Part of the frame may have gone out: the outcome is unknown, as for any
-                // request lost with its connection. The I/O thread sees the socket close.
-                let pending = io.pending.pop_back().expect("just pushed");
-                if let Some(closer) = &io.closer {
-                    closer.close();
-                }
-                io.sink = None;
-                Err((pending.on_reply, Error::ConnectionLoss))
-            }
+        self.pending.lock().push_back(Pending { xid, on_reply });
+        self.write(&mut out, &frame);
+        Ok(())
+    }
+
+    /// Writes a frame. A failed write gives the connection up: part of the frame may have
+    /// gone out, so the requests in flight, this one included, end with ConnectionLoss when
+    /// the I/O thread sees the socket close.
+    fn write(&self, out: &mut Out, frame: &[u8]) -> bool {
+        let Some(sink) = out.sink.as_mut() else {
+            return false;
+        };
+        if sink.send(frame).is_ok() {
+            *self.last_send.lock() = Instant::now();
+            return true;
         }
+        if let Some(closer) = &out.closer {
+            closer.close();
+        }
+        out.sink = None;
+        false
     }
 
     /// Sends a request and returns the completion that `decode` fills from its reply.
@@ -214,17 +223,13 @@ impl Shared {
             return;
         }
         let connected = {
-            let mut io = self.io.lock();
-            let xid = next_xid(&mut io.next_xid);
+            let mut out = self.out.lock();
+            let xid = next_xid(&mut out.next_xid);
             let mut w = Writer::frame();
             w.int(xid).int(op::CLOSE_SESSION);
             let frame = w.finish();
-            let sent = match io.sink.as_mut() {
-                Some(sink) => sink.send(&frame).is_ok(),
-                None => false,
-            };
-            if sent {
-                io.pending.push_back(Pending {
+            out.sink.is_some() && {
+                self.pending.lock().push_back(Pending {
                     xid,
                     on_reply: Box::new(|answer| {
                         if let Answer::Reply { err: 0, shared, .. } = answer {
@@ -233,8 +238,8 @@ impl Shared {
                         Ok(())
                     }),
                 });
+                self.write(&mut out, &frame)
             }
-            sent
         };
         if !connected {
             self.finish(SessionState::Closed);
@@ -248,15 +253,7 @@ impl Shared {
     fn finish(&self, state: SessionState) {
         self.state.set(state);
         let err = terminal_error(self.state.get());
-        let pending: Vec<Pending> = {
-            let mut io = self.io.lock();
-            io.sink = None;
-            if let Some(closer) = io.closer.take() {
-                closer.close();
-            }
-            io.pending.drain(..).collect()
-        };
-        for p in pending {
+        for p in self.drop_connection() {
             let _ = (p.on_reply)(Answer::Lost(err.clone()));
         }
         let fired = self.watches.lock().take_all();
@@ -265,15 +262,7 @@ impl Shared {
 
     /// The connection is gone: fail what was in flight, mark the session disconnected.
     fn disconnected(&self) {
-        let pending: Vec<Pending> = {
-            let mut io = self.io.lock();
-            io.sink = None;
-            if let Some(closer) = io.closer.take() {
-                closer.close();
-            }
-            io.pending.drain(..).collect()
-        };
-        for p in pending {
+        for p in self.drop_connection() {
             let _ = (p.on_reply)(Answer::Lost(Error::ConnectionLoss));
         }
         if !self.closing.load(Ordering::SeqCst) {
@@ -281,15 +270,61 @@ impl Shared {
         }
     }
 
+    /// Closes the socket and takes out every request in flight.
+    fn drop_connection(&self) -> Vec<Pending> {
+        let mut out = self.out.lock();
+        out.sink = None;
+        out.generation += 1;
+        if let Some(closer) = out.closer.take() {
+            closer.close();
+        }
+        let pending = self.pending.lock().drain(..).collect();
+        pending
+    }
+
     /// A new connection is up: installs it, sets every watch again (in SetWatches requests of
-    /// bounded size, each matched in order), then lets callers in.
-    fn connected(&self, sink: Box<dyn Sink>, closer: Closer) -> io::Result<()> {
-        let mut io = self.io.lock();
-        io.sink = Some(sink);
-        io.closer = Some(closer);
+    /// bounded size, each matched in order), then lets callers in. With watches to set, that
+    /// is done on a thread of its own: it may write megabytes, and meanwhile the I/O thread
+    /// must go on reading what the server answers and fires.
+    fn connected(self: &Arc<Self>, sink: Box<dyn Sink>, closer: Closer) {
+        let generation = self.out.lock().generation;
         let (data, child) = self.watches.lock().armed();
+        let chunks = chunk_watches(data, child);
+        if chunks.is_empty() {
+            self.install(generation, sink, closer, Vec::new());
+            return;
+        }
+        let shared = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("zklock-rearm".into())
+            .spawn(move || shared.install(generation, sink, closer, chunks));
+        if let Err(e) = spawned {
+            io_log!(
+                Warn,
+                "cannot start a thread to set watches again ({e}); reconnecting"
+            );
+            self.drop_connection();
+        }
+    }
+
+    /// Installs the connection of `generation` unless it was given up meanwhile, sends the
+    /// SetWatches `chunks` first, then marks the session connected.
+    fn install(
+        &self,
+        generation: u64,
+        sink: Box<dyn Sink>,
+        closer: Closer,
+        chunks: Vec<(Vec<String>, Vec<String>)>,
+    ) {
+        let mut out = self.out.lock();
+        if out.generation != generation || self.closing.load(Ordering::SeqCst) {
+            closer.close();
+            return;
+        }
+        out.sink = Some(sink);
+        out.closer = Some(closer);
         let zxid = self.last_zxid();
-        for (data, child) in chunk_watches(data, child) {
+        for (data, child) in chunks {
             let mut w = Writer::frame();
             w.int(xid::SET_WATCHES).int(op::SET_WATCHES);
             w.long(zxid)
@@ -297,7 +332,7 @@ impl Shared {
                 .strings(&[] as &[String])
                 .strings(&child);
             let frame = w.finish();
-            io.pending.push_back(Pending {
+            self.pending.lock().push_back(Pending {
                 xid: xid::SET_WATCHES,
                 on_reply: Box::new(|answer| {
                     if let Answer::Reply { err, .. } = answer {
@@ -308,35 +343,29 @@ impl Shared {
                     Ok(())
                 }),
             });
-            let sink = io.sink.as_mut().expect("just installed");
-            if let Err(e) = sink.send(&frame) {
-                io.sink = None;
-                return Err(e);
+            if !self.write(&mut out, &frame) {
+                return; // The I/O thread sees the socket close and reconnects.
             }
         }
-        io.last_send = Instant::now();
-        drop(io);
+        *self.last_send.lock() = Instant::now();
+        drop(out);
         self.state.set(SessionState::SyncConnected);
-        Ok(())
     }
 
+    /// Sends a ping, unless a caller is writing right now (then there is traffic anyway, and
+    /// the I/O thread must not wait for a write the server may not be reading). `false` if the
+    /// connection is gone.
     fn send_ping(&self) -> bool {
-        let mut io = self.io.lock();
+        let Some(mut out) = self.out.try_lock() else {
+            return true;
+        };
         let mut w = Writer::frame();
         w.int(xid::PING).int(op::PING);
-        let frame = w.finish();
-        let Some(sink) = io.sink.as_mut() else {
-            return false;
-        };
-        if sink.send(&frame).is_err() {
-            return false;
-        }
-        io.last_send = Instant::now();
-        true
+        self.write(&mut out, &w.finish())
     }
 
     fn last_send(&self) -> Instant {
-        self.io.lock().last_send
+        *self.last_send.lock()
     }
 
     /// Removes the server's watch on `path` (no one waits for it any more). Its reply is not
@@ -653,13 +682,14 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         ..
     } = established;
     let shared = Arc::new(Shared {
-        io: Mutex::new(Io {
+        out: Mutex::new(Out {
             sink: None,
             closer: None,
             next_xid: 1,
-            pending: VecDeque::new(),
-            last_send: Instant::now(),
+            generation: 0,
         }),
+        pending: Mutex::new(VecDeque::new()),
+        last_send: Mutex::new(Instant::now()),
         watches: Mutex::new(Watches::default()),
         state: StateCell::new(SessionState::Disconnected),
         session_id: response.session_id,
@@ -682,7 +712,7 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
     } = link;
     let reader_closer = Closer::clone_of(&closer);
     // No watch exists yet, so this sends nothing but installs the connection.
-    let _ = shared.connected(sink, closer);
+    shared.connected(sink, closer);
     let thread_shared = shared.clone();
     let spawned = std::thread::Builder::new()
         .name("zklock-io".into())
@@ -747,9 +777,7 @@ fn run(
                 closer = Closer::clone_of(&link.closer);
                 source = link.source;
                 frames = f;
-                if let Err(e) = shared.connected(link.sink, link.closer) {
-                    io_log!(Info, "session {id:#x}: new connection failed at once: {e}");
-                }
+                shared.connected(link.sink, link.closer);
             }
             Err(state) => {
                 io_log!(Warn, "session {id:#x} ended: {state:?}");
@@ -842,9 +870,6 @@ enum Handled {
 fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Handled, Malformed> {
     let mut r = Reader::new(frame);
     let header = ReplyHeader::read(&mut r)?;
-    if header.zxid > 0 {
-        shared.last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
-    }
     match header.xid {
         xid::NOTIFICATION => {
             let note = Notification::read(&mut r)?;
@@ -866,10 +891,16 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
             Ok(Handled::Going)
         }
         xid => {
+            // Only replies to requests move the zxid we have seen (as ZooKeeper's own client
+            // does): a ping's is the server's own, and a lagging server we move to next must
+            // not refuse us for a zxid we never read.
+            if header.zxid > 0 {
+                shared.last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
+            }
             let pending = {
-                let mut io = shared.io.lock();
-                match io.pending.front() {
-                    Some(p) if p.xid == xid => io.pending.pop_front(),
+                let mut pending = shared.pending.lock();
+                match pending.front() {
+                    Some(p) if p.xid == xid => pending.pop_front(),
                     Some(p) => {
                         return Err(Malformed(format!("reply xid {xid}, expected {}", p.xid)))
                     }
@@ -894,7 +925,7 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
                 body: r,
                 shared,
             })?;
-            if closing && shared.io.lock().pending.is_empty() {
+            if closing && shared.pending.lock().is_empty() {
                 return Ok(Handled::Closed);
             }
             Ok(Handled::Going)
