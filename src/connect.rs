@@ -110,8 +110,8 @@ fn check_host(entry: &str, tls: bool) -> std::result::Result<(), &'static str> {
     Ok(())
 }
 
-/// Whether rustls can name `host`: zookeeper-client 0.11.2 unwraps that conversion on its
-/// session task, so a host it refuses (127.1, 2130706433) must be caught here.
+/// Whether rustls can name `host` (127.1 or 2130706433, say, it cannot): refused when the
+/// connect string is read, not at every connection attempt.
 #[cfg(feature = "tls")]
 fn tls_server_name(host: &str) -> bool {
     rustls_pki_types::ServerName::try_from(host).is_ok()

@@ -131,10 +131,15 @@
 //!
 //! # Threads
 //! [`Client`] is a cheap handle to one session; clone it freely. [`DistributedMutex`] and
-//! [`LockGuard`] are `Send + Sync`. Each client runs one background thread of its own, where
-//! the async `zookeeper-client` crate's session task runs (its sockets also use one reactor
-//! thread shared by the whole process); zklock never runs user code there, so every method can
-//! be called from any thread, including threads of an async runtime.
+//! [`LockGuard`] are `Send + Sync`. Each session has one I/O thread of zklock's own, which reads
+//! replies and watch events, pings and reconnects; the calling thread writes its own requests.
+//! zklock's background tasks run on one runtime thread per process. zklock never runs user code
+//! on either.
+//!
+//! Every method here blocks the calling thread. Do not call them on a worker thread of an async
+//! runtime: a `lock()` there can starve the very task that would release the lock (on tokio
+//! with two workers, three tasks are enough to deadlock). Use `spawn_blocking` for short calls,
+//! and keep a blocking `lock()` off the runtime.
 //!
 //! # Operating it
 //! [`Client::state`] says whether the session is [`SessionState::Connected`], `Suspended`,
