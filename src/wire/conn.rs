@@ -826,6 +826,10 @@ fn serve(
                         shared.state.set(SessionState::AuthFailed);
                         return "authentication failed".into();
                     }
+                    Ok(Handled::Expired) => {
+                        shared.state.set(SessionState::Expired);
+                        return "the server says the session expired".into();
+                    }
                     Err(malformed) => {
                         io_log!(
                             Warn,
@@ -865,6 +869,7 @@ enum Handled {
     Going,
     Closed,
     AuthFailed,
+    Expired,
 }
 
 fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Handled, Malformed> {
@@ -916,8 +921,7 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
             if header.err == -112 {
                 // Our session expired under us (the server answers this before closing).
                 let _ = (pending.on_reply)(Answer::Lost(Error::SessionExpired));
-                shared.state.set(SessionState::Expired);
-                return Err(Malformed("session expired".into()));
+                return Ok(Handled::Expired);
             }
             let closing = shared.closing.load(Ordering::SeqCst);
             (pending.on_reply)(Answer::Reply {
