@@ -912,7 +912,9 @@ fn wait_for_change(
         }
     }
     contender.armed = false;
-    Err(Error::SessionExpired)
+    // The session ended: expired, or closed by us (a close also cancels, and the waiter may
+    // see the session's end before the cancellation): say which.
+    Err(crate::cancel::interruption().unwrap_or_else(|| session.ended_error()))
 }
 
 fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat, generation: i64) -> Result<Held> {
