@@ -1,7 +1,8 @@
 //! Fuzz-ish bad input for everything that reaches ZooKeeper from a user: lock paths, chroots and
 //! connect strings, credentials, and node data. Every case must end in a typed error (never a
 //! panic or a hang) and leave nothing behind, which is checked with a raw listing of the server
-//! (the `zookeeper-client` crate directly, not zklock). Valid input, Unicode included, must work.
+//! (`common::RawClient`, a session of its own on the wire protocol, not zklock). Valid input,
+//! Unicode included, must work.
 //!
 //! Runs against the test server (`ZK_CONNECT`, see `tests/common/mod.rs`).
 
@@ -9,60 +10,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::RawClient;
 use zklock::{
     Client, DistributedMutex, DistributedRwLock, Error, LeaderElection, MultiLock, Semaphore,
 };
-use zookeeper_client as zk;
 
-/// A plain session of the client crate, for looking at the server behind zklock's back.
-struct Raw {
-    zk: zk::Client,
-    runtime: tokio::runtime::Runtime,
-}
-
-impl Raw {
-    fn connect(connect_string: &str) -> Raw {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let zk = runtime
-            .block_on(zk::Client::connect(connect_string))
-            .expect("raw session");
-        Raw { zk, runtime }
-    }
-
-    fn exists(&self, path: &str) -> bool {
-        self.runtime
-            .block_on(self.zk.check_stat(path))
-            .unwrap()
-            .is_some()
-    }
-
-    fn children(&self, path: &str) -> Vec<String> {
-        match self.runtime.block_on(self.zk.list_children(path)) {
-            Ok(children) => children,
-            Err(zk::Error::NoNode) => Vec::new(),
-            Err(err) => panic!("listing {path}: {err}"),
-        }
-    }
-
-    /// Top-level nodes whose name contains `tag`: what a bad path with `tag` in it left.
-    fn top_level_with(&self, tag: &str) -> Vec<String> {
-        let mut found: Vec<String> = self
-            .children("/")
-            .into_iter()
-            .filter(|name| name.contains(tag))
-            .collect();
-        found.sort();
-        found
-    }
-}
-
-/// A fresh raw session (the client crate's session task only runs while it is used, so a
-/// session kept idle across a long test would expire).
-fn raw() -> Raw {
-    Raw::connect(&common::connect_string())
+/// A fresh raw session for one look at the server.
+fn raw() -> RawClient {
+    RawClient::connect(&common::connect_string())
 }
 
 /// A unique tag to put into the paths of one test.

@@ -7,7 +7,12 @@
 
 pub mod ensemble;
 pub mod proxy;
+pub mod raw;
 pub mod servers;
+
+// Under their old names; each test binary uses some of them, so unused ones are no warning.
+#[allow(unused_imports)]
+pub use raw::{create_ephemeral, RawClient, RawEphemeral};
 
 use std::time::Duration;
 
@@ -151,43 +156,6 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
-/// A raw ephemeral node owned by a session of its own (for "parent is ephemeral" tests).
-pub struct RawEphemeral {
-    _client: zookeeper_client::Client,
-    _runtime: tokio::runtime::Runtime,
-}
-
-pub fn create_ephemeral(path: &str) -> RawEphemeral {
-    use zookeeper_client as zk;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let client = runtime.block_on(async {
-        let client = zk::Client::connect(&connect_string()).await.unwrap();
-        let parent = &path[..path.rfind('/').unwrap()];
-        client
-            .mkdir(
-                parent,
-                &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()),
-            )
-            .await
-            .unwrap();
-        client
-            .create(
-                path,
-                b"",
-                &zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all()),
-            )
-            .await
-            .unwrap();
-        client
-    });
-    RawEphemeral {
-        _client: client,
-        _runtime: runtime,
-    }
-}
-
 /// Spawns this test binary again to run the `#[ignore]`d test `entry` as a separate process,
 /// with `vars` in its environment and stdout piped.
 pub fn spawn_worker(entry: &str, vars: &[(&str, String)]) -> std::process::Child {
@@ -205,145 +173,4 @@ pub fn spawn_worker(entry: &str, vars: &[(&str, String)]) -> std::process::Child
         cmd.env(k, v);
     }
     cmd.spawn().unwrap()
-}
-
-/// A bare `zookeeper-client` session (no zklock in between), for looking at and changing nodes
-/// behind zklock's back: raw stats, recursive deletes. Its runtime runs on a thread of its own,
-/// so the session keeps pinging between calls.
-pub struct RawClient {
-    client: Option<zookeeper_client::Client>,
-    handle: tokio::runtime::Handle,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl RawClient {
-    /// Connects to `connect_string` (hosts only, no chroot).
-    pub fn connect(connect_string: &str) -> RawClient {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        let handle = runtime.handle().clone();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let _ = runtime.block_on(stopped);
-        });
-        let connect_string = connect_string.to_owned();
-        let client = handle
-            .block_on(handle.spawn(async move {
-                zookeeper_client::Client::connector()
-                    .with_session_timeout(Duration::from_secs(10))
-                    .connect(&connect_string)
-                    .await
-            }))
-            .unwrap()
-            .expect("raw ZooKeeper session");
-        RawClient {
-            client: Some(client),
-            handle,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
-    }
-
-    fn zk(&self) -> zookeeper_client::Client {
-        self.client.clone().unwrap()
-    }
-
-    /// The node's stat, `None` if there is no node at `path`. (A stat does not tell container
-    /// from persistent nodes: the server shows both with `ephemeral_owner` 0.)
-    pub fn stat(&self, path: &str) -> Option<zookeeper_client::Stat> {
-        let zk = self.zk();
-        self.handle
-            .block_on(async move { zk.check_stat(path).await })
-            .unwrap()
-    }
-
-    /// The children of `path` (empty if it does not exist).
-    pub fn children(&self, path: &str) -> Vec<String> {
-        let zk = self.zk();
-        match self
-            .handle
-            .block_on(async move { zk.list_children(path).await })
-        {
-            Ok(children) => children,
-            Err(zookeeper_client::Error::NoNode) => Vec::new(),
-            Err(err) => panic!("listing {path}: {err}"),
-        }
-    }
-
-    /// Creates `path` and its missing ancestors as container nodes anyone may use.
-    pub fn mkdir_open(&self, path: &str) {
-        use zookeeper_client as zk;
-        let client = self.zk();
-        self.handle
-            .block_on(async move {
-                client
-                    .mkdir(
-                        path,
-                        &zk::CreateMode::Container.with_acls(zk::Acls::anyone_all()),
-                    )
-                    .await
-            })
-            .unwrap();
-    }
-
-    /// Deletes `paths` (which must exist) back to back: every request is sent before the
-    /// first reply is awaited, so the server applies them as one burst, in this order.
-    pub fn delete_back_to_back(&self, paths: &[&str]) {
-        let zk = self.zk();
-        let sent: Vec<_> = paths.iter().map(|p| zk.delete(p, None)).collect();
-        for (deleted, path) in sent.into_iter().zip(paths) {
-            self.handle
-                .block_on(deleted)
-                .unwrap_or_else(|e| panic!("deleting {path}: {e}"));
-        }
-    }
-
-    /// Deletes `paths` (which must exist) in one transaction, in this order.
-    pub fn delete_in_one_multi(&self, paths: &[&str]) {
-        let zk = self.zk();
-        let paths: Vec<String> = paths.iter().map(|p| (*p).to_owned()).collect();
-        self.handle
-            .block_on(async move {
-                let mut multi = zk.new_multi_writer();
-                for path in &paths {
-                    multi.add_delete(path, None).unwrap();
-                }
-                multi.commit().await.map(|_| ())
-            })
-            .unwrap_or_else(|e| panic!("multi delete: {e}"));
-    }
-
-    /// Deletes `path` and everything below it; nothing happens if it does not exist.
-    pub fn delete_tree(&self, path: &str) {
-        for child in self.children(path) {
-            self.delete_tree(&format!("{path}/{child}"));
-        }
-        let zk = self.zk();
-        match self
-            .handle
-            .block_on(async move { zk.delete(path, None).await })
-        {
-            Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
-            Err(err) => panic!("deleting {path}: {err}"),
-        }
-    }
-}
-
-impl Drop for RawClient {
-    fn drop(&mut self) {
-        {
-            // The client crate's objects must be dropped inside the runtime context.
-            let _context = self.handle.enter();
-            drop(self.client.take());
-        }
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
