@@ -131,7 +131,7 @@ impl Frames {
         }
         if self.filled == self.buf.len() {
             let grown = (self.buf.len() * 2).min(self.max + 4);
-            self.buf.resize(grown, 0);
+            self.grow_to(grown);
         }
         loop {
             match source.recv(&mut self.buf[self.filled..]) {
@@ -162,6 +162,14 @@ impl Frames {
         }
     }
 
+    /// Lengthens the buffer to `len` bytes, allocating no more than that: `Vec::resize`
+    /// alone may double the capacity, and a buffer that once held half a maximal frame would
+    /// then take twice the maximum for the next one.
+    fn grow_to(&mut self, len: usize) {
+        self.buf.reserve_exact(len.saturating_sub(self.buf.len()));
+        self.buf.resize(len, 0);
+    }
+
     fn take_frame(&mut self) -> io::Result<Option<Vec<u8>>> {
         if self.filled < 4 {
             return Ok(None);
@@ -176,7 +184,7 @@ impl Frames {
         let end = 4 + len as usize;
         if self.filled < end {
             if self.buf.len() < end {
-                self.buf.resize(end, 0);
+                self.grow_to(end);
             }
             return Ok(None);
         }
