@@ -170,6 +170,12 @@ impl Frames {
         self.buf.resize(len, 0);
     }
 
+    /// Bytes allocated for the buffer (tests: it stays within one maximal frame).
+    #[cfg(test)]
+    pub(crate) fn allocated(&self) -> usize {
+        self.buf.capacity()
+    }
+
     fn take_frame(&mut self) -> io::Result<Option<Vec<u8>>> {
         if self.filled < 4 {
             return Ok(None);
