@@ -579,7 +579,14 @@ fn handshake(
     let mut frames = Frames::new(MAX_FRAME);
     let frame = read_frame(&mut link, &mut frames, deadline)?;
     let response = ConnectResponse::read(&mut Reader::new(&frame))?;
-    if response.timeout_ms <= 0 {
+    // A server says that a session has expired with a timeout of 0. A negative one is no
+    // server's answer but a broken peer's: a failed attempt, like any garbage, not the end of
+    // a session that the next server would take back.
+    if response.timeout_ms < 0 {
+        let why = format!("negative session timeout {}", response.timeout_ms);
+        return Err(Malformed(why).into());
+    }
+    if response.timeout_ms == 0 {
         return Err(AttemptError::Expired);
     }
     // Auth packets go first on every connection, and their replies are awaited: a refused

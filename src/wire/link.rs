@@ -106,7 +106,7 @@ pub(crate) struct Frames {
 /// What one read of [`Frames::next`] found.
 pub(crate) enum Read1 {
     Frame(Vec<u8>),
-    /// Nothing complete within the read timeout.
+    /// No frame complete yet: the read timed out, or what it read completes none.
     Idle,
 }
 
@@ -119,17 +119,21 @@ impl Frames {
         }
     }
 
-    /// The next frame's body, `Idle` if the read timed out before one was complete, an error
-    /// if the stream ended or a length is out of bounds.
+    /// The next frame's body; `Idle` if the read timed out, or if the one read it made
+    /// completed no frame; an error if the stream ended or a length is out of bounds.
+    ///
+    /// At most one read per call, whether it completes a frame or not: a server that trickles
+    /// a byte per read timeout would otherwise hold the caller here for as long as it likes,
+    /// away from its deadline (a handshake) and its liveness checks (a session's I/O thread).
     pub(crate) fn next(&mut self, source: &mut dyn Source) -> io::Result<Read1> {
+        if let Some(frame) = self.take_frame()? {
+            return Ok(Read1::Frame(frame));
+        }
+        if self.filled == self.buf.len() {
+            let grown = (self.buf.len() * 2).min(self.max + 4);
+            self.grow_to(grown);
+        }
         loop {
-            if let Some(frame) = self.take_frame()? {
-                return Ok(Read1::Frame(frame));
-            }
-            if self.filled == self.buf.len() {
-                let grown = (self.buf.len() * 2).min(self.max + 4);
-                self.buf.resize(grown, 0);
-            }
             match source.recv(&mut self.buf[self.filled..]) {
                 Ok(0) => {
                     return Err(io::Error::new(
@@ -137,7 +141,13 @@ impl Frames {
                         "the server closed the connection",
                     ))
                 }
-                Ok(n) => self.filled += n,
+                Ok(n) => {
+                    self.filled += n;
+                    return Ok(match self.take_frame()? {
+                        Some(frame) => Read1::Frame(frame),
+                        None => Read1::Idle,
+                    });
+                }
                 Err(e)
                     if matches!(
                         e.kind(),
@@ -150,6 +160,20 @@ impl Frames {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Lengthens the buffer to `len` bytes, allocating no more than that: `Vec::resize`
+    /// alone may double the capacity, and a buffer that once held half a maximal frame would
+    /// then take twice the maximum for the next one.
+    fn grow_to(&mut self, len: usize) {
+        self.buf.reserve_exact(len.saturating_sub(self.buf.len()));
+        self.buf.resize(len, 0);
+    }
+
+    /// Bytes allocated for the buffer (tests: it stays within one maximal frame).
+    #[cfg(test)]
+    pub(crate) fn allocated(&self) -> usize {
+        self.buf.capacity()
     }
 
     fn take_frame(&mut self) -> io::Result<Option<Vec<u8>>> {
@@ -166,7 +190,7 @@ impl Frames {
         let end = 4 + len as usize;
         if self.filled < end {
             if self.buf.len() < end {
-                self.buf.resize(end, 0);
+                self.grow_to(end);
             }
             return Ok(None);
         }
@@ -225,8 +249,13 @@ mod tests {
             };
             let mut frames = Frames::new(1 << 20);
             let mut got = Vec::new();
-            while let Read1::Frame(f) = frames.next(&mut source).unwrap() {
-                got.push(f.len());
+            // A call that reads part of a frame is idle; the source is done when it is drained.
+            loop {
+                match frames.next(&mut source).unwrap() {
+                    Read1::Frame(f) => got.push(f.len()),
+                    Read1::Idle if source.data.is_empty() => break,
+                    Read1::Idle => {}
+                }
             }
             assert_eq!(got, vec![5, 100_000, 0], "chunk {chunk}");
         }

@@ -9,6 +9,8 @@
 
 mod completion;
 mod conn;
+#[cfg(test)]
+mod fuzz_tests;
 mod hosts;
 mod jute;
 mod link;

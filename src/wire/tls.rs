@@ -160,13 +160,25 @@ fn handshake(
                 "no answer from the server in time",
             ));
         }
+        flush(conn, socket)?;
         socket.set_read_timeout(Some(left))?;
-        match conn.complete_io(socket) {
-            // Neither read nor written: nothing more would ever happen.
-            Ok((0, 0)) if conn.is_handshaking() => {
-                return Err(io::Error::other("the handshake stalled"))
+        // One read per turn, not rustls's complete_io, which reads on until the handshake
+        // moves: a server that trickles a record a byte at a time would keep it there, past
+        // the deadline, for as long as it likes.
+        match conn.read_tls(socket) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the server closed the connection",
+                ))
             }
-            Ok(_) => {}
+            Ok(_) => {
+                if let Err(e) = conn.process_new_packets() {
+                    // The alert that tells the server why, if it still takes it.
+                    let _ = flush(conn, socket);
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+                }
+            }
             // The read timed out (the loop checks the deadline) or a signal came.
             Err(e)
                 if matches!(
@@ -232,6 +244,7 @@ impl Source for TlsSource {
         if buf.is_empty() {
             return Ok(0);
         }
+        let mut read = false;
         loop {
             {
                 let mut conn = self.conn.lock();
@@ -265,6 +278,13 @@ impl Source for TlsSource {
                     continue;
                 }
             }
+            if read {
+                // One socket read per call: what it brought completes no record (or only
+                // records without data). Idle, as after a read timeout, so that the caller
+                // looks at its clock: a server that trickles a record must not hold it here.
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            read = true;
             // Without the lock: a caller may write a request meanwhile.
             let n = self.socket.read(&mut self.raw)?;
             (self.start, self.end) = (0, n);
@@ -593,9 +613,14 @@ subjectAltName = IP:127.0.0.1,DNS:localhost
             source.set_timeout(Duration::from_secs(3)).unwrap();
             let mut frames = Frames::new(1 << 20);
             let started = Instant::now();
-            match frames.next(source.as_mut()) {
-                Ok(Read1::Frame(f)) => (f, started.elapsed()),
-                _ => panic!("no frame"),
+            // A call that reads only records without data (the server's session tickets)
+            // comes back idle.
+            loop {
+                match frames.next(source.as_mut()) {
+                    Ok(Read1::Frame(f)) => break (f, started.elapsed()),
+                    Ok(Read1::Idle) if started.elapsed() < Duration::from_secs(3) => {}
+                    _ => panic!("no frame"),
+                }
             }
         });
         // The reader is blocked in its socket read by now.
@@ -695,5 +720,99 @@ subjectAltName = IP:127.0.0.1,DNS:localhost
             err.contains("neither a DNS name nor an IP address"),
             "{err}"
         );
+    }
+
+    /// Writes `bytes` one every 20 ms, for at most 4 s or until the client goes away.
+    fn trickle(socket: &mut TcpStream, bytes: &[u8]) {
+        let until = Instant::now() + Duration::from_secs(4);
+        for b in bytes {
+            if Instant::now() >= until || socket.write_all(&[*b]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_trickled_handshake_fails_by_the_deadline() {
+        let Some(pki) = pki("a_trickled_handshake_fails_by_the_deadline") else {
+            return;
+        };
+        let tls = TlsConfig::from_pem(&pki.ca, None).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Answers the ClientHello with the header of a 16 KiB handshake record, then its
+        // bytes one at a time: each read gets something, none completes the record.
+        let server = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().unwrap();
+            let _ = socket.read(&mut [0; 4096]);
+            let mut record = vec![0x16, 0x03, 0x03, 0x40, 0x00];
+            record.resize(5 + 0x4000, 0);
+            trickle(&mut socket, &record);
+        });
+        let started = Instant::now();
+        let err = refused(connect(
+            &tls,
+            "127.0.0.1",
+            tcp(addr),
+            started + Duration::from_millis(300),
+        ));
+        let took = started.elapsed();
+        assert!(err.contains("in time"), "{err}");
+        assert!(took < Duration::from_secs(1), "{took:?}");
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn a_trickled_record_does_not_hold_the_reader() {
+        let Some(pki) = pki("a_trickled_record_does_not_hold_the_reader") else {
+            return;
+        };
+        let tls = TlsConfig::from_pem(&pki.ca, None).unwrap();
+        let chain: Vec<_> = CertificateDer::pem_slice_iter(pki.cert.as_bytes())
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(pki.key.as_bytes()).unwrap();
+        let config = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // A proper handshake, then a frame's record sent one byte at a time.
+        let server = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().unwrap();
+            let mut conn = ServerConnection::new(Arc::new(config)).unwrap();
+            while conn.is_handshaking() {
+                conn.complete_io(&mut socket).unwrap();
+            }
+            while conn.wants_write() {
+                conn.write_tls(&mut socket).unwrap();
+            }
+            conn.writer().write_all(&frame(&[5; 2000])).unwrap();
+            let mut records = Vec::new();
+            while conn.wants_write() {
+                conn.write_tls(&mut records).unwrap();
+            }
+            trickle(&mut socket, &records);
+        });
+        let mut link = connect(&tls, "127.0.0.1", tcp(addr), soon()).unwrap();
+        link.source.set_timeout(Duration::from_millis(100)).unwrap();
+        let mut frames = Frames::new(1 << 20);
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_millis(1500) {
+            let call = Instant::now();
+            let read = frames.next(link.source.as_mut()).unwrap();
+            assert!(matches!(read, Read1::Idle), "a whole frame already");
+            let took = call.elapsed();
+            assert!(
+                took < Duration::from_millis(500),
+                "one read call took {took:?}"
+            );
+        }
+        link.closer.close();
+        server.join().unwrap();
     }
 }
