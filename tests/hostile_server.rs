@@ -736,3 +736,30 @@ fn a_trickled_handshake_is_given_up_by_its_deadline() {
     first_connect_fails(BadHandshake::Trickle);
     reconnect_survives(BadHandshake::Trickle, 1);
 }
+
+/// A server that answers every handshake and then sends garbage: the client keeps its session
+/// and stays safe, but must not reconnect in a tight loop (it once did, thousands of times a
+/// second): connections that die at once are followed by a growing pause.
+#[test]
+fn garbage_after_every_handshake_does_not_make_a_reconnect_storm() {
+    let server = FakeZk::start();
+    let client = connect(&server);
+    let granted_before = server.get(|s| s.granted);
+    server.set(|s| s.garbage = Some(Garbage::AfterHandshake));
+    server.cut();
+    thread::sleep(Duration::from_secs(3));
+    let storm = server.get(|s| s.granted) - granted_before;
+    // With pauses growing from 50 ms to 1 s, about 7 connections fit in 3 s; a tight loop
+    // makes thousands.
+    assert!(
+        (1..=20).contains(&storm),
+        "{storm} connections in 3 s against a server that sends garbage after each handshake"
+    );
+    server.set(|s| s.garbage = None);
+    assert!(
+        common::eventually(Duration::from_secs(4), || client.state()
+            == SessionState::Connected),
+        "not Connected once the server behaves ({:?})",
+        client.state()
+    );
+}

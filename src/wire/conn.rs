@@ -106,6 +106,9 @@ pub(crate) struct Shared {
 /// Called with the send time of a handshake that re-established the session.
 pub(crate) type ProofHook = Arc<dyn Fn(Instant) + Send + Sync>;
 
+/// A connection that dies sooner than this after its handshake counts toward a reconnect storm.
+const STORM_LIFETIME: Duration = Duration::from_secs(1);
+
 /// How long closing waits for the server to confirm CloseSession.
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
@@ -589,6 +592,15 @@ fn handshake(
     if response.timeout_ms == 0 {
         return Err(AttemptError::Expired);
     }
+    if session_id != 0 && response.session_id != session_id {
+        // Taking our session back gives our session or says it expired; anything else is
+        // a broken peer, and using its session would mix two sessions' nodes and watches.
+        let why = format!(
+            "asked for session {session_id:#x}, got {:#x}",
+            response.session_id
+        );
+        return Err(Malformed(why).into());
+    }
     // Auth packets go first on every connection, and their replies are awaited: a refused
     // credential is then known before the session is used.
     for (scheme, credential) in &config.auth {
@@ -747,6 +759,11 @@ fn run(
 ) {
     let id = shared.session_id;
     let mut last_recv = Instant::now();
+    let mut connected_at = Instant::now();
+    // Grows while connections die as soon as they are made (a server that answers the
+    // handshake, then garbage): without it the client would reconnect thousands of times a
+    // second.
+    let mut storm_pause = Duration::ZERO;
     loop {
         let why = serve(&shared, source.as_mut(), &mut frames, &mut last_recv);
         closer.close();
@@ -763,9 +780,21 @@ fn run(
             "session {id:#x}: connection lost ({why}); reconnecting"
         );
         shared.disconnected();
+        storm_pause = if connected_at.elapsed() < STORM_LIFETIME {
+            (storm_pause * 2).clamp(Duration::from_millis(50), Duration::from_secs(1))
+        } else {
+            Duration::ZERO
+        };
+        if !storm_pause.is_zero() {
+            let mut closed = shared.closed.0.lock();
+            if !*closed {
+                shared.closed.1.wait_for(&mut closed, storm_pause);
+            }
+        }
         match reconnect(&shared, &mut rotation, last_recv) {
             Ok(established) => {
                 last_recv = Instant::now();
+                connected_at = Instant::now();
                 io_log!(
                     Info,
                     "session {id:#x}: reconnected to {}",
