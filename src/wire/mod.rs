@@ -593,11 +593,25 @@ impl Client {
         let client = self.clone();
         let (path, options) = (path.to_owned(), *options);
         async move {
-            let mut prefix = String::new();
-            for part in path.split('/').filter(|p| !p.is_empty()) {
-                prefix.push('/');
-                prefix.push_str(part);
-                match client.create(&prefix, &[], &options).await {
+            // The deepest node first: usually its parent exists and one request does. Each
+            // NoNode moves one level up; then the missing levels are created going down.
+            let mut missing: Vec<String> = Vec::new();
+            let mut at = path;
+            while at != "/" && !at.is_empty() {
+                match client.create(&at, &[], &options).await {
+                    Ok(_) | Err(Error::NodeExists) => break,
+                    Err(Error::NoNode) => {
+                        let parent = match at.rfind('/') {
+                            Some(0) | None => "/".to_owned(),
+                            Some(i) => at[..i].to_owned(),
+                        };
+                        missing.push(std::mem::replace(&mut at, parent));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            for level in missing.iter().rev() {
+                match client.create(level, &[], &options).await {
                     Ok(_) | Err(Error::NodeExists) => {}
                     Err(e) => return Err(e),
                 }
