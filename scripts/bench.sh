@@ -105,25 +105,25 @@ if [[ $BENCH_FLOOR != 0 ]]; then
     echo
     # RESULT value of key $2 in the output $1.
     value() { sed -n "s/^RESULT $2=//p" <<<"$1"; }
-    zk=() fl=() sq=() ratios=()
+    zk=() fl=() sq=() ratios=() zk99=() fl99=()
     for ((i = 1; i <= FLOOR_ROUNDS; i++)); do
         order=(uncontended floor)
         ((i % 2)) || order=(floor uncontended) # neither always runs first
         for scenario in "${order[@]}" floor_sequential; do
             out=$("$BIN" "$scenario" "$ZK_CONNECT" "$base/r$i-$scenario")
             case $scenario in
-                uncontended) zk+=("$(value "$out" unc_median_us)") z99=$(value "$out" unc_p99_us) ;;
-                floor) fl+=("$(value "$out" floor_median_us)") f99=$(value "$out" floor_p99_us) ;;
+                uncontended) zk+=("$(value "$out" unc_median_us)") zk99+=("$(value "$out" unc_p99_us)") ;;
+                floor) fl+=("$(value "$out" floor_median_us)") fl99+=("$(value "$out" floor_p99_us)") ;;
                 floor_sequential) sq+=("$(value "$out" floor_seq_median_us)") ;;
             esac
         done
         ratios+=("$(ratio "${zk[-1]}" "${fl[-1]}")")
         printf 'round %d (%s first): zklock median %s us (p99 %s), floor %s us (p99 %s), floor_sequential %s us; zklock/floor %s\n' \
-            "$i" "${order[0]}" "${zk[-1]}" "$z99" "${fl[-1]}" "$f99" "${sq[-1]}" "${ratios[-1]}"
+            "$i" "${order[0]}" "${zk[-1]}" "${zk99[-1]}" "${fl[-1]}" "${fl99[-1]}" "${sq[-1]}" "${ratios[-1]}"
     done
     zkm=$(median "${zk[@]}") flm=$(median "${fl[@]}")
     echo
-    echo "medians of the $FLOOR_ROUNDS rounds: zklock $zkm us, floor $flm us, floor_sequential $(median "${sq[@]}") us"
+    echo "medians of the $FLOOR_ROUNDS rounds: zklock $zkm us (p99 $(median "${zk99[@]}")), floor $flm us (p99 $(median "${fl99[@]}")), floor_sequential $(median "${sq[@]}") us"
     # Both: the ratio of the medians, and the median of each round's ratio (a round's two runs
     # are seconds apart, so the VM's drift between rounds cancels).
     echo "zklock / floor: $(ratio "$zkm" "$flm"); median of the rounds' ratios $(median "${ratios[@]}")  (issue 22 target: at most 1.10)"
