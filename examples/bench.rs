@@ -3,7 +3,8 @@
 //!
 //! ```text
 //! cargo build --release --example bench
-//! target/release/examples/bench <uncontended|contended|herd|scale|many_locks> <host:port> <lock path>
+//! target/release/examples/bench <scenario> <host:port> <lock path>
+//! # scenario: uncontended | contended | herd | scale | many_locks | floor | floor_sequential
 //! ```
 //!
 //! `uncontended`, `contended` and `herd` follow `LockBench.java` of the anchors step by step
@@ -30,6 +31,16 @@
 //!   locks are never contended). Two passes: `cold` (the lock paths do not exist yet: the
 //!   first acquisition creates them) and `warm` (the same paths again). Throughput, cycle
 //!   latency and server requests per cycle for each.
+//!
+//! - `floor` and `floor_sequential`: not zklock at all, but the measuring stick of the
+//!   uncontended cycle. A minimal blocking ZooKeeper client written out below (one
+//!   `std::net::TcpStream`, TCP_NODELAY, jute framing by hand, no threads, no zklock) runs the
+//!   protocol minimum of a lock cycle on `<lock path>`, with the counts of `uncontended`:
+//!   `floor` sends create(EPHEMERAL_SEQUENTIAL) and getChildren back to back, reads both
+//!   replies, then deletes (2 round trips); `floor_sequential` waits for each reply before the
+//!   next request (3 round trips). Run right beside `uncontended` on the same server, the ratio
+//!   of the two medians is what zklock's own layers cost over the wire (issue 22, item 5:
+//!   at most 1.1x the pipelined floor).
 //!
 //! Every scenario also prints the process's peak RSS (`VmHWM` of `/proc/self/status`). The
 //! server counts (`mntr`) are server-wide, so the extra scenarios also print how many other
@@ -729,13 +740,257 @@ fn many_locks(host_port: &str, path: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+// ---- floor: the protocol minimum of a lock cycle, on a bare socket ----
+
+// ZooKeeper opcodes and create flags (zookeeper.jute, ZooDefs.OpCode, CreateMode).
+const OP_DELETE: i32 = 2;
+const OP_GET_CHILDREN2: i32 = 12;
+const OP_CREATE2: i32 = 15;
+const OP_CLOSE_SESSION: i32 = -11;
+const PERSISTENT: i32 = 0;
+const EPHEMERAL_SEQUENTIAL: i32 = 3;
+const NODE_EXISTS: i32 = -110;
+
+/// A minimal blocking ZooKeeper client: one session on one TCP connection, requests written
+/// as they are made and replies read in order (the server answers a session in order). No
+/// pings: the cycles keep the session busy.
+struct Bare {
+    stream: TcpStream,
+    /// Replies are read through a buffer: two pipelined replies often arrive in one segment.
+    replies: std::io::BufReader<TcpStream>,
+    xid: i32,
+}
+
+/// Jute encoding: big-endian integers; strings and buffers are an int length and the bytes.
+#[derive(Default)]
+struct Jute(Vec<u8>);
+
+impl Jute {
+    fn int(mut self, v: i32) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn long(mut self, v: i64) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn bool(mut self, v: bool) -> Self {
+        self.0.push(v as u8);
+        self
+    }
+    fn bytes(self, v: &[u8]) -> Self {
+        let mut s = self.int(v.len() as i32);
+        s.0.extend_from_slice(v);
+        s
+    }
+    /// The frame: a 4-byte big-endian length, then the record.
+    fn frame(self) -> Vec<u8> {
+        let mut f = (self.0.len() as i32).to_be_bytes().to_vec();
+        f.extend_from_slice(&self.0);
+        f
+    }
+}
+
+/// Reads jute fields off a reply, failing (not panicking) on a short one.
+struct Fields<'a>(&'a [u8]);
+
+impl Fields<'_> {
+    fn take(&mut self, n: usize) -> anyhow::Result<&[u8]> {
+        if self.0.len() < n {
+            bail!("short reply");
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn int(&mut self) -> anyhow::Result<i32> {
+        Ok(i32::from_be_bytes(self.take(4)?.try_into()?))
+    }
+    fn long(&mut self) -> anyhow::Result<i64> {
+        Ok(i64::from_be_bytes(self.take(8)?.try_into()?))
+    }
+    fn bytes(&mut self) -> anyhow::Result<&[u8]> {
+        let n = self.int()?.max(0) as usize; // -1 is a null string
+        self.take(n)
+    }
+}
+
+impl Bare {
+    fn connect(host_port: &str) -> anyhow::Result<Bare> {
+        let stream =
+            TcpStream::connect(host_port).with_context(|| format!("floor: {host_port}"))?;
+        stream.set_nodelay(true)?; // else the pipelined getChildren waits for the create's reply
+        stream.set_read_timeout(Some(SESSION_TIMEOUT))?;
+        let replies = std::io::BufReader::new(stream.try_clone()?);
+        let mut bare = Bare {
+            stream,
+            replies,
+            xid: 0,
+        };
+        // ConnectRequest: protocolVersion, lastZxidSeen, timeOut, sessionId, passwd, readOnly.
+        let request = Jute::default()
+            .int(0)
+            .long(0)
+            .int(SESSION_TIMEOUT.as_millis() as i32)
+            .long(0)
+            .bytes(&[0; 16])
+            .bool(false);
+        bare.stream.write_all(&request.frame())?;
+        // ConnectResponse: protocolVersion, timeOut, sessionId, passwd, readOnly.
+        let response = bare.read_frame()?;
+        let mut r = Fields(&response);
+        r.int()?;
+        if r.int()? <= 0 {
+            bail!("floor: the server refused the session");
+        }
+        r.long()?;
+        Ok(bare)
+    }
+
+    fn read_frame(&mut self) -> anyhow::Result<Vec<u8>> {
+        let mut len = [0; 4];
+        self.replies.read_exact(&mut len)?;
+        let mut frame = vec![0; i32::from_be_bytes(len).max(0) as usize];
+        self.replies.read_exact(&mut frame)?;
+        Ok(frame)
+    }
+
+    /// Writes one request (RequestHeader {xid, type}, then `body`) without waiting.
+    fn send(&mut self, op: i32, body: Jute) -> anyhow::Result<()> {
+        self.xid += 1;
+        let mut request = Jute::default().int(self.xid).int(op);
+        request.0.extend_from_slice(&body.0);
+        self.stream.write_all(&request.frame())?;
+        Ok(())
+    }
+
+    /// Reads the next reply: ReplyHeader {xid, zxid, err}, then the body. Returns (err, body).
+    fn recv(&mut self) -> anyhow::Result<(i32, Vec<u8>)> {
+        let mut frame = self.read_frame()?;
+        let mut r = Fields(&frame);
+        r.int()?;
+        r.long()?;
+        let err = r.int()?;
+        frame.drain(..16);
+        Ok((err, frame))
+    }
+
+    fn ok(&mut self) -> anyhow::Result<Vec<u8>> {
+        match self.recv()? {
+            (0, body) => Ok(body),
+            (err, _) => bail!("floor: ZooKeeper error {err}"),
+        }
+    }
+
+    /// create2 {path, data, acl (world:anyone, all perms), flags}.
+    fn send_create(&mut self, path: &str, flags: i32) -> anyhow::Result<()> {
+        let body = Jute::default()
+            .bytes(path.as_bytes())
+            .bytes(&[])
+            .int(1)
+            .int(31)
+            .bytes(b"world")
+            .bytes(b"anyone")
+            .int(flags);
+        self.send(OP_CREATE2, body)
+    }
+
+    /// getChildren2 {path, watch false}.
+    fn send_children(&mut self, path: &str) -> anyhow::Result<()> {
+        self.send(
+            OP_GET_CHILDREN2,
+            Jute::default().bytes(path.as_bytes()).bool(false),
+        )
+    }
+
+    /// delete {path, version -1}.
+    fn send_delete(&mut self, path: &str) -> anyhow::Result<()> {
+        self.send(OP_DELETE, Jute::default().bytes(path.as_bytes()).int(-1))
+    }
+}
+
+/// The created node's name from a create2 reply {path, stat}.
+fn created_name(body: &[u8]) -> anyhow::Result<String> {
+    let path = String::from_utf8(Fields(body).bytes()?.to_vec())?;
+    Ok(path.rsplit('/').next().unwrap_or_default().to_owned())
+}
+
+/// Whether a getChildren2 reply {children, stat} lists `name` (the cycle's check that the
+/// listing, as a lock's would be, sees the node just created).
+fn lists(body: &[u8], name: &str) -> anyhow::Result<bool> {
+    let mut r = Fields(body);
+    let n = r.int()?;
+    for _ in 0..n {
+        if r.bytes()? == name.as_bytes() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// One lock cycle on the bare client; returns its duration in ns.
+fn floor_cycle(bare: &mut Bare, dir: &str, pipelined: bool) -> anyhow::Result<i64> {
+    let t0 = nano_time();
+    bare.send_create(&format!("{dir}/lock-"), EPHEMERAL_SEQUENTIAL)?;
+    let (created, listing) = if pipelined {
+        bare.send_children(dir)?;
+        (bare.ok()?, bare.ok()?)
+    } else {
+        let created = bare.ok()?;
+        bare.send_children(dir)?;
+        (created, bare.ok()?)
+    };
+    let name = created_name(&created)?;
+    if !lists(&listing, &name)? {
+        bail!("floor: the listing of {dir} lacks {name}");
+    }
+    bare.send_delete(&format!("{dir}/{name}"))?;
+    bare.ok()?;
+    Ok(nano_time() - t0)
+}
+
+fn floor(host_port: &str, path: &str, pipelined: bool) -> anyhow::Result<()> {
+    let prefix = if pipelined { "floor" } else { "floor_seq" };
+    let mut bare = Bare::connect(host_port)?;
+    // The lock path and its parents, as persistent nodes (existing ones are fine).
+    let mut dir = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        dir = format!("{dir}/{part}");
+        bare.send_create(&dir, PERSISTENT)?;
+        match bare.recv()?.0 {
+            0 | NODE_EXISTS => {}
+            err => bail!("floor: creating {dir}: ZooKeeper error {err}"),
+        }
+    }
+    for _ in 0..WARMUP {
+        floor_cycle(&mut bare, &dir, pipelined)?;
+    }
+    let before = mntr(host_port)?;
+    let mut ns = (0..CYCLES)
+        .map(|_| floor_cycle(&mut bare, &dir, pipelined))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let after = mntr(host_port)?;
+    bare.send(OP_CLOSE_SESSION, Jute::default())?;
+    bare.recv()?;
+    ns.sort_unstable();
+    result(&format!("{prefix}_median_us"), us(pct(&ns, 0.50)));
+    result(&format!("{prefix}_p99_us"), us(pct(&ns, 0.99)));
+    result(
+        &format!("{prefix}_req_per_cycle"),
+        f((delta(&before, &after, "zk_packets_received") - 1.0) / CYCLES as f64),
+    );
+    result_rss(prefix);
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     nano_time();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [mode, host_port, path] = args.as_slice() else {
         eprintln!(
-            "usage: bench <uncontended|contended|herd|scale|many_locks> <host:port> <lock path>"
+            "usage: bench <uncontended|contended|herd|scale|many_locks|floor|floor_sequential> \
+             <host:port> <lock path>"
         );
         std::process::exit(2);
     };
@@ -745,6 +1000,8 @@ fn main() -> anyhow::Result<()> {
         "herd" => herd(host_port, path),
         "scale" => scale(host_port, path),
         "many_locks" => many_locks(host_port, path),
+        "floor" => floor(host_port, path, true),
+        "floor_sequential" => floor(host_port, path, false),
         other => bail!("unknown scenario {other:?}"),
     }
 }
