@@ -1566,3 +1566,50 @@ fn run_exits_promptly_after_its_command_when_the_server_is_silent() {
         "zklock exited {took:?} after its command"
     );
 }
+
+#[test]
+fn read_only_commands_report_a_missing_chroot_and_create_nothing() {
+    let chroot = common::lock_path("cli-typo-chroot");
+    let connect = format!("{}{chroot}", common::connect_string());
+    for args in [
+        &["status", "/x"][..],
+        &["status", "--json", "/x"],
+        &["break", "--yes", "/x"],
+        &["revoke", "/x"],
+    ] {
+        let out = output(zklock().arg("--connect").arg(&connect).args(args));
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(&format!("chroot {chroot} does not exist")), "{err}");
+        assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
+    }
+    let raw = common::RawClient::connect(&common::connect_string());
+    assert!(raw.stat(&chroot).is_none(), "{chroot} was created");
+}
+
+#[test]
+fn a_refused_connection_fails_without_waiting_out_the_connect_timeout() {
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let connect = format!("127.0.0.1:{port}");
+    for args in [&["status", "/x"][..], &["run", "/x", "--", "true"]] {
+        let mut run = Running::spawn(
+            zklock()
+                .args(["--connect", &connect, "--connect-timeout", "10min"])
+                .args(args)
+                .stderr(Stdio::piped()),
+        );
+        // Far below the connect timeout: it gave up because the host refused, not because
+        // the time ran out.
+        let code = run.exit_code(Duration::from_secs(60));
+        let err = read_stderr(&mut run);
+        assert_eq!(code, 125, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("refused"), "{err}");
+    }
+}

@@ -510,14 +510,29 @@ impl Global {
 
     /// Connects, trying for at most `limit` when given (and the connect timeout otherwise).
     fn connect(&self, limit: Option<Duration>) -> Result<Client, Failure> {
+        self.open(limit, false)
+    }
+
+    /// Connects for a command that only looks at (or deletes) what exists: a missing chroot
+    /// is an error, never created, so a typo in it cannot show an empty namespace where
+    /// every lock looks free.
+    fn connect_existing(&self) -> Result<Client, Failure> {
+        self.open(None, true)
+    }
+
+    fn open(&self, limit: Option<Duration>, require_chroot: bool) -> Result<Client, Failure> {
         // A lock timeout bounds the connect too, but not below a second: `--timeout 0` means
         // "try once", not "fail to connect".
         let connect_timeout = limit.map_or(self.connect_timeout, |l| {
             l.max(Duration::from_secs(1)).min(self.connect_timeout)
         });
+        // A mistyped host or port is refused at once; waiting out the connect timeout for it
+        // would cost every command-line call 15 s.
         let builder = Client::builder(&self.connect_string())
             .session_timeout(self.session_timeout)
-            .connect_timeout(connect_timeout);
+            .connect_timeout(connect_timeout)
+            .fail_fast_if_refused(true)
+            .require_chroot(require_chroot);
         let client = self.security.apply(builder)?.connect()?;
         log::debug!(
             "session {:#x}, timeout {:?}",
