@@ -1581,7 +1581,10 @@ fn read_only_commands_report_a_missing_chroot_and_create_nothing() {
         assert_eq!(out.status.code(), Some(125), "{args:?}: {}", stderr(&out));
         let err = stderr(&out);
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(err.contains(&format!("chroot {chroot} does not exist")), "{err}");
+        assert!(
+            err.contains(&format!("chroot {chroot} does not exist")),
+            "{err}"
+        );
         assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
     }
     let raw = common::RawClient::connect(&common::connect_string());
@@ -1611,5 +1614,32 @@ fn a_refused_connection_fails_without_waiting_out_the_connect_timeout() {
         assert_eq!(code, 125, "{err}");
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(err.contains("refused"), "{err}");
+    }
+}
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let path = common::lock_path("cli-sigpipe");
+    let ready = scratch("sigpipe").join("ready");
+    let _holder = run_sh(&[], &path, r#"echo held > "$1"; sleep 600"#, &[&ready]);
+    wait_for_file(&ready);
+    for args in [
+        &["status", &path][..],
+        &["status", "--json", &path],
+        &["completions", "bash"],
+    ] {
+        // `zklock status | head` once head has exited: the pipe's read end is closed before
+        // zklock writes anything.
+        let (read, write) = nix::unistd::pipe().unwrap();
+        drop(read);
+        let out = output(zklock().args(args).stdout(Stdio::from(write)));
+        assert_eq!(stderr(&out), "", "{args:?}");
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "{args:?}: {:?}",
+            out.status
+        );
     }
 }

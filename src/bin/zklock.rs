@@ -455,6 +455,9 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.global.verbose);
+    if !matches!(cli.command, Command::Run(_) | Command::Leader(_)) {
+        die_quietly_on_broken_pipe();
+    }
     let outcome = match &cli.command {
         Command::Run(args) => run::run(&cli.global, args),
         Command::Leader(args) => run::leader(&cli.global, args),
@@ -471,6 +474,18 @@ fn main() -> ExitCode {
             eprintln!("zklock: {}", failure.message);
             ExitCode::from(failure.code)
         }
+    }
+}
+
+/// `zklock status | head`: once the reader is gone, end as `cat` does, killed by SIGPIPE
+/// without a word, instead of panicking in `println!` on EPIPE (Rust ignores SIGPIPE). Not for
+/// `run` and `leader`: a closed stderr must not kill a lock holder, which has a job to stop
+/// and a lock to release first (their commands get the default disposition back anyway).
+fn die_quietly_on_broken_pipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: SIG_DFL installs no handler, so no code of ours runs in signal context.
+    if let Err(err) = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) } {
+        log::debug!("restoring SIGPIPE: {err}");
     }
 }
 
