@@ -11,7 +11,6 @@
 use std::ffi::OsString;
 use std::io::ErrorKind;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
@@ -21,14 +20,12 @@ use log::{debug, error, info, warn};
 use nix::sys::signal::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
-use zklock::{Client, Error, LockGuard, LockState};
+use zklock::{CancelToken, Client, Error, LockGuard, LockState};
 
 use crate::child::{Change, Process};
 use crate::text::{format_duration, session_hex, Dur};
 use crate::{code, Failure, OnLost, OnRevoke, Outcome};
 
-/// How often the watchers look at the stop flag between waits on the guard.
-const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 /// How often the watcher re-checks a `Suspended` lock.
 const SUSPENDED_POLL: Duration = Duration::from_millis(20);
 /// The supervisor's longest sleep: SIGCHLD normally wakes it at once.
@@ -182,7 +179,9 @@ pub fn hold(
     };
     debug!("started command, pid {}", child.pid());
 
-    let stop = Stop::default();
+    // Cancelled once the command is gone: the watchers' waits on the guard return at once, so
+    // joining them delays neither the release nor the exit.
+    let stop = CancelToken::new();
     let supervised = thread::scope(|s| {
         let (guard, stop) = (&guard, &stop);
         let events = supervisor.events.clone();
@@ -192,7 +191,7 @@ pub fn hold(
             s.spawn(move || watch_revocation(guard, job.path, on_revoke, stop, &events));
         }
         let supervised = supervise(&mut child, &supervisor.inbox, policy, job);
-        stop.set();
+        stop.cancel();
         supervised
     });
     let (status, mut ending) = supervised?;
@@ -344,20 +343,20 @@ fn watch_state(
     client: &Client,
     guard: &LockGuard,
     policy: &Policy,
-    stop: &Stop,
+    stop: &CancelToken,
     events: &Sender<Event>,
 ) {
     let grace = &policy.suspended_grace;
     let mut suspended_since: Option<Instant> = None;
-    while !stop.is_set() {
+    while !stop.is_cancelled() {
         match guard.state() {
             LockState::Held => {
                 if suspended_since.take().is_some() {
                     info!("connection to ZooKeeper back; lock still held");
                 }
                 // Returns at once when the lock turns Suspended or Lost (also when its node
-                // is deleted: the guard watches it).
-                guard.wait_lost_timeout(WATCH_INTERVAL);
+                // is deleted: the guard watches it), or when the command is gone.
+                guard.wait_lost_cancellable(stop);
             }
             LockState::Suspended => {
                 let since = *suspended_since.get_or_insert_with(|| {
@@ -416,13 +415,12 @@ fn watch_revocation(
     guard: &LockGuard,
     path: &str,
     on_revoke: OnRevoke,
-    stop: &Stop,
+    stop: &CancelToken,
     events: &Sender<Event>,
 ) {
-    while !guard.wait_revocation_timeout(WATCH_INTERVAL) {
-        if stop.is_set() {
-            return;
-        }
+    // `false`: the command is gone (or the node or session is, which `watch_state` reports).
+    if !guard.wait_revocation_cancellable(stop) {
+        return;
     }
     match on_revoke {
         OnRevoke::Release => {
@@ -431,23 +429,6 @@ fn watch_revocation(
         OnRevoke::Ignore => {
             warn!("release of {path} requested (revocation); keeping the lock (--on-revoke=ignore)")
         }
-    }
-}
-
-/// A flag the supervisor raises when the child is gone, to end the watchers (they look at it
-/// between their short waits on the guard).
-#[derive(Default)]
-struct Stop {
-    stopped: AtomicBool,
-}
-
-impl Stop {
-    fn set(&self) {
-        self.stopped.store(true, Ordering::Relaxed);
-    }
-
-    fn is_set(&self) -> bool {
-        self.stopped.load(Ordering::Relaxed)
     }
 }
 
