@@ -1643,3 +1643,93 @@ fn output_into_a_closed_pipe_ends_quietly() {
         );
     }
 }
+
+#[test]
+fn conflict_exit_code_and_wait_alias_follow_flock() {
+    let path = common::lock_path("cli-conflict-code");
+    let ready = scratch("conflict-code").join("ready");
+    let _holder = run_sh(&[], &path, r#"echo held > "$1"; exec sleep 60"#, &[&ready]);
+    wait_for_file(&ready);
+
+    let code = |args: &[&str]| {
+        let out = output(
+            zklock()
+                .arg("run")
+                .args(args)
+                .arg(&path)
+                .args(["--", "true"]),
+        );
+        out.status
+            .code()
+            .unwrap_or_else(|| panic!("{args:?}: {:?}", out.status))
+    };
+    assert_eq!(code(&["-n", "-E", "0"]), 0);
+    assert_eq!(code(&["--nonblock", "--conflict-exit-code", "3"]), 3);
+    assert_eq!(code(&["--wait", "0.2", "-E", "7"]), 7);
+    assert_eq!(code(&["-w", "0.2", "--conflict-exit-code=9"]), 9);
+    // Without -E: flock's conventions do not replace zklock's own codes.
+    assert_eq!(code(&["--wait", "0.2"]), 124);
+    assert_eq!(code(&["-n"]), 123);
+    assert_eq!(contenders(&path), 1, "a conflicting run left a node");
+    let help = stdout(&output(zklock().arg("--help")));
+    assert!(help.contains("flock -E / --conflict-exit-code N"), "{help}");
+}
+
+#[test]
+fn shared_runs_hold_together_and_exclude_exclusive_ones() {
+    let path = common::lock_path("cli-shared");
+    let dir = scratch("shared");
+    let (first, second) = (dir.join("first"), dir.join("second"));
+    // Two readers at once: the second holds while the first still does.
+    let a = run_sh(
+        &["--shared"],
+        &path,
+        r#"echo held > "$1"; exec sleep 60"#,
+        &[&first],
+    );
+    wait_for_file(&first);
+    let mut b = run_sh(
+        &["-s", "-n"],
+        &path,
+        r#"echo held > "$1"; exec sleep 60"#,
+        &[&second],
+    );
+    wait_for_file(&second);
+    let json = status_json(&path);
+    assert!(json.contains(r#""layout":"rwlock""#), "{json}");
+    assert_eq!(json.matches(r#""type":"read""#).count(), 2, "{json}");
+
+    // A writer is kept out while readers hold.
+    let out = output(zklock().args(["run", "--exclusive", "-n", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(123), "{}", stderr(&out));
+    let out = output(zklock().args(["run", "-s", "-x", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(125), "-s with -x is a usage error");
+
+    b.signal(Signal::SIGTERM);
+    assert_eq!(b.exit_code(Duration::from_secs(10)), 128 + 15);
+    drop(a);
+    let out = output(zklock().args(["run", "-x", "-n", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn the_cli_feature_brings_the_tls_and_sasl_flags() {
+    let help = stdout(&output(zklock().arg("--help")));
+    for flag in [
+        "--tls-ca",
+        "--tls-cert",
+        "--tls-key",
+        "--sasl-user",
+        "--auth-digest",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from --help:\n{help}");
+    }
+    // Parsed, not rejected as unknown: the error is about the missing file.
+    let out = output(zklock().args(["--tls-ca", "/nonexistent/ca.pem", "status", "/x"]));
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("--tls-ca /nonexistent/ca.pem"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,10 +1,10 @@
 //! `zklock run` (hold a lock while a command runs) and `zklock leader` (run a command while
 //! leading an election); the supervision itself is in `supervise.rs`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use log::{info, warn};
-use zklock::{DistributedMutex, Error, LeaderElection, LockGuard};
+use zklock::{DistributedMutex, DistributedRwLock, Error, LeaderElection, LockGuard};
 
 use crate::supervise::{hold, Job, Queue, Supervisor};
 use crate::text::session_hex;
@@ -17,11 +17,15 @@ pub fn run(global: &Global, args: &RunArgs) -> Outcome {
     let client = global.connect(args.timeout.as_ref().map(|t| t.value))?;
     // Revocable: the guard learns at once when its node is deleted (`zklock break`), also
     // after a revocation request it ignored, and hears revocation requests (`zklock revoke`).
-    let mutex = DistributedMutex::new(&client, &args.path)?.revocable();
+    let (lock, queue) = if args.shared || args.exclusive {
+        let rwlock = DistributedRwLock::new(&client, &args.path)?.revocable();
+        (Lock::ReadWrite(rwlock, args.shared), Queue::ReadWrite)
+    } else {
+        let mutex = DistributedMutex::new(&client, &args.path)?.revocable();
+        (Lock::Mutex(mutex), Queue::Lock)
+    };
     supervisor.acquiring(&client);
-    let guard = reporting_holders(&client, &args.path, Queue::Lock, || {
-        acquire(&mutex, args, started)
-    });
+    let guard = reporting_holders(&client, &args.path, queue, || acquire(&lock, args, started));
     let guard = supervisor.acquired(guard)?;
     let policy =
         args.supervision
@@ -40,31 +44,59 @@ pub fn run(global: &Global, args: &RunArgs) -> Outcome {
     hold(supervisor, &client, guard, &job, &policy)
 }
 
+/// What `run` holds: a mutex, or one side of a read/write lock (`true`: the read side).
+enum Lock {
+    Mutex(DistributedMutex),
+    ReadWrite(DistributedRwLock, bool),
+}
+
+impl Lock {
+    fn try_lock(&self) -> zklock::Result<Option<LockGuard>> {
+        match self {
+            Lock::Mutex(mutex) => mutex.try_lock(),
+            Lock::ReadWrite(rwlock, true) => rwlock.try_read(),
+            Lock::ReadWrite(rwlock, false) => rwlock.try_write(),
+        }
+    }
+
+    fn lock_timeout(&self, timeout: Duration) -> zklock::Result<Option<LockGuard>> {
+        match self {
+            Lock::Mutex(mutex) => mutex.lock_timeout(timeout),
+            Lock::ReadWrite(rwlock, true) => rwlock.read_timeout(timeout),
+            Lock::ReadWrite(rwlock, false) => rwlock.write_timeout(timeout),
+        }
+    }
+
+    fn lock(&self) -> zklock::Result<LockGuard> {
+        match self {
+            Lock::Mutex(mutex) => mutex.lock(),
+            Lock::ReadWrite(rwlock, true) => rwlock.read(),
+            Lock::ReadWrite(rwlock, false) => rwlock.write(),
+        }
+    }
+}
+
 /// Waits for the lock as the options say.
-fn acquire(
-    mutex: &DistributedMutex,
-    args: &RunArgs,
-    started: Instant,
-) -> Result<LockGuard, Failure> {
+fn acquire(lock: &Lock, args: &RunArgs, started: Instant) -> Result<LockGuard, Failure> {
     loop {
         let attempt = if args.nonblock {
-            mutex.try_lock()
+            lock.try_lock()
         } else if let Some(timeout) = &args.timeout {
-            mutex.lock_timeout(timeout.value.saturating_sub(started.elapsed()))
+            lock.lock_timeout(timeout.value.saturating_sub(started.elapsed()))
         } else {
-            mutex.lock().map(Some)
+            lock.lock().map(Some)
         };
         match attempt {
             Ok(Some(guard)) => return Ok(guard),
             Ok(None) if args.nonblock => {
                 return Err(Failure {
-                    code: code::BUSY,
+                    code: args.conflict_exit_code.unwrap_or(code::BUSY),
                     message: format!("{} is busy", args.path),
                 })
             }
             Ok(None) => {
                 return Err(Failure {
-                    code: code::TIMEOUT,
+                    code: args.conflict_exit_code.unwrap_or(code::TIMEOUT),
                     message: match &args.timeout {
                         Some(timeout) => format!("{} still busy after {timeout}", args.path),
                         None => format!("{} still busy", args.path),

@@ -53,6 +53,7 @@ enum Ending {
 #[derive(Debug, Clone, Copy)]
 pub enum Queue {
     Lock,
+    ReadWrite,
     Election,
 }
 

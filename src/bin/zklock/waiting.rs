@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use log::{debug, info};
-use zklock::{Client, Contender, DistributedMutex, LeaderElection};
+use zklock::{Client, Contender, DistributedMutex, DistributedRwLock, LeaderElection};
 
 use crate::inspect::age;
 use crate::supervise::Queue;
@@ -63,6 +63,7 @@ pub fn reporting_holders<T>(
 fn contenders(client: &Client, path: &str, queue: Queue) -> zklock::Result<Vec<Contender>> {
     match queue {
         Queue::Lock => DistributedMutex::new(client, path)?.contenders(),
+        Queue::ReadWrite => DistributedRwLock::new(client, path)?.contenders(),
         Queue::Election => LeaderElection::new(client, path)?.participants(),
     }
 }
@@ -94,7 +95,7 @@ fn report(
         None => return,
     };
     let verb = match queue {
-        Queue::Lock => "held",
+        Queue::Lock | Queue::ReadWrite => "held",
         Queue::Election => "led",
     };
     info!(
