@@ -1733,3 +1733,27 @@ fn the_cli_feature_brings_the_tls_and_sasl_flags() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_server_that_is_not_zookeeper_gives_one_line() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let connect = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            // An HTTP server's answer: a frame length ZooKeeper would never send, then junk.
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n\xff\xfe garbage");
+        }
+    });
+    let out = output(zklock().args([
+        "--connect",
+        &connect,
+        "--connect-timeout",
+        "2s",
+        "status",
+        "/x",
+    ]));
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("granted no session"), "{err}");
+}
