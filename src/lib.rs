@@ -178,7 +178,7 @@ mod inspect;
 mod layout;
 mod lease;
 mod listing;
-mod metrics;
+pub mod metrics;
 mod multi;
 mod mutex;
 mod observe;
