@@ -58,14 +58,15 @@ pub(crate) fn open_session(
             };
             let made = if config.require_chroot {
                 let exists = Box::pin(chroot.root.check_stat(root));
-                block_on(exists, Some(deadline)).map(|found| match found {
-                    Ok(None) => Err(Error::NoChroot {
-                        chroot: root.to_owned(),
-                    }),
-                    Ok(Some(_)) => Ok(()),
-                    Err(err) => Err(Error::from_zk(err, root)),
-                })
-                .map_err(drop)
+                block_on(exists, Some(deadline))
+                    .map(|found| match found {
+                        Ok(None) => Err(Error::NoChroot {
+                            chroot: root.to_owned(),
+                        }),
+                        Ok(Some(_)) => Ok(()),
+                        Err(err) => Err(Error::from_zk(err, root)),
+                    })
+                    .map_err(drop)
             } else {
                 block_on(chroot.create(parent_acl), Some(deadline))
                     .map(|made| made.map_err(|err| Error::from_zk(err, root)))

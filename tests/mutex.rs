@@ -338,7 +338,12 @@ fn a_required_chroot_that_is_missing_fails_the_connect_and_is_not_created() {
         .require_chroot(true)
         .connect()
         .unwrap_err();
-    assert_eq!(err, Error::NoChroot { chroot: root.clone() });
+    assert_eq!(
+        err,
+        Error::NoChroot {
+            chroot: root.clone()
+        }
+    );
     let raw = common::RawClient::connect(&common::connect_string());
     assert!(raw.stat(&root).is_none(), "{root} was created");
 
@@ -348,7 +353,10 @@ fn a_required_chroot_that_is_missing_fails_the_connect_and_is_not_created() {
         .require_chroot(true)
         .connect()
         .unwrap();
-    let guard = DistributedMutex::new(&chrooted, "/a").unwrap().lock().unwrap();
+    let guard = DistributedMutex::new(&chrooted, "/a")
+        .unwrap()
+        .lock()
+        .unwrap();
     assert!(guard.is_held());
 }
 
