@@ -200,6 +200,22 @@ fn cancelling_ends_a_watchdogs_waits_on_a_held_lock() {
     assert!(!guard.wait_revocation_cancellable(&done));
     guard.unlock().unwrap();
     assert!(mutex.try_lock().unwrap().is_some());
+
+    // A semaphore's permit, of one lease and of several.
+    let semaphore = Semaphore::new(&client, &common::lock_path("watchdog-permit"), 3).unwrap();
+    for count in [1, 2] {
+        let permit = semaphore.acquire_many(count).unwrap();
+        let done = CancelToken::new();
+        let lost = thread::scope(|s| {
+            let lost = s.spawn(|| permit.wait_lost_cancellable(&done));
+            thread::sleep(Duration::from_millis(300));
+            assert!(!lost.is_finished(), "{count} leases");
+            done.cancel();
+            lost.join().unwrap()
+        });
+        assert_eq!(lost, None, "{count} leases");
+        assert!(permit.is_held());
+    }
 }
 
 /// A private three-member ensemble on free ports, in a work dir of its own, stopped (and
