@@ -1757,3 +1757,33 @@ fn a_server_that_is_not_zookeeper_gives_one_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("granted no session"), "{err}");
 }
+
+#[test]
+fn permits_let_n_runs_hold_at_once_and_a_broken_lease_stops_its_command() {
+    let path = common::lock_path("cli-permits");
+    let dir = scratch("permits");
+    let (first, second) = (dir.join("first"), dir.join("second"));
+    // Each command writes its lease node, then holds.
+    let script = r#"echo "$ZKLOCK_NODE" > "$1"; exec sleep 60"#;
+    let mut a = run_sh(&["--permits", "2"], &path, script, &[&first]);
+    let node_a = wait_for_file(&first);
+    let _b = run_sh(&["--permits", "2", "-n"], &path, script, &[&second]);
+    wait_for_file(&second);
+
+    let out = output(zklock().args(["run", "--permits", "2", "-n", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(123), "{}", stderr(&out));
+    let out = output(zklock().args(["status", "--permits", "2", &path]));
+    assert!(
+        stdout(&out).starts_with(&format!("{path}: semaphore, 2 of 2 permits held")),
+        "{}",
+        stdout(&out)
+    );
+
+    // A lease deleted under a running command is a lost lock: the command is stopped.
+    let lease = format!("leases/{}", node_name(node_a.trim_end()));
+    let out = output(zklock().args(["break", "--yes", "--node", &lease, &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(a.exit_code(Duration::from_secs(20)), 122);
+    let out = output(zklock().args(["run", "--permits", "2", "-n", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

@@ -89,8 +89,7 @@ From flock(1), etcdctl lock, consul lock:
   etcdctl lock NAME CMD       zklock run LOCKPATH CMD
   etcdctl elect NAME PROPOSAL zklock leader --id PROPOSAL LOCKPATH CMD
   consul lock PREFIX CMD      zklock run LOCKPATH CMD
-  consul lock -n N PREFIX CMD not yet: the semaphore is library-only (zklock::Semaphore);
-                              `zklock status --permits N` shows one
+  consul lock -n N PREFIX CMD zklock run --permits N LOCKPATH CMD (one of N leases)
   consul lock -timeout DUR    zklock run -w DUR
   (holder inspection)         zklock status LOCKPATH; zklock break LOCKPATH to free a hung holder
 As with etcdctl and consul, COMMAND is stopped (SIGTERM, then SIGKILL) when the lock is lost;
@@ -203,6 +202,18 @@ struct RunArgs {
     /// not plain ones: a mutex and a read/write lock on one path are different locks.
     #[arg(long, short = 's', conflicts_with = "exclusive")]
     shared: bool,
+
+    /// Take one of N leases of a semaphore at LOCKPATH instead of a lock: at most N runs at
+    /// once (consul lock -n N; Curator's InterProcessSemaphoreV2, which must use the same N:
+    /// ZooKeeper does not store it). No fencing token (ZKLOCK_FENCING is not set) and no
+    /// revocation; a lease deleted by `zklock break` counts as lost.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..),
+        conflicts_with_all = ["shared", "exclusive", "on_revoke"]
+    )]
+    permits: Option<u32>,
 
     /// Take the write side of the read/write lock at LOCKPATH, excluding --shared runs and
     /// other --exclusive ones (flock -x, when readers use -s).

@@ -4,17 +4,35 @@
 use std::time::{Duration, Instant};
 
 use log::{info, warn};
-use zklock::{DistributedMutex, DistributedRwLock, Error, LeaderElection, LockGuard};
+use zklock::{
+    Client, DistributedMutex, DistributedRwLock, Error, LeaderElection, LockGuard, Semaphore,
+};
 
-use crate::supervise::{hold, Job, Queue, Supervisor};
+use crate::supervise::{hold, Holding, Job, Queue, Supervisor};
 use crate::text::session_hex;
 use crate::waiting::reporting_holders;
-use crate::{code, Failure, Global, LeaderArgs, OnLost, Outcome, RunArgs};
+use crate::{code, Failure, Global, LeaderArgs, OnLost, OnRevoke, Outcome, RunArgs};
 
 pub fn run(global: &Global, args: &RunArgs) -> Outcome {
     let started = Instant::now();
     let supervisor = Supervisor::install()?;
     let client = global.connect(args.timeout.as_ref().map(|t| t.value))?;
+    if let Some(permits) = args.permits {
+        // A semaphore's leases have no revocation protocol; a deleted lease is found as a
+        // lock's node is, through the permit's state.
+        let semaphore = Semaphore::new(&client, &args.path, permits as usize)?;
+        supervisor.acquiring(&client);
+        let queue = Queue::Semaphore(permits as usize);
+        let permit = reporting_holders(&client, &args.path, queue, || {
+            acquire(args, started, |patience| match patience {
+                Patience::Try => semaphore.try_acquire(),
+                Patience::For(timeout) => semaphore.acquire_timeout(timeout),
+                Patience::Forever => semaphore.acquire().map(Some),
+            })
+        });
+        let permit = supervisor.acquired(permit)?;
+        return holding(supervisor, &client, permit, args, None);
+    }
     // Revocable: the guard learns at once when its node is deleted (`zklock break`), also
     // after a revocation request it ignored, and hears revocation requests (`zklock revoke`).
     let (lock, queue) = if args.shared || args.exclusive {
@@ -25,23 +43,48 @@ pub fn run(global: &Global, args: &RunArgs) -> Outcome {
         (Lock::Mutex(mutex), Queue::Lock)
     };
     supervisor.acquiring(&client);
-    let guard = reporting_holders(&client, &args.path, queue, || acquire(&lock, args, started));
+    let guard = reporting_holders(&client, &args.path, queue, || {
+        acquire(args, started, |patience| lock.take(patience))
+    });
     let guard = supervisor.acquired(guard)?;
-    let policy =
-        args.supervision
-            .policy(args.on_lost, Some(args.on_revoke), client.session_timeout());
+    holding(supervisor, &client, guard, args, Some(args.on_revoke))
+}
+
+/// Runs the command while `held` holds.
+fn holding(
+    supervisor: Supervisor,
+    client: &Client,
+    held: impl Holding,
+    args: &RunArgs,
+    on_revoke: Option<OnRevoke>,
+) -> Outcome {
+    let policy = args
+        .supervision
+        .policy(args.on_lost, on_revoke, client.session_timeout());
     info!(
-        "acquired {} (fencing token {}, session {})",
-        guard.node_path(),
-        guard.fencing(),
-        session_hex(guard.session_id())
+        "acquired {} ({}session {})",
+        held.node_path(),
+        held.fencing()
+            .map_or_else(String::new, |(fencing, _)| format!(
+                "fencing token {fencing}, "
+            )),
+        session_hex(held.session_id())
     );
     let job = Job {
         path: &args.path,
         command: &args.command,
         noun: "lock",
     };
-    hold(supervisor, &client, guard, &job, &policy)
+    hold(supervisor, client, held, &job, &policy)
+}
+
+/// How long an acquisition may wait.
+enum Patience {
+    /// Not at all (--nonblock).
+    Try,
+    /// At most this long (--timeout).
+    For(Duration),
+    Forever,
 }
 
 /// What `run` holds: a mutex, or one side of a read/write lock (`true`: the read side).
@@ -51,40 +94,36 @@ enum Lock {
 }
 
 impl Lock {
-    fn try_lock(&self) -> zklock::Result<Option<LockGuard>> {
-        match self {
-            Lock::Mutex(mutex) => mutex.try_lock(),
-            Lock::ReadWrite(rwlock, true) => rwlock.try_read(),
-            Lock::ReadWrite(rwlock, false) => rwlock.try_write(),
-        }
-    }
-
-    fn lock_timeout(&self, timeout: Duration) -> zklock::Result<Option<LockGuard>> {
-        match self {
-            Lock::Mutex(mutex) => mutex.lock_timeout(timeout),
-            Lock::ReadWrite(rwlock, true) => rwlock.read_timeout(timeout),
-            Lock::ReadWrite(rwlock, false) => rwlock.write_timeout(timeout),
-        }
-    }
-
-    fn lock(&self) -> zklock::Result<LockGuard> {
-        match self {
-            Lock::Mutex(mutex) => mutex.lock(),
-            Lock::ReadWrite(rwlock, true) => rwlock.read(),
-            Lock::ReadWrite(rwlock, false) => rwlock.write(),
+    fn take(&self, patience: Patience) -> zklock::Result<Option<LockGuard>> {
+        match (self, patience) {
+            (Lock::Mutex(mutex), Patience::Try) => mutex.try_lock(),
+            (Lock::Mutex(mutex), Patience::For(timeout)) => mutex.lock_timeout(timeout),
+            (Lock::Mutex(mutex), Patience::Forever) => mutex.lock().map(Some),
+            (Lock::ReadWrite(rw, true), Patience::Try) => rw.try_read(),
+            (Lock::ReadWrite(rw, true), Patience::For(timeout)) => rw.read_timeout(timeout),
+            (Lock::ReadWrite(rw, true), Patience::Forever) => rw.read().map(Some),
+            (Lock::ReadWrite(rw, false), Patience::Try) => rw.try_write(),
+            (Lock::ReadWrite(rw, false), Patience::For(timeout)) => rw.write_timeout(timeout),
+            (Lock::ReadWrite(rw, false), Patience::Forever) => rw.write().map(Some),
         }
     }
 }
 
 /// Waits for the lock as the options say.
-fn acquire(lock: &Lock, args: &RunArgs, started: Instant) -> Result<LockGuard, Failure> {
+fn acquire<G>(
+    args: &RunArgs,
+    started: Instant,
+    take: impl Fn(Patience) -> zklock::Result<Option<G>>,
+) -> Result<G, Failure> {
     loop {
         let attempt = if args.nonblock {
-            lock.try_lock()
+            take(Patience::Try)
         } else if let Some(timeout) = &args.timeout {
-            lock.lock_timeout(timeout.value.saturating_sub(started.elapsed()))
+            take(Patience::For(
+                timeout.value.saturating_sub(started.elapsed()),
+            ))
         } else {
-            lock.lock().map(Some)
+            take(Patience::Forever)
         };
         match attempt {
             Ok(Some(guard)) => return Ok(guard),

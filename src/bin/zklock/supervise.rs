@@ -20,7 +20,7 @@ use log::{debug, error, info, warn};
 use nix::sys::signal::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
-use zklock::{CancelToken, Client, Error, LockGuard, LockState};
+use zklock::{CancelToken, Client, Error, LockGuard, LockState, Permit};
 
 use crate::child::{Change, Process};
 use crate::text::{format_duration, session_hex, Dur};
@@ -54,6 +54,8 @@ enum Ending {
 pub enum Queue {
     Lock,
     ReadWrite,
+    /// A semaphore with this many permits.
+    Semaphore(usize),
     Election,
 }
 
@@ -136,6 +138,95 @@ pub struct Job<'a> {
     pub noun: &'static str,
 }
 
+/// What `hold` keeps while the command runs: a lock guard (mutex, read/write lock,
+/// leadership) or a semaphore's permit.
+pub trait Holding: Sync {
+    /// The node shown to the command as ZKLOCK_NODE (a permit's first lease).
+    fn node_path(&self) -> &str;
+    fn session_id(&self) -> i64;
+    /// ZKLOCK_FENCING and ZKLOCK_FENCING_TOKEN, where the recipe has fencing tokens.
+    fn fencing(&self) -> Option<(String, String)>;
+    fn state(&self) -> LockState;
+    /// As `LockGuard::wait_lost_cancellable`.
+    fn wait_lost(&self, stop: &CancelToken) -> Option<LockState>;
+    /// As `LockGuard::wait_revocation_cancellable`; `false` at once without a revocation
+    /// protocol.
+    fn wait_revocation(&self, stop: &CancelToken) -> bool;
+    /// Releases within about `wait`.
+    fn release(self, wait: Duration) -> Result<(), Error>;
+}
+
+impl Holding for LockGuard {
+    fn node_path(&self) -> &str {
+        LockGuard::node_path(self)
+    }
+
+    fn session_id(&self) -> i64 {
+        LockGuard::session_id(self)
+    }
+
+    fn fencing(&self) -> Option<(String, String)> {
+        Some((
+            LockGuard::fencing(self).to_string(),
+            self.fencing_token().to_string(),
+        ))
+    }
+
+    fn state(&self) -> LockState {
+        LockGuard::state(self)
+    }
+
+    fn wait_lost(&self, stop: &CancelToken) -> Option<LockState> {
+        self.wait_lost_cancellable(stop)
+    }
+
+    fn wait_revocation(&self, stop: &CancelToken) -> bool {
+        self.wait_revocation_cancellable(stop)
+    }
+
+    fn release(self, wait: Duration) -> Result<(), Error> {
+        self.unlock_timeout(wait)
+    }
+}
+
+impl Holding for Permit {
+    fn node_path(&self) -> &str {
+        self.node_paths().first().copied().unwrap_or_default()
+    }
+
+    fn session_id(&self) -> i64 {
+        Permit::session_id(self)
+    }
+
+    fn fencing(&self) -> Option<(String, String)> {
+        None
+    }
+
+    fn state(&self) -> LockState {
+        Permit::state(self)
+    }
+
+    fn wait_lost(&self, stop: &CancelToken) -> Option<LockState> {
+        self.wait_lost_cancellable(stop)
+    }
+
+    fn wait_revocation(&self, _: &CancelToken) -> bool {
+        false
+    }
+
+    fn release(self, _: Duration) -> Result<(), Error> {
+        // Dropping is bounded by the client's release timeout, RELEASE_WAIT; `release()`
+        // could wait a session timeout per lease.
+        if self.state() == LockState::Lost {
+            return Err(Error::LockLost {
+                path: self.node_path().to_owned(),
+            });
+        }
+        drop(self);
+        Ok(())
+    }
+}
+
 /// Runs `job` while `guard` holds, releases, and returns the exit code.
 ///
 /// `guard` must watch its own node (a revocable lock, or a leadership), so that its deletion
@@ -143,7 +234,7 @@ pub struct Job<'a> {
 pub fn hold(
     supervisor: Supervisor,
     client: &Client,
-    guard: LockGuard,
+    guard: impl Holding,
     job: &Job<'_>,
     policy: &Policy,
 ) -> Outcome {
@@ -152,9 +243,12 @@ pub fn hold(
         .args(&job.command[1..])
         .env("ZKLOCK_LOCK_PATH", job.path)
         .env("ZKLOCK_NODE", guard.node_path())
-        .env("ZKLOCK_SESSION_ID", session_hex(guard.session_id()))
-        .env("ZKLOCK_FENCING", guard.fencing().to_string())
-        .env("ZKLOCK_FENCING_TOKEN", guard.fencing_token().to_string());
+        .env("ZKLOCK_SESSION_ID", session_hex(guard.session_id()));
+    if let Some((fencing, token)) = guard.fencing() {
+        command
+            .env("ZKLOCK_FENCING", fencing)
+            .env("ZKLOCK_FENCING_TOKEN", token);
+    }
     let spawned = {
         let mut phase = lock(&supervisor.phase);
         *phase = Phase::Running;
@@ -202,7 +296,7 @@ pub fn hold(
     // removes the node when the session ends; waiting for the connection to be declared dead,
     // or for the session to expire, would only delay the exit.
     let done_by = Instant::now() + RELEASE_WAIT;
-    match guard.unlock_timeout(RELEASE_WAIT) {
+    match guard.release(RELEASE_WAIT) {
         Ok(()) => debug!("released {}", job.path),
         Err(Error::LockLost { .. }) if ending.is_none() => {
             warn!(
@@ -342,7 +436,7 @@ fn stopped_message(signal: Signal, child: &Process) -> String {
 /// Reports the lock lost once it is `Lost`, or `Suspended` for longer than the grace.
 fn watch_state(
     client: &Client,
-    guard: &LockGuard,
+    guard: &impl Holding,
     policy: &Policy,
     stop: &CancelToken,
     events: &Sender<Event>,
@@ -357,7 +451,7 @@ fn watch_state(
                 }
                 // Returns at once when the lock turns Suspended or Lost (also when its node
                 // is deleted: the guard watches it), or when the command is gone.
-                guard.wait_lost_cancellable(stop);
+                guard.wait_lost(stop);
             }
             LockState::Suspended => {
                 let since = *suspended_since.get_or_insert_with(|| {
@@ -386,7 +480,7 @@ fn watch_state(
 
 /// Why a watched node's lock is `Lost`: its node was deleted while the session lives on, or
 /// the session ended. Looked for within [`CAUSE_WAIT`].
-fn lost_cause(client: &Client, guard: &LockGuard) -> String {
+fn lost_cause(client: &Client, guard: &impl Holding) -> String {
     let (client, node, session) = (
         client.clone(),
         guard.node_path().to_owned(),
@@ -413,14 +507,14 @@ fn lost_cause(client: &Client, guard: &LockGuard) -> String {
 /// `--on-revoke=ignore` (the guard then keeps watching its node, so a later deletion still
 /// reaches `watch_state`).
 fn watch_revocation(
-    guard: &LockGuard,
+    guard: &impl Holding,
     path: &str,
     on_revoke: OnRevoke,
     stop: &CancelToken,
     events: &Sender<Event>,
 ) {
     // `false`: the command is gone (or the node or session is, which `watch_state` reports).
-    if !guard.wait_revocation_cancellable(stop) {
+    if !guard.wait_revocation(stop) {
         return;
     }
     match on_revoke {
