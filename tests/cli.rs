@@ -596,7 +596,13 @@ fn break_as_another_digest_identity_fails_on_a_creator_only_lock() {
     // Nor can he queue on it (an error, not "busy").
     let out = bob(&["run", "--nonblock", &path, "--", "true"]);
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
-    assert!(stderr(&out).contains("not authorized"), "{}", stderr(&out));
+    // Who was refused, and for what.
+    assert!(
+        stderr(&out).contains(r#"not authorized to access "#)
+            && stderr(&out).contains(r#"as digest user "bob" to create and delete its nodes"#),
+        "{}",
+        stderr(&out)
+    );
 
     // A wrong password is just another identity; no credentials at all fare no better.
     for (env, args) in [
