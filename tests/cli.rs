@@ -1793,3 +1793,36 @@ fn permits_let_n_runs_hold_at_once_and_a_broken_lease_stops_its_command() {
     let out = output(zklock().args(["run", "--permits", "2", "-n", &path, "--", "true"]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+#[test]
+fn a_timed_run_cut_off_by_an_outage_names_the_servers_the_path_and_the_timeout() {
+    let path = common::lock_path("cli-outage");
+    let ready = scratch("outage").join("ready");
+    let _holder = run_sh(&[], &path, r#"echo held > "$1"; exec sleep 60"#, &[&ready]);
+    wait_for_file(&ready);
+    let proxy = Proxy::start(&common::connect_string());
+    // A session far longer than the wait: the outage, not an expiry, ends it.
+    let mut waiter = Running::spawn(
+        zklock()
+            .args([
+                "--connect",
+                &proxy.connect_string(),
+                "--session-timeout",
+                "30s",
+            ])
+            .args(["run", "-w", "4s", &path, "--", "true"])
+            .stderr(Stdio::piped()),
+    );
+    wait_for_contenders(&path, 2);
+    proxy.refuse(true);
+    proxy.sever();
+    let code = waiter.exit_code(Duration::from_secs(30));
+    let err = read_stderr(&mut waiter);
+    assert_eq!(code, 125, "{err}");
+    // Before it, the library may warn that our queued node is left for the server to remove.
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with("zklock: waiting for "), "{err}");
+    for fact in [path.as_str(), &proxy.connect_string(), "--timeout 4s"] {
+        assert!(last.contains(fact), "{fact} missing: {err}");
+    }
+}

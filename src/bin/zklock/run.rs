@@ -17,6 +17,7 @@ pub fn run(global: &Global, args: &RunArgs) -> Outcome {
     let started = Instant::now();
     let supervisor = Supervisor::install()?;
     let client = global.connect(args.timeout.as_ref().map(|t| t.value))?;
+    let hosts = global.connect_string();
     if let Some(permits) = args.permits {
         // A semaphore's leases have no revocation protocol; a deleted lease is found as a
         // lock's node is, through the permit's state.
@@ -24,7 +25,7 @@ pub fn run(global: &Global, args: &RunArgs) -> Outcome {
         supervisor.acquiring(&client);
         let queue = Queue::Semaphore(permits as usize);
         let permit = reporting_holders(&client, &args.path, queue, || {
-            acquire(args, started, |patience| match patience {
+            acquire(args, &hosts, started, |patience| match patience {
                 Patience::Try => semaphore.try_acquire(),
                 Patience::For(timeout) => semaphore.acquire_timeout(timeout),
                 Patience::Forever => semaphore.acquire().map(Some),
@@ -44,7 +45,7 @@ pub fn run(global: &Global, args: &RunArgs) -> Outcome {
     };
     supervisor.acquiring(&client);
     let guard = reporting_holders(&client, &args.path, queue, || {
-        acquire(args, started, |patience| lock.take(patience))
+        acquire(args, &hosts, started, |patience| lock.take(patience))
     });
     let guard = supervisor.acquired(guard)?;
     holding(supervisor, &client, guard, args, Some(args.on_revoke))
@@ -112,6 +113,7 @@ impl Lock {
 /// Waits for the lock as the options say.
 fn acquire<G>(
     args: &RunArgs,
+    hosts: &str,
     started: Instant,
     take: impl Fn(Patience) -> zklock::Result<Option<G>>,
 ) -> Result<G, Failure> {
@@ -155,6 +157,18 @@ fn acquire<G>(
                     "session expired while waiting for {}; queueing again",
                     args.path
                 );
+            }
+            // An outage at the deadline: say where, and which deadline.
+            Err(Error::ConnectionLoss) => {
+                return Err(Failure::error(format!(
+                    "waiting for {}: the connection to ZooKeeper at {hosts} was down and not \
+                     back {}",
+                    args.path,
+                    args.timeout.as_ref().map_or_else(
+                        || "in time".to_owned(),
+                        |timeout| format!("within --timeout {timeout}")
+                    ),
+                )))
             }
             Err(err) => return Err(err.into()),
         }
