@@ -53,12 +53,8 @@ pub fn run(connect: &str, rounds: usize, path: &str, port: u16) -> Result<(), Fa
 /// The Prometheus recorder, installed as the process's `metrics` recorder; its handle renders
 /// the text. Durations get histogram buckets (without them the exporter renders summaries).
 pub fn install() -> Result<PrometheusHandle, Failure> {
-    let buckets = [
-        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-        60.0,
-    ];
     let recorder = PrometheusBuilder::new()
-        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &buckets)?
+        .set_buckets_for_metric(Matcher::Prefix("zklock_".into()), zklock::metrics::BUCKETS)?
         .build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder)?;

@@ -51,6 +51,16 @@ struct Inner {
     closes_client: bool,
     /// Threads inside a call that watches this token.
     watchers: Mutex<Vec<Thread>>,
+    /// Condition variables waited on by calls that watch this token (see [`wake_on_cancel`]):
+    /// a parked thread is woken by `unpark`, a condition variable only by its own notify.
+    wakes: Mutex<Vec<Arc<dyn CancelWake>>>,
+}
+
+/// A condition variable that a cancel must notify (see [`wake_on_cancel`]).
+pub(crate) trait CancelWake: Send + Sync {
+    /// Notifies the waiters, under the lock they check the token under, so that a cancel
+    /// between their check and their wait is not missed.
+    fn wake(&self);
 }
 
 impl CancelToken {
@@ -75,6 +85,9 @@ impl CancelToken {
         self.inner.cancelled.store(true, Ordering::SeqCst);
         for thread in self.inner.watchers.lock().iter() {
             thread.unpark();
+        }
+        for wake in self.inner.wakes.lock().iter() {
+            wake.wake();
         }
     }
 
@@ -141,6 +154,32 @@ impl Drop for Watching {
                 }
             }
         });
+    }
+}
+
+/// Makes a cancel of `token` notify `wake` until the returned value is dropped: for waits on a
+/// condition variable, which `unpark` does not reach.
+pub(crate) fn wake_on_cancel(token: &CancelToken, wake: Arc<dyn CancelWake>) -> WakeOnCancel {
+    token.inner.wakes.lock().push(wake.clone());
+    WakeOnCancel {
+        token: token.clone(),
+        wake,
+    }
+}
+
+/// A registration of [`wake_on_cancel`], removed when dropped.
+#[must_use]
+pub(crate) struct WakeOnCancel {
+    token: CancelToken,
+    wake: Arc<dyn CancelWake>,
+}
+
+impl Drop for WakeOnCancel {
+    fn drop(&mut self) {
+        let mut wakes = self.token.inner.wakes.lock();
+        if let Some(at) = wakes.iter().position(|w| Arc::ptr_eq(w, &self.wake)) {
+            wakes.swap_remove(at);
+        }
     }
 }
 

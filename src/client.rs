@@ -86,14 +86,16 @@ impl Client {
     ///
     /// `connect_string` is a comma-separated list of `host:port` pairs with an optional chroot
     /// suffix, as in the Java client: `"zk1:2181,zk2:2181,zk3:2181/app"`. A chroot that does not
-    /// exist yet is created (as a container node).
+    /// exist yet is created (as a persistent node), unless
+    /// [`ClientBuilder::require_chroot`] says it must exist already.
     ///
     /// Blocks until a session is established.
     ///
     /// # Errors
     /// [`Error::InvalidConnectString`] if the string cannot be parsed; [`Error::Connect`] if no
-    /// server granted a session in time; [`Error::AuthFailed`], [`Error::NoAuth`] as the server
-    /// says.
+    /// server granted a session in time; [`Error::NoChroot`] if the chroot is missing and
+    /// [required](ClientBuilder::require_chroot); [`Error::AuthFailed`], [`Error::NoAuth`] as
+    /// the server says.
     pub fn connect(connect_string: &str) -> Result<Client> {
         Client::builder(connect_string).connect()
     }
@@ -106,6 +108,7 @@ impl Client {
                 session_timeout: DEFAULT_SESSION_TIMEOUT,
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
                 fail_fast_if_refused: false,
+                require_chroot: false,
                 security: Security::default(),
             },
             observe: Observe::default(),
@@ -595,6 +598,24 @@ impl ClientBuilder {
     /// Defaults to `false`: keep trying until the connect timeout.
     pub fn fail_fast_if_refused(mut self, fail_fast: bool) -> Self {
         self.config.fail_fast_if_refused = fail_fast;
+        self
+    }
+
+    /// Makes a missing chroot (the `/app` of `"zk1:2181/app"`) an error, [`Error::NoChroot`],
+    /// instead of creating it. A typo in the chroot then fails the connect rather than
+    /// silently opening a second, empty lock namespace beside the real one, where every lock
+    /// is free. Use it for read-only tools (a status display, a monitoring probe) and for
+    /// deployments whose chroot is provisioned beforehand; the `zklock` command-line tool uses
+    /// it for `status`, `break` and `revoke`.
+    ///
+    /// Checked whenever a session opens: by [`connect`](Self::connect), and again when a
+    /// session replaces an expired one. (A chroot deleted while a session is open is still
+    /// created again by the next write that needs it, as without this option.)
+    ///
+    /// Defaults to `false`: a missing chroot, and its missing ancestors, are created as
+    /// persistent nodes.
+    pub fn require_chroot(mut self, require: bool) -> Self {
+        self.config.require_chroot = require;
         self
     }
 

@@ -124,6 +124,15 @@ pub enum Error {
         path: String,
     },
 
+    /// The connect string's chroot does not exist, and the client was told not to create it
+    /// ([`ClientBuilder::require_chroot`](crate::ClientBuilder::require_chroot)): most likely
+    /// a typo in the connect string.
+    #[error("chroot {chroot} does not exist (a typo in the connect string?); it is not created because the client requires it to exist")]
+    NoChroot {
+        /// The chroot, as in the connect string.
+        chroot: String,
+    },
+
     /// A node already exists at `path`, so it could not be created.
     #[error("a node already exists at {path}")]
     NodeExists {

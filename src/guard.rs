@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use crate::cancel::CancelToken;
 use crate::client::Client;
 use crate::error::Result;
 use crate::fence::{Fence, FencedTransaction};
@@ -127,13 +128,44 @@ impl LockGuard {
     /// [`LockState::Lost`]. Lets a holder learn of trouble without polling, for example from a
     /// watchdog thread that stops the work the lock protects.
     pub fn wait_lost(&self) -> LockState {
-        self.held.wait_not_held(None).unwrap_or(LockState::Lost)
+        self.held
+            .wait_not_held(None, None)
+            .unwrap_or(LockState::Lost)
     }
 
     /// As [`wait_lost`](Self::wait_lost), but gives up after `timeout` (monotonic clock) and
     /// returns `None` if the lock was still held all along.
     pub fn wait_lost_timeout(&self, timeout: Duration) -> Option<LockState> {
-        self.held.wait_not_held(Some(deadline_after(timeout)))
+        self.held.wait_not_held(Some(deadline_after(timeout)), None)
+    }
+
+    /// As [`wait_lost`](Self::wait_lost), but returns `None` as soon as `token` is cancelled
+    /// (at once if it already is) while the lock is still held.
+    ///
+    /// For a watchdog thread that the guard's owner must end promptly before it releases the
+    /// lock (the owner needs the guard back, which the watchdog borrows): cancel the token,
+    /// join the thread, unlock. No polling interval delays the release.
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// # let work = || ();
+    /// let guard = zklock::DistributedMutex::new(&client, "/jobs/report")?.lock()?;
+    /// let done = zklock::CancelToken::new();
+    /// std::thread::scope(|s| {
+    ///     s.spawn(|| {
+    ///         if let Some(state) = guard.wait_lost_cancellable(&done) {
+    ///             eprintln!("lock {state:?}: stop the work");
+    ///         }
+    ///     });
+    ///     work();
+    ///     done.cancel(); // the watchdog returns at once
+    /// });
+    /// guard.unlock()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_lost_cancellable(&self, token: &CancelToken) -> Option<LockState> {
+        self.held.wait_not_held(None, Some(token))
     }
 
     /// Whether another process asked this holder to release the lock (revocation; only for
@@ -146,7 +178,16 @@ impl LockGuard {
     /// Blocks until revocation is requested (`true`) or `timeout` passes (`false`). Returns
     /// `false` at once for a lock that was not made revocable.
     pub fn wait_revocation_timeout(&self, timeout: Duration) -> bool {
-        self.held.wait_revocation(deadline_after(timeout))
+        self.held
+            .wait_revocation(Some(deadline_after(timeout)), None)
+    }
+
+    /// Blocks until revocation is requested (`true`), or until `token` is cancelled (`false`,
+    /// at once if it already is), as [`wait_lost_cancellable`](Self::wait_lost_cancellable)
+    /// does. Also returns `false` once the node or the session is gone, and at once for a
+    /// lock that was not made revocable.
+    pub fn wait_revocation_cancellable(&self, token: &CancelToken) -> bool {
+        self.held.wait_revocation(None, Some(token))
     }
 
     /// Releases the lock and reports the outcome. Blocks for at most one reply from the server,

@@ -178,7 +178,7 @@ mod inspect;
 mod layout;
 mod lease;
 mod listing;
-mod metrics;
+pub mod metrics;
 mod multi;
 mod mutex;
 mod observe;
@@ -192,6 +192,8 @@ mod seam;
 mod security;
 mod semaphore;
 mod session;
+#[cfg(feature = "signals")]
+mod shutdown;
 mod state;
 mod token;
 mod wait;
@@ -215,6 +217,8 @@ pub use recipe::{LockState, Role};
 pub use rwlock::{DistributedRwLock, ReadGuard, WriteGuard};
 pub use security::{NodeAcl, ParentAcl};
 pub use semaphore::{Permit, Semaphore};
+#[cfg(feature = "signals")]
+pub use shutdown::CloseOnSignals;
 pub use state::{SessionState, StateChange};
 pub use token::FencingToken;
 pub use wait::Wait;

@@ -48,16 +48,37 @@ pub(crate) struct Acquisition {
     recipe: Recipe,
     path: String,
     path_label: bool,
+    _waiting: Waiting,
+}
+
+/// Counts an acquisition call in the `waiting` gauge for as long as it lives, however the call
+/// ends (a panic in a recorder included).
+struct Waiting {
+    recipe: Recipe,
+    path: Option<String>,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        metrics::waiting(self.recipe, self.path.as_deref(), -1.0);
+    }
 }
 
 impl Acquisition {
     /// Starts measuring an acquisition of `recipe` on `path` (for a multi-lock, its paths).
     pub(crate) fn start(client: &Client, recipe: Recipe, path: &str) -> Acquisition {
+        let path_label = client.observe().path_label;
+        let label = path_label.then(|| path.to_owned());
+        metrics::waiting(recipe, label.as_deref(), 1.0);
         Acquisition {
             started: Instant::now(),
             recipe,
             path: path.to_owned(),
-            path_label: client.observe().path_label,
+            path_label,
+            _waiting: Waiting {
+                recipe,
+                path: label,
+            },
         }
     }
 
@@ -89,7 +110,9 @@ impl Acquisition {
                     .first()
                     .map_or((0, 0), |n| (n.session_id(), n.fencing_token()));
                 debug!("acquired {names} ({recipe} on {path}, session {session:#x}, fencing token {token}) after waiting {waited:?}");
+                let hold = metrics::hold_started(self.recipe, label);
                 let track = Track(Some(Arc::new(Tracked {
+                    hold,
                     recipe: self.recipe,
                     path: self.path,
                     path_label: self.path_label,
@@ -118,6 +141,8 @@ impl Acquisition {
 pub(crate) struct Track(Option<Arc<Tracked>>);
 
 struct Tracked {
+    /// The hold's id in the held-locks gauges.
+    hold: u64,
     recipe: Recipe,
     path: String,
     path_label: bool,
@@ -190,11 +215,9 @@ impl Drop for Tracked {
     /// The last node of the acquisition was released (dropping follows releasing at once).
     fn drop(&mut self) {
         let held: Duration = self.acquired.elapsed();
-        metrics::hold(
-            self.recipe,
-            self.path_label.then_some(self.path.as_str()),
-            held,
-        );
+        let label = self.path_label.then_some(self.path.as_str());
+        metrics::hold(self.recipe, label, held);
+        metrics::hold_ended(self.hold, self.recipe, label);
         debug!(
             "released {} ({} on {}, session {:#x}) after holding {held:?}",
             self.nodes,

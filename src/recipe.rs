@@ -8,6 +8,7 @@ pub(crate) use crate::runtime::deadline_after;
 
 use log::{debug, warn};
 
+use crate::cancel::CancelToken;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::layout::{
@@ -188,13 +189,23 @@ impl Held {
     /// Blocks until the state is no longer `Held`, or until `deadline` (`None` then). Wakes
     /// on session changes, and on its own (the calling thread's clock) when the lease would
     /// run out, so a stalled runtime thread cannot keep it waiting.
-    pub(crate) fn wait_not_held(&self, deadline: Option<Instant>) -> Option<LockState> {
+    ///
+    /// With `cancel`, also returns `None` once it is cancelled (the waits below park the
+    /// thread, which a cancel unparks).
+    pub(crate) fn wait_not_held(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Option<LockState> {
+        let _watching = cancel.map(|token| crate::cancel::watch([token]));
         loop {
             let (state, lease) = self.state_and_lease();
             let Some(lease) = lease else {
                 return Some(state);
             };
-            if deadline.is_some_and(|d| Instant::now() >= d) {
+            if deadline.is_some_and(|d| Instant::now() >= d)
+                || cancel.is_some_and(CancelToken::is_cancelled)
+            {
                 return None;
             }
             // Look again when the lease would run out (renewals move it on), and, watching
@@ -215,8 +226,15 @@ impl Held {
                 .is_some_and(OwnNodeWatch::revocation_requested)
     }
 
-    pub(crate) fn wait_revocation(&self, deadline: Instant) -> bool {
-        self.revocable && self.watched().is_some_and(|w| w.wait_revocation(deadline))
+    pub(crate) fn wait_revocation(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> bool {
+        self.revocable
+            && self
+                .watched()
+                .is_some_and(|w| w.wait_revocation(deadline, cancel))
     }
 
     /// Releases, for a caller who wants the outcome (`unlock`): deletes our node, waiting for

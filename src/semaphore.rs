@@ -221,6 +221,34 @@ impl Permit {
         self.state() == LockState::Held
     }
 
+    /// The id of the session the leases belong to (all of them share one).
+    pub fn session_id(&self) -> i64 {
+        self.leases.first().map_or(0, Held::session_id)
+    }
+
+    /// Blocks until the permit is no longer [`LockState::Held`] (see
+    /// [`state`](Self::state)) and returns the new state, or returns `None` as soon as `token`
+    /// is cancelled: as [`LockGuard::wait_lost_cancellable`](crate::LockGuard::wait_lost_cancellable),
+    /// for a watchdog that its owner ends before releasing.
+    pub fn wait_lost_cancellable(&self, token: &CancelToken) -> Option<LockState> {
+        match self.leases.as_slice() {
+            [] => Some(LockState::Lost),
+            [lease] => lease.wait_not_held(None, Some(token)),
+            [first, ..] => loop {
+                let state = self.state();
+                if state != LockState::Held {
+                    return Some(state);
+                }
+                if token.is_cancelled() {
+                    return None;
+                }
+                // A session change wakes the wait on any lease; another lease's node deleted
+                // is seen at the next look.
+                first.wait_not_held(Some(deadline_after(OTHER_LEASES_POLL)), Some(token));
+            },
+        }
+    }
+
     /// Releases every lease and reports the first failure, if any (each is released anyway,
     /// with background retries, as a [`LockGuard`](crate::LockGuard) is).
     ///
@@ -237,6 +265,10 @@ impl Permit {
         outcome
     }
 }
+
+/// How often [`Permit::wait_lost_cancellable`] looks at the leases other than the first, as a
+/// lock guard looks at its own node.
+const OTHER_LEASES_POLL: Duration = Duration::from_millis(50);
 
 impl Drop for Permit {
     fn drop(&mut self) {

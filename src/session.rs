@@ -29,6 +29,8 @@ pub(crate) struct SessionConfig {
     pub(crate) connect_timeout: Duration,
     /// Give up at once when every host refuses the TCP connection (first connect only).
     pub(crate) fail_fast_if_refused: bool,
+    /// A missing chroot is an error instead of being created (`ClientBuilder::require_chroot`).
+    pub(crate) require_chroot: bool,
     pub(crate) security: Security,
 }
 
@@ -54,10 +56,26 @@ pub(crate) fn open_session(
                 path: root.to_owned(),
                 root: zk.clone(),
             };
-            match block_on(chroot.create(parent_acl), Some(deadline)) {
+            let made = if config.require_chroot {
+                let exists = Box::pin(chroot.root.check_stat(root));
+                block_on(exists, Some(deadline))
+                    .map(|found| match found {
+                        Ok(None) => Err(Error::NoChroot {
+                            chroot: root.to_owned(),
+                        }),
+                        Ok(Some(_)) => Ok(()),
+                        Err(err) => Err(Error::from_zk(err, root)),
+                    })
+                    .map_err(drop)
+            } else {
+                block_on(chroot.create(parent_acl), Some(deadline))
+                    .map(|made| made.map_err(|err| Error::from_zk(err, root)))
+                    .map_err(drop)
+            };
+            match made {
                 Ok(Ok(())) => {}
-                Ok(Err(err)) => return Err(Error::from_zk(err, root)),
-                Err(_) => {
+                Ok(Err(err)) => return Err(err),
+                Err(()) => {
                     let reason = format!("could not create chroot {root}");
                     return Err(crate::dial::gave_up(config, started, reason, Vec::new()));
                 }

@@ -379,7 +379,7 @@ fn watch(
         connected: 1.0,
         releases: 0,
     };
-    metrics::session_series();
+    metrics::register_all();
     metrics::connected(1.0);
     loop {
         let replaced = hub.notify.listen();
@@ -415,7 +415,13 @@ fn watch(
             .as_deref()
             .map_or(Instant::now(), |s| next_look(s, now));
         drop(session);
-        wait_any(watcher.as_mut(), replaced, Some(released), wake);
+        metrics::refresh_hold_ages();
+        wait_any(
+            watcher.as_mut(),
+            replaced,
+            Some(released),
+            metrics::refresh_by(wake),
+        );
     }
     // Take this client out of the process-wide gauges.
     metrics::connected(-seen.connected);

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::wire as zk;
 use parking_lot::{Condvar, Mutex};
 
+use crate::cancel::{wake_on_cancel, CancelToken, CancelWake};
 use crate::error::outcome_unknown;
 use crate::layout::REVOKE_MESSAGE;
 use crate::relay::io_log;
@@ -209,13 +210,24 @@ impl NodeFlags {
         self.marks.lock().revocation_requested
     }
 
-    /// Waits until `done` holds, the watching task has ended, or `deadline` passes; returns
-    /// the marks as they are then.
-    fn wait_until(&self, deadline: Instant, done: impl Fn(&Marks) -> bool) -> Marks {
+    /// Waits until `done` holds, the watching task has ended, `deadline` passes or `cancel` is
+    /// cancelled; returns the marks as they are then.
+    fn wait_until(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+        done: impl Fn(&Marks) -> bool,
+    ) -> Marks {
+        let cancelled = || cancel.is_some_and(CancelToken::is_cancelled);
         let mut marks = self.marks.lock();
-        while !done(&marks) && !marks.ended {
-            if self.changed.wait_until(&mut marks, deadline).timed_out() {
-                break;
+        while !done(&marks) && !marks.ended && !cancelled() {
+            match deadline {
+                Some(deadline) => {
+                    if self.changed.wait_until(&mut marks, deadline).timed_out() {
+                        break;
+                    }
+                }
+                None => self.changed.wait(&mut marks),
             }
         }
         *marks
@@ -223,6 +235,13 @@ impl NodeFlags {
 
     pub(crate) fn raise_deleted(&self) {
         self.marks.lock().deleted = true;
+        self.changed.notify_all();
+    }
+}
+
+impl CancelWake for NodeFlags {
+    fn wake(&self) {
+        let _marks = self.marks.lock();
         self.changed.notify_all();
     }
 }
@@ -308,7 +327,8 @@ impl OwnNodeWatch {
         let wait = wait.min(STOP_WAIT);
         let deadline = Instant::now() + wait;
         self.flags.marks.lock().stopping = true;
-        self.flags.wait_until(deadline, |m| !m.in_flight);
+        self.flags
+            .wait_until(Some(deadline), None, |m| !m.in_flight);
         self.task.abort();
         // A budget of its own: a slow reply above must not leave the removal no time.
         let _ = crate::runtime::block_on(&mut self.task, Some(Instant::now() + wait));
@@ -320,9 +340,15 @@ impl OwnNodeWatch {
 
     /// Waits until revocation is requested (`true`), the watch ends (the node or the session
     /// is gone: `false`) or `deadline` passes.
-    pub(crate) fn wait_revocation(&self, deadline: Instant) -> bool {
+    /// Also returns (`false`) once `cancel`, if given, is cancelled.
+    pub(crate) fn wait_revocation(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> bool {
+        let _wake = cancel.map(|token| wake_on_cancel(token, self.flags.clone()));
         self.flags
-            .wait_until(deadline, |m| m.revocation_requested)
+            .wait_until(deadline, cancel, |m| m.revocation_requested)
             .revocation_requested
     }
 }

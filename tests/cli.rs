@@ -596,7 +596,13 @@ fn break_as_another_digest_identity_fails_on_a_creator_only_lock() {
     // Nor can he queue on it (an error, not "busy").
     let out = bob(&["run", "--nonblock", &path, "--", "true"]);
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
-    assert!(stderr(&out).contains("not authorized"), "{}", stderr(&out));
+    // Who was refused, and for what.
+    assert!(
+        stderr(&out).contains(r#"not authorized to access "#)
+            && stderr(&out).contains(r#"as digest user "bob" to create and delete its nodes"#),
+        "{}",
+        stderr(&out)
+    );
 
     // A wrong password is just another identity; no credentials at all fare no better.
     for (env, args) in [
@@ -1565,4 +1571,258 @@ fn run_exits_promptly_after_its_command_when_the_server_is_silent() {
         took < Duration::from_secs(3),
         "zklock exited {took:?} after its command"
     );
+}
+
+#[test]
+fn read_only_commands_report_a_missing_chroot_and_create_nothing() {
+    let chroot = common::lock_path("cli-typo-chroot");
+    let connect = format!("{}{chroot}", common::connect_string());
+    for args in [
+        &["status", "/x"][..],
+        &["status", "--json", "/x"],
+        &["break", "--yes", "/x"],
+        &["revoke", "/x"],
+    ] {
+        let out = output(zklock().arg("--connect").arg(&connect).args(args));
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("chroot {chroot} does not exist")),
+            "{err}"
+        );
+        assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
+    }
+    let raw = common::RawClient::connect(&common::connect_string());
+    assert!(raw.stat(&chroot).is_none(), "{chroot} was created");
+}
+
+#[test]
+fn a_refused_connection_fails_without_waiting_out_the_connect_timeout() {
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let connect = format!("127.0.0.1:{port}");
+    for args in [&["status", "/x"][..], &["run", "/x", "--", "true"]] {
+        let mut run = Running::spawn(
+            zklock()
+                .args(["--connect", &connect, "--connect-timeout", "10min"])
+                .args(args)
+                .stderr(Stdio::piped()),
+        );
+        // Far below the connect timeout: it gave up because the host refused, not because
+        // the time ran out.
+        let code = run.exit_code(Duration::from_secs(60));
+        let err = read_stderr(&mut run);
+        assert_eq!(code, 125, "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("refused"), "{err}");
+    }
+}
+
+#[test]
+fn output_into_a_closed_pipe_ends_quietly() {
+    let path = common::lock_path("cli-sigpipe");
+    let ready = scratch("sigpipe").join("ready");
+    let _holder = run_sh(&[], &path, r#"echo held > "$1"; sleep 600"#, &[&ready]);
+    wait_for_file(&ready);
+    for args in [
+        &["status", &path][..],
+        &["status", "--json", &path],
+        &["completions", "bash"],
+    ] {
+        // `zklock status | head` once head has exited: the pipe's read end is closed before
+        // zklock writes anything.
+        let (read, write) = nix::unistd::pipe().unwrap();
+        drop(read);
+        let out = output(zklock().args(args).stdout(Stdio::from(write)));
+        assert_eq!(stderr(&out), "", "{args:?}");
+        use std::os::unix::process::ExitStatusExt as _;
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "{args:?}: {:?}",
+            out.status
+        );
+    }
+}
+
+#[test]
+fn conflict_exit_code_and_wait_alias_follow_flock() {
+    let path = common::lock_path("cli-conflict-code");
+    let ready = scratch("conflict-code").join("ready");
+    let _holder = run_sh(&[], &path, r#"echo held > "$1"; exec sleep 60"#, &[&ready]);
+    wait_for_file(&ready);
+
+    let code = |args: &[&str]| {
+        let out = output(
+            zklock()
+                .arg("run")
+                .args(args)
+                .arg(&path)
+                .args(["--", "true"]),
+        );
+        out.status
+            .code()
+            .unwrap_or_else(|| panic!("{args:?}: {:?}", out.status))
+    };
+    assert_eq!(code(&["-n", "-E", "0"]), 0);
+    assert_eq!(code(&["--nonblock", "--conflict-exit-code", "3"]), 3);
+    assert_eq!(code(&["--wait", "0.2", "-E", "7"]), 7);
+    assert_eq!(code(&["-w", "0.2", "--conflict-exit-code=9"]), 9);
+    // Without -E: flock's conventions do not replace zklock's own codes.
+    assert_eq!(code(&["--wait", "0.2"]), 124);
+    assert_eq!(code(&["-n"]), 123);
+    assert_eq!(contenders(&path), 1, "a conflicting run left a node");
+    let help = stdout(&output(zklock().arg("--help")));
+    assert!(help.contains("flock -E / --conflict-exit-code N"), "{help}");
+}
+
+#[test]
+fn shared_runs_hold_together_and_exclude_exclusive_ones() {
+    let path = common::lock_path("cli-shared");
+    let dir = scratch("shared");
+    let (first, second) = (dir.join("first"), dir.join("second"));
+    // Two readers at once: the second holds while the first still does.
+    let a = run_sh(
+        &["--shared"],
+        &path,
+        r#"echo held > "$1"; exec sleep 60"#,
+        &[&first],
+    );
+    wait_for_file(&first);
+    let mut b = run_sh(
+        &["-s", "-n"],
+        &path,
+        r#"echo held > "$1"; exec sleep 60"#,
+        &[&second],
+    );
+    wait_for_file(&second);
+    let json = status_json(&path);
+    assert!(json.contains(r#""layout":"rwlock""#), "{json}");
+    assert_eq!(json.matches(r#""type":"read""#).count(), 2, "{json}");
+
+    // A writer is kept out while readers hold.
+    let out = output(zklock().args(["run", "--exclusive", "-n", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(123), "{}", stderr(&out));
+    let out = output(zklock().args(["run", "-s", "-x", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(125), "-s with -x is a usage error");
+
+    b.signal(Signal::SIGTERM);
+    assert_eq!(b.exit_code(Duration::from_secs(10)), 128 + 15);
+    drop(a);
+    let out = output(zklock().args(["run", "-x", "-n", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn the_cli_feature_brings_the_tls_and_sasl_flags() {
+    let help = stdout(&output(zklock().arg("--help")));
+    for flag in [
+        "--tls-ca",
+        "--tls-cert",
+        "--tls-key",
+        "--sasl-user",
+        "--auth-digest",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from --help:\n{help}");
+    }
+    // Parsed, not rejected as unknown: the error is about the missing file.
+    let out = output(zklock().args(["--tls-ca", "/nonexistent/ca.pem", "status", "/x"]));
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("--tls-ca /nonexistent/ca.pem"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_server_that_is_not_zookeeper_gives_one_line() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let connect = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            // An HTTP server's answer: a frame length ZooKeeper would never send, then junk.
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n\xff\xfe garbage");
+        }
+    });
+    let out = output(zklock().args([
+        "--connect",
+        &connect,
+        "--connect-timeout",
+        "2s",
+        "status",
+        "/x",
+    ]));
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("granted no session"), "{err}");
+}
+
+#[test]
+fn permits_let_n_runs_hold_at_once_and_a_broken_lease_stops_its_command() {
+    let path = common::lock_path("cli-permits");
+    let dir = scratch("permits");
+    let (first, second) = (dir.join("first"), dir.join("second"));
+    // Each command writes its lease node, then holds.
+    let script = r#"echo "$ZKLOCK_NODE" > "$1"; exec sleep 60"#;
+    let mut a = run_sh(&["--permits", "2"], &path, script, &[&first]);
+    let node_a = wait_for_file(&first);
+    let _b = run_sh(&["--permits", "2", "-n"], &path, script, &[&second]);
+    wait_for_file(&second);
+
+    let out = output(zklock().args(["run", "--permits", "2", "-n", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(123), "{}", stderr(&out));
+    let out = output(zklock().args(["status", "--permits", "2", &path]));
+    assert!(
+        stdout(&out).starts_with(&format!("{path}: semaphore, 2 of 2 permits held")),
+        "{}",
+        stdout(&out)
+    );
+
+    // A lease deleted under a running command is a lost lock: the command is stopped.
+    let lease = format!("leases/{}", node_name(node_a.trim_end()));
+    let out = output(zklock().args(["break", "--yes", "--node", &lease, &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(a.exit_code(Duration::from_secs(20)), 122);
+    let out = output(zklock().args(["run", "--permits", "2", "-n", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_timed_run_cut_off_by_an_outage_names_the_servers_the_path_and_the_timeout() {
+    let path = common::lock_path("cli-outage");
+    let ready = scratch("outage").join("ready");
+    let _holder = run_sh(&[], &path, r#"echo held > "$1"; exec sleep 60"#, &[&ready]);
+    wait_for_file(&ready);
+    let proxy = Proxy::start(&common::connect_string());
+    // A session far longer than the wait: the outage, not an expiry, ends it.
+    let mut waiter = Running::spawn(
+        zklock()
+            .args([
+                "--connect",
+                &proxy.connect_string(),
+                "--session-timeout",
+                "30s",
+            ])
+            .args(["run", "-w", "4s", &path, "--", "true"])
+            .stderr(Stdio::piped()),
+    );
+    wait_for_contenders(&path, 2);
+    proxy.refuse(true);
+    proxy.sever();
+    let code = waiter.exit_code(Duration::from_secs(30));
+    let err = read_stderr(&mut waiter);
+    assert_eq!(code, 125, "{err}");
+    // Before it, the library may warn that our queued node is left for the server to remove.
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.starts_with("zklock: waiting for "), "{err}");
+    for fact in [path.as_str(), &proxy.connect_string(), "--timeout 4s"] {
+        assert!(last.contains(fact), "{fact} missing: {err}");
+    }
 }

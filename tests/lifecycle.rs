@@ -175,6 +175,49 @@ fn close_wakes_a_thread_waiting_for_revocation() {
     );
 }
 
+/// A watchdog waiting on a held lock (state and revocation) ends when its token is cancelled,
+/// and the lock is still held and released normally afterwards: the waits have no timeout, so
+/// they would block for good if the cancel did not reach them.
+#[test]
+fn cancelling_ends_a_watchdogs_waits_on_a_held_lock() {
+    let client = common::client();
+    let path = common::lock_path("watchdog-cancel");
+    let mutex = DistributedMutex::new(&client, &path).unwrap().revocable();
+    let guard = mutex.lock().unwrap();
+    let done = CancelToken::new();
+    let (lost, revoked) = thread::scope(|s| {
+        let lost = s.spawn(|| guard.wait_lost_cancellable(&done));
+        let revoked = s.spawn(|| guard.wait_revocation_cancellable(&done));
+        thread::sleep(Duration::from_millis(300));
+        assert!(!lost.is_finished() && !revoked.is_finished());
+        done.cancel();
+        (lost.join().unwrap(), revoked.join().unwrap())
+    });
+    assert_eq!((lost, revoked), (None, false));
+    assert!(guard.is_held());
+    // An already cancelled token returns at once.
+    assert_eq!(guard.wait_lost_cancellable(&done), None);
+    assert!(!guard.wait_revocation_cancellable(&done));
+    guard.unlock().unwrap();
+    assert!(mutex.try_lock().unwrap().is_some());
+
+    // A semaphore's permit, of one lease and of several.
+    let semaphore = Semaphore::new(&client, &common::lock_path("watchdog-permit"), 3).unwrap();
+    for count in [1, 2] {
+        let permit = semaphore.acquire_many(count).unwrap();
+        let done = CancelToken::new();
+        let lost = thread::scope(|s| {
+            let lost = s.spawn(|| permit.wait_lost_cancellable(&done));
+            thread::sleep(Duration::from_millis(300));
+            assert!(!lost.is_finished(), "{count} leases");
+            done.cancel();
+            lost.join().unwrap()
+        });
+        assert_eq!(lost, None, "{count} leases");
+        assert!(permit.is_held());
+    }
+}
+
 /// A private three-member ensemble on free ports, in a work dir of its own, stopped (and
 /// cleaned) on drop.
 struct PrivateEnsemble {

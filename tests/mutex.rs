@@ -331,6 +331,36 @@ fn chroot_is_created_and_isolates_paths() {
 }
 
 #[test]
+fn a_required_chroot_that_is_missing_fails_the_connect_and_is_not_created() {
+    let root = common::lock_path("required-chroot");
+    let connect = format!("{}{root}", common::connect_string());
+    let err = common::builder(&connect, common::SESSION_TIMEOUT)
+        .require_chroot(true)
+        .connect()
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::NoChroot {
+            chroot: root.clone()
+        }
+    );
+    let raw = common::RawClient::connect(&common::connect_string());
+    assert!(raw.stat(&root).is_none(), "{root} was created");
+
+    // Once it exists, the same builder connects and locks inside it.
+    raw.mkdir_open(&root);
+    let chrooted = common::builder(&connect, common::SESSION_TIMEOUT)
+        .require_chroot(true)
+        .connect()
+        .unwrap();
+    let guard = DistributedMutex::new(&chrooted, "/a")
+        .unwrap()
+        .lock()
+        .unwrap();
+    assert!(guard.is_held());
+}
+
+#[test]
 fn break_contender_frees_a_stale_holder_and_refuses_changed_nodes() {
     let (stale_client, operator) = (common::client(), common::client());
     let path = common::lock_path("break");

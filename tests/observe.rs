@@ -486,7 +486,15 @@ mod metrics {
             Some(1.0),
             "{text}"
         );
-        assert_eq!(sample(text, "zklock_locks_lost_total", &[]), None, "{text}");
+        // Present from the start, at zero, like every counter without a path.
+        for cause in ["expired", "deleted", "lease", "closed"] {
+            let cause = format!("cause=\"{cause}\"");
+            assert_eq!(
+                sample(text, "zklock_locks_lost_total", &[&cause]),
+                Some(0.0),
+                "{text}"
+            );
+        }
         // Present from the start, at zero, so that rates can be taken before the first one.
         assert_eq!(
             sample(text, "zklock_reconnects_total", &[]),
@@ -502,6 +510,91 @@ mod metrics {
             sample(text, "zklock_background_releases", &[]),
             Some(0.0),
             "{text}"
+        );
+    }
+
+    #[test]
+    #[ignore = "run by held_waiting_and_oldest_hold_gauges_follow_the_locks as a child process"]
+    fn worker_gauges() {
+        let metrics = example::install().unwrap();
+        let client = Client::connect(&common::connect_string()).unwrap();
+        let value = |name: &str, labels: &[&str]| sample(&metrics.render(), name, labels);
+        // Every series exists at zero once a client is connected (registered by its state
+        // thread as it starts).
+        let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+        assert!(common::eventually(Duration::from_secs(10), || {
+            value("zklock_info", &[&version]) == Some(1.0)
+        }));
+        let text = metrics.render();
+        let recipes = [
+            "mutex",
+            "rwlock_read",
+            "rwlock_write",
+            "semaphore",
+            "multi",
+            "election",
+        ];
+        for recipe in recipes {
+            let recipe = format!("recipe=\"{recipe}\"");
+            for outcome in ["acquired", "busy", "timeout", "cancelled", "error"] {
+                let outcome = format!("outcome=\"{outcome}\"");
+                let labels = [recipe.as_str(), &outcome];
+                assert_eq!(
+                    sample(&text, "zklock_acquisitions_total", &labels),
+                    Some(0.0),
+                    "{text}"
+                );
+            }
+            for gauge in [
+                "zklock_locks_held",
+                "zklock_waiting",
+                "zklock_oldest_hold_seconds",
+            ] {
+                assert_eq!(
+                    sample(&text, gauge, &[&recipe]),
+                    Some(0.0),
+                    "{gauge}: {text}"
+                );
+            }
+        }
+
+        let mutex = DistributedMutex::new(&client, &common::lock_path("obs-gauges")).unwrap();
+        let on_mutex = [r#"recipe="mutex""#];
+        let guard = mutex.lock().unwrap();
+        assert_eq!(value("zklock_locks_held", &on_mutex), Some(1.0));
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| mutex.lock().unwrap().unlock().unwrap());
+            assert!(common::eventually(Duration::from_secs(10), || {
+                value("zklock_waiting", &on_mutex) == Some(1.0)
+            }));
+            // The age of the hold grows while it lasts, without any acquisition or release.
+            assert!(common::eventually(Duration::from_secs(10), || {
+                value("zklock_oldest_hold_seconds", &on_mutex).unwrap() >= 1.5
+            }));
+            guard.unlock().unwrap();
+            waiter.join().unwrap();
+        });
+        assert_eq!(value("zklock_locks_held", &on_mutex), Some(0.0));
+        assert_eq!(value("zklock_waiting", &on_mutex), Some(0.0));
+        assert_eq!(value("zklock_oldest_hold_seconds", &on_mutex), Some(0.0));
+        assert_eq!(
+            value(
+                "zklock_acquisitions_total",
+                &[r#"recipe="mutex""#, r#"outcome="acquired""#]
+            ),
+            Some(2.0)
+        );
+        println!("GAUGES OK");
+    }
+
+    #[test]
+    fn held_waiting_and_oldest_hold_gauges_follow_the_locks() {
+        let child = worker("metrics::worker_gauges", &[]);
+        let output = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && stdout.contains("GAUGES OK"),
+            "the worker failed: {stdout}"
         );
     }
 

@@ -67,13 +67,33 @@ Exit codes:
   121      run --on-revoke=release: revocation was requested; the command was stopped
   122      run: the lock was lost while the command ran; the command was killed
            leader: leadership was lost while the command ran; the command was killed
-  123      run --nonblock: the lock is busy
-  124      run --timeout: the lock was still busy when the timeout ran out
+  123      run --nonblock: the lock is busy (or -E N)
+  124      run --timeout: the lock was still busy when the timeout ran out (or -E N)
   125      zklock failed: bad usage or input, ZooKeeper unreachable, authentication
            failed or not allowed by the node's ACL, unknown node, several holders and
            no --node, revoke on a semaphore or election
   126      run, leader: the command could not be executed
   127      run, leader: the command was not found";
+
+/// `zklock --help`: the tools an operator may know already.
+const CORRESPONDENCES: &str = "\
+From flock(1), etcdctl lock, consul lock:
+  flock FILE CMD              zklock run LOCKPATH CMD
+  flock -n / --nonblock       zklock run -n / --nonblock     (exit 123, or -E N)
+  flock -w / --wait SECS      zklock run -w / --wait DUR     (exit 124, or -E N)
+  flock -E / --conflict-exit-code N
+                              zklock run -E / --conflict-exit-code N
+  flock -s / --shared         zklock run -s / --shared       (read side of a read/write lock)
+  flock -x / --exclusive      zklock run -x / --exclusive    (its write side; plain `run` is a
+                                                              mutex, which -s does not exclude)
+  etcdctl lock NAME CMD       zklock run LOCKPATH CMD
+  etcdctl elect NAME PROPOSAL zklock leader --id PROPOSAL LOCKPATH CMD
+  consul lock PREFIX CMD      zklock run LOCKPATH CMD
+  consul lock -n N PREFIX CMD zklock run --permits N LOCKPATH CMD (one of N leases)
+  consul lock -timeout DUR    zklock run -w DUR
+  (holder inspection)         zklock status LOCKPATH; zklock break LOCKPATH to free a hung holder
+As with etcdctl and consul, COMMAND is stopped (SIGTERM, then SIGKILL) when the lock is lost;
+unlike flock, the lock outlives no process: zklock's own death ends it too.";
 
 /// Distributed locks on Apache ZooKeeper, from the shell.
 ///
@@ -82,7 +102,12 @@ Exit codes:
 /// InterProcessMutex exclude each other on the same path. Elections (`zklock leader`) are
 /// Curator LeaderLatch-compatible `_c_<uuid>-latch-<seq>` nodes.
 #[derive(Debug, Parser)]
-#[command(name = "zklock", version, after_help = EXIT_CODES)]
+#[command(
+    name = "zklock",
+    version,
+    after_help = EXIT_CODES,
+    after_long_help = format!("{CORRESPONDENCES}\n\n{EXIT_CODES}")
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -158,14 +183,42 @@ enum Command {
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 struct RunArgs {
-    /// Fail at once with exit code 123 if the lock is busy.
+    /// Fail at once with exit code 123 (or --conflict-exit-code) if the lock is busy.
     #[arg(long, short = 'n', conflicts_with = "timeout")]
     nonblock: bool,
 
-    /// Give up with exit code 124 if the lock is still busy after DUR (e.g. 500ms, 10s, 5min,
-    /// 1h30m; a bare number is seconds).
-    #[arg(long, short = 'w', value_name = "DUR", value_parser = duration)]
+    /// Give up with exit code 124 (or --conflict-exit-code) if the lock is still busy after
+    /// DUR (e.g. 500ms, 10s, 5min, 1h30m; a bare number is seconds).
+    #[arg(long, short = 'w', visible_alias = "wait", value_name = "DUR", value_parser = duration)]
     timeout: Option<Dur>,
+
+    /// The exit code when --nonblock finds the lock busy or --timeout runs out, instead of
+    /// 123 and 124 (as flock -E): e.g. `-E 0` for a cron job that should quietly skip a run.
+    #[arg(long, short = 'E', value_name = "N")]
+    conflict_exit_code: Option<u8>,
+
+    /// Take the lock shared, with other --shared runs: the read side of a read/write lock at
+    /// LOCKPATH (flock -s; Curator's InterProcessReadWriteLock). It excludes --exclusive runs,
+    /// not plain ones: a mutex and a read/write lock on one path are different locks.
+    #[arg(long, short = 's', conflicts_with = "exclusive")]
+    shared: bool,
+
+    /// Take one of N leases of a semaphore at LOCKPATH instead of a lock: at most N runs at
+    /// once (consul lock -n N; Curator's InterProcessSemaphoreV2, which must use the same N:
+    /// ZooKeeper does not store it). No fencing token (ZKLOCK_FENCING is not set) and no
+    /// revocation; a lease deleted by `zklock break` counts as lost.
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..),
+        conflicts_with_all = ["shared", "exclusive", "on_revoke"]
+    )]
+    permits: Option<u32>,
+
+    /// Take the write side of the read/write lock at LOCKPATH, excluding --shared runs and
+    /// other --exclusive ones (flock -x, when readers use -s).
+    #[arg(long, short = 'x')]
+    exclusive: bool,
 
     /// What to do if the lock is lost while COMMAND runs.
     #[arg(long, value_enum, default_value_t = OnLost::Kill, value_name = "ACTION")]
@@ -455,6 +508,16 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.global.verbose);
+    if !matches!(cli.command, Command::Run(_) | Command::Leader(_)) {
+        die_quietly_on_broken_pipe();
+    }
+    security::needs(match cli.command {
+        Command::Run(_) | Command::Leader(_) => "create and delete its nodes",
+        Command::Status(_) => "read it",
+        Command::Break(_) => "delete its nodes",
+        Command::Revoke(_) => "write its nodes",
+        Command::Completions(_) | Command::Man(_) => "use it",
+    });
     let outcome = match &cli.command {
         Command::Run(args) => run::run(&cli.global, args),
         Command::Leader(args) => run::leader(&cli.global, args),
@@ -471,6 +534,18 @@ fn main() -> ExitCode {
             eprintln!("zklock: {}", failure.message);
             ExitCode::from(failure.code)
         }
+    }
+}
+
+/// `zklock status | head`: once the reader is gone, end as `cat` does, killed by SIGPIPE
+/// without a word, instead of panicking in `println!` on EPIPE (Rust ignores SIGPIPE). Not for
+/// `run` and `leader`: a closed stderr must not kill a lock holder, which has a job to stop
+/// and a lock to release first (their commands get the default disposition back anyway).
+fn die_quietly_on_broken_pipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: SIG_DFL installs no handler, so no code of ours runs in signal context.
+    if let Err(err) = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) } {
+        log::debug!("restoring SIGPIPE: {err}");
     }
 }
 
@@ -510,14 +585,29 @@ impl Global {
 
     /// Connects, trying for at most `limit` when given (and the connect timeout otherwise).
     fn connect(&self, limit: Option<Duration>) -> Result<Client, Failure> {
+        self.open(limit, false)
+    }
+
+    /// Connects for a command that only looks at (or deletes) what exists: a missing chroot
+    /// is an error, never created, so a typo in it cannot show an empty namespace where
+    /// every lock looks free.
+    fn connect_existing(&self) -> Result<Client, Failure> {
+        self.open(None, true)
+    }
+
+    fn open(&self, limit: Option<Duration>, require_chroot: bool) -> Result<Client, Failure> {
         // A lock timeout bounds the connect too, but not below a second: `--timeout 0` means
         // "try once", not "fail to connect".
         let connect_timeout = limit.map_or(self.connect_timeout, |l| {
             l.max(Duration::from_secs(1)).min(self.connect_timeout)
         });
+        // A mistyped host or port is refused at once; waiting out the connect timeout for it
+        // would cost every command-line call 15 s.
         let builder = Client::builder(&self.connect_string())
             .session_timeout(self.session_timeout)
-            .connect_timeout(connect_timeout);
+            .connect_timeout(connect_timeout)
+            .fail_fast_if_refused(true)
+            .require_chroot(require_chroot);
         let client = self.security.apply(builder)?.connect()?;
         log::debug!(
             "session {:#x}, timeout {:?}",

@@ -239,7 +239,7 @@ fn sole_holder<'v>(view: &'v View, verb: &str) -> Result<Option<(usize, &'v Entr
 }
 
 pub fn break_lock(global: &Global, args: &BreakArgs) -> Outcome {
-    let client = global.connect(None)?;
+    let client = global.connect_existing()?;
     let view = look(&client, &args.path, None)?;
     let (position, target) = match &args.node {
         Some(name) => view.find(name)?,
@@ -334,7 +334,7 @@ fn delete(client: &Client, view: &View, target: &Entry) -> Outcome {
 }
 
 pub fn revoke(global: &Global, args: &RevokeArgs) -> Outcome {
-    let client = global.connect(None)?;
+    let client = global.connect_existing()?;
     let view = look(&client, &args.path, None)?;
     match view.layout {
         Some(Layout::Semaphore) => {

@@ -1,70 +1,143 @@
 //! `zklock run` (hold a lock while a command runs) and `zklock leader` (run a command while
 //! leading an election); the supervision itself is in `supervise.rs`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use log::{info, warn};
-use zklock::{DistributedMutex, Error, LeaderElection, LockGuard};
+use zklock::{
+    Client, DistributedMutex, DistributedRwLock, Error, LeaderElection, LockGuard, Semaphore,
+};
 
-use crate::supervise::{hold, Job, Queue, Supervisor};
+use crate::supervise::{hold, Holding, Job, Queue, Supervisor};
 use crate::text::session_hex;
 use crate::waiting::reporting_holders;
-use crate::{code, Failure, Global, LeaderArgs, OnLost, Outcome, RunArgs};
+use crate::{code, Failure, Global, LeaderArgs, OnLost, OnRevoke, Outcome, RunArgs};
 
 pub fn run(global: &Global, args: &RunArgs) -> Outcome {
     let started = Instant::now();
     let supervisor = Supervisor::install()?;
     let client = global.connect(args.timeout.as_ref().map(|t| t.value))?;
+    let hosts = global.connect_string();
+    if let Some(permits) = args.permits {
+        // A semaphore's leases have no revocation protocol; a deleted lease is found as a
+        // lock's node is, through the permit's state.
+        let semaphore = Semaphore::new(&client, &args.path, permits as usize)?;
+        supervisor.acquiring(&client);
+        let queue = Queue::Semaphore(permits as usize);
+        let permit = reporting_holders(&client, &args.path, queue, || {
+            acquire(args, &hosts, started, |patience| match patience {
+                Patience::Try => semaphore.try_acquire(),
+                Patience::For(timeout) => semaphore.acquire_timeout(timeout),
+                Patience::Forever => semaphore.acquire().map(Some),
+            })
+        });
+        let permit = supervisor.acquired(permit)?;
+        return holding(supervisor, &client, permit, args, None);
+    }
     // Revocable: the guard learns at once when its node is deleted (`zklock break`), also
     // after a revocation request it ignored, and hears revocation requests (`zklock revoke`).
-    let mutex = DistributedMutex::new(&client, &args.path)?.revocable();
+    let (lock, queue) = if args.shared || args.exclusive {
+        let rwlock = DistributedRwLock::new(&client, &args.path)?.revocable();
+        (Lock::ReadWrite(rwlock, args.shared), Queue::ReadWrite)
+    } else {
+        let mutex = DistributedMutex::new(&client, &args.path)?.revocable();
+        (Lock::Mutex(mutex), Queue::Lock)
+    };
     supervisor.acquiring(&client);
-    let guard = reporting_holders(&client, &args.path, Queue::Lock, || {
-        acquire(&mutex, args, started)
+    let guard = reporting_holders(&client, &args.path, queue, || {
+        acquire(args, &hosts, started, |patience| lock.take(patience))
     });
     let guard = supervisor.acquired(guard)?;
-    let policy =
-        args.supervision
-            .policy(args.on_lost, Some(args.on_revoke), client.session_timeout());
+    holding(supervisor, &client, guard, args, Some(args.on_revoke))
+}
+
+/// Runs the command while `held` holds.
+fn holding(
+    supervisor: Supervisor,
+    client: &Client,
+    held: impl Holding,
+    args: &RunArgs,
+    on_revoke: Option<OnRevoke>,
+) -> Outcome {
+    let policy = args
+        .supervision
+        .policy(args.on_lost, on_revoke, client.session_timeout());
     info!(
-        "acquired {} (fencing token {}, session {})",
-        guard.node_path(),
-        guard.fencing(),
-        session_hex(guard.session_id())
+        "acquired {} ({}session {})",
+        held.node_path(),
+        held.fencing()
+            .map_or_else(String::new, |(fencing, _)| format!(
+                "fencing token {fencing}, "
+            )),
+        session_hex(held.session_id())
     );
     let job = Job {
         path: &args.path,
         command: &args.command,
         noun: "lock",
     };
-    hold(supervisor, &client, guard, &job, &policy)
+    hold(supervisor, client, held, &job, &policy)
+}
+
+/// How long an acquisition may wait.
+enum Patience {
+    /// Not at all (--nonblock).
+    Try,
+    /// At most this long (--timeout).
+    For(Duration),
+    Forever,
+}
+
+/// What `run` holds: a mutex, or one side of a read/write lock (`true`: the read side).
+enum Lock {
+    Mutex(DistributedMutex),
+    ReadWrite(DistributedRwLock, bool),
+}
+
+impl Lock {
+    fn take(&self, patience: Patience) -> zklock::Result<Option<LockGuard>> {
+        match (self, patience) {
+            (Lock::Mutex(mutex), Patience::Try) => mutex.try_lock(),
+            (Lock::Mutex(mutex), Patience::For(timeout)) => mutex.lock_timeout(timeout),
+            (Lock::Mutex(mutex), Patience::Forever) => mutex.lock().map(Some),
+            (Lock::ReadWrite(rw, true), Patience::Try) => rw.try_read(),
+            (Lock::ReadWrite(rw, true), Patience::For(timeout)) => rw.read_timeout(timeout),
+            (Lock::ReadWrite(rw, true), Patience::Forever) => rw.read().map(Some),
+            (Lock::ReadWrite(rw, false), Patience::Try) => rw.try_write(),
+            (Lock::ReadWrite(rw, false), Patience::For(timeout)) => rw.write_timeout(timeout),
+            (Lock::ReadWrite(rw, false), Patience::Forever) => rw.write().map(Some),
+        }
+    }
 }
 
 /// Waits for the lock as the options say.
-fn acquire(
-    mutex: &DistributedMutex,
+fn acquire<G>(
     args: &RunArgs,
+    hosts: &str,
     started: Instant,
-) -> Result<LockGuard, Failure> {
+    take: impl Fn(Patience) -> zklock::Result<Option<G>>,
+) -> Result<G, Failure> {
     loop {
         let attempt = if args.nonblock {
-            mutex.try_lock()
+            take(Patience::Try)
         } else if let Some(timeout) = &args.timeout {
-            mutex.lock_timeout(timeout.value.saturating_sub(started.elapsed()))
+            take(Patience::For(
+                timeout.value.saturating_sub(started.elapsed()),
+            ))
         } else {
-            mutex.lock().map(Some)
+            take(Patience::Forever)
         };
         match attempt {
             Ok(Some(guard)) => return Ok(guard),
             Ok(None) if args.nonblock => {
                 return Err(Failure {
-                    code: code::BUSY,
+                    code: args.conflict_exit_code.unwrap_or(code::BUSY),
                     message: format!("{} is busy", args.path),
                 })
             }
             Ok(None) => {
                 return Err(Failure {
-                    code: code::TIMEOUT,
+                    code: args.conflict_exit_code.unwrap_or(code::TIMEOUT),
                     message: match &args.timeout {
                         Some(timeout) => format!("{} still busy after {timeout}", args.path),
                         None => format!("{} still busy", args.path),
@@ -84,6 +157,18 @@ fn acquire(
                     "session expired while waiting for {}; queueing again",
                     args.path
                 );
+            }
+            // An outage at the deadline: say where, and which deadline.
+            Err(Error::ConnectionLoss) => {
+                return Err(Failure::error(format!(
+                    "waiting for {}: the connection to ZooKeeper at {hosts} was down and not \
+                     back {}",
+                    args.path,
+                    args.timeout.as_ref().map_or_else(
+                        || "in time".to_owned(),
+                        |timeout| format!("within --timeout {timeout}")
+                    ),
+                )))
             }
             Err(err) => return Err(err.into()),
         }

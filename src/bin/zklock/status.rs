@@ -17,7 +17,7 @@ const SEARCH_NODES: usize = 500;
 const SEARCH_LOCKS: usize = 100;
 
 pub fn status(global: &Global, args: &StatusArgs) -> Outcome {
-    let client = global.connect(None)?;
+    let client = global.connect_existing()?;
     let view = look(&client, &args.path, args.permits)?;
     if view.is_lock() {
         print!(

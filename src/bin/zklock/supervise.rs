@@ -11,7 +11,6 @@
 use std::ffi::OsString;
 use std::io::ErrorKind;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
@@ -21,14 +20,12 @@ use log::{debug, error, info, warn};
 use nix::sys::signal::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
-use zklock::{Client, Error, LockGuard, LockState};
+use zklock::{CancelToken, Client, Error, LockGuard, LockState, Permit};
 
 use crate::child::{Change, Process};
 use crate::text::{format_duration, session_hex, Dur};
 use crate::{code, Failure, OnLost, OnRevoke, Outcome};
 
-/// How often the watchers look at the stop flag between waits on the guard.
-const WATCH_INTERVAL: Duration = Duration::from_millis(250);
 /// How often the watcher re-checks a `Suspended` lock.
 const SUSPENDED_POLL: Duration = Duration::from_millis(20);
 /// The supervisor's longest sleep: SIGCHLD normally wakes it at once.
@@ -56,6 +53,9 @@ enum Ending {
 #[derive(Debug, Clone, Copy)]
 pub enum Queue {
     Lock,
+    ReadWrite,
+    /// A semaphore with this many permits.
+    Semaphore(usize),
     Election,
 }
 
@@ -138,6 +138,95 @@ pub struct Job<'a> {
     pub noun: &'static str,
 }
 
+/// What `hold` keeps while the command runs: a lock guard (mutex, read/write lock,
+/// leadership) or a semaphore's permit.
+pub trait Holding: Sync {
+    /// The node shown to the command as ZKLOCK_NODE (a permit's first lease).
+    fn node_path(&self) -> &str;
+    fn session_id(&self) -> i64;
+    /// ZKLOCK_FENCING and ZKLOCK_FENCING_TOKEN, where the recipe has fencing tokens.
+    fn fencing(&self) -> Option<(String, String)>;
+    fn state(&self) -> LockState;
+    /// As `LockGuard::wait_lost_cancellable`.
+    fn wait_lost(&self, stop: &CancelToken) -> Option<LockState>;
+    /// As `LockGuard::wait_revocation_cancellable`; `false` at once without a revocation
+    /// protocol.
+    fn wait_revocation(&self, stop: &CancelToken) -> bool;
+    /// Releases within about `wait`.
+    fn release(self, wait: Duration) -> Result<(), Error>;
+}
+
+impl Holding for LockGuard {
+    fn node_path(&self) -> &str {
+        LockGuard::node_path(self)
+    }
+
+    fn session_id(&self) -> i64 {
+        LockGuard::session_id(self)
+    }
+
+    fn fencing(&self) -> Option<(String, String)> {
+        Some((
+            LockGuard::fencing(self).to_string(),
+            self.fencing_token().to_string(),
+        ))
+    }
+
+    fn state(&self) -> LockState {
+        LockGuard::state(self)
+    }
+
+    fn wait_lost(&self, stop: &CancelToken) -> Option<LockState> {
+        self.wait_lost_cancellable(stop)
+    }
+
+    fn wait_revocation(&self, stop: &CancelToken) -> bool {
+        self.wait_revocation_cancellable(stop)
+    }
+
+    fn release(self, wait: Duration) -> Result<(), Error> {
+        self.unlock_timeout(wait)
+    }
+}
+
+impl Holding for Permit {
+    fn node_path(&self) -> &str {
+        self.node_paths().first().copied().unwrap_or_default()
+    }
+
+    fn session_id(&self) -> i64 {
+        Permit::session_id(self)
+    }
+
+    fn fencing(&self) -> Option<(String, String)> {
+        None
+    }
+
+    fn state(&self) -> LockState {
+        Permit::state(self)
+    }
+
+    fn wait_lost(&self, stop: &CancelToken) -> Option<LockState> {
+        self.wait_lost_cancellable(stop)
+    }
+
+    fn wait_revocation(&self, _: &CancelToken) -> bool {
+        false
+    }
+
+    fn release(self, _: Duration) -> Result<(), Error> {
+        // Dropping is bounded by the client's release timeout, RELEASE_WAIT; `release()`
+        // could wait a session timeout per lease.
+        if self.state() == LockState::Lost {
+            return Err(Error::LockLost {
+                path: self.node_path().to_owned(),
+            });
+        }
+        drop(self);
+        Ok(())
+    }
+}
+
 /// Runs `job` while `guard` holds, releases, and returns the exit code.
 ///
 /// `guard` must watch its own node (a revocable lock, or a leadership), so that its deletion
@@ -145,7 +234,7 @@ pub struct Job<'a> {
 pub fn hold(
     supervisor: Supervisor,
     client: &Client,
-    guard: LockGuard,
+    guard: impl Holding,
     job: &Job<'_>,
     policy: &Policy,
 ) -> Outcome {
@@ -154,9 +243,12 @@ pub fn hold(
         .args(&job.command[1..])
         .env("ZKLOCK_LOCK_PATH", job.path)
         .env("ZKLOCK_NODE", guard.node_path())
-        .env("ZKLOCK_SESSION_ID", session_hex(guard.session_id()))
-        .env("ZKLOCK_FENCING", guard.fencing().to_string())
-        .env("ZKLOCK_FENCING_TOKEN", guard.fencing_token().to_string());
+        .env("ZKLOCK_SESSION_ID", session_hex(guard.session_id()));
+    if let Some((fencing, token)) = guard.fencing() {
+        command
+            .env("ZKLOCK_FENCING", fencing)
+            .env("ZKLOCK_FENCING_TOKEN", token);
+    }
     let spawned = {
         let mut phase = lock(&supervisor.phase);
         *phase = Phase::Running;
@@ -182,7 +274,9 @@ pub fn hold(
     };
     debug!("started command, pid {}", child.pid());
 
-    let stop = Stop::default();
+    // Cancelled once the command is gone: the watchers' waits on the guard return at once, so
+    // joining them delays neither the release nor the exit.
+    let stop = CancelToken::new();
     let supervised = thread::scope(|s| {
         let (guard, stop) = (&guard, &stop);
         let events = supervisor.events.clone();
@@ -192,7 +286,7 @@ pub fn hold(
             s.spawn(move || watch_revocation(guard, job.path, on_revoke, stop, &events));
         }
         let supervised = supervise(&mut child, &supervisor.inbox, policy, job);
-        stop.set();
+        stop.cancel();
         supervised
     });
     let (status, mut ending) = supervised?;
@@ -202,7 +296,7 @@ pub fn hold(
     // removes the node when the session ends; waiting for the connection to be declared dead,
     // or for the session to expire, would only delay the exit.
     let done_by = Instant::now() + RELEASE_WAIT;
-    match guard.unlock_timeout(RELEASE_WAIT) {
+    match guard.release(RELEASE_WAIT) {
         Ok(()) => debug!("released {}", job.path),
         Err(Error::LockLost { .. }) if ending.is_none() => {
             warn!(
@@ -342,22 +436,22 @@ fn stopped_message(signal: Signal, child: &Process) -> String {
 /// Reports the lock lost once it is `Lost`, or `Suspended` for longer than the grace.
 fn watch_state(
     client: &Client,
-    guard: &LockGuard,
+    guard: &impl Holding,
     policy: &Policy,
-    stop: &Stop,
+    stop: &CancelToken,
     events: &Sender<Event>,
 ) {
     let grace = &policy.suspended_grace;
     let mut suspended_since: Option<Instant> = None;
-    while !stop.is_set() {
+    while !stop.is_cancelled() {
         match guard.state() {
             LockState::Held => {
                 if suspended_since.take().is_some() {
                     info!("connection to ZooKeeper back; lock still held");
                 }
                 // Returns at once when the lock turns Suspended or Lost (also when its node
-                // is deleted: the guard watches it).
-                guard.wait_lost_timeout(WATCH_INTERVAL);
+                // is deleted: the guard watches it), or when the command is gone.
+                guard.wait_lost(stop);
             }
             LockState::Suspended => {
                 let since = *suspended_since.get_or_insert_with(|| {
@@ -386,7 +480,7 @@ fn watch_state(
 
 /// Why a watched node's lock is `Lost`: its node was deleted while the session lives on, or
 /// the session ended. Looked for within [`CAUSE_WAIT`].
-fn lost_cause(client: &Client, guard: &LockGuard) -> String {
+fn lost_cause(client: &Client, guard: &impl Holding) -> String {
     let (client, node, session) = (
         client.clone(),
         guard.node_path().to_owned(),
@@ -413,16 +507,15 @@ fn lost_cause(client: &Client, guard: &LockGuard) -> String {
 /// `--on-revoke=ignore` (the guard then keeps watching its node, so a later deletion still
 /// reaches `watch_state`).
 fn watch_revocation(
-    guard: &LockGuard,
+    guard: &impl Holding,
     path: &str,
     on_revoke: OnRevoke,
-    stop: &Stop,
+    stop: &CancelToken,
     events: &Sender<Event>,
 ) {
-    while !guard.wait_revocation_timeout(WATCH_INTERVAL) {
-        if stop.is_set() {
-            return;
-        }
+    // `false`: the command is gone (or the node or session is, which `watch_state` reports).
+    if !guard.wait_revocation(stop) {
+        return;
     }
     match on_revoke {
         OnRevoke::Release => {
@@ -431,23 +524,6 @@ fn watch_revocation(
         OnRevoke::Ignore => {
             warn!("release of {path} requested (revocation); keeping the lock (--on-revoke=ignore)")
         }
-    }
-}
-
-/// A flag the supervisor raises when the child is gone, to end the watchers (they look at it
-/// between their short waits on the guard).
-#[derive(Default)]
-struct Stop {
-    stopped: AtomicBool,
-}
-
-impl Stop {
-    fn set(&self) {
-        self.stopped.store(true, Ordering::Relaxed);
-    }
-
-    fn is_set(&self) -> bool {
-        self.stopped.load(Ordering::Relaxed)
     }
 }
 

@@ -8,7 +8,7 @@ use std::thread;
 use std::time::Duration;
 
 use log::{debug, info};
-use zklock::{Client, Contender, DistributedMutex, LeaderElection};
+use zklock::{Client, Contender, DistributedMutex, DistributedRwLock, LeaderElection, Semaphore};
 
 use crate::inspect::age;
 use crate::supervise::Queue;
@@ -63,6 +63,8 @@ pub fn reporting_holders<T>(
 fn contenders(client: &Client, path: &str, queue: Queue) -> zklock::Result<Vec<Contender>> {
     match queue {
         Queue::Lock => DistributedMutex::new(client, path)?.contenders(),
+        Queue::ReadWrite => DistributedRwLock::new(client, path)?.contenders(),
+        Queue::Semaphore(permits) => Semaphore::new(client, path, permits)?.leases(),
         Queue::Election => LeaderElection::new(client, path)?.participants(),
     }
 }
@@ -94,7 +96,7 @@ fn report(
         None => return,
     };
     let verb = match queue {
-        Queue::Lock => "held",
+        Queue::Lock | Queue::ReadWrite | Queue::Semaphore(_) => "held",
         Queue::Election => "led",
     };
     info!(
