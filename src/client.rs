@@ -123,13 +123,14 @@ impl Client {
     }
 
     /// The session timeout the server granted (it clamps the requested one to its
-    /// `minSessionTimeout`..`maxSessionTimeout`).
+    /// `minSessionTimeout`..`maxSessionTimeout`), on the latest connection: a reconnect to a
+    /// server with other settings may be granted another, and the lease follows it.
     pub fn session_timeout(&self) -> Duration {
         self.inner
             .session
             .lock()
             .as_ref()
-            .map_or(Duration::ZERO, |s| s.timeout)
+            .map_or(Duration::ZERO, |s| s.lease.timeout())
     }
 
     /// Reads the data of the node at `path`, or `None` if there is no such node.

@@ -37,8 +37,8 @@ pub(crate) struct Lease {
     origin: Instant,
     /// Send time of the latest answered write or sync, in nanoseconds after `origin`.
     acknowledged: AtomicU64,
-    /// The negotiated session timeout.
-    timeout: Duration,
+    /// The negotiated session timeout, in nanoseconds: a reconnect may negotiate another.
+    timeout: AtomicU64,
 }
 
 impl Lease {
@@ -48,8 +48,19 @@ impl Lease {
         Lease {
             origin: sent,
             acknowledged: AtomicU64::new(0),
-            timeout,
+            timeout: AtomicU64::new(nanos(timeout)),
         }
+    }
+
+    /// The server granted `timeout` on a new connection: it expires the session by that one
+    /// from now on (shorter or longer), so the lease must too. Set it before renewing from the
+    /// same handshake, so that no reader sees the new acknowledgement with the old timeout.
+    pub(crate) fn set_timeout(&self, timeout: Duration) {
+        self.timeout.store(nanos(timeout), Ordering::Release);
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        Duration::from_nanos(self.timeout.load(Ordering::Acquire))
     }
 
     /// The server answered a request we sent at `sent`.
@@ -66,7 +77,7 @@ impl Lease {
 
     /// The instant the lease runs out unless renewed.
     pub(crate) fn expiry(&self) -> Instant {
-        self.acknowledged() + fraction(self.timeout, LEASE_FRACTION)
+        self.acknowledged() + fraction(self.timeout(), LEASE_FRACTION)
     }
 
     /// How long, from now, the lease still runs; `None` once it has run out.
@@ -78,8 +89,12 @@ impl Lease {
 
     /// When the keepalive should renew the lease if nothing else has.
     pub(crate) fn renewal_due(&self) -> Instant {
-        self.acknowledged() + fraction(self.timeout, KEEPALIVE_FRACTION)
+        self.acknowledged() + fraction(self.timeout(), KEEPALIVE_FRACTION)
     }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn fraction(timeout: Duration, (num, den): (u32, u32)) -> Duration {
@@ -103,6 +118,16 @@ mod tests {
         assert!(lease
             .remaining()
             .is_some_and(|r| r <= Duration::from_millis(2500)));
+    }
+
+    #[test]
+    fn a_timeout_granted_on_a_reconnect_moves_the_expiry() {
+        let start = Instant::now();
+        let lease = Lease::new(start, Duration::from_secs(30));
+        assert_eq!(lease.expiry(), start + Duration::from_secs(20));
+        lease.set_timeout(Duration::from_secs(3));
+        assert_eq!(lease.expiry(), start + Duration::from_secs(2));
+        assert_eq!(lease.renewal_due(), start + Duration::from_secs(1));
     }
 
     #[test]

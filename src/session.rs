@@ -108,9 +108,10 @@ pub(crate) fn open_session(
     // A reconnect's handshake proves the session alive as a sync would (the leader validates
     // a session that moves), so holders read Held again without waiting behind other traffic.
     let lease = session.lease.clone();
-    session
-        .zk()?
-        .on_session_proof(move |sent| lease.renew(sent));
+    session.zk()?.on_session_proof(move |sent, timeout| {
+        lease.set_timeout(timeout);
+        lease.renew(sent);
+    });
     let keepalive = keep_alive(
         session.zk()?,
         session.lease.clone(),
@@ -1241,9 +1242,9 @@ impl Session {
                     TxnOp::Delete { path } => zk::TxnRequest::Delete { path, version: -1 },
                 })
                 .collect();
-            // The request is on the wire when `multi` returns.
-            let request = zk.multi(&requests);
+            // The request is on the wire when `multi` returns; the lease counts from before.
             let sent = Instant::now();
+            let request = zk.multi(&requests);
             let outcome = block_on(request, deadline);
             if let Ok(Ok(_)) = &outcome {
                 self.lease.renew(sent); // The leader ran (or refused) the transaction.

@@ -122,6 +122,9 @@ struct State {
     refused: usize,
     /// Connections that were granted a session, to cut them.
     live: Vec<TcpStream>,
+    /// Grant this session timeout (ms) instead of the one asked for, as a server whose
+    /// `maxSessionTimeout` was lowered does.
+    grant_ms: Option<i32>,
 }
 
 struct FakeZk {
@@ -284,7 +287,8 @@ fn connection(
     if let Some(bad) = bad {
         return bad_handshake(stream, bad, timeout);
     }
-    let mut response = framed(&connect_response(timeout, session_id, &[7; 16], 16));
+    let granted_ms = shared.0.lock().unwrap().grant_ms.unwrap_or(timeout);
+    let mut response = framed(&connect_response(granted_ms, session_id, &[7; 16], 16));
     let garbage = {
         let mut s = shared.0.lock().unwrap();
         s.granted += 1;
@@ -762,4 +766,25 @@ fn garbage_after_every_handshake_does_not_make_a_reconnect_storm() {
         "not Connected once the server behaves ({:?})",
         client.state()
     );
+}
+
+/// A reconnect may be granted another session timeout (a server restarted with a lower
+/// `maxSessionTimeout`): the server then expires the session by the new one, so the client's
+/// pings, its silence limit and every holder's lease must follow. They once kept the first.
+#[test]
+fn a_reconnect_granted_a_shorter_timeout_is_followed() {
+    let server = FakeZk::start();
+    let client = connect(&server);
+    let first = client.session_timeout();
+    assert_eq!(first, SESSION);
+    let shorter = SESSION / 2;
+    server.set(|s| s.grant_ms = Some(shorter.as_millis() as i32));
+    server.cut();
+    assert!(
+        common::eventually(Duration::from_secs(5), || client.session_timeout()
+            == shorter),
+        "still {:?} after a reconnect granted {shorter:?}",
+        client.session_timeout()
+    );
+    assert_eq!(client.state(), SessionState::Connected);
 }

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -83,7 +83,9 @@ pub(crate) struct Shared {
     pub(crate) state: Arc<StateCell>,
     pub(crate) session_id: i64,
     pub(crate) password: Vec<u8>,
-    pub(crate) timeout: Duration,
+    /// The session timeout granted on the latest connection, in milliseconds: the server
+    /// expires the session by the one it granted last.
+    timeout_ms: AtomicU64,
     last_zxid: AtomicI64,
     closing: AtomicBool,
     /// The server answered our CloseSession: the session and its ephemeral nodes are gone.
@@ -96,6 +98,7 @@ pub(crate) struct Shared {
     on_proof: Mutex<Option<ProofHook>>,
     /// The I/O thread, joined by [`join_io`](Self::join_io) once the session is over.
     io_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    io_thread_id: Mutex<Option<std::thread::ThreadId>>,
     /// Tests: no reconnect before this instant.
     held_until: Mutex<Option<Instant>>,
     /// Tests: the I/O thread does nothing until this instant, as if frozen.
@@ -103,8 +106,9 @@ pub(crate) struct Shared {
     config: Config,
 }
 
-/// Called with the send time of a handshake that re-established the session.
-pub(crate) type ProofHook = Arc<dyn Fn(Instant) + Send + Sync>;
+/// Called with the send time of a handshake that re-established the session, and the timeout
+/// the server granted on it.
+pub(crate) type ProofHook = Arc<dyn Fn(Instant, Duration) + Send + Sync>;
 
 /// A connection that dies sooner than this after its handshake counts toward a reconnect storm.
 const STORM_LIFETIME: Duration = Duration::from_secs(1);
@@ -123,6 +127,17 @@ impl Shared {
         on_reply: OnReply,
     ) -> Result<(), (OnReply, Error)> {
         let mut out = self.out.lock();
+        self.send_locked(&mut out, opcode, write, on_reply)
+    }
+
+    /// [`send`](Self::send) with the write side already locked.
+    fn send_locked(
+        &self,
+        out: &mut Out,
+        opcode: i32,
+        write: impl FnOnce(&mut Writer),
+        on_reply: OnReply,
+    ) -> Result<(), (OnReply, Error)> {
         let state = self.state.get();
         if state.is_terminated() {
             return Err((on_reply, terminal_error(state)));
@@ -145,7 +160,7 @@ impl Shared {
         }
         let frame = w.finish();
         self.pending.lock().push_back(Pending { xid, on_reply });
-        self.write(&mut out, &frame);
+        self.write(out, &frame);
         Ok(())
     }
 
@@ -208,6 +223,11 @@ impl Shared {
         *self.on_proof.lock() = Some(hook);
     }
 
+    /// The session timeout the server granted on the latest connection.
+    pub(crate) fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms.load(Ordering::SeqCst))
+    }
+
     /// Whether the server confirmed our CloseSession.
     pub(crate) fn close_confirmed(&self) -> bool {
         self.close_confirmed.load(Ordering::SeqCst)
@@ -222,16 +242,19 @@ impl Shared {
     /// nodes at once), every waiter woken with `ClientClosed`. Returns at once; the I/O thread
     /// ends within [`CLOSE_WAIT`].
     pub(crate) fn close(&self) {
-        if self.closing.swap(true, Ordering::SeqCst) {
-            return;
-        }
         let connected = {
             let mut out = self.out.lock();
+            // Under `out`, so no request follows the CloseSession; and the CloseSession is
+            // queued before `closing` is set, so the I/O thread, which ends the session at the
+            // first empty queue once closing, cannot end it before the server was told.
+            if self.closing.load(Ordering::SeqCst) {
+                return;
+            }
             let xid = next_xid(&mut out.next_xid);
             let mut w = Writer::frame();
             w.int(xid).int(op::CLOSE_SESSION);
             let frame = w.finish();
-            out.sink.is_some() && {
+            let queued = out.sink.is_some() && {
                 self.pending.lock().push_back(Pending {
                     xid,
                     on_reply: Box::new(|answer| {
@@ -241,8 +264,10 @@ impl Shared {
                         Ok(())
                     }),
                 });
-                self.write(&mut out, &frame)
-            }
+                true
+            };
+            self.closing.store(true, Ordering::SeqCst);
+            queued && self.write(&mut out, &frame)
         };
         if !connected {
             self.finish(SessionState::Closed);
@@ -290,6 +315,8 @@ impl Shared {
     /// is done on a thread of its own: it may write megabytes, and meanwhile the I/O thread
     /// must go on reading what the server answers and fires.
     fn connected(self: &Arc<Self>, sink: Box<dyn Sink>, closer: Closer) {
+        // The handshake was traffic: no ping is due before the connection is even installed.
+        *self.last_send.lock() = Instant::now();
         let generation = self.out.lock().generation;
         let (data, child) = self.watches.lock().armed();
         let chunks = chunk_watches(data, child);
@@ -351,8 +378,10 @@ impl Shared {
             }
         }
         *self.last_send.lock() = Instant::now();
-        drop(out);
+        // Still under `out`: a connection given up meanwhile bumped the generation first, and
+        // one given up after this waits for the lock, then marks the session Disconnected.
         self.state.set(SessionState::SyncConnected);
+        drop(out);
     }
 
     /// Sends a ping, unless a caller is writing right now (then there is traffic anyway, and
@@ -362,6 +391,11 @@ impl Shared {
         let Some(mut out) = self.out.try_lock() else {
             return true;
         };
+        if out.sink.is_none() {
+            // Not installed yet (the re-arm thread is on its way), or given up, which the
+            // reader learns from the socket itself.
+            return true;
+        }
         let mut w = Writer::frame();
         w.int(xid::PING).int(op::PING);
         self.write(&mut out, &w.finish())
@@ -373,8 +407,9 @@ impl Shared {
 
     /// Removes the server's watch on `path` (no one waits for it any more). Its reply is not
     /// awaited; `NoWatcher` (it fired meanwhile) is as good as done.
-    fn remove_watch(&self, path: &str, kind: Kind) {
-        let sent = self.send(
+    fn remove_watch(&self, out: &mut Out, path: &str, kind: Kind) {
+        let sent = self.send_locked(
+            out,
             op::REMOVE_WATCHES,
             |w| {
                 w.string(path).int(kind.remove_type());
@@ -386,10 +421,30 @@ impl Shared {
 }
 
 impl Unwatch for Shared {
+    /// Decides on the removal and sends it under the write lock: a request that sets the same
+    /// watch again is then either counted before the decision (no removal) or written after
+    /// the removal, never overtaken by it.
     fn unwatch(&self, key: &(String, Kind), id: u64) {
+        let on_io_thread = self
+            .io_thread_id
+            .lock()
+            .is_some_and(|io| io == std::thread::current().id());
+        let mut out = if on_io_thread {
+            // The I/O thread must not wait behind a caller blocked in a write; if the lock is
+            // busy, the watch stays on the server and fires once into nothing.
+            match self.out.try_lock() {
+                Some(out) => out,
+                None => {
+                    self.watches.lock().unregister(key, id);
+                    return;
+                }
+            }
+        } else {
+            self.out.lock()
+        };
         let removal = self.watches.lock().unregister(key, id);
         if let Some(removal) = removal {
-            self.remove_watch(&removal.path, removal.kind);
+            self.remove_watch(&mut out, &removal.path, removal.kind);
         }
     }
 }
@@ -669,7 +724,9 @@ pub(crate) fn open(config: Config, deadline: Instant) -> Result<Arc<Shared>, Err
         }
         // Each host gets a share of the time, so one that swallows packets does not use it up.
         let share = (config.session_timeout / rotation.len() as u32).max(Duration::from_secs(1));
-        let until = deadline.min(Instant::now() + share);
+        let until = Instant::now()
+            .checked_add(share)
+            .map_or(deadline, |u| deadline.min(u));
         match attempt(
             &config,
             &rotation,
@@ -713,13 +770,14 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         state: StateCell::new(SessionState::Disconnected),
         session_id: response.session_id,
         password: response.password.clone(),
-        timeout,
+        timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
         last_zxid: AtomicI64::new(0),
         closing: AtomicBool::new(false),
         close_confirmed: AtomicBool::new(false),
         closed: (Mutex::new(false), Condvar::new()),
         on_proof: Mutex::new(None),
         io_thread: Mutex::new(None),
+        io_thread_id: Mutex::new(None),
         held_until: Mutex::new(None),
         stalled_until: Mutex::new(None),
         config,
@@ -739,7 +797,10 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
             run(thread_shared, rotation, source, frames, reader_closer);
         });
     match spawned {
-        Ok(thread) => *shared.io_thread.lock() = Some(thread),
+        Ok(thread) => {
+            *shared.io_thread_id.lock() = Some(thread.thread().id());
+            *shared.io_thread.lock() = Some(thread);
+        }
         Err(e) => {
             io_log!(Error, "cannot start the session's I/O thread: {e}");
             shared.finish(SessionState::Closed);
@@ -804,11 +865,15 @@ fn run(
                     link,
                     frames: f,
                     sent,
-                    ..
+                    response,
                 } = established;
+                let granted = Duration::from_millis(response.timeout_ms as u64);
+                shared
+                    .timeout_ms
+                    .store(granted.as_millis() as u64, Ordering::SeqCst);
                 let hook = shared.on_proof.lock().clone();
                 if let Some(hook) = hook {
-                    hook(sent);
+                    hook(sent, granted);
                 }
                 closer = Closer::clone_of(&link.closer);
                 source = link.source;
@@ -831,7 +896,7 @@ fn serve(
     frames: &mut Frames,
     last_recv: &mut Instant,
 ) -> String {
-    let timeout = shared.timeout;
+    let timeout = shared.timeout();
     // Silence for 2/5 of the session timeout means the connection is dead (a frozen server
     // or a blackhole): a ping goes out after 1/5 without a word, so a live server has had
     // time to answer it.
@@ -981,7 +1046,7 @@ fn reconnect(
     rotation: &mut Rotation,
     last_recv: Instant,
 ) -> Result<Established, SessionState> {
-    let timeout = shared.timeout;
+    let timeout = shared.timeout();
     // The server expires the session one timeout after it last heard from us; past 7/5 of
     // it, no server will take it back.
     let hopeless = last_recv + timeout * 7 / 5;

@@ -269,9 +269,10 @@ impl Client {
         self.shared.session_id
     }
 
-    /// The timeout the server granted.
+    /// The timeout the server granted (on the latest connection: a reconnect may be granted
+    /// another).
     pub fn session_timeout(&self) -> Duration {
-        self.shared.timeout
+        self.shared.timeout()
     }
 
     #[cfg(test)]
@@ -314,7 +315,7 @@ impl Client {
 
     /// Calls `hook` (on the I/O thread: it must not block) with the send time of every
     /// handshake that takes the session back after a reconnect.
-    pub fn on_session_proof(&self, hook: impl Fn(Instant) + Send + Sync + 'static) {
+    pub fn on_session_proof(&self, hook: impl Fn(Instant, Duration) + Send + Sync + 'static) {
         self.shared.on_proof(Arc::new(hook));
     }
 

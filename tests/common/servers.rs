@@ -266,9 +266,20 @@ impl PrivateServer {
         text.trim().parse().expect("a pid")
     }
 
-    /// Freezes the server (SIGSTOP): connections stay open, nothing is answered.
+    /// Freezes the server (SIGSTOP): connections stay open, nothing is answered. Returns once
+    /// every thread of the JVM has stopped: kill(2) only queues the signal, and a server thread
+    /// running on another CPU could otherwise still answer a request sent right after.
     pub fn freeze(&self) {
-        signal(self.pid(), libc::SIGSTOP);
+        let pid = self.pid();
+        signal(pid, libc::SIGSTOP);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !all_threads_stopped(pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "server {pid} did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Lets a frozen server run again (SIGCONT).
@@ -294,6 +305,21 @@ impl Drop for PrivateServer {
             }
         }
     }
+}
+
+/// Whether every thread of `pid` is stopped (state `T` in `/proc/<pid>/task/*/stat`).
+fn all_threads_stopped(pid: i32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            // The state follows the command name, which is in parentheses.
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+                .is_some_and(|state| state == 'T' || state == 't')
+        })
+    })
 }
 
 /// Sends `signal` to process `pid`.
