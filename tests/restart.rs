@@ -1,6 +1,8 @@
 //! Issue 22: a busy session survives a reconnect. A session with 10,000 data watches on
 //! 290-character paths keeps them across a short server restart (the old client crate dropped
-//! its connection at the second SetWatches reply, on every attempt, until the session expired).
+//! its connection at the second SetWatches reply, on every attempt, until the session expired);
+//! and a holder sharing its session with 2,000 waiters that all re-list after a reconnect reads
+//! `Held` throughout (the keepalive must not wait behind their bulk traffic).
 //!
 //! Each test loads this 2-core machine with thousands of threads: they run one at a time.
 
@@ -10,7 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use common::servers::PrivateServer;
+use common::proxy::{opcode, Proxy, Request};
+use common::servers::{self, PrivateServer};
 use zklock::{Client, DistributedMutex, LockGuard, LockState, SessionState, StateChange};
 
 /// Taken by each test for its whole run, so that neither measures the other's load.
@@ -321,4 +324,132 @@ fn ten_thousand_watches_with_long_paths_survive_a_server_restart() {
     );
     drop(inspector);
     drop(client);
+}
+
+/// Waiters queued behind one holder on its own session: after a reconnect each looks at the
+/// queue again (a listing of them all, shared by those that wake together) and watches its
+/// predecessor anew.
+const RELISTING_WAITERS: usize = 2_000;
+/// Short, so that the holder's lease (2/3 of it) is short too: a keepalive that waited behind
+/// the waiters' traffic would let it run out.
+const RELIST_SESSION_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often the holder looks at its state.
+const SAMPLE_EVERY: Duration = Duration::from_millis(2);
+
+#[test]
+fn a_holder_reads_held_while_its_sessions_waiters_relist_after_a_reconnect() {
+    let _one = one_at_a_time();
+    let proxy = Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, RELIST_SESSION_TIMEOUT);
+    let session = client.session_id();
+    // Short, so that the 2,001 watched paths fit in one SetWatches request of the old client
+    // crate (128 KiB): this test is about the traffic after a reconnect, not about the re-arm.
+    let path = format!("/r{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    let guard = mutex.lock().unwrap();
+    assert_eq!(guard.state(), LockState::Held);
+    let waiters = Waiters::spawn(std::slice::from_ref(&mutex), RELISTING_WAITERS);
+    // Queued and watching: one watch per waiter, and the holder's on its own node (which the
+    // first waiter watches too).
+    let mut on_server = 0;
+    assert!(
+        poll(Duration::from_secs(60), Duration::from_millis(100), || {
+            on_server = servers::watches_of(&common::connect_string(), session);
+            on_server >= RELISTING_WAITERS
+        }),
+        "only {on_server} of {RELISTING_WAITERS} waiters watching"
+    );
+    // The server has set every watch; the client has read every answer once a read sent now
+    // is answered (in order), and the waiters are back to waiting a moment later. A waiter
+    // still catching up at the cut might see no reconnect at all, and not re-list.
+    client.get_data(&path).unwrap();
+    thread::sleep(Duration::from_millis(500));
+
+    proxy.record_requests(true);
+    proxy.sever();
+    // The client reconnects within milliseconds, too soon to be sure to see it `Suspended`:
+    // its new connection's first request (SetWatches) says it is back.
+    assert!(
+        poll(Duration::from_secs(10), Duration::from_millis(2), || {
+            proxy.requests().iter().any(|r| r.conn > 0)
+        }),
+        "no reconnect after the cut"
+    );
+    assert_eq!(
+        wait_for_state(&client, SessionState::Connected, RELIST_SESSION_TIMEOUT),
+        SessionState::Connected,
+        "not connected again after the cut"
+    );
+    let back = Instant::now();
+
+    // A second thread marks when the re-list is over: once every waiter has sent its new
+    // watch, a read sent after them is answered after theirs (the server answers one
+    // session's requests in order).
+    let rewatches = |requests: &[Request]| {
+        requests
+            .iter()
+            .filter(|r| r.conn > 0 && r.opcode == opcode::GET_DATA)
+            .filter(|r| r.path.as_deref().is_some_and(|p| p.starts_with(&path)))
+            .count()
+    };
+    let (samples, not_held, relist) = thread::scope(|s| {
+        let relisted = s.spawn(|| {
+            let sent = poll(
+                RELIST_SESSION_TIMEOUT * 3,
+                Duration::from_millis(20),
+                || rewatches(&proxy.requests()) >= RELISTING_WAITERS,
+            );
+            client.get_data(&path).ok()?;
+            sent.then(|| back.elapsed())
+        });
+        let mut samples = 0;
+        let mut not_held = Vec::new();
+        while back.elapsed() < RELIST_SESSION_TIMEOUT * 2 || !relisted.is_finished() {
+            let state = guard.state();
+            samples += 1;
+            if state != LockState::Held {
+                not_held.push((back.elapsed(), state));
+            }
+            thread::sleep(SAMPLE_EVERY);
+        }
+        (samples, not_held, relisted.join().unwrap())
+    });
+    let requests = proxy.requests();
+    let listings = requests
+        .iter()
+        .filter(|r| r.conn > 0)
+        .filter(|r| [opcode::GET_CHILDREN, opcode::GET_CHILDREN2].contains(&r.opcode))
+        .filter(|r| r.path.as_deref() == Some(path.as_str()))
+        .count();
+    let watches = rewatches(&requests);
+    println!(
+        "{RELISTING_WAITERS} waiters re-listed ({listings} listings, {watches} watches) in {relist:.1?} \
+         after the reconnect; the holder read {samples} samples: {} not Held",
+        not_held.len()
+    );
+    assert!(
+        not_held.is_empty(),
+        "the holder read {} of {samples} samples other than Held after the reconnect; first \
+         {:?}, last {:?}",
+        not_held.len(),
+        not_held.first(),
+        not_held.last()
+    );
+    assert!(
+        listings >= 1 && watches >= RELISTING_WAITERS,
+        "the waiters did not re-list: {listings} listings, {watches} watches"
+    );
+    assert!(
+        relist.is_some(),
+        "the re-list did not end within {:?}",
+        RELIST_SESSION_TIMEOUT * 3
+    );
+    assert_eq!(client.session_id(), session);
+
+    guard.unlock().unwrap();
+    waiters.join_all_in_order(
+        std::slice::from_ref(&mutex),
+        RELISTING_WAITERS,
+        Duration::from_secs(60),
+    );
 }
