@@ -164,7 +164,9 @@ async fn keep_alive(zk: zk::Client, lease: Arc<Lease>, mut state: zk::StateWatch
         let sent = Instant::now();
         // A sync, not a read: a follower answers reads itself, even when it is cut off from
         // the leader that decides expiry, but it must pass a sync on to the leader.
-        if proves_alive(&zk.sync("/").await) {
+        // Ahead of the requests still queued (after a reconnect, thousands of waiters may be
+        // re-listing at once), so the answer waits for a bounded number of others.
+        if proves_alive(&zk.sync_first("/").await) {
             lease.renew(sent);
         }
     }

@@ -1,9 +1,15 @@
 //! The session engine: one I/O thread per session reads replies and notifications, sends
-//! pings, and reconnects; callers write their requests themselves, under one lock, so a request
-//! is on the wire when the call returns and the order of calls is the order of execution.
+//! pings, and reconnects. Callers queue their requests in an outbox, in the order of their
+//! calls, which is the order of execution; whichever caller finds the socket free writes what
+//! the outbox holds, so no caller waits for another's write, and a writer thread writes what
+//! had to wait for room on the wire.
 //!
 //! Replies are matched to requests by a FIFO, not by xid: the server answers one session's
 //! requests in order, and several SetWatches share xid -8.
+//!
+//! Liveness traffic never waits behind bulk traffic: at most [`MAX_IN_FLIGHT`] requests are on
+//! the wire unanswered, the rest wait in the outbox, and a ping or a keepalive sync goes out
+//! ahead of them, so its answer waits for no more than that many others.
 
 use std::collections::VecDeque;
 use std::io;
@@ -61,22 +67,53 @@ struct Pending {
     on_reply: OnReply,
 }
 
-/// The write side. Requests are numbered and queued as pending under this lock, so the order
-/// of the FIFO is the order on the wire.
+/// The write side. Requests are queued as pending under this lock as they are written, so the
+/// order of the FIFO is the order on the wire.
 struct Out {
     sink: Option<Box<dyn Sink>>,
     closer: Option<Closer>,
-    next_xid: i32,
     /// Bumped whenever a connection is given up, so a late re-arm cannot install a dead one.
     generation: u64,
 }
 
+/// Requests accepted and not yet written.
+struct Outbox {
+    /// Requests are accepted: a connection is installed and its watches are set again.
+    open: bool,
+    next_xid: i32,
+    /// In the order they go out: urgent ones at the front, the others in the order of the
+    /// calls.
+    queue: VecDeque<Outgoing>,
+}
+
+struct Outgoing {
+    frame: Vec<u8>,
+    pending: Pending,
+    /// Goes out ahead of the others, and even with [`MAX_IN_FLIGHT`] unanswered.
+    urgent: bool,
+}
+
+/// How many requests may be on the wire unanswered. The server answers one session's requests
+/// one after another, so a request written behind N others waits for all of them: 2,000
+/// waiters re-listing after a reconnect once kept a keepalive sync waiting for two seconds,
+/// and their holder read `Suspended` on a healthy session. A few hundred keep the server
+/// busy all the same.
+const MAX_IN_FLIGHT: usize = 256;
+
+/// How often the writer thread looks at the outbox without being told to.
+const WRITER_NET: Duration = Duration::from_millis(100);
+
+/// How many bytes one write takes from the outbox at most.
+const MAX_BATCH: usize = 256 * 1024;
+
 /// What the session's handles and its I/O thread share.
 pub(crate) struct Shared {
-    /// Lock order: `out`, then `pending`. The I/O thread takes only `pending` to match a
-    /// reply, so a caller blocked in a write (the server not reading) never stops the
-    /// replies from being read.
+    /// Lock order: `out`, then `outbox`, then `pending` (and `watches` or `writer_kick` before
+    /// `outbox`). The I/O thread takes only `pending` to match a reply, so a caller blocked
+    /// in a write (the server not reading) never stops the replies from being read; it takes
+    /// `out` only when free, for a ping, and leaves requests to the writer thread.
     out: Mutex<Out>,
+    outbox: Mutex<Outbox>,
     pending: Mutex<VecDeque<Pending>>,
     last_send: Mutex<Instant>,
     pub(crate) watches: Mutex<Watches>,
@@ -90,6 +127,8 @@ pub(crate) struct Shared {
     closing: AtomicBool,
     /// The server answered our CloseSession: the session and its ephemeral nodes are gone.
     close_confirmed: AtomicBool,
+    /// The server answered our CloseSession (whatever it said).
+    close_answered: AtomicBool,
     /// Wakes the I/O thread from a reconnect pause when the session is closed.
     closed: (Mutex<bool>, Condvar),
     /// Told, on the I/O thread, when each new connection's handshake was sent: the server
@@ -98,7 +137,12 @@ pub(crate) struct Shared {
     on_proof: Mutex<Option<ProofHook>>,
     /// The I/O thread, joined by [`join_io`](Self::join_io) once the session is over.
     io_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-    io_thread_id: Mutex<Option<std::thread::ThreadId>>,
+    /// The I/O thread's id: it never writes requests (see [`flush`](Self::flush)).
+    io_thread_id: std::sync::OnceLock<std::thread::ThreadId>,
+    /// Wakes the writer thread (see [`write_queued`]): `(kicked, stop)`.
+    writer_kick: (Mutex<(bool, bool)>, Condvar),
+    /// The writer thread, joined by the I/O thread as it ends.
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Tests: no reconnect before this instant.
     held_until: Mutex<Option<Instant>>,
     /// Tests: the I/O thread does nothing until this instant, as if frozen.
@@ -117,26 +161,62 @@ const STORM_LIFETIME: Duration = Duration::from_secs(1);
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 impl Shared {
-    /// Sends a request: `write` fills its body, `on_reply` reads the reply. The completion
-    /// fails at once with ConnectionLoss while not connected (the caller decides when to send
-    /// again; a request queued for a later connection could run long after its caller gave up).
-    pub(crate) fn send(
+    /// Queues a request in the outbox (ahead of the others if `urgent`): `write` fills its
+    /// body, `on_reply` reads the reply. Fails at once with ConnectionLoss while not connected
+    /// (the caller decides when to send again; a request queued for a later connection could
+    /// run long after its caller gave up). Then writes what the outbox holds, unless another
+    /// thread is writing (that one writes it).
+    fn queue(
         &self,
         opcode: i32,
         write: impl FnOnce(&mut Writer),
         on_reply: OnReply,
+        urgent: bool,
     ) -> Result<(), (OnReply, Error)> {
-        let mut out = self.out.lock();
-        self.send_locked(&mut out, opcode, write, on_reply)
+        self.queue_only(opcode, write, on_reply, urgent)?;
+        self.flush();
+        Ok(())
     }
 
-    /// [`send`](Self::send) with the write side already locked.
-    fn send_locked(
+    /// Queues a request without writing it (the caller calls [`flush`](Self::flush)).
+    fn queue_only(
         &self,
-        out: &mut Out,
         opcode: i32,
         write: impl FnOnce(&mut Writer),
         on_reply: OnReply,
+        urgent: bool,
+    ) -> Result<(), (OnReply, Error)> {
+        match self.encode(opcode, write) {
+            Ok(frame) => self.enqueue(frame, on_reply, urgent),
+            Err(e) => Err((on_reply, e)),
+        }
+    }
+
+    /// A request's frame, its xid left 0 (set by [`enqueue`](Self::enqueue)).
+    pub(crate) fn encode(
+        &self,
+        opcode: i32,
+        write: impl FnOnce(&mut Writer),
+    ) -> Result<Vec<u8>, Error> {
+        let mut w = Writer::frame();
+        w.int(0).int(opcode);
+        write(&mut w);
+        if w.len() > MAX_FRAME {
+            return Err(Error::BadArguments(
+                "request larger than jute.maxbuffer".into(),
+            ));
+        }
+        Ok(w.finish())
+    }
+
+    /// Numbers `frame` (a request with its xid still 0) and puts it in the outbox, without
+    /// writing it (the caller calls [`flush`](Self::flush)). Fails at once while not
+    /// connected (ConnectionLoss) and once the session is over or closing.
+    pub(crate) fn enqueue(
+        &self,
+        frame: Vec<u8>,
+        on_reply: OnReply,
+        urgent: bool,
     ) -> Result<(), (OnReply, Error)> {
         let state = self.state.get();
         if state.is_terminated() {
@@ -145,23 +225,130 @@ impl Shared {
         if self.closing.load(Ordering::SeqCst) {
             return Err((on_reply, Error::ClientClosed));
         }
-        if out.sink.is_none() {
-            return Err((on_reply, Error::ConnectionLoss));
+        self.enqueue_any(frame, on_reply, urgent)
+            .map_err(|on_reply| (on_reply, Error::ConnectionLoss))
+    }
+
+    /// [`enqueue`](Self::enqueue), also while closing (the CloseSession itself); gives
+    /// `on_reply` back if not connected.
+    fn enqueue_any(
+        &self,
+        mut frame: Vec<u8>,
+        on_reply: OnReply,
+        urgent: bool,
+    ) -> Result<(), OnReply> {
+        let mut outbox = self.outbox.lock();
+        if !outbox.open {
+            return Err(on_reply);
         }
-        let xid = next_xid(&mut out.next_xid);
-        let mut w = Writer::frame();
-        w.int(xid).int(opcode);
-        write(&mut w);
-        if w.len() > MAX_FRAME {
-            return Err((
-                on_reply,
-                Error::BadArguments("request larger than jute.maxbuffer".into()),
-            ));
+        let xid = next_xid(&mut outbox.next_xid);
+        frame[4..8].copy_from_slice(&xid.to_be_bytes());
+        let outgoing = Outgoing {
+            frame,
+            pending: Pending { xid, on_reply },
+            urgent,
+        };
+        if urgent {
+            outbox.queue.push_front(outgoing);
+        } else {
+            outbox.queue.push_back(outgoing);
         }
-        let frame = w.finish();
-        self.pending.lock().push_back(Pending { xid, on_reply });
-        self.write(out, &frame);
         Ok(())
+    }
+
+    /// Writes what the outbox holds (within [`MAX_IN_FLIGHT`]), if no other thread is writing:
+    /// then that thread writes it, so no caller ever waits for another's write. Called after
+    /// queuing a request. On the I/O thread it leaves the writing to the writer thread: a
+    /// write blocks while the server does not read, and the server may be waiting for us to
+    /// read what it answered; the I/O thread must go on reading.
+    pub(crate) fn flush(&self) {
+        if self.io_thread_id.get() == Some(&std::thread::current().id()) {
+            self.kick_writer();
+            return;
+        }
+        loop {
+            {
+                let Some(mut out) = self.out.try_lock() else {
+                    return;
+                };
+                if !self.write_batches(&mut out) {
+                    return;
+                }
+            }
+            // Something queued while we wrote, by a caller that found `out` taken, must not
+            // wait for the next caller: look again now that `out` is free.
+            if !self.ready() {
+                return;
+            }
+        }
+    }
+
+    /// Writes batches from the outbox while there are any within the bound; `false` if the
+    /// connection failed (the I/O thread sees the socket close and fails the rest).
+    fn write_batches(&self, out: &mut Out) -> bool {
+        while let Some(batch) = self.next_batch() {
+            if !self.write(out, &batch) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Tells the writer thread to write what the outbox holds.
+    fn kick_writer(&self) {
+        self.writer_kick.0.lock().0 = true;
+        self.writer_kick.1.notify_one();
+    }
+
+    /// Ends the writer thread and waits for it (the I/O thread does, as it ends).
+    fn stop_writer(&self) {
+        self.writer_kick.0.lock().1 = true;
+        self.writer_kick.1.notify_one();
+        let writer = self.writer.lock().take();
+        if let Some(writer) = writer {
+            let _ = writer.join();
+        }
+    }
+
+    /// Takes the next requests to write from the outbox, as pending, and their frames. The
+    /// I/O thread needs `pending` for every reply: it is held only to count and to append.
+    fn next_batch(&self) -> Option<Vec<u8>> {
+        let (taken, bytes) = {
+            let mut outbox = self.outbox.lock();
+            let mut room = MAX_IN_FLIGHT.saturating_sub(self.pending.lock().len());
+            let (mut taken, mut bytes) = (Vec::new(), 0);
+            while let Some(next) = outbox.queue.front() {
+                let full = bytes + next.frame.len() > MAX_BATCH && !taken.is_empty();
+                if (room == 0 && !next.urgent) || full {
+                    break;
+                }
+                let next = outbox.queue.pop_front().expect("front checked");
+                room = room.saturating_sub(1);
+                bytes += next.frame.len();
+                taken.push(next);
+            }
+            (taken, bytes)
+        };
+        if taken.is_empty() {
+            return None;
+        }
+        let mut batch = Vec::with_capacity(bytes);
+        let mut pending = Vec::with_capacity(taken.len());
+        for outgoing in taken {
+            batch.extend_from_slice(&outgoing.frame);
+            pending.push(outgoing.pending);
+        }
+        self.pending.lock().extend(pending);
+        Some(batch)
+    }
+
+    /// Whether the outbox holds a request that may go out now.
+    fn ready(&self) -> bool {
+        let outbox = self.outbox.lock();
+        outbox
+            .queue
+            .front()
+            .is_some_and(|next| next.urgent || self.pending.lock().len() < MAX_IN_FLIGHT)
     }
 
     /// Writes a frame. A failed write gives the connection up: part of the frame may have
@@ -191,9 +378,23 @@ impl Shared {
             + Send
             + 'static,
     ) -> Completion<T> {
+        self.request_as(opcode, false, write, decode)
+    }
+
+    /// As [`request`](Self::request); an `urgent` one goes out ahead of every request not yet
+    /// written (for liveness checks, whose order relative to other requests does not matter).
+    pub(crate) fn request_as<T: Send + 'static>(
+        &self,
+        opcode: i32,
+        urgent: bool,
+        write: impl FnOnce(&mut Writer),
+        decode: impl FnOnce(i32, Reader<'_>, &Arc<Shared>) -> Result<Result<T, Error>, Malformed>
+            + Send
+            + 'static,
+    ) -> Completion<T> {
         let (slot, completion) = completion::pair();
         let on_reply = reply_into(slot, decode);
-        if let Err((on_reply, err)) = self.send(opcode, write, on_reply) {
+        if let Err((on_reply, err)) = self.queue(opcode, write, on_reply, urgent) {
             let _ = on_reply(Answer::Lost(err));
         }
         completion
@@ -242,34 +443,26 @@ impl Shared {
     /// nodes at once), every waiter woken with `ClientClosed`. Returns at once; the I/O thread
     /// ends within [`CLOSE_WAIT`].
     pub(crate) fn close(&self) {
-        let connected = {
-            let mut out = self.out.lock();
-            // Under `out`, so no request follows the CloseSession; and the CloseSession is
-            // queued before `closing` is set, so the I/O thread, which ends the session at the
-            // first empty queue once closing, cannot end it before the server was told.
-            if self.closing.load(Ordering::SeqCst) {
-                return;
-            }
-            let xid = next_xid(&mut out.next_xid);
-            let mut w = Writer::frame();
-            w.int(xid).int(op::CLOSE_SESSION);
-            let frame = w.finish();
-            let queued = out.sink.is_some() && {
-                self.pending.lock().push_back(Pending {
-                    xid,
-                    on_reply: Box::new(|answer| {
-                        if let Answer::Reply { err: 0, shared, .. } = answer {
-                            shared.close_confirmed.store(true, Ordering::SeqCst);
-                        }
-                        Ok(())
-                    }),
-                });
-                true
-            };
-            self.closing.store(true, Ordering::SeqCst);
-            queued && self.write(&mut out, &frame)
-        };
-        if !connected {
+        if self.closing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut w = Writer::frame();
+        w.int(0).int(op::CLOSE_SESSION);
+        // Behind every request already queued: the server answers them before it closes.
+        let queued = self.enqueue_any(
+            w.finish(),
+            Box::new(|answer| {
+                if let Answer::Reply { err, shared, .. } = answer {
+                    shared.close_confirmed.store(err == 0, Ordering::SeqCst);
+                    shared.close_answered.store(true, Ordering::SeqCst);
+                }
+                Ok(())
+            }),
+            false,
+        );
+        if queued.is_ok() {
+            self.flush();
+        } else {
             self.finish(SessionState::Closed);
         }
         *self.closed.0.lock() = true;
@@ -298,7 +491,7 @@ impl Shared {
         }
     }
 
-    /// Closes the socket and takes out every request in flight.
+    /// Closes the socket and takes out every request in flight or queued.
     fn drop_connection(&self) -> Vec<Pending> {
         let mut out = self.out.lock();
         out.sink = None;
@@ -306,7 +499,10 @@ impl Shared {
         if let Some(closer) = out.closer.take() {
             closer.close();
         }
-        let pending = self.pending.lock().drain(..).collect();
+        let mut outbox = self.outbox.lock();
+        outbox.open = false;
+        let mut pending: Vec<Pending> = self.pending.lock().drain(..).collect();
+        pending.extend(outbox.queue.drain(..).map(|o| o.pending));
         pending
     }
 
@@ -378,15 +574,18 @@ impl Shared {
             }
         }
         *self.last_send.lock() = Instant::now();
+        self.outbox.lock().open = true;
         // Still under `out`: a connection given up meanwhile bumped the generation first, and
         // one given up after this waits for the lock, then marks the session Disconnected.
         self.state.set(SessionState::SyncConnected);
         drop(out);
+        // Requests queued since the outbox opened found `out` taken: write them.
+        self.flush();
     }
 
     /// Sends a ping, unless a caller is writing right now (then there is traffic anyway, and
-    /// the I/O thread must not wait for a write the server may not be reading). `false` if the
-    /// connection is gone.
+    /// the I/O thread must not wait for a write the server may not be reading). It goes
+    /// ahead of what waits in the outbox. `false` if the connection is gone.
     fn send_ping(&self) -> bool {
         let Some(mut out) = self.out.try_lock() else {
             return true;
@@ -398,54 +597,46 @@ impl Shared {
         }
         let mut w = Writer::frame();
         w.int(xid::PING).int(op::PING);
-        self.write(&mut out, &w.finish())
+        let sent = self.write(&mut out, &w.finish());
+        drop(out);
+        // A request queued meanwhile found `out` taken, and left its writing to us.
+        if self.ready() {
+            self.kick_writer();
+        }
+        sent
     }
 
     fn last_send(&self) -> Instant {
         *self.last_send.lock()
     }
-
-    /// Removes the server's watch on `path` (no one waits for it any more). Its reply is not
-    /// awaited; `NoWatcher` (it fired meanwhile) is as good as done.
-    fn remove_watch(&self, out: &mut Out, path: &str, kind: Kind) {
-        let sent = self.send_locked(
-            out,
-            op::REMOVE_WATCHES,
-            |w| {
-                w.string(path).int(kind.remove_type());
-            },
-            Box::new(|_| Ok(())),
-        );
-        drop(sent); // Not connected: the watch is not set again on the next connection anyway.
-    }
 }
 
 impl Unwatch for Shared {
-    /// Decides on the removal and sends it under the write lock: a request that sets the same
-    /// watch again is then either counted before the decision (no removal) or written after
-    /// the removal, never overtaken by it.
+    /// Removes the server's watch when its last watcher goes (its reply is not awaited;
+    /// `NoWatcher`, fired meanwhile, is as good as done).
     fn unwatch(&self, key: &(String, Kind), id: u64) {
-        let on_io_thread = self
-            .io_thread_id
-            .lock()
-            .is_some_and(|io| io == std::thread::current().id());
-        let mut out = if on_io_thread {
-            // The I/O thread must not wait behind a caller blocked in a write; if the lock is
-            // busy, the watch stays on the server and fires once into nothing.
-            match self.out.try_lock() {
-                Some(out) => out,
-                None => {
-                    self.watches.lock().unregister(key, id);
-                    return;
-                }
-            }
-        } else {
-            self.out.lock()
-        };
-        let removal = self.watches.lock().unregister(key, id);
-        if let Some(removal) = removal {
-            self.remove_watch(&mut out, &removal.path, removal.kind);
+        {
+            let mut watches = self.watches.lock();
+            let Some(removal) = watches.unregister(key, id) else {
+                return;
+            };
+            // Queued under the registry's lock, as a request setting the watch again is (see
+            // `Client::watching`): that one is queued either before (then the registry keeps
+            // the removal back) or after this one, never between the decision and the
+            // removal. Between, the removal would take the new watch off the server, and its
+            // watcher would wait forever: a waiter dropping its old watch on the runtime
+            // thread while it watches the same node anew after a reconnect did that.
+            let queued = self.queue_only(
+                op::REMOVE_WATCHES,
+                |w| {
+                    w.string(&removal.path).int(removal.kind.remove_type());
+                },
+                Box::new(|_| Ok(())),
+                false,
+            );
+            drop(queued); // Not connected: the watch is not set again on the next connection.
         }
+        self.flush();
     }
 }
 
@@ -749,6 +940,41 @@ pub(crate) fn open(config: Config, deadline: Instant) -> Result<Arc<Shared>, Err
     }))
 }
 
+/// The writer thread: writes what waits in the outbox once replies make room for it (the I/O
+/// thread, which reads them, must not write; callers write only as they queue), until the
+/// I/O thread stops it.
+fn write_queued(shared: Arc<Shared>) {
+    loop {
+        {
+            let mut kick = shared.writer_kick.0.lock();
+            while !kick.0 && !kick.1 {
+                // Woken by a kick. The timeout is a safety net: were a kick ever missed, the
+                // requests left in the outbox would go out a moment later, not never.
+                if shared
+                    .writer_kick
+                    .1
+                    .wait_for(&mut kick, WRITER_NET)
+                    .timed_out()
+                    && shared.ready()
+                {
+                    break;
+                }
+            }
+            if kick.1 {
+                return;
+            }
+            kick.0 = false;
+        }
+        loop {
+            let written = shared.write_batches(&mut shared.out.lock());
+            // Looked at with `out` free: a caller that found it taken left its request to us.
+            if !written || !shared.ready() {
+                break;
+            }
+        }
+    }
+}
+
 fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Shared> {
     let timeout = Duration::from_millis(established.response.timeout_ms as u64);
     let Established {
@@ -761,8 +987,12 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         out: Mutex::new(Out {
             sink: None,
             closer: None,
-            next_xid: 1,
             generation: 0,
+        }),
+        outbox: Mutex::new(Outbox {
+            open: false,
+            next_xid: 1,
+            queue: VecDeque::new(),
         }),
         pending: Mutex::new(VecDeque::new()),
         last_send: Mutex::new(Instant::now()),
@@ -774,10 +1004,13 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         last_zxid: AtomicI64::new(0),
         closing: AtomicBool::new(false),
         close_confirmed: AtomicBool::new(false),
+        close_answered: AtomicBool::new(false),
         closed: (Mutex::new(false), Condvar::new()),
         on_proof: Mutex::new(None),
         io_thread: Mutex::new(None),
-        io_thread_id: Mutex::new(None),
+        io_thread_id: std::sync::OnceLock::new(),
+        writer_kick: (Mutex::new((false, false)), Condvar::new()),
+        writer: Mutex::new(None),
         held_until: Mutex::new(None),
         stalled_until: Mutex::new(None),
         config,
@@ -790,20 +1023,39 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
     let reader_closer = Closer::clone_of(&closer);
     // No watch exists yet, so this sends nothing but installs the connection.
     shared.connected(sink, closer);
+    let writer_shared = shared.clone();
+    let writer = std::thread::Builder::new()
+        .name("zklock-write".into())
+        .spawn(move || write_queued(writer_shared));
+    let writer = match writer {
+        Ok(writer) => writer,
+        Err(e) => {
+            io_log!(Error, "cannot start the session's writer thread: {e}");
+            shared.finish(SessionState::Closed);
+            return shared;
+        }
+    };
+    *shared.writer.lock() = Some(writer);
     let thread_shared = shared.clone();
     let spawned = std::thread::Builder::new()
         .name("zklock-io".into())
         .spawn(move || {
-            run(thread_shared, rotation, source, frames, reader_closer);
+            let _ = thread_shared.io_thread_id.set(std::thread::current().id());
+            run(
+                thread_shared.clone(),
+                rotation,
+                source,
+                frames,
+                reader_closer,
+            );
+            thread_shared.stop_writer();
         });
     match spawned {
-        Ok(thread) => {
-            *shared.io_thread_id.lock() = Some(thread.thread().id());
-            *shared.io_thread.lock() = Some(thread);
-        }
+        Ok(thread) => *shared.io_thread.lock() = Some(thread),
         Err(e) => {
             io_log!(Error, "cannot start the session's I/O thread: {e}");
             shared.finish(SessionState::Closed);
+            shared.stop_writer();
         }
     }
     shared
@@ -1024,13 +1276,18 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
                 let _ = (pending.on_reply)(Answer::Lost(Error::SessionExpired));
                 return Ok(Handled::Expired);
             }
-            let closing = shared.closing.load(Ordering::SeqCst);
             (pending.on_reply)(Answer::Reply {
                 err: header.err,
                 body: r,
                 shared,
             })?;
-            if closing && shared.pending.lock().is_empty() {
+            // A reply makes room on the wire for what waits in the outbox.
+            if shared.ready() {
+                shared.kick_writer();
+            }
+            // The session ends with the answer to our CloseSession, the last request: not at
+            // an empty queue, which a reply can leave before the CloseSession is even queued.
+            if shared.close_answered.load(Ordering::SeqCst) {
                 return Ok(Handled::Closed);
             }
             Ok(Handled::Going)

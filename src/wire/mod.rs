@@ -482,7 +482,6 @@ impl Client {
         let server = self.server_path(path);
         let strip = self.chroot_len();
         let (slot, completion) = completion::pair();
-        self.shared.watches.lock().setting(&server, kind);
         let key = server.clone();
         let owner: std::sync::Weak<dyn Unwatch> = {
             let strong: Arc<dyn Unwatch> = self.shared.clone();
@@ -537,13 +536,20 @@ impl Client {
                 }
             }
         });
-        let sent = self.shared.send(
-            opcode,
-            |w| {
-                w.string(&server).boolean(true);
-            },
-            on_reply,
-        );
+        let frame = self.shared.encode(opcode, |w| {
+            w.string(&server).boolean(true);
+        });
+        let sent = {
+            // Counted and queued under the registry's lock, so that a removal of the same
+            // watch is queued either before this request or not at all (see `unwatch`).
+            let mut watches = self.shared.watches.lock();
+            watches.setting(&server, kind);
+            match frame {
+                Ok(frame) => self.shared.enqueue(frame, on_reply, false),
+                Err(e) => Err((on_reply, e)),
+            }
+        };
+        self.shared.flush();
         if let Err((on_reply, err)) = sent {
             let _ = on_reply(Answer::Lost(err));
         }
@@ -571,6 +577,27 @@ impl Client {
         let server = self.server_path(path);
         self.shared.request(
             op::SYNC,
+            |w| {
+                w.string(&server);
+            },
+            |err, mut r, _| {
+                if let Some(e) = proto::error_of(err) {
+                    return Ok(Err(e));
+                }
+                r.string()?;
+                Ok(Ok(()))
+            },
+        )
+    }
+
+    /// A sync that goes out ahead of every request not yet written, for a liveness check: it
+    /// must not wait behind bulk traffic, and its order relative to other requests does not
+    /// matter (a sync that must order reads after writes is [`sync`](Self::sync)).
+    pub fn sync_first(&self, path: &str) -> Completion<()> {
+        let server = self.server_path(path);
+        self.shared.request_as(
+            op::SYNC,
+            true,
             |w| {
                 w.string(&server);
             },

@@ -293,6 +293,24 @@ impl PrivateServer {
         self._servers.stop();
         self._servers.run("start-zk.sh", &[]);
     }
+
+    /// Stops the server (SIGTERM, as an operator's restart does) and keeps its data: a
+    /// [`start_again`](Self::start_again) brings back every node and every live session.
+    pub fn stop_keeping_data(&self) {
+        self._servers.run("stop-zk.sh", &[]);
+    }
+
+    /// Starts the server stopped by [`stop_keeping_data`](Self::stop_keeping_data) again on the
+    /// same port and data; returns once it serves.
+    pub fn start_again(&self) {
+        self._servers.run("start-zk.sh", &[]);
+    }
+
+    /// How many watches the server holds for session `session_id` (4lw `wchc`: each session's
+    /// watched paths, data and child watches alike).
+    pub fn watches_of(&self, session_id: i64) -> usize {
+        watches_of(&self.connect_string(), session_id)
+    }
 }
 
 impl Drop for PrivateServer {
@@ -338,6 +356,26 @@ pub fn four_letter(addr: &str, cmd: &str) -> std::io::Result<String> {
     let mut out = String::new();
     stream.read_to_string(&mut out)?;
     Ok(out)
+}
+
+/// How many watches the server at `addr` holds for session `session_id`, from 4lw `wchc`
+/// (`0x<session>` on a line, then one tab-indented path per watch). 0 if it does not answer.
+pub fn watches_of(addr: &str, session_id: i64) -> usize {
+    let Ok(answer) = four_letter(addr, "wchc") else {
+        return 0;
+    };
+    // The data watches and the child watches are listed apart, each with its session lines.
+    let header = format!("0x{session_id:x}");
+    let mut ours = false;
+    let mut count = 0;
+    for line in answer.lines() {
+        if line.starts_with('\t') {
+            count += usize::from(ours);
+        } else {
+            ours = line.trim() == header;
+        }
+    }
+    count
 }
 
 /// The server's `Mode:` (`standalone`, `leader`, `follower`, ...), `None` if it does not answer.

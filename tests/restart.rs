@@ -1,0 +1,455 @@
+//! Issue 22: a busy session survives a reconnect. A session with 10,000 data watches on
+//! 290-character paths keeps them across a short server restart (the old client crate dropped
+//! its connection at the second SetWatches reply, on every attempt, until the session expired);
+//! and a holder sharing its session with 2,000 waiters that all re-list after a reconnect reads
+//! `Held` throughout (the keepalive must not wait behind their bulk traffic).
+//!
+//! Each test loads this 2-core machine with thousands of threads: they run one at a time.
+
+mod common;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use common::proxy::{opcode, Proxy, Request};
+use common::servers::{self, PrivateServer};
+use zklock::{Client, DistributedMutex, LockGuard, LockState, SessionState, StateChange};
+
+/// Taken by each test for its whole run, so that neither measures the other's load.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static ONE: Mutex<()> = Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A waiter's stack: `lock()` needs little (64 KiB suffice in a debug build), and 10,000
+/// default 2 MiB stacks would be 20 GiB of address space.
+const WAITER_STACK: usize = 128 * 1024;
+
+/// The sequence number that ends a lock node's path.
+fn sequence(node_path: &str) -> i64 {
+    node_path[node_path.len() - 10..]
+        .parse()
+        .unwrap_or_else(|_| panic!("no sequence number in {node_path}"))
+}
+
+/// Threads queued on locks of one session: each takes its lock, notes its node's sequence
+/// number while it holds it (so each lock's list is in the order of acquisition), and releases.
+struct Waiters {
+    threads: Vec<JoinHandle<()>>,
+    /// Per lock, the sequence numbers of its waiters in the order they acquired.
+    acquired: Arc<Vec<Mutex<Vec<i64>>>>,
+    /// What went wrong, one line per waiter.
+    failures: Arc<Mutex<Vec<String>>>,
+}
+
+impl Waiters {
+    fn spawn(mutexes: &[DistributedMutex], per_lock: usize) -> Waiters {
+        let acquired: Arc<Vec<Mutex<Vec<i64>>>> =
+            Arc::new(mutexes.iter().map(|_| Mutex::default()).collect());
+        let failures = Arc::new(Mutex::new(Vec::new()));
+        let mut threads = Vec::with_capacity(mutexes.len() * per_lock);
+        for (i, mutex) in mutexes.iter().enumerate() {
+            for _ in 0..per_lock {
+                let (mutex, acquired, failures) =
+                    (mutex.clone(), acquired.clone(), failures.clone());
+                let thread = thread::Builder::new()
+                    .stack_size(WAITER_STACK)
+                    .spawn(move || match mutex.lock() {
+                        Ok(guard) => {
+                            acquired[i]
+                                .lock()
+                                .unwrap()
+                                .push(sequence(guard.node_path()));
+                            if let Err(e) = guard.unlock() {
+                                failures.lock().unwrap().push(format!("unlock on {i}: {e}"));
+                            }
+                        }
+                        Err(e) => failures.lock().unwrap().push(format!("lock {i}: {e}")),
+                    })
+                    .expect("a waiter thread");
+                threads.push(thread);
+            }
+        }
+        Waiters {
+            threads,
+            acquired,
+            failures,
+        }
+    }
+
+    /// Waits (up to `limit`) for every waiter to finish, then checks that each one acquired,
+    /// and that each lock's waiters acquired in queue order (by sequence number). On a
+    /// timeout, says what the stuck queues look like.
+    fn join_all_in_order(self, mutexes: &[DistributedMutex], per_lock: usize, limit: Duration) {
+        let finished = poll(limit, Duration::from_millis(50), || {
+            self.threads.iter().all(JoinHandle::is_finished)
+        });
+        if !finished {
+            let stuck: Vec<String> = self
+                .acquired
+                .iter()
+                .zip(mutexes)
+                .filter(|(acquired, _)| acquired.lock().unwrap().len() < per_lock)
+                .take(3)
+                .map(|(acquired, mutex)| {
+                    let queue: Vec<(i64, bool)> = mutex
+                        .contenders()
+                        .map(|c| c.iter().map(|c| (c.sequence, c.holds)).take(5).collect())
+                        .unwrap_or_default();
+                    let acquired = acquired.lock().unwrap();
+                    format!(
+                        "{}: {} acquired, last {:?}; queue now {queue:?}",
+                        mutex.path(),
+                        acquired.len(),
+                        acquired.last()
+                    )
+                })
+                .collect();
+            panic!(
+                "{} of {} waiters still waiting after {limit:?}; failures {:?}; {stuck:#?}",
+                self.threads.iter().filter(|t| !t.is_finished()).count(),
+                self.threads.len(),
+                self.failures.lock().unwrap()
+            );
+        }
+        for thread in self.threads {
+            thread.join().expect("a waiter panicked");
+        }
+        let failures = self.failures.lock().unwrap();
+        assert!(
+            failures.is_empty(),
+            "{} waiters failed, first: {:?}",
+            failures.len(),
+            &failures[..failures.len().min(5)]
+        );
+        for (i, acquired) in self.acquired.iter().enumerate() {
+            let acquired = acquired.lock().unwrap();
+            assert_eq!(
+                acquired.len(),
+                per_lock,
+                "lock {i}: not every waiter acquired"
+            );
+            assert!(
+                acquired.windows(2).all(|w| w[0] < w[1]),
+                "lock {i}: waiters acquired out of queue order: {acquired:?}"
+            );
+        }
+    }
+}
+
+/// Waits until the client's state is `want`, for up to `limit`; returns it as last seen.
+fn wait_for_state(client: &Client, want: SessionState, limit: Duration) -> SessionState {
+    let deadline = Instant::now() + limit;
+    let mut seen = client.state();
+    while seen != want && Instant::now() < deadline {
+        seen = client.wait_state_change(seen, deadline - Instant::now());
+    }
+    seen
+}
+
+/// Polls `cond` every `every` for up to `limit`; true once it holds.
+fn poll(limit: Duration, every: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(every);
+    }
+    true
+}
+
+/// Locks with waiters queued behind a holder: each waiter watches the node just ahead of it.
+const QUEUES: usize = 100;
+const WAITERS_PER_QUEUE: usize = 100;
+/// Locks held without waiters, revocable: their holders watch their own nodes, and nothing but
+/// the SetWatches of a reconnect sets those watches again (waiters re-list and watch anew after
+/// a reconnect; a holder waits on the watch it has). Enough of them that every SetWatches
+/// request of the reconnect carries some (the registry's order is random).
+const SENTINELS: usize = 500;
+/// The length of every watched path.
+const WATCHED_PATH_LEN: usize = 290;
+/// A lock node's name: Curator's protected `_c_<uuid>-lock-<10 digits>`.
+const NODE_NAME_LEN: usize = 55;
+/// How long the server stays down (from the stop to the start, which takes longer: the JVM).
+const DOWN: Duration = Duration::from_secs(1);
+const RESTART_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A lock path whose nodes' paths are [`WATCHED_PATH_LEN`] long.
+fn long_lock_path(root: &str, name: &str) -> String {
+    let head = format!("{root}/{name}-");
+    let len = WATCHED_PATH_LEN - 1 - NODE_NAME_LEN;
+    format!("{head}{}", "x".repeat(len - head.len()))
+}
+
+#[test]
+fn ten_thousand_watches_with_long_paths_survive_a_server_restart() {
+    let _one = one_at_a_time();
+    let server = PrivateServer::start("");
+    let changes: Arc<Mutex<Vec<StateChange>>> = Arc::default();
+    let told = changes.clone();
+    let client = common::builder(&server.connect_string(), RESTART_SESSION_TIMEOUT)
+        .on_state_change(move |change| {
+            told.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(change.clone())
+        })
+        .connect()
+        .expect("connect to the private server");
+    let session = client.session_id();
+    let root = format!("/restart-{}", uuid::Uuid::new_v4().simple());
+
+    let started = Instant::now();
+    let sentinel_locks: Vec<DistributedMutex> = (0..SENTINELS)
+        .map(|i| {
+            let path = long_lock_path(&root, &format!("s{i:03}"));
+            DistributedMutex::new(&client, &path).unwrap().revocable()
+        })
+        .collect();
+    let sentinels: Vec<LockGuard> = sentinel_locks.iter().map(|m| m.lock().unwrap()).collect();
+    let queues: Vec<DistributedMutex> = (0..QUEUES)
+        .map(|i| DistributedMutex::new(&client, &long_lock_path(&root, &format!("q{i:03}"))))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let holders: Vec<LockGuard> = queues.iter().map(|m| m.lock().unwrap()).collect();
+    for guard in sentinels.iter().chain(&holders) {
+        assert_eq!(
+            guard.node_path().len(),
+            WATCHED_PATH_LEN,
+            "{}",
+            guard.node_path()
+        );
+    }
+    let waiters = Waiters::spawn(&queues, WAITERS_PER_QUEUE);
+    // One data watch per waiter (on the node ahead of it) and per sentinel (on its own node).
+    let watches = QUEUES * WAITERS_PER_QUEUE + SENTINELS;
+    let mut on_server = 0;
+    assert!(
+        poll(Duration::from_secs(90), Duration::from_millis(200), || {
+            on_server = server.watches_of(session);
+            on_server >= watches
+        }),
+        "only {on_server} of {watches} watches set"
+    );
+    assert_eq!(
+        on_server, watches,
+        "more watches than waiters and sentinels"
+    );
+    let queued = started.elapsed();
+
+    // The restart, data kept.
+    let stopped = Instant::now();
+    server.stop_keeping_data();
+    thread::sleep(DOWN);
+    server.start_again();
+    let down = stopped.elapsed();
+    let serving = Instant::now();
+    assert_eq!(
+        wait_for_state(
+            &client,
+            SessionState::Connected,
+            RESTART_SESSION_TIMEOUT * 2
+        ),
+        SessionState::Connected,
+        "the session did not come back after the restart"
+    );
+    let reconnected = serving.elapsed();
+    // The server lost its watches with its memory; the reconnect sets them again.
+    let back = poll(
+        RESTART_SESSION_TIMEOUT * 3,
+        Duration::from_millis(100),
+        || {
+            on_server = server.watches_of(session);
+            on_server >= watches || client.state() == SessionState::Expired
+        },
+    );
+    let told = changes.lock().unwrap().clone();
+    assert!(
+        back && on_server >= watches,
+        "only {on_server} of {watches} watches back {:.1?} after the restart; the client is \
+         {:?}, it told {:?}",
+        serving.elapsed(),
+        client.state(),
+        told
+    );
+    let rearmed = serving.elapsed();
+
+    // Proof that the SetWatches themselves set the watches: a sentinel learns of a revocation
+    // request only through the watch it had before the restart.
+    let inspector = common::client_at(&server.connect_string(), RESTART_SESSION_TIMEOUT);
+    let revoking = Instant::now();
+    for mutex in &sentinel_locks {
+        let theirs = DistributedMutex::new(&inspector, mutex.path()).unwrap();
+        let holder = theirs.contenders().unwrap().into_iter().next().unwrap();
+        assert!(theirs.request_revocation(&holder).unwrap());
+    }
+    for guard in &sentinels {
+        assert!(
+            guard.wait_revocation_timeout(Duration::from_secs(20)),
+            "{}: revocation never seen: its watch was not set again",
+            guard.node_path()
+        );
+        assert_eq!(guard.state(), LockState::Held, "{}", guard.node_path());
+    }
+    let revoked = revoking.elapsed();
+
+    // The holders go; every waiter then takes its lock in turn, woken by its watch.
+    let draining = Instant::now();
+    for guard in holders {
+        assert_eq!(guard.state(), LockState::Held, "{}", guard.node_path());
+        guard.unlock().unwrap();
+    }
+    waiters.join_all_in_order(&queues, WAITERS_PER_QUEUE, Duration::from_secs(120));
+    let drained = draining.elapsed();
+    for guard in sentinels {
+        guard.unlock().unwrap();
+    }
+
+    assert_eq!(client.session_id(), session, "a new session replaced ours");
+    assert_eq!(client.state(), SessionState::Connected);
+    let changes = changes.lock().unwrap();
+    assert!(
+        changes
+            .iter()
+            .all(|c| c.to != SessionState::Expired && c.session_id == session),
+        "the session expired: {changes:?}"
+    );
+    println!(
+        "{watches} watches of {WATCHED_PATH_LEN} characters: queued in {queued:.1?}; server down \
+         {down:.1?}; reconnected {reconnected:.1?} after it served, every watch back on the \
+         server after {rearmed:.1?}; {SENTINELS} revocations seen in {revoked:.1?}; \
+         {} waiters drained in {drained:.1?}",
+        QUEUES * WAITERS_PER_QUEUE
+    );
+    drop(inspector);
+    drop(client);
+}
+
+/// Waiters queued behind one holder on its own session: after a reconnect each looks at the
+/// queue again (a listing of them all, shared by those that wake together) and watches its
+/// predecessor anew.
+const RELISTING_WAITERS: usize = 2_000;
+/// Short, so that the holder's lease (2/3 of it) is short too: a keepalive that waited behind
+/// the waiters' traffic would let it run out.
+const RELIST_SESSION_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often the holder looks at its state.
+const SAMPLE_EVERY: Duration = Duration::from_millis(2);
+
+#[test]
+fn a_holder_reads_held_while_its_sessions_waiters_relist_after_a_reconnect() {
+    let _one = one_at_a_time();
+    let proxy = Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, RELIST_SESSION_TIMEOUT);
+    let session = client.session_id();
+    // Short, so that the 2,001 watched paths fit in one SetWatches request of the old client
+    // crate (128 KiB): this test is about the traffic after a reconnect, not about the re-arm.
+    let path = format!("/r{}", &uuid::Uuid::new_v4().simple().to_string()[..6]);
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    let guard = mutex.lock().unwrap();
+    assert_eq!(guard.state(), LockState::Held);
+    let waiters = Waiters::spawn(std::slice::from_ref(&mutex), RELISTING_WAITERS);
+    // Queued and watching: one watch per waiter, and the holder's on its own node (which the
+    // first waiter watches too).
+    let mut on_server = 0;
+    assert!(
+        poll(Duration::from_secs(60), Duration::from_millis(100), || {
+            on_server = servers::watches_of(&common::connect_string(), session);
+            on_server >= RELISTING_WAITERS
+        }),
+        "only {on_server} of {RELISTING_WAITERS} waiters watching"
+    );
+    // The server has set every watch; the client has read every answer once a read sent now
+    // is answered (in order), and the waiters are back to waiting a moment later. A waiter
+    // still catching up at the cut might see no reconnect at all, and not re-list.
+    client.get_data(&path).unwrap();
+    thread::sleep(Duration::from_millis(500));
+
+    proxy.record_requests(true);
+    proxy.sever();
+    // The client reconnects within milliseconds, too soon to be sure to see it `Suspended`:
+    // its new connection's first request (SetWatches) says it is back.
+    assert!(
+        poll(Duration::from_secs(10), Duration::from_millis(2), || {
+            proxy.requests().iter().any(|r| r.conn > 0)
+        }),
+        "no reconnect after the cut"
+    );
+    assert_eq!(
+        wait_for_state(&client, SessionState::Connected, RELIST_SESSION_TIMEOUT),
+        SessionState::Connected,
+        "not connected again after the cut"
+    );
+    let back = Instant::now();
+
+    // A second thread marks when the re-list is over: once every waiter has sent its new
+    // watch, a read sent after them is answered after theirs (the server answers one
+    // session's requests in order).
+    let rewatches = |requests: &[Request]| {
+        requests
+            .iter()
+            .filter(|r| r.conn > 0 && r.opcode == opcode::GET_DATA)
+            .filter(|r| r.path.as_deref().is_some_and(|p| p.starts_with(&path)))
+            .count()
+    };
+    let (samples, not_held, relist) = thread::scope(|s| {
+        let relisted = s.spawn(|| {
+            let sent = poll(
+                RELIST_SESSION_TIMEOUT * 3,
+                Duration::from_millis(20),
+                || rewatches(&proxy.requests()) >= RELISTING_WAITERS,
+            );
+            client.get_data(&path).ok()?;
+            sent.then(|| back.elapsed())
+        });
+        let mut samples = 0;
+        let mut not_held = Vec::new();
+        while back.elapsed() < RELIST_SESSION_TIMEOUT * 2 || !relisted.is_finished() {
+            let state = guard.state();
+            samples += 1;
+            if state != LockState::Held {
+                not_held.push((back.elapsed(), state));
+            }
+            thread::sleep(SAMPLE_EVERY);
+        }
+        (samples, not_held, relisted.join().unwrap())
+    });
+    let requests = proxy.requests();
+    let listings = requests
+        .iter()
+        .filter(|r| r.conn > 0)
+        .filter(|r| [opcode::GET_CHILDREN, opcode::GET_CHILDREN2].contains(&r.opcode))
+        .filter(|r| r.path.as_deref() == Some(path.as_str()))
+        .count();
+    let watches = rewatches(&requests);
+    println!(
+        "{RELISTING_WAITERS} waiters re-listed ({listings} listings, {watches} watches) in {relist:.1?} \
+         after the reconnect; the holder read {samples} samples: {} not Held",
+        not_held.len()
+    );
+    assert!(
+        not_held.is_empty(),
+        "the holder read {} of {samples} samples other than Held after the reconnect; first \
+         {:?}, last {:?}",
+        not_held.len(),
+        not_held.first(),
+        not_held.last()
+    );
+    assert!(
+        listings >= 1 && watches >= RELISTING_WAITERS,
+        "the waiters did not re-list: {listings} listings, {watches} watches"
+    );
+    assert!(
+        relist.is_some(),
+        "the re-list did not end within {:?}",
+        RELIST_SESSION_TIMEOUT * 3
+    );
+    assert_eq!(client.session_id(), session);
+
+    guard.unlock().unwrap();
+    waiters.join_all_in_order(
+        std::slice::from_ref(&mutex),
+        RELISTING_WAITERS,
+        Duration::from_secs(60),
+    );
+}
