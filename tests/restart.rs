@@ -2,7 +2,8 @@
 //! 290-character paths keeps them across a short server restart (the old client crate dropped
 //! its connection at the second SetWatches reply, on every attempt, until the session expired);
 //! and a holder sharing its session with 2,000 waiters that all re-list after a reconnect reads
-//! `Held` throughout (the keepalive must not wait behind their bulk traffic).
+//! `Held` throughout, as it does while they queue up (its keepalive must not wait behind their
+//! traffic).
 //!
 //! Each test loads this 2-core machine with thousands of threads: they run one at a time.
 
@@ -446,6 +447,61 @@ fn a_holder_reads_held_while_its_sessions_waiters_relist_after_a_reconnect() {
     );
     assert_eq!(client.session_id(), session);
 
+    guard.unlock().unwrap();
+    waiters.join_all_in_order(
+        std::slice::from_ref(&mutex),
+        RELISTING_WAITERS,
+        Duration::from_secs(60),
+    );
+}
+
+#[test]
+fn a_holder_reads_held_while_2000_waiters_of_its_session_queue_up() {
+    let _one = one_at_a_time();
+    let client = common::client_with(RELIST_SESSION_TIMEOUT);
+    let session = client.session_id();
+    let path = common::lock_path("queue-up");
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    let guard = mutex.lock().unwrap();
+    assert_eq!(guard.state(), LockState::Held);
+    let started = Instant::now();
+    let waiters = Waiters::spawn(std::slice::from_ref(&mutex), RELISTING_WAITERS);
+    // Each waiter creates its node and lists the queue (up to 2,000 names, 110 MB in all):
+    // the holder's keepalive must not wait behind that. Sampled until every waiter watches
+    // the node ahead of it, and for two session timeouts at least.
+    let (samples, not_held, queued) = thread::scope(|s| {
+        let queued = s.spawn(|| {
+            let all = poll(Duration::from_secs(60), Duration::from_millis(100), || {
+                servers::watches_of(&common::connect_string(), session) >= RELISTING_WAITERS
+            });
+            all.then(|| started.elapsed())
+        });
+        let mut samples = 0;
+        let mut not_held = Vec::new();
+        while started.elapsed() < RELIST_SESSION_TIMEOUT * 2 || !queued.is_finished() {
+            let state = guard.state();
+            samples += 1;
+            if state != LockState::Held {
+                not_held.push((started.elapsed(), state));
+            }
+            thread::sleep(SAMPLE_EVERY);
+        }
+        (samples, not_held, queued.join().unwrap())
+    });
+    println!(
+        "{RELISTING_WAITERS} waiters queued up in {queued:.1?}; the holder read {samples} \
+         samples: {} not Held",
+        not_held.len()
+    );
+    assert!(queued.is_some(), "the waiters did not all queue up");
+    assert!(
+        not_held.is_empty(),
+        "the holder read {} of {samples} samples other than Held while the waiters queued up; \
+         first {:?}, last {:?}",
+        not_held.len(),
+        not_held.first(),
+        not_held.last()
+    );
     guard.unlock().unwrap();
     waiters.join_all_in_order(
         std::slice::from_ref(&mutex),
