@@ -51,6 +51,12 @@ fn sigterm_holder(path: &str, helper: bool) -> (bool, std::process::ExitStatus) 
         .lock_timeout(Duration::from_secs(1))
         .unwrap()
         .is_some();
+    // The holder may still be finishing its close (the session's threads end after the
+    // server confirmed it): give it a moment to end by its signal before killing it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while holder.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let _ = holder.kill();
     (acquired, holder.wait().unwrap())
 }
