@@ -1,13 +1,10 @@
 //! Establishing a session within the connect timeout, and saying why not when it fails.
 //!
-//! The client crate bounds one `connect` by its *requested session timeout*, not by anything
-//! the caller chooses (`Session::start`: `Deadline::until(last_recv + session_timeout)`, then
-//! `Error::Timeout`), and keeps no trace of why each host failed (that only goes to its
-//! `tracing` output). So zklock drives the attempts itself: one pass over every host at a time
-//! (the crate's `fail_eagerly`), passes repeated with a short back-off until the connect
-//! timeout, and after each failed pass every host probed with a plain TCP connect of our own,
-//! to name its cause honestly (refused, unreachable, timed out, DNS, or a TCP connection that
-//! granted no session or no TLS handshake).
+//! The transport makes one pass over the connect string's hosts per call (`wire::Connector`);
+//! zklock repeats passes with a short back-off until the connect timeout, and after each failed
+//! pass probes every host with a plain TCP connect of its own, to name each one's cause
+//! honestly (refused, unreachable, timed out, DNS, or a TCP connection that granted no session
+//! or no TLS handshake).
 
 use std::fmt;
 use std::net::{TcpStream, ToSocketAddrs};

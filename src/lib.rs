@@ -155,10 +155,9 @@
 //! Logging goes through the `log` crate, with the lock path, node and session in each message:
 //! info when a session is suspended and when it recovers (with how long it was out), warnings
 //! on expiry and on a lost lock, debug lines with the wait and hold time of each acquisition.
-//! Lines made on zklock's own threads are queued to a `zklock-log` thread, so a slow logger
-//! never stalls the network thread; the client crate's own info, warn and error events (it
-//! logs through `tracing`) are relayed to `log` the same way, unless the application
-//! installed a global `tracing` subscriber.
+//! Lines made on zklock's own I/O and runtime threads (reconnects, resets after a malformed
+//! frame, a session's end) are queued to a `zklock-log` thread, so a slow logger never stalls
+//! the network.
 //!
 //! [`Error::Connect`] says how long connecting was tried (the connect timeout, whatever the
 //! session timeout) and why each host gave no session ([`HostFailure`], [`ConnectCause`]).
