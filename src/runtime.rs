@@ -293,10 +293,12 @@ fn drive<F: Future>(future: F) -> F::Output {
         }
         let next = TIMERS.with(|t| {
             let mut timers = t.borrow_mut();
-            let timers = timers.as_mut().expect("set above");
+            let timers = timers.as_mut()?; // Set above, for as long as this loop runs.
             let now = Instant::now();
-            while timers.peek().is_some_and(|t| t.at <= now) {
-                timers.pop().expect("peeked").waker.wake();
+            while let Some(due) = timers.peek_mut().filter(|t| t.at <= now) {
+                std::collections::binary_heap::PeekMut::pop(due)
+                    .waker
+                    .wake();
             }
             timers.peek().map(|t| t.at)
         });

@@ -363,12 +363,10 @@ impl Client {
             mode.op(),
             |w| proto::write_create(w, &server, data, options.acls, mode),
             move |err, mut r, _| {
-                if let Some(e) = proto::error_of(err) {
-                    return Ok(Err(e));
-                }
-                let created = r.string()?;
-                let stat = Stat::read(&mut r)?;
-                Ok(Ok((stat, strip_root(&created, strip))))
+                on_ok(err, || {
+                    let created = r.string()?;
+                    Ok((Stat::read(&mut r)?, strip_root(&created, strip)))
+                })
             },
         )
     }
@@ -392,13 +390,7 @@ impl Client {
             |w| {
                 w.string(&server).boolean(false);
             },
-            |err, mut r, _| {
-                if let Some(e) = proto::error_of(err) {
-                    return Ok(Err(e));
-                }
-                let data = r.buffer()?.to_vec();
-                Ok(Ok((data, Stat::read(&mut r)?)))
-            },
+            |err, mut r, _| on_ok(err, || read_data(&mut r)),
         )
     }
 
@@ -434,13 +426,7 @@ impl Client {
             |w| {
                 w.string(&server).boolean(false);
             },
-            |err, mut r, _| {
-                if let Some(e) = proto::error_of(err) {
-                    return Ok(Err(e));
-                }
-                let children = r.strings()?;
-                Ok(Ok((children, Stat::read(&mut r)?)))
-            },
+            |err, mut r, _| on_ok(err, || read_children(&mut r)),
         )
     }
 
@@ -450,7 +436,7 @@ impl Client {
             op::GET_DATA,
             path,
             Kind::Data,
-            |r| Ok((r.buffer()?.to_vec(), Stat::read(r)?)),
+            read_data,
             |(data, stat), watcher| (data, stat, watcher),
         )
     }
@@ -464,7 +450,7 @@ impl Client {
             op::GET_CHILDREN2,
             path,
             Kind::Child,
-            |r| Ok((r.strings()?, Stat::read(r)?)),
+            read_children,
             |(children, stat), watcher| (children, stat, watcher),
         )
     }
@@ -563,51 +549,31 @@ impl Client {
             |w| {
                 w.string(&server).buffer(data).int(version.unwrap_or(-1));
             },
-            |err, mut r, _| {
-                if let Some(e) = proto::error_of(err) {
-                    return Ok(Err(e));
-                }
-                Ok(Ok(Stat::read(&mut r)?))
-            },
+            |err, mut r, _| on_ok(err, || Stat::read(&mut r)),
         )
     }
 
     /// Makes the server catch up with the leader on `path`.
     pub fn sync(&self, path: &str) -> Completion<()> {
-        let server = self.server_path(path);
-        self.shared.request(
-            op::SYNC,
-            |w| {
-                w.string(&server);
-            },
-            |err, mut r, _| {
-                if let Some(e) = proto::error_of(err) {
-                    return Ok(Err(e));
-                }
-                r.string()?;
-                Ok(Ok(()))
-            },
-        )
+        self.sync_as(path, false)
     }
 
     /// A sync that goes out ahead of every request not yet written, for a liveness check: it
     /// must not wait behind bulk traffic, and its order relative to other requests does not
     /// matter (a sync that must order reads after writes is [`sync`](Self::sync)).
     pub fn sync_first(&self, path: &str) -> Completion<()> {
+        self.sync_as(path, true)
+    }
+
+    fn sync_as(&self, path: &str, urgent: bool) -> Completion<()> {
         let server = self.server_path(path);
         self.shared.request_as(
             op::SYNC,
-            true,
+            urgent,
             |w| {
                 w.string(&server);
             },
-            |err, mut r, _| {
-                if let Some(e) = proto::error_of(err) {
-                    return Ok(Err(e));
-                }
-                r.string()?;
-                Ok(Ok(()))
-            },
+            |err, mut r, _| on_ok(err, || r.string().map(drop)),
         )
     }
 
@@ -740,6 +706,27 @@ fn write_multi(w: &mut Writer, ops: &[TxnRequest]) {
         }
     }
     w.int(-1).boolean(true).int(-1);
+}
+
+/// A reply's value, read by `read` if the server said OK, else the server's error.
+fn on_ok<T>(
+    err: i32,
+    read: impl FnOnce() -> Result<T, jute::Malformed>,
+) -> Result<Result<T, Error>, jute::Malformed> {
+    match proto::error_of(err) {
+        Some(e) => Ok(Err(e)),
+        None => read().map(Ok),
+    }
+}
+
+/// A getData reply: the data and the stat.
+fn read_data(r: &mut Reader<'_>) -> Result<(Vec<u8>, Stat), jute::Malformed> {
+    Ok((r.buffer()?.to_vec(), Stat::read(r)?))
+}
+
+/// A getChildren2 reply: the children and the parent's stat.
+fn read_children(r: &mut Reader<'_>) -> Result<(Vec<String>, Stat), jute::Malformed> {
+    Ok((r.strings()?, Stat::read(r)?))
 }
 
 /// `path` as the server gave it, with the client's chroot (its first `strip` bytes) removed.
