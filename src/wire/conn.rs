@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use super::attempt::{read_frame, AttemptError};
 use super::completion::{self, Completion, Slot};
 use super::hosts::{Host, Rotation};
 use super::jute::{Malformed, Reader, Writer};
@@ -706,29 +707,6 @@ fn chunk_watches(data: Vec<String>, child: Vec<String>) -> Vec<(Vec<String>, Vec
     chunks
 }
 
-/// Why one connection attempt gave no session.
-#[derive(Debug)]
-pub(crate) enum AttemptError {
-    /// Connecting or the handshake failed; try another host.
-    Io(io::Error),
-    Tls(String),
-    /// The server says the session has expired.
-    Expired,
-    AuthFailed,
-}
-
-impl From<io::Error> for AttemptError {
-    fn from(e: io::Error) -> Self {
-        AttemptError::Io(e)
-    }
-}
-
-impl From<Malformed> for AttemptError {
-    fn from(m: Malformed) -> Self {
-        AttemptError::Io(io::Error::new(io::ErrorKind::InvalidData, m.0))
-    }
-}
-
 /// A connection with an established session.
 pub(crate) struct Established {
     pub(crate) link: Link,
@@ -787,27 +765,6 @@ fn open_link(
     }
     let _ = config;
     Ok(link::plain(stream)?)
-}
-
-/// Reads the next frame before `deadline`, or fails.
-pub(crate) fn read_frame(
-    link: &mut Link,
-    frames: &mut Frames,
-    deadline: Instant,
-) -> io::Result<Vec<u8>> {
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "no answer from the server in time",
-            ));
-        }
-        link.source.set_timeout(left)?;
-        if let Read1::Frame(frame) = frames.next(link.source.as_mut())? {
-            return Ok(frame);
-        }
-    }
 }
 
 fn handshake(

@@ -7,6 +7,7 @@
 //! there are, requests pipelined with TCP_NODELAY, a session expiry reported as such, and a
 //! broken server answered with a reset connection, never a panic.
 
+mod attempt;
 mod completion;
 mod conn;
 #[cfg(test)]

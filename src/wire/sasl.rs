@@ -10,7 +10,7 @@
 use std::io;
 use std::time::Instant;
 
-use super::conn::{self, AttemptError};
+use super::attempt::{self, AttemptError};
 use super::jute::{Reader, Writer};
 use super::link::{Frames, Link};
 use super::proto::{op, ReplyHeader};
@@ -99,7 +99,7 @@ impl Exchange<'_> {
         let mut w = Writer::frame();
         w.int(self.xid).int(op::SASL).buffer(token);
         self.link.sink.send(&w.finish())?;
-        let frame = conn::read_frame(self.link, self.frames, self.deadline)?;
+        let frame = attempt::read_frame(self.link, self.frames, self.deadline)?;
         let mut r = Reader::new(&frame);
         let header = ReplyHeader::read(&mut r)?;
         if header.xid != self.xid {
@@ -667,7 +667,7 @@ mod tests {
             let deadline = Instant::now() + Duration::from_secs(5);
             let mut seen = Vec::new();
             let mut read = |link: &mut Link| {
-                let frame = conn::read_frame(link, &mut frames, deadline).unwrap();
+                let frame = attempt::read_frame(link, &mut frames, deadline).unwrap();
                 let mut r = Reader::new(&frame);
                 let (xid, op) = (r.int().unwrap(), r.int().unwrap());
                 seen.push((xid, op));

@@ -525,7 +525,7 @@ subjectAltName = IP:127.0.0.1,DNS:localhost
         let big: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
         for body in [&b"hello"[..], &big, b"", &[7; 16 * 1024 + 1], b"after"] {
             link.sink.send(&frame(body)).unwrap();
-            let got = super::super::conn::read_frame(link, &mut frames, soon()).unwrap();
+            let got = super::super::attempt::read_frame(link, &mut frames, soon()).unwrap();
             assert!(got == body, "{} bytes back for {}", got.len(), body.len());
         }
         // Nothing more: the read times out as an idle read, not an error.
@@ -658,7 +658,7 @@ subjectAltName = IP:127.0.0.1,DNS:localhost
         let mut link = connect(&tls, "127.0.0.1", tcp(addr), soon()).unwrap();
         let _ = link.sink.send(&frame(b"hello"));
         let mut frames = Frames::new(1 << 20);
-        let err = super::super::conn::read_frame(&mut link, &mut frames, soon()).unwrap_err();
+        let err = super::super::attempt::read_frame(&mut link, &mut frames, soon()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData, "{err}");
         assert!(err.to_string().contains("CertificateRequired"), "{err}");
         assert!(started.elapsed() < Duration::from_secs(4));
