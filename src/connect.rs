@@ -1,7 +1,8 @@
-//! Connect strings: `host:port[,host:port...][/chroot]`, checked the way the client crate and
+//! Connect strings: `host:port[,host:port...][/chroot]`, checked the way the transport and
 //! rustls will read them, so that malformed input fails at once with a clear error.
 
 use crate::error::{Error, Result};
+use crate::wire as zk;
 
 /// Splits `hosts/chroot` and checks every `host:port`, so that malformed input fails at once
 /// rather than after the connect timeout (or, for a TLS host rustls cannot name, in a panic of
@@ -21,15 +22,17 @@ pub(crate) fn split_connect_string(
     let (head, last) = s
         .rsplit_once(',')
         .map_or(("", s), |(head, last)| (head, last));
-    let (scheme, rest) = split_scheme(last);
-    let (last_host, chroot) = match rest.find('/') {
-        Some(i) => (&rest[..i], Some(&rest[i..])),
-        None => (rest, None),
+    // The chroot begins at the first '/' after the last host's scheme, if it has one.
+    let host_start = last.find("://").map_or(0, |at| at + 3);
+    let (last_host, chroot) = match last[host_start..].find('/') {
+        Some(i) => last.split_at(host_start + i),
+        None => (last, ""),
     };
+    let chroot = (!chroot.is_empty()).then_some(chroot);
     let hosts = if head.is_empty() {
-        format!("{scheme}{last_host}")
+        last_host.to_owned()
     } else {
-        format!("{head},{scheme}{last_host}")
+        format!("{head},{last_host}")
     };
     for entry in hosts.split(',') {
         check_host(entry.trim(), tls)
@@ -46,53 +49,22 @@ pub(crate) fn split_connect_string(
     Ok((hosts, chroot))
 }
 
-/// `("tcp://", "host:port")` for the client crate's URL forms, `("", entry)` otherwise.
-fn split_scheme(entry: &str) -> (&str, &str) {
-    for scheme in ["tcp://", "tcp+tls://"] {
-        if let Some(rest) = entry.strip_prefix(scheme) {
-            return (scheme, rest);
-        }
-    }
-    ("", entry)
-}
-
-/// Checks one `[scheme://]host[:port]` entry as the client crate will read it (an empty port
-/// means the default, 2181). `tls` says whether entries without a scheme use TLS.
+/// Checks one `[scheme://]host[:port]` entry, read as the transport reads it (see
+/// [`zk::parse_address`]): the host must be an IPv6 address, or a name or IPv4 address of
+/// the characters DNS allows. `tls` says whether entries without a scheme use TLS.
 fn check_host(entry: &str, tls: bool) -> std::result::Result<(), &'static str> {
-    let (scheme, address) = split_scheme(entry);
-    let tls = match scheme {
-        "tcp+tls://" => true,
-        "tcp://" => false,
-        _ => tls,
-    };
-    if address.contains("://") {
-        return Err("unknown scheme (use tcp:// or tcp+tls://)");
-    }
-    let (host, port, ipv6) = if let Some(bracketed) = address.strip_prefix('[') {
-        let (ip, after) = bracketed.split_once(']').ok_or("unclosed '['")?;
+    let address = zk::parse_address(entry)?;
+    let tls = address.tls.unwrap_or(tls);
+    let host = address.host;
+    let ipv6 = if address.bracketed {
         // A zone id (`%eth0`) may follow a link-local address.
-        let address = ip.split('%').next().unwrap_or(ip);
-        address
-            .parse::<std::net::Ipv6Addr>()
+        let ip = host.split('%').next().unwrap_or(host);
+        ip.parse::<std::net::Ipv6Addr>()
             .map_err(|_| "bad IPv6 address")?;
-        let port = if after.is_empty() {
-            None
-        } else {
-            Some(after.strip_prefix(':').ok_or("junk after ']'")?)
-        };
-        (ip, port, true)
+        true
     } else {
-        let (host, port) = address
-            .rsplit_once(':')
-            .map_or((address, None), |(h, p)| (h, Some(p)));
-        (host, port, host.parse::<std::net::Ipv6Addr>().is_ok())
+        host.parse::<std::net::Ipv6Addr>().is_ok()
     };
-    if port.is_some_and(|p| !p.is_empty() && p.parse::<u16>().map_or(true, |p| p == 0)) {
-        return Err("bad port");
-    }
-    if host.is_empty() {
-        return Err("empty host");
-    }
     if !ipv6 {
         if host.contains(':') {
             return Err("too many ':' (write IPv6 addresses in brackets)");
@@ -157,11 +129,14 @@ mod tests {
         ] {
             assert!(split_connect_string(bad, false).is_err(), "{bad}");
         }
-        // As the client crate reads them: empty port = 2181, unbracketed IPv6 + port, zones.
+        // As the transport reads them: empty port = 2181, an unbracketed IPv6 address (as a
+        // whole, with the default port), zones.
         for good in [
             "a:",
             "[::1]:",
             "fe80::1:2181",
+            "::1",
+            "2001:db8::1",
             "[fe80::1%eth0]:2181",
             "zk.example.com.:1",
         ] {

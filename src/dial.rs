@@ -233,12 +233,14 @@ fn probe_all(hosts: &str, secure: bool, deadline: Instant) -> Vec<HostFailure> {
 
 /// What a TCP connect of our own to `entry` (`[scheme://]host[:port]`) finds.
 fn probe(entry: &str, secure: bool, timeout: Duration) -> ConnectCause {
-    let (tls, address) = match entry.split_once("://") {
-        Some((scheme, rest)) => (scheme == "tcp+tls", rest),
-        None => (secure, entry),
+    // The connect string was checked before connecting; an entry that does not read is no
+    // host to probe.
+    let address = match zk::parse_address(entry) {
+        Ok(address) => address,
+        Err(why) => return ConnectCause::Unreachable(why.to_owned()),
     };
-    let (host, port) = host_and_port(address);
-    let addrs: Vec<_> = match (host, port).to_socket_addrs() {
+    let tls = address.tls.unwrap_or(secure);
+    let addrs: Vec<_> = match (address.host, address.port).to_socket_addrs() {
         Ok(addrs) => addrs.collect(),
         Err(err) => return ConnectCause::Dns(err.to_string()),
     };
@@ -261,37 +263,9 @@ fn probe(entry: &str, secure: bool, timeout: Duration) -> ConnectCause {
     cause
 }
 
-/// Host and port of an address as the client crate reads it: brackets around IPv6
-/// addresses, an absent or empty port meaning 2181.
-fn host_and_port(address: &str) -> (&str, u16) {
-    const DEFAULT: u16 = 2181;
-    let port = |p: &str| p.parse().unwrap_or(DEFAULT);
-    if let Some(bracketed) = address.strip_prefix('[') {
-        let (ip, after) = bracketed.split_once(']').unwrap_or((bracketed, ""));
-        return (ip, after.strip_prefix(':').map_or(DEFAULT, port));
-    }
-    if address.parse::<std::net::Ipv6Addr>().is_ok() {
-        return (address, DEFAULT);
-    }
-    match address.rsplit_once(':') {
-        Some((host, p)) => (host, port(p)),
-        None => (address, DEFAULT),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn host_and_port_as_the_client_crate_reads_them() {
-        assert_eq!(host_and_port("zk1:2182"), ("zk1", 2182));
-        assert_eq!(host_and_port("zk1"), ("zk1", 2181));
-        assert_eq!(host_and_port("zk1:"), ("zk1", 2181));
-        assert_eq!(host_and_port("[::1]:2183"), ("::1", 2183));
-        assert_eq!(host_and_port("[::1]"), ("::1", 2181));
-        assert_eq!(host_and_port("::1"), ("::1", 2181));
-    }
 
     #[test]
     fn a_port_where_nothing_listens_is_refused_and_a_bad_name_is_dns() {

@@ -34,62 +34,85 @@ impl Resolve for SystemResolver {
 
 pub(crate) const DEFAULT_PORT: u16 = 2181;
 
-/// Parses `host[:port],...` (no chroot): IPv6 addresses in brackets, a missing port 2181,
-/// an optional `tcp://` or `tcp+tls://` per host.
+/// One entry of a connect string, `[scheme://]host[:port]`, as zklock reads it everywhere: to
+/// connect, to check a connect string before connecting, and to probe a host that gave no
+/// session. One reading, so that what is checked is what is dialled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Address<'a> {
+    /// `Some(true)` for `tcp+tls://`, `Some(false)` for `tcp://`, `None` without a scheme.
+    pub(crate) tls: Option<bool>,
+    /// The host name or address, without brackets (an IPv6 zone id, `%eth0`, is kept).
+    pub(crate) host: &'a str,
+    pub(crate) port: u16,
+    /// Written in brackets, as an IPv6 address must be when a port follows it.
+    pub(crate) bracketed: bool,
+}
+
+/// Reads one `[scheme://]host[:port]` entry: IPv6 addresses in brackets (an unbracketed
+/// entry that is an IPv6 address as a whole is one, without a port), an absent or empty port
+/// meaning 2181. What the host may contain is for the caller to judge.
+pub(crate) fn parse_address(entry: &str) -> Result<Address<'_>, &'static str> {
+    const UNKNOWN_SCHEME: &str = "unknown scheme (use tcp:// or tcp+tls://)";
+    let (tls, address) = match entry.split_once("://") {
+        Some(("tcp", rest)) => (Some(false), rest),
+        Some(("tcp+tls", rest)) => (Some(true), rest),
+        Some(_) => return Err(UNKNOWN_SCHEME),
+        None => (None, entry),
+    };
+    if address.contains("://") {
+        return Err(UNKNOWN_SCHEME);
+    }
+    let port = |p: &str| -> Result<u16, &'static str> {
+        if p.is_empty() {
+            return Ok(DEFAULT_PORT);
+        }
+        p.parse().ok().filter(|&p| p != 0).ok_or("bad port")
+    };
+    let (host, port, bracketed) = if let Some(bracketed) = address.strip_prefix('[') {
+        let (ip, after) = bracketed.split_once(']').ok_or("unclosed '['")?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => port(p)?,
+            None if after.is_empty() => DEFAULT_PORT,
+            None => return Err("junk after ']'"),
+        };
+        (ip, port, true)
+    } else if address.parse::<std::net::Ipv6Addr>().is_ok() {
+        (address, DEFAULT_PORT, false)
+    } else {
+        match address.rsplit_once(':') {
+            Some((host, p)) => (host, port(p)?, false),
+            None => (address, DEFAULT_PORT, false),
+        }
+    };
+    if host.is_empty() {
+        return Err("empty host");
+    }
+    Ok(Address {
+        tls,
+        host,
+        port,
+        bracketed,
+    })
+}
+
+/// Parses `host[:port],...` (no chroot), each entry as [`parse_address`] reads it; empty
+/// entries are skipped.
 pub(crate) fn parse(hosts: &str) -> Result<Vec<Host>, Error> {
     let mut out = Vec::new();
     for entry in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
-        let (tls, address) = match entry.split_once("://") {
-            Some(("tcp", rest)) => (false, rest),
-            Some(("tcp+tls", rest)) => (true, rest),
-            Some((scheme, _)) => {
-                return Err(Error::BadArguments(format!(
-                    "unknown scheme {scheme}:// in {entry}"
-                )))
-            }
-            None => (false, entry),
-        };
-        let (name, port) = split_port(address)
-            .ok_or_else(|| Error::BadArguments(format!("invalid port in {entry}")))?;
-        if name.is_empty() {
-            return Err(Error::BadArguments(format!("no host name in {entry}")));
-        }
+        let address =
+            parse_address(entry).map_err(|why| Error::BadArguments(format!("{why} in {entry}")))?;
         out.push(Host {
             entry: entry.to_owned(),
-            name: name.to_owned(),
-            port,
-            tls,
+            name: address.host.to_owned(),
+            port: address.port,
+            tls: address.tls == Some(true),
         });
     }
     if out.is_empty() {
         return Err(Error::BadArguments("no host in the connect string".into()));
     }
     Ok(out)
-}
-
-fn split_port(address: &str) -> Option<(&str, u16)> {
-    let port = |p: &str| -> Option<u16> {
-        if p.is_empty() {
-            Some(DEFAULT_PORT)
-        } else {
-            p.parse().ok().filter(|&p| p != 0)
-        }
-    };
-    if let Some(bracketed) = address.strip_prefix('[') {
-        let (ip, after) = bracketed.split_once(']')?;
-        return match after.strip_prefix(':') {
-            Some(p) => Some((ip, port(p)?)),
-            None if after.is_empty() => Some((ip, DEFAULT_PORT)),
-            None => None,
-        };
-    }
-    if address.parse::<std::net::Ipv6Addr>().is_ok() {
-        return Some((address, DEFAULT_PORT));
-    }
-    match address.rsplit_once(':') {
-        Some((host, p)) => Some((host, port(p)?)),
-        None => Some((address, DEFAULT_PORT)),
-    }
 }
 
 /// The hosts in rotation, starting at a random one so that many clients spread over an
@@ -157,6 +180,42 @@ mod tests {
         assert!(parse("zk1:notaport").is_err());
         assert!(parse("zk1:0").is_err());
         assert!(parse("http://zk1").is_err());
+    }
+
+    #[test]
+    fn one_reading_of_an_entry() {
+        let read = |entry| parse_address(entry).map(|a| (a.tls, a.host, a.port, a.bracketed));
+        assert_eq!(read("zk1:2182"), Ok((None, "zk1", 2182, false)));
+        assert_eq!(read("zk1"), Ok((None, "zk1", 2181, false)));
+        assert_eq!(read("zk1:"), Ok((None, "zk1", 2181, false)));
+        assert_eq!(read("[::1]:2183"), Ok((None, "::1", 2183, true)));
+        assert_eq!(read("[::1]"), Ok((None, "::1", 2181, true)));
+        assert_eq!(read("[::1]:"), Ok((None, "::1", 2181, true)));
+        assert_eq!(
+            read("[fe80::1%eth0]:1"),
+            Ok((None, "fe80::1%eth0", 1, true))
+        );
+        // An unbracketed IPv6 address is an address as a whole, with the default port.
+        assert_eq!(read("::1"), Ok((None, "::1", 2181, false)));
+        assert_eq!(
+            read("fe80::1:2181"),
+            Ok((None, "fe80::1:2181", 2181, false))
+        );
+        assert_eq!(read("tcp://a:1"), Ok((Some(false), "a", 1, false)));
+        assert_eq!(read("tcp+tls://a"), Ok((Some(true), "a", 2181, false)));
+        for bad in [
+            "http://a:1",
+            "tcp://a://b",
+            "[::1",
+            "[::1]x",
+            "a:0",
+            "a:70000",
+            "a:x",
+            ":1",
+            "",
+        ] {
+            assert!(parse_address(bad).is_err(), "{bad}");
+        }
     }
 
     /// A resolver whose answer changes between calls, as a Kubernetes pod's does.

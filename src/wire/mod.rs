@@ -27,6 +27,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use completion::Completion;
+/// The one reading of a connect string's `host:port` entries, for the layers above.
+pub(crate) use hosts::parse_address;
 pub use proto::{perms, Acl, CreateMode, EventType, Stat};
 pub use watches::{OneshotWatcher, SessionState, StateWatcher};
 
