@@ -281,6 +281,12 @@ impl Chunks {
     fn drained(&self) -> bool {
         self.at == self.data.len()
     }
+
+    /// Drained, and with nothing more to report: a source that ends in EOF still has that to
+    /// say (the next read returns it).
+    fn done(&self) -> bool {
+        self.drained() && !self.eof
+    }
 }
 
 impl Source for Chunks {
@@ -331,7 +337,7 @@ fn read_all(frames: &mut Frames, source: &mut Chunks, max: usize) -> (Vec<Vec<u8
         );
         match result {
             Ok(Read1::Frame(frame)) => got.push(frame),
-            Ok(Read1::Idle) if source.drained() => return (got, End::Idle),
+            Ok(Read1::Idle) if source.done() => return (got, End::Idle),
             Ok(Read1::Idle) => {}
             Err(e) => return (got, End::Error(e.kind())),
         }
