@@ -187,7 +187,6 @@ mod recipe;
 mod relay;
 mod runtime;
 mod rwlock;
-mod seam;
 mod security;
 mod semaphore;
 mod session;

@@ -101,9 +101,6 @@ impl MultiLock {
             let session = self.client.session(deadline)?;
             let mut taken = Partial::new(deadline);
             for (path, kind) in &self.members {
-                if !taken.is_empty() {
-                    crate::seam::between_steps();
-                }
                 let options = Options::default();
                 match recipe::acquire_on(&session, path, kind, &attempt, deadline, &options)? {
                     Some(held) => taken.push(held),

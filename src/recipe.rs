@@ -333,10 +333,6 @@ impl Partial {
         self.held.push(held);
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.held.is_empty()
-    }
-
     /// Everything was taken: the nodes, in the order taken, now for the caller to hold.
     pub(crate) fn complete(mut self) -> Vec<Held> {
         std::mem::take(&mut self.held)

@@ -70,17 +70,11 @@ impl Runtime {
     ///
     /// A process forked from one that ran zklock starts a runtime of its own: the parent's
     /// thread does not exist in the child.
-    ///
-    /// The crate's unit tests give each client its own runtime instead: some stall their
-    /// client's runtime thread on purpose, which must not stall the tests running beside them.
     pub(crate) fn shared() -> Result<Arc<Runtime>> {
         /// The shared runtime and the process it was started in.
         static SHARED: parking_lot::Mutex<(u32, Weak<Runtime>)> =
             parking_lot::Mutex::new((0, Weak::new()));
         let pid = std::process::id();
-        if cfg!(test) {
-            return Runtime::start().map(Arc::new);
-        }
         let ours = |shared: &(u32, Weak<Runtime>)| {
             // A runtime of the parent process, inherited by a fork, has no thread here.
             (shared.0 == pid).then(|| shared.1.upgrade()).flatten()

@@ -139,7 +139,6 @@ impl Semaphore {
             let mut taken = Partial::new(deadline);
             taken.push(gate);
             for _ in 0..count {
-                crate::seam::between_steps();
                 let leases = &self.leases;
                 match recipe::acquire_lease(&session, leases, self.permits, &attempt, deadline)? {
                     Some(lease) => taken.push(lease),

@@ -44,8 +44,6 @@ pub(crate) struct Config {
     pub(crate) tls: Option<Arc<super::tls::TlsConfig>>,
     #[cfg(feature = "sasl")]
     pub(crate) sasl: Option<(String, String)>,
-    /// Take over this session (id, password) instead of opening a new one (tests).
-    pub(crate) resume: Option<(i64, Vec<u8>)>,
 }
 
 /// Decodes a reply for its request and fills the caller's completion. `Err` if the reply does
@@ -144,10 +142,6 @@ pub(crate) struct Shared {
     writer_kick: (Mutex<(bool, bool)>, Condvar),
     /// The writer thread, joined by the I/O thread as it ends.
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// Tests: no reconnect before this instant.
-    held_until: Mutex<Option<Instant>>,
-    /// Tests: the I/O thread does nothing until this instant, as if frozen.
-    stalled_until: Mutex<Option<Instant>>,
     config: Config,
 }
 
@@ -864,7 +858,8 @@ fn _host_name(config: &Config) -> String {
 pub(crate) fn open(config: Config, deadline: Instant) -> Result<Arc<Shared>, Error> {
     let mut rotation = Rotation::new(config.hosts.clone(), config.resolver.clone());
     let mut failures = Vec::new();
-    let (resume_id, resume_password) = config.resume.clone().unwrap_or((0, vec![0; 16]));
+    // A new session: id 0 and an empty password ask the server for one.
+    let no_password = [0; 16];
     for _ in 0..rotation.len() {
         let host = rotation.next();
         if Instant::now() >= deadline {
@@ -875,14 +870,7 @@ pub(crate) fn open(config: Config, deadline: Instant) -> Result<Arc<Shared>, Err
         let until = Instant::now()
             .checked_add(share)
             .map_or(deadline, |u| deadline.min(u));
-        match attempt(
-            &config,
-            &rotation,
-            &host,
-            (resume_id, &resume_password),
-            0,
-            until,
-        ) {
+        match attempt(&config, &rotation, &host, (0, &no_password), 0, until) {
             Ok(established) => return Ok(start(config, rotation, established)),
             Err(AttemptError::AuthFailed) => return Err(Error::AuthFailed),
             Err(AttemptError::Expired) => return Err(Error::SessionExpired),
@@ -968,8 +956,6 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         io_thread_id: std::sync::OnceLock::new(),
         writer_kick: (Mutex::new((false, false)), Condvar::new()),
         writer: Mutex::new(None),
-        held_until: Mutex::new(None),
-        stalled_until: Mutex::new(None),
         config,
     });
     let Link {
@@ -1119,10 +1105,6 @@ fn serve(
     let mut ping_out = false;
     let mut close_by: Option<Instant> = None;
     loop {
-        let stalled = shared.stalled_until.lock().take();
-        if let Some(until) = stalled {
-            std::thread::sleep(until.saturating_duration_since(Instant::now()));
-        }
         match frames.next(source) {
             Ok(Read1::Frame(frame)) => {
                 *last_recv = Instant::now();
@@ -1266,10 +1248,6 @@ fn reconnect(
     let hopeless = last_recv + timeout * 7 / 5;
     let mut pause = Duration::from_millis(50);
     loop {
-        let held = *shared.held_until.lock();
-        if let Some(until) = held {
-            std::thread::sleep(until.saturating_duration_since(Instant::now()));
-        }
         for _ in 0..rotation.len() {
             if shared.closing.load(Ordering::SeqCst) {
                 return Err(SessionState::Closed);
@@ -1310,20 +1288,6 @@ fn reconnect(
             shared.closed.1.wait_for(&mut closed, pause);
         }
         pause = (pause * 2).min(Duration::from_secs(1));
-    }
-}
-
-impl Shared {
-    #[cfg(test)]
-    /// Tests: keeps the I/O thread from reconnecting for `hold`.
-    pub(crate) fn hold_reconnects(&self, hold: Duration) {
-        *self.held_until.lock() = Some(Instant::now() + hold);
-    }
-
-    #[cfg(test)]
-    /// Tests: freezes the I/O thread for `stall` (no reads, no pings), as a stopped process.
-    pub(crate) fn stall_io(&self, stall: Duration) {
-        *self.stalled_until.lock() = Some(Instant::now() + stall);
     }
 }
 

@@ -188,7 +188,6 @@ impl Connector {
                 tls: None,
                 #[cfg(feature = "sasl")]
                 sasl: None,
-                resume: None,
             },
         }
     }
@@ -215,14 +214,6 @@ impl Connector {
     #[cfg(feature = "sasl")]
     pub fn sasl_digest_md5(mut self, user: &str, password: &str) -> Self {
         self.config.sasl = Some((user.to_owned(), password.to_owned()));
-        self
-    }
-
-    #[cfg(test)]
-    /// Takes over an existing session instead of opening a new one (tests that expire a
-    /// session from outside).
-    pub fn resume(mut self, session_id: i64, password: Vec<u8>) -> Self {
-        self.config.resume = Some((session_id, password));
         self
     }
 
@@ -278,12 +269,6 @@ impl Client {
         self.shared.timeout()
     }
 
-    #[cfg(test)]
-    /// The session's id and password (to take it over from another connection, in tests).
-    pub fn session(&self) -> (i64, Vec<u8>) {
-        (self.shared.session_id, self.shared.password.clone())
-    }
-
     pub fn state_watcher(&self) -> StateWatcher {
         StateWatcher::new(self.shared.state.clone())
     }
@@ -301,19 +286,6 @@ impl Client {
             chroot: Some(root.into()),
             ..self.clone()
         })
-    }
-
-    #[cfg(test)]
-    /// Tests: keeps the session from reconnecting for `hold` (so that another connection can
-    /// take the session over and close it).
-    pub fn hold_reconnects_for_tests(&self, hold: Duration) {
-        self.shared.hold_reconnects(hold);
-    }
-
-    #[cfg(test)]
-    /// Tests: freezes the session's I/O thread for `stall` (from its next tick).
-    pub fn stall_io_for_tests(&self, stall: Duration) {
-        self.shared.stall_io(stall);
     }
 
     /// Calls `hook` (on the I/O thread: it must not block) with the send time of every
