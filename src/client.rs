@@ -9,10 +9,10 @@ use crate::wire as zk;
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 
-use crate::cancel::{self, CancelToken, Watching};
 use crate::connect::split_connect_string;
 use crate::error::{Error, Result};
-use crate::runtime::{deadline_after, Runtime};
+use crate::rt::cancel::{self, CancelToken, Watching};
+use crate::rt::runtime::{deadline_after, Runtime};
 use crate::security::{NodeAcl, ParentAcl, Security};
 use crate::session::{open_session, Releases, Session, SessionConfig};
 use crate::state::{Hub, Listener, Observe, StateChange, LISTENER_STOP_WAIT};
@@ -143,7 +143,7 @@ impl Client {
     /// [`Error::InvalidPath`], [`Error::ConnectionLoss`], [`Error::SessionExpired`],
     /// [`Error::NoAuth`], or another [`Error::ZooKeeper`].
     pub fn get_data(&self, path: &str) -> Result<Option<Vec<u8>>> {
-        crate::path::validate_lock_path(path)?;
+        crate::znode::path::validate_lock_path(path)?;
         let deadline = Some(self.call_deadline());
         let session = self.session(deadline)?;
         Ok(session.get_data(path, deadline)?.map(|(data, _)| data))
@@ -159,7 +159,7 @@ impl Client {
     /// # Errors
     /// As [`Client::get_data`].
     pub fn children(&self, path: &str) -> Result<Option<Vec<String>>> {
-        crate::path::validate_lock_path(path)?;
+        crate::znode::path::validate_lock_path(path)?;
         let deadline = Some(self.call_deadline());
         let session = self.session(deadline)?;
         match session.list(path, deadline) {
@@ -180,8 +180,8 @@ impl Client {
     /// # Errors
     /// As [`Client::get_data`], plus [`Error::EphemeralParent`].
     pub fn set_data(&self, path: &str, data: &[u8]) -> Result<()> {
-        crate::path::validate_lock_path(path)?;
-        crate::layout::check_data_size(data)?;
+        crate::znode::path::validate_lock_path(path)?;
+        crate::znode::layout::check_data_size(data)?;
         let deadline = Some(self.call_deadline());
         let session = self.session(deadline)?;
         session.put(path, data, deadline)

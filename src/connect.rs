@@ -41,7 +41,7 @@ pub(crate) fn split_connect_string(
     let chroot = match chroot {
         None | Some("/") => None,
         Some(root) => {
-            crate::path::validate_lock_path(root)
+            crate::znode::path::validate_lock_path(root)
                 .map_err(|e| invalid(&format!("bad chroot: {e}")))?;
             Some(root.to_owned())
         }

@@ -6,68 +6,14 @@
 //! honestly (refused, unreachable, timed out, DNS, or a TCP connection that granted no session
 //! or no TLS handshake).
 
-use std::fmt;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::wire as zk;
 use log::debug;
 
-use crate::error::{Error, Result};
+use crate::error::{ConnectCause, Error, HostFailure, Result};
 use crate::session::SessionConfig;
-
-/// Why one host of the connect string gave no session, as found out when connecting failed
-/// (see [`Error::Connect`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ConnectCause {
-    /// The host name did not resolve (the resolver's message).
-    Dns(String),
-    /// The TCP connection was refused: nothing listens on that port.
-    Refused,
-    /// The TCP connection got no answer in time (a host that is down, or packets dropped by a
-    /// firewall).
-    TimedOut,
-    /// The host or its network is unreachable, or the TCP connect failed otherwise (the
-    /// system's message).
-    Unreachable(String),
-    /// The host accepts TCP connections but completed no TLS handshake with us (untrusted
-    /// certificate, a certificate not valid for the host name, or a port that does not speak
-    /// TLS).
-    Tls,
-    /// The host accepts TCP connections but granted no session (a server still starting, one
-    /// that lost its quorum, or one refusing this client).
-    NoSession,
-}
-
-impl fmt::Display for ConnectCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConnectCause::Dns(why) => write!(f, "DNS lookup failed ({why})"),
-            ConnectCause::Refused => f.write_str("connection refused (nothing listens there)"),
-            ConnectCause::TimedOut => f.write_str("TCP connect timed out"),
-            ConnectCause::Unreachable(why) => write!(f, "unreachable ({why})"),
-            ConnectCause::Tls => f.write_str("accepts TCP but completed no TLS handshake"),
-            ConnectCause::NoSession => f.write_str("accepts TCP but granted no session"),
-        }
-    }
-}
-
-/// One host of the connect string and why it gave no session (see [`Error::Connect`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HostFailure {
-    /// The host as written in the connect string.
-    pub host: String,
-    /// What the last attempt on it found.
-    pub cause: ConnectCause,
-}
-
-impl fmt::Display for HostFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.host, self.cause)
-    }
-}
 
 /// The first pause between two passes over the hosts; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(100);
@@ -108,7 +54,7 @@ pub(crate) fn dial(
             Err(zk::Error::AuthFailed) => return Err(Error::AuthFailed),
             Err(err) => err.to_string(),
         };
-        if Instant::now() >= deadline || crate::cancel::interrupted() {
+        if Instant::now() >= deadline || crate::rt::cancel::interrupted() {
             break;
         }
         found = probe_all(hosts, secure, deadline);
@@ -191,7 +137,7 @@ fn summary(found: &[HostFailure]) -> String {
 fn pause_until(until: Instant, deadline: Instant) -> bool {
     let end = until.min(deadline);
     loop {
-        if crate::cancel::interrupted() {
+        if crate::rt::cancel::interrupted() {
             return false;
         }
         let now = Instant::now();

@@ -5,10 +5,10 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::inspect::Contender;
-use crate::layout::LATCH_NAME;
 use crate::queue::{acquisitions, LockQueue};
 use crate::recipe::{previous_node, Kind, Options, Role};
 use crate::wait::Attempt;
+use crate::znode::layout::LATCH_NAME;
 
 /// Proof of leadership; see [`LockGuard`]: [`LockGuard::state`] and
 /// [`LockGuard::wait_lost`] report a lost leadership exactly as a lost lock (including, at

@@ -1,5 +1,6 @@
 //! The one error type of zklock.
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::wire as zk;
@@ -52,7 +53,7 @@ pub enum Error {
         reason: String,
         /// Each host of the connect string and why it gave no session, as found when the
         /// last attempt failed (empty when that could not be established).
-        hosts: Vec<crate::HostFailure>,
+        hosts: Vec<HostFailure>,
     },
 
     /// The connection to ZooKeeper was down and did not come back before the call's deadline.
@@ -190,6 +191,59 @@ pub enum Error {
         /// The client crate's description.
         message: String,
     },
+}
+
+/// Why one host of the connect string gave no session, as found out when connecting failed
+/// (see [`Error::Connect`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectCause {
+    /// The host name did not resolve (the resolver's message).
+    Dns(String),
+    /// The TCP connection was refused: nothing listens on that port.
+    Refused,
+    /// The TCP connection got no answer in time (a host that is down, or packets dropped by a
+    /// firewall).
+    TimedOut,
+    /// The host or its network is unreachable, or the TCP connect failed otherwise (the
+    /// system's message).
+    Unreachable(String),
+    /// The host accepts TCP connections but completed no TLS handshake with us (untrusted
+    /// certificate, a certificate not valid for the host name, or a port that does not speak
+    /// TLS).
+    Tls,
+    /// The host accepts TCP connections but granted no session (a server still starting, one
+    /// that lost its quorum, or one refusing this client).
+    NoSession,
+}
+
+impl fmt::Display for ConnectCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectCause::Dns(why) => write!(f, "DNS lookup failed ({why})"),
+            ConnectCause::Refused => f.write_str("connection refused (nothing listens there)"),
+            ConnectCause::TimedOut => f.write_str("TCP connect timed out"),
+            ConnectCause::Unreachable(why) => write!(f, "unreachable ({why})"),
+            ConnectCause::Tls => f.write_str("accepts TCP but completed no TLS handshake"),
+            ConnectCause::NoSession => f.write_str("accepts TCP but granted no session"),
+        }
+    }
+}
+
+/// One host of the connect string and why it gave no session (see [`Error::Connect`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HostFailure {
+    /// The host as written in the connect string.
+    pub host: String,
+    /// What the last attempt on it found.
+    pub cause: ConnectCause,
+}
+
+impl fmt::Display for HostFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.host, self.cause)
+    }
 }
 
 /// Whether a request failed without a definite answer from the server, so that it may or may

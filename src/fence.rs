@@ -25,9 +25,9 @@ use log::debug;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::layout::check_data_size;
-use crate::path::{parent, validate_lock_path};
 use crate::session::{Session, TxnOp, TxnOutcome};
+use crate::znode::layout::check_data_size;
+use crate::znode::path::{parent, validate_lock_path};
 
 /// How many times [`set_data`] switches between updating and creating while `path` keeps
 /// appearing and disappearing under it (each switch follows a definite refusal, so nothing was
@@ -393,7 +393,7 @@ impl std::fmt::Debug for FencedTransaction<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::MAX_NODE_DATA;
+    use crate::znode::layout::MAX_NODE_DATA;
 
     #[test]
     fn ancestors_nearest_root_first() {

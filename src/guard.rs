@@ -3,11 +3,11 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::cancel::CancelToken;
 use crate::client::Client;
 use crate::error::Result;
 use crate::fence::{Fence, FencedTransaction};
 use crate::recipe::{deadline_after, Held, LockState};
+use crate::rt::cancel::CancelToken;
 
 /// Proof that a lock is held; releases it when dropped.
 ///

@@ -165,7 +165,6 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod cancel;
 mod client;
 mod connect;
 mod dial;
@@ -174,18 +173,15 @@ mod error;
 mod fence;
 mod guard;
 mod inspect;
-mod layout;
 mod lease;
 mod listing;
 pub mod metrics;
 mod multi;
 mod mutex;
 mod observe;
-mod path;
 mod queue;
 mod recipe;
-mod relay;
-mod runtime;
+mod rt;
 mod rwlock;
 mod security;
 mod semaphore;
@@ -193,30 +189,29 @@ mod session;
 #[cfg(feature = "signals")]
 mod shutdown;
 mod state;
-mod token;
 mod wait;
 mod watch;
 mod wire;
+mod znode;
 
-pub use cancel::CancelToken;
 pub use client::{
     Client, ClientBuilder, WeakClient, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RELEASE_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
 };
-pub use dial::{ConnectCause, HostFailure};
 pub use election::{LeaderElection, Leadership};
-pub use error::{Error, Result};
+pub use error::{ConnectCause, Error, HostFailure, Result};
 pub use fence::FencedTransaction;
 pub use guard::LockGuard;
 pub use inspect::{Contender, Owner};
 pub use multi::{MultiGuard, MultiLock};
 pub use mutex::DistributedMutex;
 pub use recipe::{LockState, Role};
+pub use rt::cancel::CancelToken;
 pub use rwlock::{DistributedRwLock, ReadGuard, WriteGuard};
 pub use security::{NodeAcl, ParentAcl};
 pub use semaphore::{Permit, Semaphore};
 #[cfg(feature = "signals")]
 pub use shutdown::CloseOnSignals;
 pub use state::{SessionState, StateChange};
-pub use token::FencingToken;
 pub use wait::Wait;
+pub use znode::token::FencingToken;

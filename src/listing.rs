@@ -123,7 +123,7 @@ fn join(listing: &Listing, deadline: Option<Instant>) -> Result<Option<Arc<Vec<S
             return Ok(outcome.as_ref().ok().cloned());
         }
         // A cancellation unparks this thread, as the lister does.
-        if let Some(stopped) = crate::cancel::interruption() {
+        if let Some(stopped) = crate::rt::cancel::interruption() {
             return Err(stopped);
         }
         match deadline {

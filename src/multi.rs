@@ -8,11 +8,11 @@ use crate::guard::LockGuard;
 use crate::metrics::Recipe;
 use crate::mutex::MUTEX;
 use crate::observe::Acquisition;
-use crate::path::validate_lock_path;
 use crate::queue::acquisitions;
 use crate::recipe::{self, Kind, Options, Partial};
 use crate::rwlock::WRITER;
 use crate::wait::Attempt;
+use crate::znode::path::validate_lock_path;
 
 /// Several locks (mutexes and write sides of read/write locks) acquired as one.
 ///

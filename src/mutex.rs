@@ -4,10 +4,10 @@
 use crate::client::Client;
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::layout::LOCK_NAME;
 use crate::queue::{acquisitions, queue_calls, LockQueue};
 use crate::recipe::{previous_node, Kind, Options, Role};
 use crate::wait::Attempt;
+use crate::znode::layout::LOCK_NAME;
 
 /// A mutual-exclusion lock shared by every process that uses the same ZooKeeper path.
 ///

@@ -25,12 +25,12 @@ use log::debug;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::layout::{LATCH_NAME, READ_NAME, WRITE_NAME};
 use crate::metrics::{self, LossCause, Outcome, Recipe};
 use crate::recipe::{Held, Kind, LockState};
-use crate::relay::io_log;
+use crate::rt::relay::io_log;
 use crate::session::{Liveness, Session};
 use crate::wait::{Attempt, Patience};
+use crate::znode::layout::{LATCH_NAME, READ_NAME, WRITE_NAME};
 
 /// The recipe a queue's node kind belongs to.
 pub(crate) fn recipe_of(kind: &Kind) -> Recipe {

@@ -6,9 +6,9 @@ use crate::client::Client;
 use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::inspect::{self, Contender};
-use crate::path::validate_lock_path;
 use crate::recipe::{self, Kind, Options};
 use crate::wait::Attempt;
+use crate::znode::path::validate_lock_path;
 
 /// A lock path, the client it is reached through, and the recipe's per-acquisition options.
 #[derive(Clone)]

@@ -4,21 +4,21 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-pub(crate) use crate::runtime::deadline_after;
+pub(crate) use crate::rt::runtime::deadline_after;
 
 use log::{debug, warn};
 
-use crate::cancel::CancelToken;
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::layout::{
-    check_data_size, nodes_ahead, owner_data, protected_prefix, LockNode, LEASE_NAME,
-};
 use crate::listing::list_shared;
+use crate::rt::cancel::CancelToken;
 use crate::session::{Create, Liveness, NodeStat, Prefetched, Session, Then};
-use crate::token::FencingToken;
 use crate::wait::{Attempt, Patience};
 use crate::watch::{NodeEvent, OwnNodeWatch, Signal, Wake};
+use crate::znode::layout::{
+    check_data_size, nodes_ahead, owner_data, protected_prefix, LockNode, LEASE_NAME,
+};
+use crate::znode::token::FencingToken;
 
 /// What a recipe contributes to the core: its node naming, and who a contender waits for.
 pub(crate) struct Kind {
@@ -197,7 +197,7 @@ impl Held {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Option<LockState> {
-        let _watching = cancel.map(|token| crate::cancel::watch([token]));
+        let _watching = cancel.map(|token| crate::rt::cancel::watch([token]));
         loop {
             let (state, lease) = self.state_and_lease();
             let Some(lease) = lease else {
@@ -286,7 +286,7 @@ impl Held {
     /// thread; a failure is logged (a closed client's release has nothing left to do, and
     /// one handed to the background was logged when it was).
     pub(crate) fn release_on_drop(&mut self, wait: Duration) {
-        match crate::cancel::shielded(|| self.release_within(wait)) {
+        match crate::rt::cancel::shielded(|| self.release_within(wait)) {
             Ok(()) => {}
             Err(err @ Error::OutcomeUnknown { .. }) => debug!(
                 "release of {} (session {:#x}): {err}",
@@ -345,7 +345,7 @@ impl Drop for Partial {
         // withdrawal gets (so a healthy release is seen through and nothing is left behind on
         // return), never longer; a cancelled (or closed) caller gets the shorter grace. What
         // is not confirmed by then finishes in the background.
-        let stopped = crate::cancel::interruption().is_some();
+        let stopped = crate::rt::cancel::interruption().is_some();
         let grace = withdraw_grace();
         let cleanup_deadline = self.deadline.map(|d| d + grace);
         while let Some(mut held) = self.held.pop() {
@@ -353,7 +353,7 @@ impl Drop for Partial {
                 d.saturating_duration_since(Instant::now())
             });
             let wait = if stopped { wait.min(grace) } else { wait };
-            if let Err(err) = crate::cancel::shielded(|| held.release_within(wait)) {
+            if let Err(err) = crate::rt::cancel::shielded(|| held.release_within(wait)) {
                 debug!(
                     "releasing {} after a failed acquisition: {err}",
                     held.node_path
@@ -377,7 +377,7 @@ impl Drop for OurNode {
             // background retry covers a slow or lost reply.
             let wait = withdraw_grace();
             let withdraw = || self.session.delete_node(&self.node_path, wait);
-            match crate::cancel::shielded(withdraw) {
+            match crate::rt::cancel::shielded(withdraw) {
                 Ok(_) => debug!("withdrew {}", self.node_path),
                 Err(err) => debug!("withdrawing {}: {err}", self.node_path),
             }
@@ -397,7 +397,7 @@ const CANCEL_WITHDRAW_WAIT: Duration = Duration::from_millis(200);
 /// How long cleanup after a failed acquisition waits for the server: a cancelled (or closed)
 /// caller is waiting for us and must not be kept for a slow reply.
 fn withdraw_grace() -> Duration {
-    match crate::cancel::interruption() {
+    match crate::rt::cancel::interruption() {
         Some(_) => CANCEL_WITHDRAW_WAIT,
         None => WITHDRAW_WAIT,
     }
@@ -483,7 +483,7 @@ fn past_deadline_is_busy(
 /// After the deadline: during an outage the caller learns that the lock could not be decided,
 /// not that it is busy. A wait stopped by cancellation or by closing the client says so.
 fn gave_up(session: &Session) -> Result<Option<Held>> {
-    if let Some(stopped) = crate::cancel::interruption() {
+    if let Some(stopped) = crate::rt::cancel::interruption() {
         return Err(stopped);
     }
     if session.liveness() == Liveness::Connected {
@@ -928,7 +928,7 @@ fn wait_for_change(
     contender.armed = false;
     // The session ended: expired, or closed by us (a close also cancels, and the waiter may
     // see the session's end before the cancellation): say which.
-    Err(crate::cancel::interruption().unwrap_or_else(|| session.ended_error()))
+    Err(crate::rt::cancel::interruption().unwrap_or_else(|| session.ended_error()))
 }
 
 fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat, generation: i64) -> Result<Held> {

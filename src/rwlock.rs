@@ -4,10 +4,10 @@
 use crate::client::Client;
 use crate::error::Result;
 use crate::guard::LockGuard;
-use crate::layout::{LockNode, READ_NAME, WRITE_NAME};
 use crate::queue::{acquisitions, queue_calls, LockQueue};
 use crate::recipe::{previous_node, Kind, Options, Role};
 use crate::wait::Attempt;
+use crate::znode::layout::{LockNode, READ_NAME, WRITE_NAME};
 
 /// Proof that a read lock is held; see [`LockGuard`].
 pub type ReadGuard = LockGuard;

@@ -158,7 +158,7 @@ impl Security {
             ));
         }
         for (scheme, credential) in &self.auth {
-            if scheme.is_empty() || credential.len() > crate::layout::MAX_NODE_DATA {
+            if scheme.is_empty() || credential.len() > crate::znode::layout::MAX_NODE_DATA {
                 return Err(Error::InvalidArgument(
                     "an auth scheme must be named and its credential under 1,000,000 bytes",
                 ));
@@ -167,7 +167,8 @@ impl Security {
         }
         #[cfg(feature = "sasl")]
         if let Some((user, password)) = &self.sasl_digest {
-            if user.is_empty() || user.len() + password.len() > crate::layout::MAX_NODE_DATA {
+            if user.is_empty() || user.len() + password.len() > crate::znode::layout::MAX_NODE_DATA
+            {
                 return Err(Error::InvalidArgument(
                     "a SASL user must be named and its credentials under 1,000,000 bytes",
                 ));

@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::inspect::{self, Contender};
-use crate::layout::LEASE_NAME;
 use crate::metrics::Recipe;
 use crate::mutex::MUTEX;
 use crate::observe::Acquisition;
-use crate::path::validate_lock_path;
 use crate::queue::acquisitions;
 use crate::recipe::{self, deadline_after, Held, LockState, Options, Partial, Role};
 use crate::wait::{never_gives_up, Attempt};
+use crate::znode::layout::LEASE_NAME;
+use crate::znode::path::validate_lock_path;
 use crate::{CancelToken, Wait};
 
 /// A counting semaphore: at most `permits` leases are held at once, across every process using

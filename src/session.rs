@@ -12,14 +12,14 @@ use log::{debug, warn};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{outcome_unknown, Error, Result};
-use crate::layout::{nodes_ahead, LockNode};
 use crate::lease::Lease;
-use crate::relay::io_log;
-use crate::runtime::{block_on, deadline_after, Abort, Handle, JoinHandle, Runtime};
+use crate::rt::relay::io_log;
+use crate::rt::runtime::{block_on, deadline_after, Abort, Handle, JoinHandle, Runtime};
 use crate::security::{NodeAcl, Security};
 use crate::watch::{
     retry_pause_async, FollowUp, Leftover, NodeFlags, NodeWatch, OwnNodeWatch, Signal, RETRY_PAUSE,
 };
+use crate::znode::layout::{nodes_ahead, LockNode};
 
 /// What a session is opened with; [`ClientBuilder`](crate::ClientBuilder) fills it in.
 #[derive(Debug, Clone)]
@@ -155,7 +155,7 @@ async fn keep_alive(zk: zk::Client, lease: Arc<Lease>, mut state: zk::StateWatch
     loop {
         let due = lease.renewal_due();
         if Instant::now() < due {
-            crate::runtime::sleep_until(due).await;
+            crate::rt::runtime::sleep_until(due).await;
             continue;
         }
         if !retry_pause_async(&mut state).await {
@@ -202,7 +202,7 @@ const PARENT_SWEPT_RETRIES: u32 = 3;
 /// The error of a wait that ended without an answer: the caller's cancellation or its client's
 /// closing if that is what stopped it, else the deadline during an outage.
 fn gave_up_waiting() -> Error {
-    crate::cancel::interruption().unwrap_or(Error::ConnectionLoss)
+    crate::rt::cancel::interruption().unwrap_or(Error::ConnectionLoss)
 }
 
 /// The subset of a node's `Stat` that zklock uses.
@@ -498,7 +498,7 @@ impl Session {
                 state.changed().await;
             }
         });
-        if !crate::cancel::shielded(|| block_on(ended, Some(deadline)).is_ok()) {
+        if !crate::rt::cancel::shielded(|| block_on(ended, Some(deadline)).is_ok()) {
             return false;
         }
         let closing = self.closing.lock().clone();
@@ -647,7 +647,7 @@ impl Session {
     /// Retry rule: repeated freely. It only creates what is missing, and a node that exists
     /// already is what was asked for.
     pub(crate) fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        let Some(parent) = crate::path::parent(path) else {
+        let Some(parent) = crate::znode::path::parent(path) else {
             return self.mkdir(path, zk::CreateMode::Container, self.acl.acls(), deadline);
         };
         let acl = self.acl;
@@ -797,7 +797,7 @@ impl Session {
     /// Retry rule: repeated freely. The write is unconditional, so a repeat leaves the same
     /// data as a single write applied at the later moment would.
     pub(crate) fn put(&self, path: &str, data: &[u8], deadline: Option<Instant>) -> Result<()> {
-        if let Some(parent) = crate::path::parent(path) {
+        if let Some(parent) = crate::znode::path::parent(path) {
             self.mkdir(
                 parent,
                 zk::CreateMode::Persistent,

@@ -27,8 +27,8 @@ use parking_lot::Mutex;
 use crate::client::Client;
 use crate::error::Error;
 use crate::metrics;
-use crate::relay::io_log;
-use crate::runtime::{block_on, deadline_after};
+use crate::rt::relay::io_log;
+use crate::rt::runtime::{block_on, deadline_after};
 use crate::session::{Liveness, Releases, Session};
 
 /// The state of a [`Client`]'s ZooKeeper session, as [`Client::state`] decides it when called.
@@ -161,7 +161,7 @@ impl Client {
             let session = self.current();
             let mut watcher = session.as_ref().map(|s| s.state_watcher());
             let now = session.as_deref().map_or(SessionState::Closed, of_session);
-            if now != seen || Instant::now() >= deadline || crate::cancel::interrupted() {
+            if now != seen || Instant::now() >= deadline || crate::rt::cancel::interrupted() {
                 return now;
             }
             let wake = session

@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::cancel::{self, CancelToken};
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::runtime::deadline_after;
+use crate::rt::cancel::{self, CancelToken};
+use crate::rt::runtime::deadline_after;
 
 /// How an acquisition waits: as long as it takes or up to a timeout, and optionally until a
 /// [`CancelToken`] is cancelled. Passed to the `*_with` acquisitions

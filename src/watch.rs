@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 use crate::wire as zk;
 use parking_lot::{Condvar, Mutex};
 
-use crate::cancel::{wake_on_cancel, CancelToken, CancelWake};
 use crate::error::outcome_unknown;
-use crate::layout::REVOKE_MESSAGE;
-use crate::relay::io_log;
-use crate::runtime::{Handle, JoinHandle};
+use crate::rt::cancel::{wake_on_cancel, CancelToken, CancelWake};
+use crate::rt::relay::io_log;
+use crate::rt::runtime::{Handle, JoinHandle};
+use crate::znode::layout::REVOKE_MESSAGE;
 
 /// What happened to a watched node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +81,7 @@ impl Signal {
                     return Wake::SessionChanged;
                 }
             }
-            if crate::cancel::interrupted() {
+            if crate::rt::cancel::interrupted() {
                 return Wake::TimedOut;
             }
             match deadline {
@@ -331,7 +331,7 @@ impl OwnNodeWatch {
             .wait_until(Some(deadline), None, |m| !m.in_flight);
         self.task.abort();
         // A budget of its own: a slow reply above must not leave the removal no time.
-        let _ = crate::runtime::block_on(&mut self.task, Some(Instant::now() + wait));
+        let _ = crate::rt::runtime::block_on(&mut self.task, Some(Instant::now() + wait));
     }
 
     pub(crate) fn deleted(&self) -> bool {
@@ -363,7 +363,7 @@ impl Drop for OwnNodeWatch {
 /// (throttled), else waits until connected. `false` if the session ended.
 pub(crate) async fn retry_pause_async(state: &mut zk::StateWatcher) -> bool {
     if matches!(state.peek_state(), zk::SessionState::SyncConnected) {
-        crate::runtime::sleep(RETRY_PAUSE).await;
+        crate::rt::runtime::sleep(RETRY_PAUSE).await;
     }
     loop {
         match state.state() {

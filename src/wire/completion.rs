@@ -90,11 +90,11 @@ mod tests {
             slot.fill(Ok(7));
         });
         let got =
-            crate::runtime::block_on(completion, Some(Instant::now() + Duration::from_secs(5)));
+            crate::rt::runtime::block_on(completion, Some(Instant::now() + Duration::from_secs(5)));
         assert_eq!(got.ok().map(|r| r.unwrap()), Some(7));
         filler.join().unwrap();
         assert!(matches!(
-            crate::runtime::block_on(ready::<u8>(Err(Error::NoNode)), None),
+            crate::rt::runtime::block_on(ready::<u8>(Err(Error::NoNode)), None),
             Ok(Err(Error::NoNode))
         ));
     }

@@ -30,7 +30,7 @@ use super::proto::{
 };
 use super::watches::{self, Kind, SessionState, StateCell, Unwatch, Watches};
 use super::Error;
-use crate::relay::io_log;
+use crate::rt::relay::io_log;
 
 /// What a session is opened with.
 #[derive(Clone)]

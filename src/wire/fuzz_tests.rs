@@ -483,7 +483,7 @@ mod client_replies {
     use super::super::proto::op;
     use super::super::{Client, Connector, CreateMode, Error, SessionState, TxnRequest, OPEN_ACL};
     use super::{body, cases};
-    use crate::runtime::block_on;
+    use crate::rt::runtime::block_on;
 
     /// What the server answers the next ordinary request with, after the request's xid.
     type Script = Arc<Mutex<VecDeque<Vec<u8>>>>;

@@ -14,7 +14,7 @@ use super::attempt::{self, AttemptError};
 use super::jute::{Reader, Writer};
 use super::link::{Frames, Link};
 use super::proto::{op, ReplyHeader};
-use crate::relay::io_log;
+use crate::rt::relay::io_log;
 
 /// ZooKeeper's server creates its `SaslServer` for protocol "zookeeper" and server name
 /// "zk-sasl-md5", whatever host it runs on, and checks the response's digest-uri against them.

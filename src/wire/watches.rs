@@ -415,7 +415,7 @@ mod tests {
         assert!(w.fire("/a", EventType::NodeDeleted).is_empty());
         assert_eq!(w.count(), 0);
         for watcher in [data, child] {
-            let event = crate::runtime::block_on(Box::pin(watcher.changed()), None)
+            let event = crate::rt::runtime::block_on(Box::pin(watcher.changed()), None)
                 .ok()
                 .unwrap();
             assert_eq!(event.event_type, EventType::NodeDeleted);
@@ -447,7 +447,7 @@ mod tests {
         w.setting("/root/a", Kind::Data);
         let watcher = w.settled("/root/a", Kind::Data, true, 5, &owner).unwrap();
         deliver(w.fire("/root/a", EventType::NodeDataChanged), "/root/a");
-        let event = crate::runtime::block_on(Box::pin(watcher.changed()), None)
+        let event = crate::rt::runtime::block_on(Box::pin(watcher.changed()), None)
             .ok()
             .unwrap();
         assert_eq!(event.path, "/a");
@@ -459,7 +459,7 @@ mod tests {
         let mut watcher = StateWatcher::new(cell.clone());
         assert_eq!(watcher.state(), SessionState::SyncConnected);
         assert!(cell.set(SessionState::Disconnected));
-        let got = crate::runtime::block_on(Box::pin(watcher.changed()), None)
+        let got = crate::rt::runtime::block_on(Box::pin(watcher.changed()), None)
             .ok()
             .unwrap();
         assert_eq!(got, SessionState::Disconnected);

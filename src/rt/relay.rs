@@ -73,7 +73,7 @@ fn write(lines: Receiver<Line>) {
 /// `log!` for code on zklock's runtime thread: queued, never blocking (see the module docs).
 macro_rules! io_log {
     ($level:ident, $($arg:tt)+) => {
-        $crate::relay::queue(log::Level::$level, module_path!(), format_args!($($arg)+))
+        $crate::rt::relay::queue(log::Level::$level, module_path!(), format_args!($($arg)+))
     };
 }
 pub(crate) use io_log;

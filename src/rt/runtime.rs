@@ -24,7 +24,7 @@ use futures_lite::FutureExt;
 use log::{debug, warn};
 
 use crate::error::{Error, Result};
-use crate::relay::io_log;
+use crate::rt::relay::io_log;
 
 /// The runtime thread; stopped when dropped.
 pub(crate) struct Runtime {
@@ -392,7 +392,7 @@ pub(crate) fn block_on<F: Future + Unpin>(
         if let Poll::Ready(output) = pin!(&mut future).poll(&mut cx) {
             return Ok(output);
         }
-        if crate::cancel::interrupted() {
+        if crate::rt::cancel::interrupted() {
             return Err(future);
         }
         match deadline {
