@@ -9,12 +9,15 @@ use crate::wire as zk;
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 
-use crate::connect::split_connect_string;
 use crate::error::{Error, Result};
 use crate::rt::cancel::{self, CancelToken, Watching};
 use crate::rt::runtime::{deadline_after, Runtime};
-use crate::security::{NodeAcl, ParentAcl, Security};
-use crate::session::{open_session, Releases, Session, SessionConfig};
+use crate::session::config::SessionConfig;
+use crate::session::connect_string::split_connect_string;
+use crate::session::open::open_session;
+use crate::session::releases::Releases;
+use crate::session::security::{NodeAcl, ParentAcl, Security};
+use crate::session::Session;
 use crate::state::{Hub, Listener, Observe, StateChange, LISTENER_STOP_WAIT};
 
 /// Session timeout asked of the server unless [`ClientBuilder::session_timeout`] says otherwise.
@@ -559,7 +562,7 @@ impl ClientBuilder {
     #[cfg(feature = "tls")]
     pub fn tls(mut self, ca_pem: &str) -> Self {
         let identity = self.config.security.tls.take().and_then(|t| t.identity);
-        self.config.security.tls = Some(crate::security::Tls {
+        self.config.security.tls = Some(crate::session::security::Tls {
             ca_pem: ca_pem.to_owned(),
             identity,
         });
@@ -577,7 +580,7 @@ impl ClientBuilder {
             .take()
             .map(|t| t.ca_pem)
             .unwrap_or_default();
-        self.config.security.tls = Some(crate::security::Tls {
+        self.config.security.tls = Some(crate::session::security::Tls {
             ca_pem,
             identity: Some((cert_pem.to_owned(), key_pem.to_owned())),
         });

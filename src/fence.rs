@@ -25,7 +25,8 @@ use log::debug;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::session::{Session, TxnOp, TxnOutcome};
+use crate::session::txn::{TxnOp, TxnOutcome};
+use crate::session::Session;
 use crate::znode::layout::check_data_size;
 use crate::znode::path::{parent, validate_lock_path};
 

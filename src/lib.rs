@@ -166,15 +166,11 @@
 #![deny(missing_docs)]
 
 mod client;
-mod connect;
-mod dial;
 mod election;
 mod error;
 mod fence;
 mod guard;
 mod inspect;
-mod lease;
-mod listing;
 pub mod metrics;
 mod multi;
 mod mutex;
@@ -183,14 +179,12 @@ mod queue;
 mod recipe;
 mod rt;
 mod rwlock;
-mod security;
 mod semaphore;
 mod session;
 #[cfg(feature = "signals")]
 mod shutdown;
 mod state;
 mod wait;
-mod watch;
 mod wire;
 mod znode;
 
@@ -208,8 +202,8 @@ pub use mutex::DistributedMutex;
 pub use recipe::{LockState, Role};
 pub use rt::cancel::CancelToken;
 pub use rwlock::{DistributedRwLock, ReadGuard, WriteGuard};
-pub use security::{NodeAcl, ParentAcl};
 pub use semaphore::{Permit, Semaphore};
+pub use session::security::{NodeAcl, ParentAcl};
 #[cfg(feature = "signals")]
 pub use shutdown::CloseOnSignals;
 pub use state::{SessionState, StateChange};

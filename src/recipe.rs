@@ -10,11 +10,13 @@ use log::{debug, warn};
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::listing::list_shared;
 use crate::rt::cancel::CancelToken;
-use crate::session::{Create, Liveness, NodeStat, Prefetched, Session, Then};
+use crate::session::create::Create;
+use crate::session::listing::list_shared;
+use crate::session::prefetch::{Prefetched, Then};
+use crate::session::watch::{NodeEvent, OwnNodeWatch, Signal, Wake};
+use crate::session::{Liveness, NodeStat, Session};
 use crate::wait::{Attempt, Patience};
-use crate::watch::{NodeEvent, OwnNodeWatch, Signal, Wake};
 use crate::znode::layout::{
     check_data_size, nodes_ahead, owner_data, protected_prefix, LockNode, LEASE_NAME,
 };

@@ -29,7 +29,8 @@ use crate::error::Error;
 use crate::metrics;
 use crate::rt::relay::io_log;
 use crate::rt::runtime::{block_on, deadline_after};
-use crate::session::{Liveness, Releases, Session};
+use crate::session::releases::Releases;
+use crate::session::{Liveness, Session};
 
 /// The state of a [`Client`]'s ZooKeeper session, as [`Client::state`] decides it when called.
 ///

@@ -8,11 +8,13 @@ use std::time::{Duration, Instant};
 use crate::wire as zk;
 use parking_lot::{Condvar, Mutex};
 
-use crate::error::outcome_unknown;
 use crate::rt::cancel::{wake_on_cancel, CancelToken, CancelWake};
 use crate::rt::relay::io_log;
 use crate::rt::runtime::{Handle, JoinHandle};
 use crate::znode::layout::REVOKE_MESSAGE;
+
+use super::errors::outcome_unknown;
+use super::retry::retry_pause_async;
 
 /// What happened to a watched node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -359,27 +361,7 @@ impl Drop for OwnNodeWatch {
     }
 }
 
-/// Before retrying a request that failed without an answer: pauses briefly if still connected
-/// (throttled), else waits until connected. `false` if the session ended.
-pub(crate) async fn retry_pause_async(state: &mut zk::StateWatcher) -> bool {
-    if matches!(state.peek_state(), zk::SessionState::SyncConnected) {
-        crate::rt::runtime::sleep(RETRY_PAUSE).await;
-    }
-    loop {
-        match state.state() {
-            s if s.is_terminated() => return false,
-            zk::SessionState::SyncConnected => return true,
-            _ => {
-                state.changed().await;
-            }
-        }
-    }
-}
-
 /// The longest a release waits for its own-node watch to be removed (a round trip at most,
 /// unless the runtime thread or the server is stalled; then the delete goes first and the
 /// watch fires).
 const STOP_WAIT: Duration = Duration::from_millis(100);
-
-/// Pause before retrying a request the server did not answer while the connection stayed up.
-pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(20);

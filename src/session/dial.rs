@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use crate::wire as zk;
 use log::debug;
 
+use super::config::SessionConfig;
 use crate::error::{ConnectCause, Error, HostFailure, Result};
-use crate::session::SessionConfig;
 
 /// The first pause between two passes over the hosts; it doubles up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(100);

@@ -20,7 +20,8 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::session::Session;
+
+use super::Session;
 
 /// A session id and a lock path.
 type Key = (i64, String);

@@ -1,0 +1,371 @@
+//! The session layer: one ZooKeeper session and every request zklock makes through it, above
+//! the transport (`wire`). The recipes and the waiting core never see the transport's types.
+//!
+//! - opening a session: [`config`] (what it is opened with), [`connect_string`] (checking the
+//!   connect string), [`dial`] (connecting within the connect timeout), [`security`] (auth,
+//!   ACLs, TLS), [`open`] (chroot, lease, keepalive);
+//! - the [`Session`] itself, below: its state, its liveness and the retry of requests;
+//! - its requests: [`requests`] (reads and repeatable writes), [`create`] (our lock nodes),
+//!   [`watches`] with [`watch`] and [`prefetch`] (waking a blocked thread on a watch),
+//!   [`listing`] (listings shared by waiters), [`release`] and [`releases`] (deletes retried in
+//!   the background), [`txn`] (transactions);
+//! - what it proves: [`lease`] (for how long the server cannot have expired it);
+//! - [`errors`]: the transport's errors in zklock's terms, and [`retry`]: the pause before a
+//!   request is repeated.
+
+pub(crate) mod chroot;
+pub(crate) mod config;
+pub(crate) mod connect_string;
+pub(crate) mod create;
+pub(crate) mod dial;
+pub(crate) mod errors;
+pub(crate) mod lease;
+pub(crate) mod listing;
+pub(crate) mod open;
+pub(crate) mod prefetch;
+pub(crate) mod release;
+pub(crate) mod releases;
+pub(crate) mod requests;
+pub(crate) mod retry;
+pub(crate) mod security;
+pub(crate) mod txn;
+pub(crate) mod watch;
+pub(crate) mod watches;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use log::debug;
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::rt::runtime::{block_on, Abort, Handle, JoinHandle};
+use crate::wire as zk;
+
+use self::chroot::Chroot;
+use self::errors::outcome_unknown;
+use self::lease::Lease;
+use self::releases::Releases;
+use self::retry::RETRY_PAUSE;
+use self::security::NodeAcl;
+
+/// What keeps the session open: the client crate closes it once every handle is dropped.
+struct Handles {
+    zk: zk::Client,
+    chroot: Option<Chroot>,
+}
+
+/// One ZooKeeper session of a [`Client`]; replaced when it expires.
+pub(crate) struct Session {
+    /// `None` once closed: every request then fails with [`Error::Closed`].
+    handles: Mutex<Option<Handles>>,
+    /// Set by [`close`](Self::close).
+    closed: AtomicBool,
+    /// The handle [`close`](Self::close) closed, to learn whether the server confirmed it.
+    closing: Mutex<Option<zk::Client>>,
+    /// Tasks on the runtime that hold a handle on the session (keepalive, own-node watches),
+    /// aborted when this value is dropped or the session closed, so that the session can
+    /// close.
+    tasks: Mutex<Vec<Abort>>,
+    /// Background releases: aborted only when the session is closed (which removes their
+    /// nodes anyway).
+    release_tasks: Mutex<Vec<Abort>>,
+    pub(crate) id: i64,
+    pub(crate) timeout: Duration,
+    /// Until when the server cannot have expired this session, renewed by every answer.
+    pub(crate) lease: Arc<Lease>,
+    pub(crate) state: zk::StateWatcher,
+    /// The ACL of the lock paths and lock nodes this session creates.
+    acl: NodeAcl,
+    /// The ACL of the parents (and chroot) this session creates on the way to a lock path.
+    parent_acl: zk::Acls,
+    /// The process that opened the session: after a fork, the child has no runtime thread.
+    pid: u32,
+    handle: Handle,
+    releases: Arc<Releases>,
+}
+
+/// How the state of a session looks to a lock holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Liveness {
+    Connected,
+    /// No word from the server for a while (the client crate's connection timeout, 2/5 of the
+    /// session timeout) or connection dropped: the session may live, or may be expiring.
+    Disconnected,
+    /// Terminal: expired, closed or refused.
+    Ended,
+}
+
+/// The subset of a node's `Stat` that zklock uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NodeStat {
+    /// Zxid of the create: ensemble-wide monotonic, hence a fencing token.
+    pub(crate) czxid: i64,
+    /// Session id owning an ephemeral node, 0 for persistent ones.
+    pub(crate) ephemeral_owner: i64,
+    /// Creation time, milliseconds since the epoch (server clock).
+    pub(crate) ctime: i64,
+    /// Data version: bumped by every setData (Curator's revocation request writes it).
+    pub(crate) version: i32,
+}
+
+impl From<&zk::Stat> for NodeStat {
+    fn from(stat: &zk::Stat) -> Self {
+        NodeStat {
+            czxid: stat.czxid,
+            ephemeral_owner: stat.ephemeral_owner,
+            ctime: stat.ctime,
+            version: stat.version,
+        }
+    }
+}
+
+/// A node's data and stat.
+pub(crate) type NodeData = (Vec<u8>, NodeStat);
+
+type ZkResult<T> = std::result::Result<T, zk::Error>;
+type Op<T> = std::pin::Pin<Box<dyn std::future::Future<Output = ZkResult<T>> + Send>>;
+
+/// Who has seen a request once it is answered, which decides whether the answer renews the
+/// lease. The leader tracks session expiry; a follower answers reads by itself, also while it
+/// is cut off from the leader (until its own sync limit), so a read's answer does not prove
+/// that the session is alive where it counts. Writes and syncs pass through the leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    /// Reads: the server we are connected to answers them alone.
+    ByServer,
+    /// Writes and syncs: the leader processed them.
+    ByLeader,
+}
+
+/// How many times [`Session::ensure_path`] recreates a parent that the container sweep removed
+/// again before the lock path could be created in it.
+const PARENT_SWEPT_RETRIES: u32 = 3;
+
+/// The error of a wait that ended without an answer: the caller's cancellation or its client's
+/// closing if that is what stopped it, else the deadline during an outage.
+fn gave_up_waiting() -> Error {
+    crate::rt::cancel::interruption().unwrap_or(Error::ConnectionLoss)
+}
+
+/// Whether a request's outcome is an answer from a server that still serves our session.
+fn proves_alive<T>(outcome: &ZkResult<T>) -> bool {
+    use zk::Error as E;
+    match outcome {
+        Ok(_) => true,
+        Err(E::NoNode | E::NoAuth | E::BadVersion | E::NodeExists | E::NotEmpty) => true,
+        Err(E::NoChildrenForEphemerals | E::InvalidAcl) => true,
+        Err(_) => false,
+    }
+}
+
+impl Session {
+    pub(crate) fn liveness(&self) -> Liveness {
+        if self.check_process().is_err() || self.closed.load(Ordering::SeqCst) {
+            return Liveness::Ended;
+        }
+        match self.state() {
+            zk::SessionState::SyncConnected => Liveness::Connected,
+            zk::SessionState::Disconnected => Liveness::Disconnected,
+            _ => Liveness::Ended,
+        }
+    }
+
+    pub(crate) fn state(&self) -> zk::SessionState {
+        self.state.peek_state()
+    }
+
+    pub(crate) fn ended_error(&self) -> Error {
+        if let Err(forked) = self.check_process() {
+            return forked;
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            return Error::Closed;
+        }
+        match self.state() {
+            zk::SessionState::AuthFailed => Error::AuthFailed,
+            zk::SessionState::Closed => Error::Closed,
+            _ => Error::SessionExpired,
+        }
+    }
+
+    /// Blocks until the session is connected, the session ends (error) or `deadline` passes
+    /// ([`Error::ConnectionLoss`]).
+    pub(crate) fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
+        self.check_process()?;
+        let mut state = self.state.clone();
+        loop {
+            // Check before waiting: `changed()` never returns once the state is terminal.
+            match state.state() {
+                s if s.is_terminated() => return Err(self.ended_error()),
+                zk::SessionState::SyncConnected => return Ok(()),
+                _ => {}
+            }
+            if block_on(Box::pin(state.changed()), deadline).is_err() {
+                return Err(gave_up_waiting());
+            }
+        }
+    }
+
+    /// Blocks until the session is no longer connected (`true`) or `deadline` passes (`false`).
+    pub(crate) fn wait_disconnected(&self, deadline: Option<Instant>) -> bool {
+        if self.check_process().is_err() {
+            return true;
+        }
+        let mut state = self.state.clone();
+        loop {
+            // Consume the current state first, so no change between check and wait is missed.
+            let current = state.state();
+            if !matches!(current, zk::SessionState::SyncConnected) {
+                return true;
+            }
+            if block_on(Box::pin(state.changed()), deadline).is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// A handle to send requests with; [`Error::Closed`] once the session is closed.
+    fn zk(&self) -> Result<zk::Client> {
+        self.check_process()?;
+        let handles = self.handles.lock();
+        handles.as_ref().map(|h| h.zk.clone()).ok_or(Error::Closed)
+    }
+
+    fn chroot(&self) -> Option<Chroot> {
+        self.handles.lock().as_ref().and_then(|h| h.chroot.clone())
+    }
+
+    /// Runs `task` on the runtime, aborted when the session closes.
+    fn spawn(
+        &self,
+        task: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> JoinHandle<()> {
+        let handle = self.handle.spawn(task);
+        let mut tasks = self.tasks.lock();
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(handle.abort_handle());
+        handle
+    }
+
+    fn abort_tasks(&self, releases_too: bool) {
+        for task in self.tasks.lock().drain(..) {
+            task.abort();
+        }
+        if releases_too {
+            for task in self.release_tasks.lock().drain(..) {
+                task.abort();
+            }
+        }
+    }
+
+    /// Closes the session: from now on every request fails with [`Error::Closed`], and
+    /// CloseSession goes to the server at once, which removes the session's ephemeral nodes.
+    /// Returns without waiting for the answer; see [`wait_ended`](Self::wait_ended).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.abort_tasks(true);
+        if let Some(handles) = self.handles.lock().take() {
+            handles.zk.close();
+            *self.closing.lock() = Some(handles.zk);
+        }
+    }
+
+    /// Waits until the session has ended or `deadline`; `true` if it has, and, when it ended by
+    /// [`close`](Self::close), only if the server confirmed the close (else it lives on there
+    /// until it expires).
+    pub(crate) fn wait_ended(&self, deadline: Instant) -> bool {
+        let mut state = self.state_watcher();
+        let ended = Box::pin(async move {
+            while !state.state().is_terminated() {
+                state.changed().await;
+            }
+        });
+        if !crate::rt::cancel::shielded(|| block_on(ended, Some(deadline)).is_ok()) {
+            return false;
+        }
+        let closing = self.closing.lock().clone();
+        // The session's thread ends right after: wait for it, so that no thread outlives a
+        // closed client.
+        if let Some(zk) = &closing {
+            zk.join_io(deadline);
+        }
+        match (self.state(), closing) {
+            (zk::SessionState::Closed, Some(zk)) => zk.close_confirmed(),
+            _ => true,
+        }
+    }
+
+    /// `Err(Error::Forked)` in a child forked after the session was opened: its runtime thread
+    /// did not survive the fork, so no request could ever be answered.
+    pub(crate) fn check_process(&self) -> Result<()> {
+        if std::process::id() == self.pid {
+            Ok(())
+        } else {
+            Err(Error::Forked)
+        }
+    }
+
+    /// Runs `op` until the server answers it, retrying across reconnects until `deadline`.
+    ///
+    /// Only for requests that may run more than once: reads, and the writes whose doc says why
+    /// a repeat is harmless. Any other write must handle an unknown outcome itself.
+    fn retry<T: Send + 'static>(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+        seen: Seen,
+        op: impl Fn(zk::Client, String) -> Op<T>,
+    ) -> Result<T> {
+        self.check_process()?;
+        loop {
+            let sent = Instant::now();
+            let outcome = block_on(op(self.zk()?, path.to_owned()), deadline);
+            if let (Ok(answer), Seen::ByLeader) = (&outcome, seen) {
+                self.answered(sent, answer);
+            }
+            match outcome {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(err)) if outcome_unknown(&err) => {
+                    debug!("request on {path} failed without an answer ({err}); retrying");
+                    self.pause_before_retry(deadline)?;
+                }
+                Ok(Err(err)) => return Err(Error::from_zk(err, path)),
+                Err(_) => return Err(gave_up_waiting()),
+            }
+        }
+    }
+
+    /// Renews the lease if `outcome`, of a request sent at `sent` that the leader processes
+    /// (a write or a sync; see [`Seen`]), is the server's answer.
+    fn answered<T>(&self, sent: Instant, outcome: &ZkResult<T>) {
+        if proves_alive(outcome) {
+            self.lease.renew(sent);
+        }
+    }
+
+    /// Before repeating a request that got no answer: back off briefly if the connection
+    /// survived (throttled, or a transient fault), then wait for it to be up.
+    fn pause_before_retry(&self, deadline: Option<Instant>) -> Result<()> {
+        if self.liveness() == Liveness::Connected {
+            std::thread::sleep(RETRY_PAUSE);
+        }
+        self.wait_connected(deadline)
+    }
+
+    /// A state watcher positioned at the current state, for waits on session changes.
+    pub(crate) fn state_watcher(&self) -> zk::StateWatcher {
+        let mut state = self.state.clone();
+        state.state();
+        state
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Tasks on the runtime hold handles on the session, which closes only once they are
+        // gone; background releases end on their own (with the node gone or the session).
+        self.abort_tasks(false);
+    }
+}

@@ -1,0 +1,129 @@
+//! Opening a session: dial, check or create the chroot, start the lease and its keepalive.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::rt::runtime::{block_on, deadline_after, Runtime};
+use crate::wire as zk;
+
+use super::chroot::Chroot;
+use super::config::SessionConfig;
+use super::lease::Lease;
+use super::releases::Releases;
+use super::retry::retry_pause_async;
+use super::{dial, proves_alive, Handles, Session};
+
+pub(crate) fn open_session(
+    runtime: &Runtime,
+    config: &SessionConfig,
+    hosts: &str,
+    chroot: Option<&str>,
+    releases: &Arc<Releases>,
+    deadline: Option<Instant>,
+) -> Result<Session> {
+    let started = Instant::now();
+    let connect_deadline = deadline_after(config.connect_timeout);
+    let deadline = deadline.map_or(connect_deadline, |d| d.min(connect_deadline));
+    // The session exists no earlier than the connect request: the lease starts from there.
+    let (zk, connect_sent) = dial::dial(config, hosts, deadline)?;
+    let acl = config.security.acl;
+    let parent_acl = config.security.parents();
+    let (zk, chroot) = match chroot {
+        None => (zk, None),
+        Some(root) => {
+            let chroot = Chroot {
+                path: root.to_owned(),
+                root: zk.clone(),
+            };
+            let made = if config.require_chroot {
+                let exists = Box::pin(chroot.root.check_stat(root));
+                block_on(exists, Some(deadline))
+                    .map(|found| match found {
+                        Ok(None) => Err(Error::NoChroot {
+                            chroot: root.to_owned(),
+                        }),
+                        Ok(Some(_)) => Ok(()),
+                        Err(err) => Err(Error::from_zk(err, root)),
+                    })
+                    .map_err(drop)
+            } else {
+                block_on(chroot.create(parent_acl), Some(deadline))
+                    .map(|made| made.map_err(|err| Error::from_zk(err, root)))
+                    .map_err(drop)
+            };
+            match made {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => return Err(err),
+                Err(()) => {
+                    let reason = format!("could not create chroot {root}");
+                    return Err(dial::gave_up(config, started, reason, Vec::new()));
+                }
+            }
+            let zk = zk.chroot(root).map_err(|_| Error::InvalidConnectString {
+                connect_string: config.connect_string.clone(),
+                reason: "bad chroot".into(),
+            })?;
+            (zk, Some(chroot))
+        }
+    };
+    let mut state = zk.state_watcher();
+    state.state();
+    let session = Session {
+        id: zk.session_id(),
+        timeout: zk.session_timeout(),
+        lease: Arc::new(Lease::new(connect_sent, zk.session_timeout())),
+        tasks: Mutex::new(Vec::new()),
+        release_tasks: Mutex::new(Vec::new()),
+        closed: AtomicBool::new(false),
+        closing: Mutex::new(None),
+        handles: Mutex::new(Some(Handles { zk, chroot })),
+        state,
+        acl,
+        parent_acl,
+        pid: std::process::id(),
+        handle: runtime.handle().clone(),
+        releases: releases.clone(),
+    };
+    // A reconnect's handshake proves the session alive as a sync would (the leader validates
+    // a session that moves), so holders read Held again without waiting behind other traffic.
+    let lease = session.lease.clone();
+    session.zk()?.on_session_proof(move |sent, timeout| {
+        lease.set_timeout(timeout);
+        lease.renew(sent);
+    });
+    let keepalive = keep_alive(
+        session.zk()?,
+        session.lease.clone(),
+        session.state_watcher(),
+    );
+    session.spawn(keepalive);
+    Ok(session)
+}
+
+/// Renews `lease` whenever a third of the session timeout passes without an answered request,
+/// with a cheap read. It runs on the runtime thread on purpose: if that thread stalls, the
+/// lease is not renewed and holders read "not held" in time, on their own threads.
+async fn keep_alive(zk: zk::Client, lease: Arc<Lease>, mut state: zk::StateWatcher) {
+    loop {
+        let due = lease.renewal_due();
+        if Instant::now() < due {
+            crate::rt::runtime::sleep_until(due).await;
+            continue;
+        }
+        if !retry_pause_async(&mut state).await {
+            return; // The session ended.
+        }
+        let sent = Instant::now();
+        // A sync, not a read: a follower answers reads itself, even when it is cut off from
+        // the leader that decides expiry, but it must pass a sync on to the leader.
+        // Ahead of the requests still queued (after a reconnect, thousands of waiters may be
+        // re-listing at once), so the answer waits for a bounded number of others.
+        if proves_alive(&zk.sync_first("/").await) {
+            lease.renew(sent);
+        }
+    }
+}

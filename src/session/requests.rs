@@ -1,0 +1,260 @@
+//! The session's plain requests: reads, and the writes that are safe to repeat (each says why),
+//! retried across reconnects until their deadline.
+
+use std::time::Instant;
+
+use log::{debug, warn};
+
+use crate::error::{Error, Result};
+use crate::rt::runtime::block_on;
+use crate::wire as zk;
+
+use super::errors::outcome_unknown;
+use super::{NodeData, NodeStat, Op, Seen, Session, PARENT_SWEPT_RETRIES};
+
+impl Session {
+    /// Makes the server we are connected to catch up with the leader on `path`, so that a
+    /// read after it sees every write committed before it (ours from an earlier connection,
+    /// in particular: a follower we reconnected to may lag). A read; retried.
+    pub(crate) fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        self.retry(path, deadline, Seen::ByLeader, |zk, p| {
+            Box::pin(async move { zk.sync(&p).await })
+        })
+    }
+
+    /// The children of `path`; `NoNode` as an error.
+    pub(crate) fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
+        self.retry(path, deadline, Seen::ByServer, |zk, p| {
+            Box::pin(async move { zk.list_children(&p).await })
+        })
+    }
+
+    /// Whether `path` exists (needs no permission on it, unlike reading its data).
+    pub(crate) fn exists(&self, path: &str, deadline: Option<Instant>) -> Result<bool> {
+        self.retry(path, deadline, Seen::ByServer, |zk, p| {
+            Box::pin(async move { zk.check_stat(&p).await.map(|stat| stat.is_some()) })
+        })
+    }
+
+    /// Data and stat of `path`, `None` if it does not exist.
+    pub(crate) fn get_data(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Option<NodeData>> {
+        self.retry(path, deadline, Seen::ByServer, |zk, p| {
+            Box::pin(async move {
+                match zk.get_data(&p).await {
+                    Ok((data, stat)) => Ok(Some((data, NodeStat::from(&stat)))),
+                    Err(zk::Error::NoNode) => Ok(None),
+                    Err(err) => Err(err),
+                }
+            })
+        })
+    }
+
+    /// Data and stat of each of `paths` under `parent` (`None` for a missing one). The reads
+    /// are sent back to back and awaited together: one round trip, not one per node.
+    pub(crate) fn get_data_many(
+        &self,
+        parent: &str,
+        names: &[&str],
+        deadline: Option<Instant>,
+    ) -> Result<Vec<Option<NodeData>>> {
+        let paths: Vec<String> = names
+            .iter()
+            .map(|name| format!("{parent}/{name}"))
+            .collect();
+        self.retry(parent, deadline, Seen::ByServer, move |zk, _| {
+            let paths = paths.clone();
+            Box::pin(async move {
+                let replies: Vec<_> = paths.iter().map(|p| zk.get_data(p)).collect();
+                let mut found = Vec::with_capacity(replies.len());
+                for reply in replies {
+                    found.push(match reply.await {
+                        Ok((data, stat)) => Some((data, NodeStat::from(&stat))),
+                        Err(zk::Error::NoNode) => None,
+                        Err(err) => return Err(err),
+                    });
+                }
+                Ok(found)
+            })
+        })
+    }
+
+    /// Creates the lock path `path` and its missing ancestors as container nodes (the server
+    /// removes them once they are empty, so lock parents do not pile up). The lock path gets
+    /// the lock ACL; the ancestors the parent ACL, so that one identity's creator-only lock
+    /// does not close a shared parent to every other identity.
+    ///
+    /// Retry rule: repeated freely. It only creates what is missing, and a node that exists
+    /// already is what was asked for.
+    pub(crate) fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        let Some(parent) = crate::znode::path::parent(path) else {
+            return self.mkdir(path, zk::CreateMode::Container, self.acl.acls(), deadline);
+        };
+        let acl = self.acl;
+        let mut swept = 0;
+        loop {
+            self.mkdir(parent, zk::CreateMode::Container, self.parent_acl, deadline)?;
+            // The lock path alone, not `mkdir -p`: had the sweep removed the parent again in
+            // between, `mkdir -p` would recreate it with the lock's ACL.
+            let created = self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
+                Box::pin(async move {
+                    let options = zk::CreateMode::Container.with_acls(acl.acls());
+                    match zk.create(&p, &[], &options).await {
+                        Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                        Err(err) => Err(err),
+                    }
+                })
+            });
+            match created {
+                Err(Error::NoNode { .. }) if swept < PARENT_SWEPT_RETRIES => swept += 1,
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// `mkdir -p`, recreating the chroot first if it has been deleted.
+    fn mkdir(
+        &self,
+        path: &str,
+        mode: zk::CreateMode,
+        acl: zk::Acls,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        self.in_chroot(deadline, || {
+            self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
+                Box::pin(async move { zk.mkdir(&p, &mode.with_acls(acl)).await })
+            })
+        })
+    }
+
+    /// Runs `write`; if it fails with NoNode because even the chroot is missing (someone
+    /// deleted it), creates the chroot again and runs `write` once more.
+    fn in_chroot<T>(&self, deadline: Option<Instant>, write: impl Fn() -> Result<T>) -> Result<T> {
+        match write() {
+            Err(Error::NoNode { .. }) => {
+                let Some(chroot) = self.chroot() else {
+                    return write();
+                };
+                warn!("chroot {} is gone; creating it again", chroot.path);
+                let parent_acl = self.parent_acl;
+                self.retry(&chroot.path, deadline, Seen::ByLeader, |_, _| {
+                    chroot.create(parent_acl)
+                })?;
+                write()
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// Deletes `path` only if it is still the node created at zxid `czxid` with data version
+    /// `version`: `Ok(true)` once it is gone after our delete, `Ok(false)` if the server says
+    /// it was gone before, [`Error::NodeChanged`] if it changed.
+    ///
+    /// Retry rule: a delete whose reply was lost is never simply repeated (the repeat would
+    /// find the node gone and report it as gone before). The node is read again: unchanged,
+    /// the delete did not happen and is sent again; absent, it is gone after our request
+    /// (ours, or its owner's release: either way what was asked); changed, refused.
+    pub(crate) fn delete_if_unchanged(
+        &self,
+        path: &str,
+        czxid: i64,
+        version: i32,
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
+        self.check_process()?;
+        loop {
+            let zk = self.zk()?;
+            let target = path.to_owned();
+            let op: Op<()> = Box::pin(async move { zk.delete(&target, Some(version)).await });
+            let sent = Instant::now();
+            let outcome = block_on(op, deadline);
+            if let Ok(answer) = &outcome {
+                self.answered(sent, answer);
+            }
+            match outcome {
+                Ok(Ok(())) => return Ok(true),
+                Ok(Err(zk::Error::NoNode)) => return Ok(false),
+                Ok(Err(err)) if outcome_unknown(&err) => {
+                    debug!("delete of {path} got no answer ({err}); reading it again");
+                    self.pause_before_retry(deadline)?;
+                    self.sync(path, deadline)?;
+                    match self.get_data(path, deadline)? {
+                        None => return Ok(true),
+                        Some((_, stat)) if stat.czxid == czxid && stat.version == version => {}
+                        Some(_) => {
+                            return Err(Error::NodeChanged {
+                                path: path.to_owned(),
+                            })
+                        }
+                    }
+                }
+                Ok(Err(err)) => return Err(Error::from_zk(err, path)),
+                Err(_) => {
+                    return Err(Error::OutcomeUnknown {
+                        path: path.to_owned(),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Writes `data` into `path` if it exists: `Ok(false)` if it does not.
+    ///
+    /// Retry rule: repeated freely. It is used for Curator's revocation marker on a lock node,
+    /// whose protected name is never reused: writing the marker twice asks the same holder the
+    /// same thing.
+    pub(crate) fn set_existing(
+        &self,
+        path: &str,
+        data: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
+        let data = data.to_vec();
+        self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
+            let data = data.clone();
+            Box::pin(async move {
+                match zk.set_data(&p, &data, None).await {
+                    Ok(_) => Ok(true),
+                    Err(zk::Error::NoNode) => Ok(false),
+                    Err(err) => Err(err),
+                }
+            })
+        })
+    }
+
+    /// Creates or overwrites a persistent node (missing parents are created persistent too).
+    ///
+    /// Retry rule: repeated freely. The write is unconditional, so a repeat leaves the same
+    /// data as a single write applied at the later moment would.
+    pub(crate) fn put(&self, path: &str, data: &[u8], deadline: Option<Instant>) -> Result<()> {
+        if let Some(parent) = crate::znode::path::parent(path) {
+            self.mkdir(
+                parent,
+                zk::CreateMode::Persistent,
+                self.parent_acl,
+                deadline,
+            )?;
+        }
+        let acl = self.acl;
+        self.in_chroot(deadline, || {
+            let data = data.to_vec();
+            self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
+                let data = data.clone();
+                Box::pin(async move {
+                    let options = zk::CreateMode::Persistent.with_acls(acl.acls());
+                    match zk.set_data(&p, &data, None).await {
+                        Err(zk::Error::NoNode) => {}
+                        other => return other.map(drop),
+                    }
+                    match zk.create(&p, &data, &options).await {
+                        Err(zk::Error::NodeExists) => zk.set_data(&p, &data, None).await.map(drop),
+                        other => other.map(drop),
+                    }
+                })
+            })
+        })
+    }
+}
