@@ -2,12 +2,14 @@
 //! `LeaderLatch`.
 
 use crate::client::Client;
+use crate::core::contend::Options;
+use crate::core::kind::{previous_node, Kind, Role};
+use crate::core::wait::Attempt;
 use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::inspect::Contender;
+use crate::metrics::Recipe;
 use crate::queue::{acquisitions, LockQueue};
-use crate::recipe::{previous_node, Kind, Options, Role};
-use crate::wait::Attempt;
 use crate::znode::layout::LATCH_NAME;
 
 /// Proof of leadership; see [`LockGuard`]: [`LockGuard::state`] and
@@ -19,6 +21,7 @@ const LATCH: Kind = Kind {
     names: &[(LATCH_NAME, Role::Participant)],
     ours: 0,
     blocker: previous_node,
+    metric: Recipe::Election,
 };
 
 /// A leader election among every process that uses the same ZooKeeper path: participants

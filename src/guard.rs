@@ -4,10 +4,12 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::client::Client;
+use crate::core::held::Held;
+use crate::core::standing::LockState;
 use crate::error::Result;
 use crate::fence::{Fence, FencedTransaction};
-use crate::recipe::{deadline_after, Held, LockState};
 use crate::rt::cancel::CancelToken;
+use crate::rt::runtime::deadline_after;
 
 /// Proof that a lock is held; releases it when dropped.
 ///

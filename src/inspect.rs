@@ -3,8 +3,8 @@
 use std::time::Instant;
 
 use crate::client::{Call, Client};
+use crate::core::kind::Role;
 use crate::error::{Error, Result};
-use crate::recipe::Role;
 use crate::znode::layout::{sorted_lock_nodes, LockNode, REVOKE_MESSAGE};
 
 /// One node in a lock's queue, as seen by inspection (`contenders()`, `participants()`).

@@ -166,6 +166,7 @@
 #![deny(missing_docs)]
 
 mod client;
+mod core;
 mod election;
 mod error;
 mod fence;
@@ -176,7 +177,6 @@ mod multi;
 mod mutex;
 mod observe;
 mod queue;
-mod recipe;
 mod rt;
 mod rwlock;
 mod semaphore;
@@ -184,10 +184,13 @@ mod session;
 #[cfg(feature = "signals")]
 mod shutdown;
 mod state;
-mod wait;
+
 mod wire;
 mod znode;
 
+pub use crate::core::kind::Role;
+pub use crate::core::standing::LockState;
+pub use crate::core::wait::Wait;
 pub use client::{
     Client, ClientBuilder, WeakClient, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RELEASE_TIMEOUT,
     DEFAULT_SESSION_TIMEOUT,
@@ -199,7 +202,6 @@ pub use guard::LockGuard;
 pub use inspect::{Contender, Owner};
 pub use multi::{MultiGuard, MultiLock};
 pub use mutex::DistributedMutex;
-pub use recipe::{LockState, Role};
 pub use rt::cancel::CancelToken;
 pub use rwlock::{DistributedRwLock, ReadGuard, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
@@ -207,5 +209,4 @@ pub use session::security::{NodeAcl, ParentAcl};
 #[cfg(feature = "signals")]
 pub use shutdown::CloseOnSignals;
 pub use state::{SessionState, StateChange};
-pub use wait::Wait;
 pub use znode::token::FencingToken;

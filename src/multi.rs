@@ -3,15 +3,17 @@
 use std::fmt;
 
 use crate::client::Client;
+use crate::core::contend::{acquire_on, Options};
+use crate::core::kind::Kind;
+use crate::core::partial::Partial;
+use crate::core::wait::Attempt;
 use crate::error::{Error, Result};
 use crate::guard::LockGuard;
 use crate::metrics::Recipe;
 use crate::mutex::MUTEX;
 use crate::observe::Acquisition;
 use crate::queue::acquisitions;
-use crate::recipe::{self, Kind, Options, Partial};
 use crate::rwlock::WRITER;
-use crate::wait::Attempt;
 use crate::znode::path::validate_lock_path;
 
 /// Several locks (mutexes and write sides of read/write locks) acquired as one.
@@ -95,14 +97,14 @@ impl MultiLock {
         let paths = self.paths().join(",");
         let measured = Acquisition::start(&self.client, Recipe::Multi, &paths);
         let outcome = attempt.run(|| {
-            let deadline = attempt.deadline(&self.client);
+            let deadline = attempt.deadline(|| self.client.call_deadline());
             // One session for every member: were it to expire half-way, the later members
             // would fail with it rather than be taken on a new session beside lost ones.
             let session = self.client.session(deadline)?;
             let mut taken = Partial::new(deadline);
             for (path, kind) in &self.members {
                 let options = Options::default();
-                match recipe::acquire_on(&session, path, kind, &attempt, deadline, &options)? {
+                match acquire_on(&session, path, kind, &attempt, deadline, &options)? {
                     Some(held) => taken.push(held),
                     None => return Ok(None),
                 }

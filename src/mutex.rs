@@ -2,11 +2,13 @@
 //! `InterProcessMutex`.
 
 use crate::client::Client;
+use crate::core::contend::Options;
+use crate::core::kind::{previous_node, Kind, Role};
+use crate::core::wait::Attempt;
 use crate::error::Result;
 use crate::guard::LockGuard;
+use crate::metrics::Recipe;
 use crate::queue::{acquisitions, queue_calls, LockQueue};
-use crate::recipe::{previous_node, Kind, Options, Role};
-use crate::wait::Attempt;
 use crate::znode::layout::LOCK_NAME;
 
 /// A mutual-exclusion lock shared by every process that uses the same ZooKeeper path.
@@ -30,6 +32,7 @@ pub(crate) const MUTEX: Kind = Kind {
     names: &[(LOCK_NAME, Role::Exclusive)],
     ours: 0,
     blocker: previous_node,
+    metric: Recipe::Mutex,
 };
 
 impl DistributedMutex {

@@ -3,11 +3,13 @@
 //! queue; [`acquisitions!`] writes its public lock methods.
 
 use crate::client::Client;
+use crate::core::contend::{acquire_on, Options};
+use crate::core::kind::Kind;
+use crate::core::wait::Attempt;
 use crate::error::Result;
 use crate::guard::LockGuard;
 use crate::inspect::{self, Contender};
-use crate::recipe::{self, Kind, Options};
-use crate::wait::Attempt;
+use crate::observe::Acquisition;
 use crate::znode::path::validate_lock_path;
 
 /// A lock path, the client it is reached through, and the recipe's per-acquisition options.
@@ -40,10 +42,12 @@ impl LockQueue {
 
     /// Queues a node of `kind` and waits as `attempt` says.
     pub(crate) fn acquire(&self, kind: &Kind, attempt: Attempt) -> Result<Option<LockGuard>> {
-        let recipe = crate::observe::recipe_of(kind);
-        let measured = crate::observe::Acquisition::start(&self.client, recipe, &self.path);
+        let measured = Acquisition::start(&self.client, kind.metric, &self.path);
         let outcome = attempt.run(|| {
-            let held = recipe::acquire(&self.client, &self.path, kind, &attempt, &self.options)?;
+            let deadline = attempt.deadline(|| self.client.call_deadline());
+            let session = self.client.session(deadline)?;
+            let (path, options) = (&self.path, &self.options);
+            let held = acquire_on(&session, path, kind, &attempt, deadline, options)?;
             Ok(held.map(|held| LockGuard::new(held, self.client.clone())))
         });
         measured.finish(&attempt, outcome, |guard| vec![&mut guard.held])
@@ -96,8 +100,8 @@ macro_rules! acquisitions {
         /// [`Error::NoAuth`](crate::Error::NoAuth) and other server errors. No node is left
         /// behind.
         pub fn $block(&self) -> $crate::Result<$guard> {
-            self.$via($crate::wait::Attempt::forever())
-                .and_then($crate::wait::never_gives_up)
+            self.$via($crate::core::wait::Attempt::forever())
+                .and_then($crate::core::wait::never_gives_up)
         }
 
         #[doc = concat!("Takes ", $what, " if nobody holds or waits for it; never waits for other contenders.")]
@@ -109,7 +113,7 @@ macro_rules! acquisitions {
         /// As the blocking call, plus [`Error::ConnectionLoss`](crate::Error::ConnectionLoss)
         /// if the connection did not return in time.
         pub fn $try_(&self) -> $crate::Result<Option<$guard>> {
-            self.$via($crate::wait::Attempt::dont_wait())
+            self.$via($crate::core::wait::Attempt::dont_wait())
         }
 
         #[doc = concat!("Blocks until ", $what, " is held or `timeout` (monotonic clock, from the call) has passed: `Ok(None)` then.")]
@@ -123,7 +127,7 @@ macro_rules! acquisitions {
         /// # Errors
         /// As the blocking call, plus [`Error::ConnectionLoss`](crate::Error::ConnectionLoss).
         pub fn $timeout(&self, timeout: std::time::Duration) -> $crate::Result<Option<$guard>> {
-            self.$via($crate::wait::Attempt::timeout(timeout))
+            self.$via($crate::core::wait::Attempt::timeout(timeout))
         }
 
         #[doc = concat!("Blocks until ", $what, " is held or `token` is cancelled.")]
@@ -136,8 +140,8 @@ macro_rules! acquisitions {
         /// # Errors
         /// As the blocking call, plus [`Error::Cancelled`](crate::Error::Cancelled).
         pub fn $cancellable(&self, token: &$crate::CancelToken) -> $crate::Result<$guard> {
-            self.$via($crate::wait::Attempt::cancellable(token))
-                .and_then($crate::wait::never_gives_up)
+            self.$via($crate::core::wait::Attempt::cancellable(token))
+                .and_then($crate::core::wait::never_gives_up)
         }
 
         #[doc = concat!("Blocks until ", $what, " is held, as `wait` says: up to its timeout (`Ok(None)` then) and until its token is cancelled ([`Error::Cancelled`](crate::Error::Cancelled)).")]
@@ -145,7 +149,7 @@ macro_rules! acquisitions {
         /// # Errors
         /// As the timed and the cancellable calls.
         pub fn $with(&self, wait: $crate::Wait) -> $crate::Result<Option<$guard>> {
-            self.$via($crate::wait::Attempt::with(wait))
+            self.$via($crate::core::wait::Attempt::with(wait))
         }
     };
 }

@@ -2,11 +2,13 @@
 //! `InterProcessReadWriteLock`.
 
 use crate::client::Client;
+use crate::core::contend::Options;
+use crate::core::kind::{previous_node, Kind, Role};
+use crate::core::wait::Attempt;
 use crate::error::Result;
 use crate::guard::LockGuard;
+use crate::metrics::Recipe;
 use crate::queue::{acquisitions, queue_calls, LockQueue};
-use crate::recipe::{previous_node, Kind, Options, Role};
-use crate::wait::Attempt;
 use crate::znode::layout::{LockNode, READ_NAME, WRITE_NAME};
 
 /// Proof that a read lock is held; see [`LockGuard`].
@@ -27,11 +29,13 @@ const READER: Kind = Kind {
     names: NAMES,
     ours: READ,
     blocker: nearest_lower_writer,
+    metric: Recipe::RwLockRead,
 };
 pub(crate) const WRITER: Kind = Kind {
     names: NAMES,
     ours: 1,
     blocker: previous_node,
+    metric: Recipe::RwLockWrite,
 };
 
 /// A read/write lock shared by every process that uses the same ZooKeeper path: any number of

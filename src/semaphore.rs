@@ -5,14 +5,20 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::client::Client;
+use crate::core::contend::{acquire_on, Options};
+use crate::core::held::Held;
+use crate::core::kind::Role;
+use crate::core::leases::acquire_lease;
+use crate::core::partial::Partial;
+use crate::core::standing::LockState;
+use crate::core::wait::{never_gives_up, Attempt};
 use crate::error::{Error, Result};
 use crate::inspect::{self, Contender};
 use crate::metrics::Recipe;
 use crate::mutex::MUTEX;
 use crate::observe::Acquisition;
 use crate::queue::acquisitions;
-use crate::recipe::{self, deadline_after, Held, LockState, Options, Partial, Role};
-use crate::wait::{never_gives_up, Attempt};
+use crate::rt::runtime::deadline_after;
 use crate::znode::layout::LEASE_NAME;
 use crate::znode::path::validate_lock_path;
 use crate::{CancelToken, Wait};
@@ -121,7 +127,7 @@ impl Semaphore {
         let path = self.leases.strip_suffix("/leases").unwrap_or(&self.leases);
         let measured = Acquisition::start(&self.client, Recipe::Semaphore, path);
         let outcome = attempt.run(|| {
-            let deadline = attempt.deadline(&self.client);
+            let deadline = attempt.deadline(|| self.client.call_deadline());
             // One session for the gate and every lease: were it to expire half-way, a lease
             // taken on a new session would wait while the gate (lost with the old one) let
             // others in.
@@ -130,7 +136,7 @@ impl Semaphore {
             // leases while waiting for more would wait for each other for ever.
             let options = Options::default();
             let Some(gate) =
-                recipe::acquire_on(&session, &self.gate, &MUTEX, &attempt, deadline, &options)?
+                acquire_on(&session, &self.gate, &MUTEX, &attempt, deadline, &options)?
             else {
                 return Ok(None);
             };
@@ -140,7 +146,14 @@ impl Semaphore {
             taken.push(gate);
             for _ in 0..count {
                 let leases = &self.leases;
-                match recipe::acquire_lease(&session, leases, self.permits, &attempt, deadline)? {
+                match acquire_lease(
+                    &session,
+                    leases,
+                    LEASE_NAME,
+                    self.permits,
+                    &attempt,
+                    deadline,
+                )? {
                     Some(lease) => taken.push(lease),
                     None => return Ok(None),
                 }

@@ -71,7 +71,11 @@ fn write(lines: Receiver<Line>) {
 }
 
 /// `log!` for code on zklock's runtime thread: queued, never blocking (see the module docs).
+/// `io_log!(target: T, Level, ...)` gives the line a target other than its module's.
 macro_rules! io_log {
+    (target: $target:expr, $level:ident, $($arg:tt)+) => {
+        $crate::rt::relay::queue(log::Level::$level, $target, format_args!($($arg)+))
+    };
     ($level:ident, $($arg:tt)+) => {
         $crate::rt::relay::queue(log::Level::$level, module_path!(), format_args!($($arg)+))
     };

@@ -11,7 +11,7 @@
 //! "not held" as soon as it looks, whatever the runtime thread last published.
 //!
 //! The lease runs [`LEASE_FRACTION`] of the session timeout past the last acknowledgement; a
-//! keepalive (see `session.rs`) renews it after a third of the timeout without other traffic,
+//! keepalive (see `open.rs`) renews it after a third of the timeout without other traffic,
 //! so a healthy holder never sees it run out.
 
 use std::sync::atomic::{AtomicU64, Ordering};

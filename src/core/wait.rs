@@ -3,7 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::rt::cancel::{self, CancelToken};
 use crate::rt::runtime::deadline_after;
@@ -101,13 +100,14 @@ impl Attempt {
         Attempt { patience, cancel }
     }
 
-    /// The deadline of the acquisition's requests.
-    pub(crate) fn deadline(&self, client: &Client) -> Option<Instant> {
+    /// The deadline of the acquisition's requests; `one_call` gives the deadline of a one-off
+    /// call on the client (see `Client::call_deadline`).
+    pub(crate) fn deadline(&self, one_call: impl FnOnce() -> Instant) -> Option<Instant> {
         match self.patience {
             Patience::Forever => None,
             Patience::Until(deadline) => Some(deadline),
             // Not waiting on other holders still takes round trips: bound them.
-            Patience::DontWait => Some(client.call_deadline()),
+            Patience::DontWait => Some(one_call()),
         }
     }
 

@@ -1,0 +1,266 @@
+//! A node that holds a lock: its state, as the one rule decides it (see `standing.rs`), the
+//! wait for trouble, revocation, and the release.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use log::{debug, warn};
+
+use crate::error::{Error, Result};
+use crate::rt::cancel::{self, CancelToken};
+use crate::rt::runtime::deadline_after;
+use crate::session::watch::OwnNodeWatch;
+use crate::session::{Liveness, NodeStat, Session};
+use crate::znode::token::FencingToken;
+
+use super::standing::{judge, LockState, Standing};
+use super::track::Track;
+
+/// How long dropping a guard waits for the server to confirm its release unless
+/// [`ClientBuilder::release_timeout`](crate::ClientBuilder::release_timeout) says otherwise.
+pub const DEFAULT_RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How often a holder waiting for trouble looks at its own node's deletion flag.
+const OWN_NODE_POLL: Duration = Duration::from_millis(50);
+
+/// A node that holds a lock, released on drop.
+pub(crate) struct Held {
+    session: Arc<Session>,
+    lock_path: String,
+    node_path: String,
+    stat: NodeStat,
+    /// The lock path's creation time when our node was created in it (see [`FencingToken`]).
+    generation: i64,
+    /// Listens for our node's deletion by someone else (and, for revocable locks, for
+    /// revocation requests). Set at the claim for revocable locks; otherwise the first time
+    /// anyone asks for the lock's state, so that a caller who never asks pays nothing for it
+    /// (a watch costs a request to set and one to remove before the release). Empty if it
+    /// could not be set (the session was gone).
+    own_node: OnceLock<Option<OwnNodeWatch>>,
+    /// Made revocable: revocation requests are listened for (else ignored).
+    revocable: bool,
+    released: bool,
+    /// What the acquisition's front end reports about this node (see `track.rs`).
+    pub(crate) track: Track,
+}
+
+impl Held {
+    /// Our node `node_path` in `lock_path`, claimed on `session` with `stat`, in the lock path's
+    /// `generation`; not watched until someone asks for its state.
+    pub(super) fn new(
+        session: Arc<Session>,
+        lock_path: &str,
+        node_path: String,
+        stat: NodeStat,
+        generation: i64,
+    ) -> Held {
+        Held {
+            session,
+            lock_path: lock_path.to_owned(),
+            node_path,
+            stat,
+            generation,
+            own_node: OnceLock::new(),
+            revocable: false,
+            released: false,
+            track: Track::default(),
+        }
+    }
+
+    /// Listens for revocation requests (and our node's deletion) from now on, through `watch`.
+    pub(super) fn make_revocable(&mut self, watch: OwnNodeWatch) {
+        self.own_node = OnceLock::from(Some(watch));
+        self.revocable = true;
+    }
+
+    /// The timeout of the session holding the node.
+    pub(super) fn session_timeout(&self) -> Duration {
+        self.session.timeout
+    }
+
+    pub(crate) fn node_path(&self) -> &str {
+        &self.node_path
+    }
+
+    pub(crate) fn fencing_token(&self) -> i64 {
+        self.stat.czxid
+    }
+
+    pub(crate) fn fencing(&self) -> FencingToken {
+        FencingToken::new(self.generation, self.stat.czxid)
+    }
+
+    pub(crate) fn session_id(&self) -> i64 {
+        self.session.id
+    }
+
+    /// Decided now, on the calling thread, by the one rule (see `standing.rs`): `Held` only
+    /// while the session is connected, our node is not known to be gone, and the lease has not
+    /// run out (see `session/lease.rs`).
+    pub(crate) fn state(&self) -> LockState {
+        self.standing().into()
+    }
+
+    /// Where the lock stands now, watching our node from now on; a loss seen is reported.
+    fn standing(&self) -> Standing {
+        let deleted = self.own_node().is_some_and(OwnNodeWatch::deleted);
+        let standing = judge(&self.session, deleted);
+        self.track.observed(standing);
+        standing
+    }
+
+    /// The watch on our node, set now if it is not yet.
+    fn own_node(&self) -> Option<&OwnNodeWatch> {
+        self.own_node
+            .get_or_init(|| match self.session.watch_own_node(&self.node_path) {
+                Ok(watch) => Some(watch),
+                Err(err) => {
+                    debug!("cannot watch {}: {err}", self.node_path);
+                    None
+                }
+            })
+            .as_ref()
+    }
+
+    /// The state as far as known without starting to watch our node (for `Debug`).
+    pub(crate) fn peek_state(&self) -> LockState {
+        let deleted = self.watched().is_some_and(OwnNodeWatch::deleted);
+        judge(&self.session, deleted).into()
+    }
+
+    /// The watch on our node if it is set already (without setting it).
+    fn watched(&self) -> Option<&OwnNodeWatch> {
+        self.own_node.get().and_then(Option::as_ref)
+    }
+
+    /// How much longer, from now, the holder can be sure it holds the lock; `None` unless
+    /// `Held`.
+    pub(crate) fn lease_remaining(&self) -> Option<Duration> {
+        self.standing().lease()
+    }
+
+    /// Blocks until the state is no longer `Held`, or until `deadline` (`None` then). Wakes
+    /// on session changes, and on its own (the calling thread's clock) when the lease would
+    /// run out, so a stalled runtime thread cannot keep it waiting.
+    ///
+    /// With `cancel`, also returns `None` once it is cancelled (the waits below park the
+    /// thread, which a cancel unparks).
+    pub(crate) fn wait_not_held(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> Option<LockState> {
+        let _watching = cancel.map(|token| cancel::watch([token]));
+        loop {
+            let standing = self.standing();
+            let Some(lease) = standing.lease() else {
+                return Some(standing.into());
+            };
+            if deadline.is_some_and(|d| Instant::now() >= d)
+                || cancel.is_some_and(CancelToken::is_cancelled)
+            {
+                return None;
+            }
+            // Look again when the lease would run out (renewals move it on), and, watching
+            // our node too, between short waits.
+            let mut step = deadline_after(lease);
+            if self.own_node().is_some() {
+                step = step.min(deadline_after(OWN_NODE_POLL));
+            }
+            self.session
+                .wait_disconnected(Some(deadline.map_or(step, |d| d.min(step))));
+        }
+    }
+
+    pub(crate) fn revocation_requested(&self) -> bool {
+        self.revocable
+            && self
+                .watched()
+                .is_some_and(OwnNodeWatch::revocation_requested)
+    }
+
+    pub(crate) fn wait_revocation(
+        &self,
+        deadline: Option<Instant>,
+        cancel: Option<&CancelToken>,
+    ) -> bool {
+        self.revocable
+            && self
+                .watched()
+                .is_some_and(|w| w.wait_revocation(deadline, cancel))
+    }
+
+    /// Releases, for a caller who wants the outcome (`unlock`): deletes our node, waiting for
+    /// the server's reply up to the session timeout; the background retry takes over after
+    /// that.
+    pub(crate) fn release(&mut self) -> Result<()> {
+        self.release_within(self.session.timeout)
+    }
+
+    /// As [`release`](Self::release), blocking at most about `wait` in all (the background
+    /// retry takes over after that). A delete not confirmed in time is
+    /// [`Error::OutcomeUnknown`]: it may have been applied, or may be applied later.
+    pub(crate) fn release_within(&mut self, wait: Duration) -> Result<()> {
+        if self.released {
+            return Ok(());
+        }
+        self.released = true;
+        let deadline = deadline_after(wait);
+        let lost = || Error::LockLost {
+            path: self.lock_path.clone(),
+        };
+        // Stop watching our node before it goes: the watch is removed before the delete is
+        // sent, so our own release fires no notification.
+        if let Some(watch) = self.own_node.take().flatten() {
+            watch.stop(wait);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        let deleted = self.session.delete_node(&self.node_path, left);
+        self.track.released(&deleted, &self.session);
+        match deleted {
+            Ok(true) => Ok(()),
+            // Someone else deleted our node while we believed we held the lock.
+            Ok(false) => Err(lost()),
+            Err(Error::SessionExpired | Error::Closed) => Err(lost()),
+            // `delete_node`'s word for "not confirmed in time, retried in the background",
+            // whether the connection is down or the server merely slow: the caller cannot
+            // know whether the lock is free yet, and the connection may be healthy.
+            Err(Error::ConnectionLoss) => Err(Error::OutcomeUnknown {
+                path: self.node_path.clone(),
+            }),
+            Err(err) => Err(err),
+        }
+    }
+}
+
+impl Held {
+    /// The release of a dropped guard, blocking at most about `wait` (the client's release
+    /// timeout, or what is left of it): never cut short by a cancellation in progress on this
+    /// thread; a failure is logged (a closed client's release has nothing left to do, and
+    /// one handed to the background was logged when it was).
+    pub(crate) fn release_on_drop(&mut self, wait: Duration) {
+        match cancel::shielded(|| self.release_within(wait)) {
+            Ok(()) => {}
+            Err(err @ Error::OutcomeUnknown { .. }) => debug!(
+                "release of {} (session {:#x}): {err}",
+                self.node_path, self.session.id
+            ),
+            Err(err) if self.session.liveness() == Liveness::Ended => debug!(
+                "release of {} (session {:#x}): {err}",
+                self.node_path, self.session.id
+            ),
+            Err(err) => warn!(
+                "release of {} (session {:#x}): {err}",
+                self.node_path, self.session.id
+            ),
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // Only reached for a node no guard owns (its front end released it otherwise), which
+        // gets the default bound.
+        self.release_on_drop(DEFAULT_RELEASE_TIMEOUT);
+    }
+}

@@ -1,0 +1,57 @@
+//! What a recipe contributes to the waiting core: the names of its nodes, what each stands for,
+//! and who a contender must wait for. The recipes' kinds themselves are in the catalogue
+//! (`recipes/catalogue.rs`).
+
+use crate::metrics::Recipe;
+use crate::znode::layout::LockNode;
+
+/// What a recipe contributes to the core: its node naming, and who a contender waits for.
+pub(crate) struct Kind {
+    /// The name parts before the sequence number of every node kind sharing the queue, e.g.
+    /// `["__READ__", "__WRIT__"]` (Curator's `lockName`s), with what each means.
+    pub(crate) names: &'static [(&'static str, Role)],
+    /// Which of `names` our node carries.
+    pub(crate) ours: usize,
+    /// Given the lock nodes ahead of ours, in order, the index of the one we must wait for,
+    /// or `None` if we hold the lock. A rule looks at no node after the one it picks (those
+    /// are nodes it lets pass), which [`sole_blocker`](Self::sole_blocker) relies on.
+    pub(crate) blocker: fn(&[LockNode]) -> Option<usize>,
+    /// The `recipe` label of this kind's acquisitions in the metrics.
+    pub(crate) metric: Recipe,
+}
+
+impl Kind {
+    pub(crate) fn lock_names(&self) -> Vec<&'static str> {
+        self.names.iter().map(|(name, _)| *name).collect()
+    }
+
+    /// Whether, with `blocker` gone, we would hold the lock. Sequence numbers only grow and our
+    /// listing holds every node created before ours, so no new node can get in our way: the
+    /// blocker's deletion alone then makes us the holder, without listing again (we only check
+    /// that our own node still exists).
+    pub(crate) fn sole_blocker(&self, ahead: &[LockNode], blocker: usize) -> bool {
+        // Without the blocker, the rule would look at the nodes before it only.
+        (self.blocker)(&ahead[..blocker]).is_none()
+    }
+}
+
+/// The exclusive lock's rule (ZooKeeper's lock recipe): wait for the node just before ours.
+pub(crate) fn previous_node(ahead: &[LockNode]) -> Option<usize> {
+    ahead.len().checked_sub(1)
+}
+
+/// What a node in a lock's queue stands for, as reported by inspection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Role {
+    /// A contender for an exclusive lock ([`DistributedMutex`](crate::DistributedMutex)).
+    Exclusive,
+    /// A reader of a [`DistributedRwLock`](crate::DistributedRwLock).
+    Read,
+    /// A writer of a [`DistributedRwLock`](crate::DistributedRwLock).
+    Write,
+    /// A lease of a [`Semaphore`](crate::Semaphore).
+    Lease,
+    /// A participant of a [`LeaderElection`](crate::LeaderElection).
+    Participant,
+}

@@ -1,0 +1,26 @@
+//! The private waiting core shared by every recipe: place a protected ephemeral-sequential node,
+//! find its position, wait on exactly the node that blocks it, claim the lock, and release it.
+//! Recipes differ only in their [`kind`]s (node names and blocker rule), which the catalogue
+//! (`recipes/catalogue.rs`) defines.
+//!
+//! - [`kind`]: what a recipe contributes (names, roles, blocker rule);
+//! - [`wait`]: how long an acquisition waits, and what stops it;
+//! - [`place`]: creating our node at most once, behind the `NodeStore` seam;
+//! - [`contend`]: the wait for the blocker, and the end of an acquisition's requests;
+//!   [`leases`]: a semaphore's count of leases instead of a blocker;
+//! - [`claim`], [`withdraw`]: the two ends of a wait (ours, or deleted again);
+//! - [`held`]: a held node, its release; [`partial`]: all or nothing across several;
+//! - [`standing`]: the one rule deciding whether a lock is held; [`track`]: what is reported
+//!   about a hold and its loss.
+
+pub(crate) mod claim;
+pub(crate) mod contend;
+pub(crate) mod held;
+pub(crate) mod kind;
+pub(crate) mod leases;
+pub(crate) mod partial;
+pub(crate) mod place;
+pub(crate) mod standing;
+pub(crate) mod track;
+pub(crate) mod wait;
+pub(crate) mod withdraw;

@@ -1,0 +1,391 @@
+//! Placing our node in a queue: a protected ephemeral-sequential node, created at most once
+//! whatever replies are lost, behind the [`NodeStore`] seam so that unit tests can drive every
+//! outcome of a create.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use log::{debug, warn};
+
+use crate::error::{Error, Result};
+use crate::session::create::Create;
+use crate::session::{NodeStat, Session};
+use crate::znode::layout::protected_prefix;
+
+use super::claim::node_vanished;
+use super::withdraw::OurNode;
+
+/// How many times a missing lock path is created before giving up (a racing container reaper
+/// can delete an empty parent between our mkdir and our create).
+const PARENT_ATTEMPTS: u32 = 5;
+
+/// How many creates in a row may go unanswered (connection lost, nothing created) before the
+/// acquisition gives up with [`Error::ConnectionLoss`] instead of retrying for ever.
+const UNANSWERED_CREATES: u32 = 10;
+
+/// Our freshly created node, deleted on drop unless claimed.
+pub(super) struct Created {
+    pub(super) contender: OurNode,
+    pub(super) name: String,
+    pub(super) stat: NodeStat,
+    /// The listing of the lock path taken right after the create, if it could be read.
+    pub(super) children: Option<Vec<String>>,
+    /// The lock path's creation time: the generation of our fencing token.
+    pub(super) generation: i64,
+}
+
+/// Creates our protected ephemeral-sequential node `<uuid-prefix><lock_name><seq>` under
+/// `lock_path` (creating the path if needed), surviving a lost reply without ever leaving two
+/// nodes. `None` if the deadline passed first; a node created late is then deleted in the
+/// background.
+pub(super) fn create_node(
+    session: &Arc<Session>,
+    lock_path: &str,
+    lock_name: &str,
+    data: &[u8],
+    deadline: Option<Instant>,
+) -> Result<Option<Created>> {
+    let prefix = format!("{}{lock_name}", protected_prefix(&uuid::Uuid::new_v4()));
+    let Some((name, stat, children, parent)) =
+        place_node(session.as_ref(), lock_path, &prefix, data, deadline)?
+    else {
+        return Ok(None);
+    };
+    let node_path = format!("{lock_path}/{name}");
+    debug!("created {node_path} (session {:#x})", session.id);
+    let mut contender = OurNode {
+        session: session.clone(),
+        node_path,
+        armed: true,
+    };
+    let parent = match parent {
+        Some(parent) => parent,
+        // The listing that came with the create was lost (or the create's reply was, and
+        // the node was found by its prefix): read the lock path's stat now. While our node
+        // exists the lock path cannot be re-created; one created after our node means ours
+        // is gone already.
+        None => match session.get_data(lock_path, deadline)? {
+            Some((_, parent)) if parent.czxid < stat.czxid => parent,
+            _ => return Err(node_vanished(&mut contender, lock_path)),
+        },
+    };
+    Ok(Some(Created {
+        contender,
+        name,
+        stat,
+        children,
+        generation: parent.ctime,
+    }))
+}
+
+/// The session operations that place our node in a queue: the seam between the waiting
+/// core's decisions and ZooKeeper, so that unit tests can drive every outcome of a create.
+pub(crate) trait NodeStore {
+    /// See [`Session::create_lock_node`].
+    fn create(
+        &self,
+        lock_path: &str,
+        prefix: &str,
+        data: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<Create>;
+    fn wait_connected(&self, deadline: Option<Instant>) -> Result<()>;
+    fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()>;
+    fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>>;
+    fn stat(&self, path: &str, deadline: Option<Instant>) -> Result<Option<NodeStat>>;
+    fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()>;
+    /// Deletes, in the background, every child of `lock_path` starting with `prefix`.
+    fn sweep(&self, lock_path: &str, prefix: &str);
+}
+
+impl NodeStore for Session {
+    fn create(
+        &self,
+        lock_path: &str,
+        prefix: &str,
+        data: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<Create> {
+        self.create_lock_node(lock_path, prefix, data, deadline)
+    }
+    fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
+        Session::wait_connected(self, deadline)
+    }
+    fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        Session::sync(self, path, deadline)
+    }
+    fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
+        Session::list(self, path, deadline)
+    }
+    fn stat(&self, path: &str, deadline: Option<Instant>) -> Result<Option<NodeStat>> {
+        Ok(self.get_data(path, deadline)?.map(|(_, stat)| stat))
+    }
+    fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        Session::ensure_path(self, path, deadline)
+    }
+    fn sweep(&self, lock_path: &str, prefix: &str) {
+        self.sweep_in_background(lock_path, prefix);
+    }
+}
+
+/// Our node's name and stat, the listing it was found in, and the lock path's stat from that
+/// listing's reply.
+type FoundNode = (String, NodeStat, Option<Vec<String>>, Option<NodeStat>);
+
+/// The decisions of [`create_node`]: creates a node named `prefix` + sequence, looking for it
+/// by its unique prefix after a lost reply instead of creating a second one, recreating a
+/// missing lock path a few times, and giving up on a create the server keeps dropping.
+fn place_node(
+    store: &impl NodeStore,
+    lock_path: &str,
+    prefix: &str,
+    data: &[u8],
+    deadline: Option<Instant>,
+) -> Result<Option<FoundNode>> {
+    let (mut parent_attempts, mut unanswered) = (0, 0);
+    loop {
+        match store.create(lock_path, prefix, data, deadline)? {
+            Create::Created {
+                name,
+                stat,
+                children,
+                parent,
+            } => return Ok(Some((name, stat, children, parent))),
+            Create::TimedOut => return Ok(None),
+            Create::Unknown => {
+                // The reply was lost: look for the node by its unique prefix before creating
+                // again, so there is never a second node of ours.
+                if let Some(found) = find_created(store, lock_path, prefix, deadline)? {
+                    return Ok(Some(found));
+                }
+                // A create the server keeps dropping the connection over is not an outage.
+                unanswered += 1;
+                if unanswered >= UNANSWERED_CREATES {
+                    store.sweep(lock_path, prefix);
+                    return Err(Error::ConnectionLoss);
+                }
+            }
+            Create::ParentMissing if parent_attempts < PARENT_ATTEMPTS => {
+                parent_attempts += 1;
+                store.ensure_path(lock_path, deadline)?;
+            }
+            Create::ParentMissing => {
+                warn!("{lock_path} keeps disappearing while we create our node in it");
+                return Err(Error::NoNode {
+                    path: lock_path.to_owned(),
+                });
+            }
+        }
+    }
+}
+
+/// After a create whose reply was lost: our node by its prefix, if the create executed. On any
+/// error the prefix is swept in the background, so a late node cannot linger.
+fn find_created(
+    store: &impl NodeStore,
+    lock_path: &str,
+    prefix: &str,
+    deadline: Option<Instant>,
+) -> Result<Option<FoundNode>> {
+    let found = (|| {
+        store.wait_connected(deadline)?;
+        // We may be talking to another server now, one that has not yet applied our create:
+        // without the sync its listing could miss our node, and we would create a second one
+        // that waits for ever behind the first.
+        store.sync(lock_path, deadline)?;
+        let children = store.list(lock_path, deadline)?;
+        let Some(found) = children.iter().find(|c| c.starts_with(prefix)).cloned() else {
+            return Ok(None);
+        };
+        let path = format!("{lock_path}/{found}");
+        // `None`: gone again (session trouble); the caller creates anew.
+        Ok(store.stat(&path, deadline)?.map(|stat| {
+            debug!("found {path} after a lost create reply");
+            (found, stat, Some(children), None)
+        }))
+    })();
+    if found.is_err() {
+        store.sweep(lock_path, prefix);
+    }
+    found
+}
+
+#[cfg(test)]
+#[cfg(test)]
+mod tests {
+    //! The waiting core's decisions about placing our node, driven through [`NodeStore`] by
+    //! an in-memory store that scripts each create's outcome (the integration tests prove the
+    //! same against a real server, with real faults, in seconds rather than milliseconds).
+
+    use std::cell::RefCell;
+    use std::collections::VecDeque;
+
+    use super::*;
+
+    /// What the next create does.
+    #[derive(Clone, Copy)]
+    enum Step {
+        /// Creates the node and answers.
+        Apply,
+        /// Creates the node, but the reply is lost.
+        ApplyLost,
+        /// Nothing is created and the reply is lost.
+        Lost,
+        TimedOut,
+        ParentMissing,
+    }
+
+    #[derive(Default)]
+    struct MemoryStore {
+        steps: RefCell<VecDeque<Step>>,
+        children: RefCell<Vec<String>>,
+        calls: RefCell<Vec<&'static str>>,
+        swept: RefCell<Vec<String>>,
+        fail_listing: bool,
+        sequence: RefCell<u32>,
+    }
+
+    impl MemoryStore {
+        fn scripted(steps: &[Step]) -> MemoryStore {
+            MemoryStore {
+                steps: RefCell::new(steps.iter().copied().collect()),
+                ..MemoryStore::default()
+            }
+        }
+
+        fn stat() -> NodeStat {
+            NodeStat {
+                czxid: 7,
+                ephemeral_owner: 1,
+                ctime: 0,
+                version: 0,
+            }
+        }
+
+        fn add(&self, prefix: &str) -> String {
+            let mut sequence = self.sequence.borrow_mut();
+            let name = format!("{prefix}{:010}", *sequence);
+            *sequence += 1;
+            self.children.borrow_mut().push(name.clone());
+            name
+        }
+
+        fn calls(&self) -> Vec<&'static str> {
+            self.calls.borrow().clone()
+        }
+    }
+
+    impl NodeStore for MemoryStore {
+        fn create(&self, _: &str, prefix: &str, _: &[u8], _: Option<Instant>) -> Result<Create> {
+            self.calls.borrow_mut().push("create");
+            let step = self.steps.borrow_mut().pop_front().unwrap_or(Step::Apply);
+            Ok(match step {
+                Step::Apply => Create::Created {
+                    name: self.add(prefix),
+                    stat: MemoryStore::stat(),
+                    children: Some(self.children.borrow().clone()),
+                    parent: Some(MemoryStore::stat()),
+                },
+                Step::ApplyLost => {
+                    self.add(prefix);
+                    Create::Unknown
+                }
+                Step::Lost => Create::Unknown,
+                Step::TimedOut => Create::TimedOut,
+                Step::ParentMissing => Create::ParentMissing,
+            })
+        }
+        fn wait_connected(&self, _: Option<Instant>) -> Result<()> {
+            Ok(())
+        }
+        fn sync(&self, _: &str, _: Option<Instant>) -> Result<()> {
+            self.calls.borrow_mut().push("sync");
+            Ok(())
+        }
+        fn list(&self, _: &str, _: Option<Instant>) -> Result<Vec<String>> {
+            self.calls.borrow_mut().push("list");
+            if self.fail_listing {
+                return Err(Error::ConnectionLoss);
+            }
+            Ok(self.children.borrow().clone())
+        }
+        fn stat(&self, path: &str, _: Option<Instant>) -> Result<Option<NodeStat>> {
+            let name = path.rsplit('/').next().unwrap_or_default();
+            Ok(self
+                .children
+                .borrow()
+                .iter()
+                .any(|c| c == name)
+                .then(MemoryStore::stat))
+        }
+        fn ensure_path(&self, _: &str, _: Option<Instant>) -> Result<()> {
+            self.calls.borrow_mut().push("ensure_path");
+            Ok(())
+        }
+        fn sweep(&self, _: &str, prefix: &str) {
+            self.swept.borrow_mut().push(prefix.to_owned());
+        }
+    }
+
+    fn place(store: &MemoryStore) -> Result<Option<FoundNode>> {
+        place_node(store, "/lock", "_c_1-lock-", b"", None)
+    }
+
+    #[test]
+    fn a_lost_reply_to_an_executed_create_finds_the_node_after_a_sync() {
+        let store = MemoryStore::scripted(&[Step::ApplyLost]);
+        let (name, _, children, _) = place(&store).unwrap().expect("placed");
+        assert_eq!(name, "_c_1-lock-0000000000");
+        assert_eq!(store.children.borrow().len(), 1, "never created twice");
+        assert_eq!(children.unwrap(), [name]);
+        assert_eq!(store.calls(), ["create", "sync", "list"]);
+    }
+
+    #[test]
+    fn a_lost_create_that_never_executed_is_sent_again() {
+        let store = MemoryStore::scripted(&[Step::Lost, Step::Lost, Step::Apply]);
+        let (name, _, _, _) = place(&store).unwrap().expect("placed");
+        assert_eq!(store.children.borrow().as_slice(), [name]);
+        let creates = store.calls().iter().filter(|c| **c == "create").count();
+        assert_eq!(creates, 3);
+    }
+
+    #[test]
+    fn a_create_that_is_never_answered_gives_up_and_sweeps() {
+        let store = MemoryStore::scripted(&[Step::Lost; UNANSWERED_CREATES as usize]);
+        assert!(matches!(place(&store), Err(Error::ConnectionLoss)));
+        assert_eq!(store.swept.borrow().as_slice(), ["_c_1-lock-"]);
+    }
+
+    #[test]
+    fn a_missing_lock_path_is_created_a_few_times_then_reported() {
+        let store = MemoryStore::scripted(&[Step::ParentMissing, Step::Apply]);
+        assert!(place(&store).unwrap().is_some());
+        assert_eq!(store.calls(), ["create", "ensure_path", "create"]);
+
+        let store = MemoryStore::scripted(&[Step::ParentMissing; 1 + PARENT_ATTEMPTS as usize]);
+        assert!(matches!(place(&store), Err(Error::NoNode { .. })));
+        let ensures = store
+            .calls()
+            .iter()
+            .filter(|c| **c == "ensure_path")
+            .count();
+        assert_eq!(ensures, PARENT_ATTEMPTS as usize);
+    }
+
+    #[test]
+    fn a_create_past_its_deadline_is_left_to_the_background() {
+        let store = MemoryStore::scripted(&[Step::TimedOut]);
+        assert!(place(&store).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_failed_lookup_sweeps_whatever_the_create_may_have_left() {
+        let store = MemoryStore {
+            fail_listing: true,
+            ..MemoryStore::scripted(&[Step::ApplyLost])
+        };
+        assert!(matches!(place(&store), Err(Error::ConnectionLoss)));
+        assert_eq!(store.swept.borrow().as_slice(), ["_c_1-lock-"]);
+    }
+}
