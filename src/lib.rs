@@ -181,20 +181,18 @@ mod rt;
 mod rwlock;
 mod semaphore;
 mod session;
-#[cfg(feature = "signals")]
-mod shutdown;
-mod state;
-
 mod wire;
 mod znode;
 
+pub use crate::core::held::DEFAULT_RELEASE_TIMEOUT;
 pub use crate::core::kind::Role;
 pub use crate::core::standing::LockState;
 pub use crate::core::wait::Wait;
-pub use client::{
-    Client, ClientBuilder, WeakClient, DEFAULT_CONNECT_TIMEOUT, DEFAULT_RELEASE_TIMEOUT,
-    DEFAULT_SESSION_TIMEOUT,
-};
+pub use client::builder::{ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
+#[cfg(feature = "signals")]
+pub use client::shutdown::CloseOnSignals;
+pub use client::state::{SessionState, StateChange};
+pub use client::{Client, WeakClient};
 pub use election::{LeaderElection, Leadership};
 pub use error::{ConnectCause, Error, HostFailure, Result};
 pub use fence::FencedTransaction;
@@ -206,7 +204,4 @@ pub use rt::cancel::CancelToken;
 pub use rwlock::{DistributedRwLock, ReadGuard, WriteGuard};
 pub use semaphore::{Permit, Semaphore};
 pub use session::security::{NodeAcl, ParentAcl};
-#[cfg(feature = "signals")]
-pub use shutdown::CloseOnSignals;
-pub use state::{SessionState, StateChange};
 pub use znode::token::FencingToken;

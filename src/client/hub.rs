@@ -1,11 +1,7 @@
-//! The public session state: [`Client::state`] decides it when called, from the session and its
-//! lease; [`Client::wait_state_change`] waits for it to change; a listener registered with
-//! [`ClientBuilder::on_state_change`](crate::ClientBuilder::on_state_change) is told of every
-//! change.
-//!
 //! Each client has one thread of its own, `zklock-state`, that watches the session the way a
-//! caller would (the client crate's state watcher, plus the caller's clock for the lease), and
-//! on every change logs it, updates the session metrics and hands it to the listener. Nothing of
+//! caller would (the transport's state watcher, plus the caller's clock for the lease), and on
+//! every change logs it, updates the session metrics and hands it to the listener registered
+//! with [`ClientBuilder::on_state_change`](crate::ClientBuilder::on_state_change). Nothing of
 //! this runs on the runtime thread, which only wakes the watcher the way it wakes any waiting
 //! caller. The listener runs on yet another thread (`zklock-listener`), fed by a channel, so a
 //! slow listener delays neither the log lines nor the metrics.
@@ -20,71 +16,21 @@ use std::task::Poll;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::wire as zk;
 use event_listener::{Event, EventListener};
 use parking_lot::Mutex;
 
-use crate::client::Client;
-use crate::error::Error;
 use crate::metrics;
 use crate::rt::relay::io_log;
-use crate::rt::runtime::{block_on, deadline_after};
+use crate::rt::runtime::block_on;
 use crate::session::releases::Releases;
-use crate::session::{Liveness, Session};
+use crate::session::Session;
+use crate::wire as zk;
 
-/// The state of a [`Client`]'s ZooKeeper session, as [`Client::state`] decides it when called.
-///
-/// It follows the states of Curator's `ConnectionStateListener`: `Suspended` is the one to act
-/// on (stop touching what your locks protect until `Connected` again).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum SessionState {
-    /// Connected, and the server answered recently enough that it cannot have expired the
-    /// session: the session's locks are held ([`LockState::Held`](crate::LockState::Held)).
-    Connected,
-    /// The connection is down, or the lease ran out: the server has not answered for 2/3 of
-    /// the session timeout (see [`LockGuard::state`](crate::LockGuard::state)). The session
-    /// may still be alive, and comes back `Connected` when the server answers again, or may be
-    /// expiring. Locks held through it read
-    /// [`LockState::Suspended`](crate::LockState::Suspended).
-    Suspended,
-    /// The server expired the session: every lock held through it is lost. The next call on
-    /// the client (an acquisition, a read) opens a new session, and the state turns
-    /// `Connected` again.
-    Expired,
-    /// The client cannot be used any more: [`Client::close`] was called (on any clone), or the
-    /// server rejected its credentials ([`Error::AuthFailed`](crate::Error::AuthFailed)), or
-    /// this is a forked child of the process that connected it. Final.
-    Closed,
-}
+use super::state::{next_look, of_session, SessionState, StateChange};
 
-impl fmt::Display for SessionState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SessionState::Connected => "connected",
-            SessionState::Suspended => "suspended",
-            SessionState::Expired => "expired",
-            SessionState::Closed => "closed",
-        })
-    }
-}
-
-/// A change of a client's [`SessionState`], as told to the listener registered with
-/// [`ClientBuilder::on_state_change`](crate::ClientBuilder::on_state_change).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StateChange {
-    /// The state before.
-    pub from: SessionState,
-    /// The state now.
-    pub to: SessionState,
-    /// The session the new state is about (after an expiry, the new session once `to` is
-    /// `Connected`).
-    pub session_id: i64,
-    /// How long the client had not been `Connected` when it becomes `Connected` again (how long
-    /// it was out); otherwise how long the previous state lasted.
-    pub after: Duration,
-}
+/// The log target of the state thread's lines, as the operating docs name it (it was this
+/// code's module before the client had a folder of its own).
+const LOG_TARGET: &str = "zklock::state";
 
 /// A listener for [`StateChange`]s (see
 /// [`ClientBuilder::on_state_change`](crate::ClientBuilder::on_state_change)).
@@ -105,94 +51,9 @@ pub(crate) struct Observe {
     pub(crate) listener: Option<Listener>,
 }
 
-/// The state of `session`, decided now on the calling thread.
-pub(crate) fn of_session(session: &Session) -> SessionState {
-    match session.liveness() {
-        Liveness::Connected if session.lease.remaining().is_some() => SessionState::Connected,
-        Liveness::Connected | Liveness::Disconnected => SessionState::Suspended,
-        Liveness::Ended => match session.ended_error() {
-            Error::SessionExpired => SessionState::Expired,
-            _ => SessionState::Closed,
-        },
-    }
-}
-
-impl Client {
-    /// The state of the session, decided when called, on the calling thread; never blocks.
-    ///
-    /// `Connected` only while the session is connected *and* its lease has not run out (the
-    /// server answered a request sent less than 2/3 of the session timeout ago), so a process
-    /// that was frozen, or whose network thread stalled, never reads `Connected` from stale
-    /// news. See [`SessionState`] for the others.
-    pub fn state(&self) -> SessionState {
-        self.current()
-            .map_or(SessionState::Closed, |s| of_session(&s))
-    }
-
-    /// Blocks until [`state`](Self::state) differs from `seen`, and returns the new state; or
-    /// returns the current state (still `seen`) once `timeout` (monotonic clock, from the call)
-    /// has passed.
-    ///
-    /// Pass the state you last acted on, so that no change between two calls is missed:
-    ///
-    /// ```no_run
-    /// # fn main() -> zklock::Result<()> {
-    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
-    /// use std::time::Duration;
-    /// use zklock::SessionState;
-    /// let mut seen = client.state();
-    /// while seen != SessionState::Closed {
-    ///     seen = client.wait_state_change(seen, Duration::from_secs(60));
-    ///     println!("session is {seen}");
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// Wakes on the session's changes, on its own when the lease runs out (the calling
-    /// thread's clock: a stalled network thread cannot keep it waiting), when a new session
-    /// replaces an expired one, and at once when the client is closed (returning
-    /// [`SessionState::Closed`]). A session `Expired` stays so until some call on the client
-    /// opens a new one: this wait does not open it.
-    pub fn wait_state_change(&self, seen: SessionState, timeout: Duration) -> SessionState {
-        let deadline = deadline_after(timeout);
-        let _watching = self.watch_close();
-        loop {
-            // Registered before looking, so that a notification in between is not missed.
-            let replaced = self.hub().notify.listen();
-            let session = self.current();
-            let mut watcher = session.as_ref().map(|s| s.state_watcher());
-            let now = session.as_deref().map_or(SessionState::Closed, of_session);
-            if now != seen || Instant::now() >= deadline || crate::rt::cancel::interrupted() {
-                return now;
-            }
-            let wake = session
-                .as_deref()
-                .map_or(deadline, |s| next_look(s, now).min(deadline));
-            drop(session);
-            wait_any(watcher.as_mut(), replaced, None, wake);
-        }
-    }
-}
-
-/// When to look again at a session in state `now` if nothing is notified: when the lease runs
-/// out; while suspended on a live connection (the lease ran out, a renewal brings it back
-/// without any event), every [`LEASE_POLL`].
-fn next_look(session: &Session, now: SessionState) -> Instant {
-    match now {
-        SessionState::Connected => session.lease.expiry(),
-        SessionState::Suspended if session.liveness() == Liveness::Connected => {
-            Instant::now() + LEASE_POLL
-        }
-        _ => deadline_after(Duration::MAX),
-    }
-}
-
-/// How often a suspended session on a live connection is looked at again.
-const LEASE_POLL: Duration = Duration::from_millis(50);
-
 /// Blocks the calling thread until the session's state changes, `replaced` or `releases` is
 /// notified, `deadline` passes, or a token the thread watches is cancelled.
-fn wait_any(
+pub(super) fn wait_any(
     watcher: Option<&mut zk::StateWatcher>,
     replaced: EventListener,
     releases: Option<EventListener>,
@@ -256,6 +117,12 @@ impl Hub {
         })
     }
 
+    /// Registers the calling thread to be woken by the next [`notify`](Self::notify): taken
+    /// before looking at the state, so that a change in between is not missed.
+    pub(crate) fn listen(&self) -> EventListener {
+        self.notify.listen()
+    }
+
     /// Wakes everyone waiting for a state change to look again. Never blocks.
     pub(crate) fn notify(&self) {
         self.notify.notify(usize::MAX);
@@ -270,7 +137,7 @@ impl Hub {
     /// cycle) even after `close()` ended its thread.
     pub(crate) fn start(
         self: &Arc<Self>,
-        client: impl Fn() -> Option<Client> + Send + 'static,
+        current: impl Fn() -> Option<Arc<Session>> + Send + 'static,
         releases: Arc<Releases>,
         listener: Option<Listener>,
         session_id: i64,
@@ -284,14 +151,14 @@ impl Hub {
         });
         let spawned = thread::Builder::new()
             .name("zklock-state".into())
-            .spawn(move || watch(&hub, client, &releases, listener, session_id));
+            .spawn(move || watch(&hub, current, &releases, listener, session_id));
         match spawned {
             Ok(thread) => {
                 *self.state_thread.lock() = Some(thread.thread().id());
                 *self.thread.lock() = Some(thread);
             }
             Err(err) => {
-                log::warn!("zklock: no state thread ({err}): state changes are not logged or told")
+                log::warn!(target: LOG_TARGET, "zklock: no state thread ({err}): state changes are not logged or told")
             }
         }
     }
@@ -308,7 +175,7 @@ impl Hub {
         if self.pid != std::process::id() || thread.thread().id() == thread::current().id() {
             drop(thread); // Detached: it ends on its own.
         } else if thread.join().is_err() {
-            log::warn!("zklock state thread panicked");
+            log::warn!(target: LOG_TARGET, "zklock state thread panicked");
         }
     }
 
@@ -338,6 +205,7 @@ impl Hub {
                 let _ = listener.thread.join();
             }
             Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => log::warn!(
+                target: LOG_TARGET,
                 "the zklock state listener is still running {:?} after its client was closed; \
                  its thread ends when the listener returns",
                 started.elapsed()
@@ -365,7 +233,7 @@ struct Seen {
 /// every change.
 fn watch(
     hub: &Hub,
-    client: impl Fn() -> Option<Client>,
+    current: impl Fn() -> Option<Arc<Session>>,
     releases: &Releases,
     listener: Option<mpsc::Sender<StateChange>>,
     session_id: i64,
@@ -390,16 +258,16 @@ fn watch(
             metrics::background_releases(pending as f64 - seen.releases as f64);
             seen.releases = pending;
         }
-        let session = match client() {
-            Some(client) if !hub.stop.load(Ordering::SeqCst) => client.current(),
-            _ => None, // Dropped, or being dropped.
+        // None once the client is dropped, being dropped or closed.
+        let session = match hub.stop.load(Ordering::SeqCst) {
+            false => current(),
+            true => None,
         };
         let mut watcher = session.as_ref().map(|s| s.state_watcher());
-        let (now, id) = session
-            .as_deref()
-            .map_or((SessionState::Closed, seen.session_id), |s| {
-                (of_session(s), s.id)
-            });
+        let judged = session.as_deref().map(|s| (s, of_session(s)));
+        let (now, id) = judged.map_or((SessionState::Closed, seen.session_id), |(s, (now, _))| {
+            (now, s.id)
+        });
         if session
             .as_ref()
             .is_some_and(|s| s.state() == zk::SessionState::Disconnected)
@@ -412,9 +280,7 @@ fn watch(
         if now == SessionState::Closed {
             break;
         }
-        let wake = session
-            .as_deref()
-            .map_or(Instant::now(), |s| next_look(s, now));
+        let wake = judged.map_or(Instant::now(), |(s, (_, standing))| next_look(s, standing));
         drop(session);
         metrics::refresh_hold_ages();
         wait_any(
@@ -444,6 +310,7 @@ fn publish(
     // A session replaced between two looks expired in between.
     if id != old && seen.state != Expired {
         io_log!(
+            target: LOG_TARGET,
             Warn,
             "zookeeper session {old:#x} expired: every lock held through it is lost"
         );
@@ -453,11 +320,12 @@ fn publish(
         Connected => {
             if id != old {
                 io_log!(
+                    target: LOG_TARGET,
                     Info,
                     "zookeeper session {id:#x} replaces expired session {old:#x}; out for {out:?}"
                 );
             } else {
-                io_log!(Info, "zookeeper session {id:#x} recovered after {out:?}");
+                io_log!(target: LOG_TARGET, Info, "zookeeper session {id:#x} recovered after {out:?}");
             }
             if id != old || seen.lost_connection {
                 metrics::reconnected();
@@ -470,16 +338,17 @@ fn publish(
                 "no answer from the server for 2/3 of the session timeout (the lease ran out)"
             };
             io_log!(
+                target: LOG_TARGET,
                 Info,
                 "zookeeper session {id:#x} suspended: {why}; its locks read Suspended"
             );
         }
         Suspended => {}
         Expired => {
-            io_log!(Warn, "zookeeper session {id:#x} expired (out for {out:?}): every lock held through it is lost; the next call opens a new session");
+            io_log!(target: LOG_TARGET, Warn, "zookeeper session {id:#x} expired (out for {out:?}): every lock held through it is lost; the next call opens a new session");
             metrics::expired();
         }
-        Closed => io_log!(Info, "zookeeper session {id:#x} closed"),
+        Closed => io_log!(target: LOG_TARGET, Info, "zookeeper session {id:#x} closed"),
     }
     let after = if now == Connected {
         out
@@ -524,7 +393,7 @@ fn start_listener(listener: Listener) -> Option<(mpsc::Sender<StateChange>, List
                     (listener.0)(&change)
                 }));
                 if told.is_err() {
-                    io_log!(Warn, "the zklock state listener panicked on {change:?}");
+                    io_log!(target: LOG_TARGET, Warn, "the zklock state listener panicked on {change:?}");
                 }
             }
             // The listener first: whatever it holds (a client clone, say) is gone by the time
@@ -541,7 +410,7 @@ fn start_listener(listener: Listener) -> Option<(mpsc::Sender<StateChange>, List
             },
         )),
         Err(err) => {
-            log::warn!("zklock: no listener thread ({err}): state changes are not told");
+            log::warn!(target: LOG_TARGET, "zklock: no listener thread ({err}): state changes are not told");
             None
         }
     }

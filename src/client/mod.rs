@@ -1,11 +1,18 @@
-//! `Client`: one ZooKeeper session shared by every lock made from it, behind a blocking facade;
-//! the session itself, and every request, live in `session.rs`.
+//! `Client`: one ZooKeeper session shared by every lock made from it, behind a blocking facade.
+//! The session itself, and every request, live in the session layer (`session/`);
+//! [`builder`] holds the options and the connect, [`state`] the public session state and
+//! [`hub`] the client's state thread and listener; [`shutdown`] closes it on signals.
+
+pub(crate) mod builder;
+pub(crate) mod hub;
+#[cfg(feature = "signals")]
+pub(crate) mod shutdown;
+pub(crate) mod state;
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::wire as zk;
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 
@@ -13,23 +20,13 @@ use crate::error::{Error, Result};
 use crate::rt::cancel::{self, CancelToken, Watching};
 use crate::rt::runtime::{deadline_after, Runtime};
 use crate::session::config::SessionConfig;
-use crate::session::connect_string::split_connect_string;
 use crate::session::open::open_session;
 use crate::session::releases::Releases;
-use crate::session::security::{NodeAcl, ParentAcl, Security};
 use crate::session::Session;
-use crate::state::{Hub, Listener, Observe, StateChange, LISTENER_STOP_WAIT};
+use crate::wire as zk;
 
-/// Session timeout asked of the server unless [`ClientBuilder::session_timeout`] says otherwise.
-pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How long [`ClientBuilder::connect`] tries unless [`ClientBuilder::connect_timeout`] says
-/// otherwise.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// How long dropping a guard waits for the server to confirm its release unless
-/// [`ClientBuilder::release_timeout`] says otherwise.
-pub const DEFAULT_RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
+use self::hub::{wait_any, Hub, Observe, LISTENER_STOP_WAIT};
+use self::state::{next_look, of_session, SessionState};
 
 /// A handle to a ZooKeeper session, shared by all the locks made from it.
 ///
@@ -42,23 +39,13 @@ pub const DEFAULT_RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
 /// next call on the client opens a new session transparently.
 ///
 /// Dropping the last clone waits for releases still being retried in the background (at most
-/// the [release timeout](ClientBuilder::release_timeout), one second by default), then closes
+/// the [release timeout](crate::ClientBuilder::release_timeout), one second by default), then closes
 /// the session, which removes any ephemeral node left (waiting up to two seconds for the
 /// server's confirmation when nothing was pending), and ends the client's threads (see
-/// [`ClientBuilder::on_state_change`] for the listener's).
+/// [`ClientBuilder::on_state_change`](crate::ClientBuilder::on_state_change) for the listener's).
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
-}
-
-/// Options for a [`Client`]; made by [`Client::builder`]. Its `Debug` output never shows
-/// credentials.
-#[derive(Debug, Clone)]
-#[must_use = "a builder does nothing until `connect` is called"]
-pub struct ClientBuilder {
-    config: SessionConfig,
-    observe: Observe,
-    release_timeout: Duration,
 }
 
 struct Inner {
@@ -84,41 +71,6 @@ struct Inner {
 }
 
 impl Client {
-    /// Connects with the default options: a [`DEFAULT_SESSION_TIMEOUT`] (10 s) session,
-    /// trying for at most [`DEFAULT_CONNECT_TIMEOUT`] (15 s).
-    ///
-    /// `connect_string` is a comma-separated list of `host:port` pairs with an optional chroot
-    /// suffix, as in the Java client: `"zk1:2181,zk2:2181,zk3:2181/app"`. A chroot that does not
-    /// exist yet is created (as a persistent node), unless
-    /// [`ClientBuilder::require_chroot`] says it must exist already.
-    ///
-    /// Blocks until a session is established.
-    ///
-    /// # Errors
-    /// [`Error::InvalidConnectString`] if the string cannot be parsed; [`Error::Connect`] if no
-    /// server granted a session in time; [`Error::NoChroot`] if the chroot is missing and
-    /// [required](ClientBuilder::require_chroot); [`Error::AuthFailed`], [`Error::NoAuth`] as
-    /// the server says.
-    pub fn connect(connect_string: &str) -> Result<Client> {
-        Client::builder(connect_string).connect()
-    }
-
-    /// Starts building a client for `connect_string` (see [`Client::connect`] for its syntax).
-    pub fn builder(connect_string: &str) -> ClientBuilder {
-        ClientBuilder {
-            config: SessionConfig {
-                connect_string: connect_string.to_owned(),
-                session_timeout: DEFAULT_SESSION_TIMEOUT,
-                connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-                fail_fast_if_refused: false,
-                require_chroot: false,
-                security: Security::default(),
-            },
-            observe: Observe::default(),
-            release_timeout: DEFAULT_RELEASE_TIMEOUT,
-        }
-    }
-
     /// The id of the current session (as in ZooKeeper's logs and the `ephemeralOwner` of the
     /// nodes it creates). It changes when an expired session is replaced.
     pub fn session_id(&self) -> i64 {
@@ -287,7 +239,7 @@ impl Client {
     ///
     /// Blocks until the server confirmed the close, at most about two seconds, then for the
     /// state listener to be told `Closed`, at most one second more (see
-    /// [`ClientBuilder::on_state_change`]).
+    /// [`ClientBuilder::on_state_change`](crate::ClientBuilder::on_state_change)).
     ///
     /// The shutdown recipe for a service: on SIGTERM, cancel the acquisitions you own
     /// ([`CancelToken`]) or call `close()`, join your threads, exit. Dropping the last clone of
@@ -367,7 +319,7 @@ impl Client {
     }
 
     /// A handle that does not keep the client alive: for a state listener (see
-    /// [`ClientBuilder::on_state_change`]) or any other long-lived callback that must reach the
+    /// [`ClientBuilder::on_state_change`](crate::ClientBuilder::on_state_change)) or any other long-lived callback that must reach the
     /// client without keeping its session open after the application dropped it. Never
     /// blocks.
     pub fn downgrade(&self) -> WeakClient {
@@ -467,267 +419,6 @@ impl fmt::Debug for Client {
     }
 }
 
-impl ClientBuilder {
-    /// The session timeout to ask of the server. The server clamps it to its configured range
-    /// (by default 2 to 20 ticks). A holder that loses contact with the ensemble for this long
-    /// loses its locks; a crashed holder's locks are freed after this long.
-    ///
-    /// Defaults to [`DEFAULT_SESSION_TIMEOUT`] (10 s).
-    pub fn session_timeout(mut self, timeout: Duration) -> Self {
-        self.config.session_timeout = timeout;
-        self
-    }
-
-    /// How long [`connect`](Self::connect) tries to establish a session before giving up with
-    /// [`Error::Connect`]. Also bounds how long a replacement session for an expired one is
-    /// tried.
-    ///
-    /// Defaults to [`DEFAULT_CONNECT_TIMEOUT`] (15 s).
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.config.connect_timeout = timeout;
-        self
-    }
-
-    /// How long dropping a guard ([`LockGuard`](crate::LockGuard) and the guards built on it,
-    /// a [`Permit`](crate::Permit), a [`MultiGuard`](crate::MultiGuard) in all) may block,
-    /// waiting for the server to confirm the delete of its nodes. A release not confirmed by
-    /// then is retried in the background until the node is gone or the session has ended
-    /// (which removes it too), so a frozen or slow server cannot hold up the dropping thread
-    /// for the connection's detection time, let alone the session timeout. The node may
-    /// outlive the drop by that much: until then, the next contender still waits.
-    ///
-    /// [`LockGuard::unlock`](crate::LockGuard::unlock) waits up to the session timeout instead
-    /// (it reports the outcome); [`LockGuard::unlock_timeout`](crate::LockGuard::unlock_timeout)
-    /// takes its own bound. Dropping the last clone of the client waits for background
-    /// releases for at most this long too.
-    ///
-    /// Defaults to [`DEFAULT_RELEASE_TIMEOUT`] (1 s).
-    pub fn release_timeout(mut self, timeout: Duration) -> Self {
-        self.release_timeout = timeout;
-        self
-    }
-
-    /// Authenticates the session with ZooKeeper's `digest` scheme as `user` (the Java client's
-    /// `addAuth("digest", "user:password")`). Combine with [`acl`](Self::acl) to keep other
-    /// identities away from the lock nodes.
-    ///
-    /// Note that the digest scheme never fails: a wrong password is simply another identity,
-    /// which then gets [`Error::NoAuth`] on nodes protected against it.
-    pub fn auth_digest(self, user: &str, password: &str) -> Self {
-        self.auth("digest", format!("{user}:{password}").as_bytes())
-    }
-
-    /// Adds credentials for any authentication scheme the servers support (the Java client's
-    /// `addAuth(scheme, credential)`). Defaults to none.
-    pub fn auth(mut self, scheme: &str, credential: &[u8]) -> Self {
-        self.config
-            .security
-            .auth
-            .push((scheme.to_owned(), credential.to_vec()));
-        self
-    }
-
-    /// Authenticates with SASL DIGEST-MD5 (servers with `SASLAuthenticationProvider` and a
-    /// JAAS `Server` section). Unlike the digest scheme, wrong credentials fail the connect
-    /// with [`Error::AuthFailed`].
-    #[cfg(feature = "sasl")]
-    pub fn sasl_digest_md5(mut self, user: &str, password: &str) -> Self {
-        self.config.security.sasl_digest = Some((user.to_owned(), password.to_owned()));
-        self
-    }
-
-    /// The ACL of every node this client creates (see [`NodeAcl`] for the trade-off). The
-    /// creator-only modes need credentials ([`auth_digest`](Self::auth_digest) or SASL).
-    ///
-    /// Defaults to [`NodeAcl::Open`], ZooKeeper's default.
-    pub fn acl(mut self, acl: NodeAcl) -> Self {
-        self.config.security.acl = acl;
-        self
-    }
-
-    /// The ACL of the parents zklock creates on the way to a lock path, and of the chroot
-    /// (see [`ParentAcl`] for the trade-off). Matters only with a creator-only
-    /// [`acl`](Self::acl).
-    ///
-    /// Defaults to [`ParentAcl::Shared`]: any identity may create locks below a parent.
-    pub fn parent_acl(mut self, acl: ParentAcl) -> Self {
-        self.config.security.parent_acl = acl;
-        self
-    }
-
-    /// Connects over TLS (the servers' `secureClientPort`), trusting the CA certificates in
-    /// `ca_pem`; server certificates must name the host of the connect string.
-    ///
-    /// Defaults to plain TCP.
-    #[cfg(feature = "tls")]
-    pub fn tls(mut self, ca_pem: &str) -> Self {
-        let identity = self.config.security.tls.take().and_then(|t| t.identity);
-        self.config.security.tls = Some(crate::session::security::Tls {
-            ca_pem: ca_pem.to_owned(),
-            identity,
-        });
-        self
-    }
-
-    /// A client certificate and its private key (PEM) for servers that require one. Needs
-    /// [`tls`](Self::tls).
-    #[cfg(feature = "tls")]
-    pub fn tls_identity(mut self, cert_pem: &str, key_pem: &str) -> Self {
-        let ca_pem = self
-            .config
-            .security
-            .tls
-            .take()
-            .map(|t| t.ca_pem)
-            .unwrap_or_default();
-        self.config.security.tls = Some(crate::session::security::Tls {
-            ca_pem,
-            identity: Some((cert_pem.to_owned(), key_pem.to_owned())),
-        });
-        self
-    }
-
-    /// Gives up connecting at once, with [`Error::Connect`], when every host of the connect
-    /// string refuses the TCP connection outright (nothing listens on its port), instead of
-    /// trying again until the connect timeout. For a client that should fail quickly when
-    /// ZooKeeper is simply not running, e.g. a command-line tool or a test.
-    ///
-    /// Only hosts that actively refuse count: a host that does not answer, cannot be resolved
-    /// or accepts the connection keeps the connect trying. Applies to
-    /// [`connect`](Self::connect) only; a session opened later, to replace an expired one, is
-    /// tried for as long as the call that needs it allows (a restarting server refuses
-    /// connections for a while). Do not use it behind a load balancer or virtual IP that may
-    /// refuse connections while it starts.
-    ///
-    /// Defaults to `false`: keep trying until the connect timeout.
-    pub fn fail_fast_if_refused(mut self, fail_fast: bool) -> Self {
-        self.config.fail_fast_if_refused = fail_fast;
-        self
-    }
-
-    /// Makes a missing chroot (the `/app` of `"zk1:2181/app"`) an error, [`Error::NoChroot`],
-    /// instead of creating it. A typo in the chroot then fails the connect rather than
-    /// silently opening a second, empty lock namespace beside the real one, where every lock
-    /// is free. Use it for read-only tools (a status display, a monitoring probe) and for
-    /// deployments whose chroot is provisioned beforehand; the `zklock` command-line tool uses
-    /// it for `status`, `break` and `revoke`.
-    ///
-    /// Checked whenever a session opens: by [`connect`](Self::connect), and again when a
-    /// session replaces an expired one. (A chroot deleted while a session is open is still
-    /// created again by the next write that needs it, as without this option.)
-    ///
-    /// Defaults to `false`: a missing chroot, and its missing ancestors, are created as
-    /// persistent nodes.
-    pub fn require_chroot(mut self, require: bool) -> Self {
-        self.config.require_chroot = require;
-        self
-    }
-
-    /// Calls `listener` with every change of the client's [`SessionState`](crate::SessionState)
-    /// (see [`Client::state`]), in order, starting from `Connected` after the connect.
-    ///
-    /// The listener runs on a thread of its own (`zklock-listener`, one per client), never on
-    /// zklock's network thread, so it may block or call the client; a slow listener only
-    /// delays the changes told after it. Changes are found by the client's state thread as
-    /// they happen (a lease running out included, on that thread's clock); a flap shorter than
-    /// it takes to notice may be missed.
-    ///
-    /// The listener's thread ends with the client: [`Client::close`] and the drop of the last
-    /// clone tell it the last change (to `Closed`) and wait up to one second for it to return;
-    /// a listener still busy after that is left to finish on its own thread, with a warning
-    /// in the log (zklock cannot interrupt it), and the thread ends when it returns.
-    ///
-    /// To reach the client from the listener, capture a [`WeakClient`] ([`Client::downgrade`])
-    /// and [`upgrade`](WeakClient::upgrade) it for each call, not a [`Client`]: a listener
-    /// holding a clone of its client keeps the client, its session and its threads alive
-    /// until [`Client::close`] is called, since dropping the application's clones then never
-    /// drops the last one.
-    ///
-    /// A listener that panics is told the next change all the same. To be told on a thread of
-    /// your own, send the changes to a channel:
-    ///
-    /// ```no_run
-    /// # fn main() -> zklock::Result<()> {
-    /// let (changes, received) = std::sync::mpsc::channel();
-    /// let client = zklock::Client::builder("127.0.0.1:2181")
-    ///     .on_state_change(move |change| {
-    ///         let _ = changes.send(change.clone());
-    ///     })
-    ///     .connect()?;
-    /// for change in received {
-    ///     println!("session {:#x}: {} -> {}", change.session_id, change.from, change.to);
-    /// }
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// Defaults to no listener. A second call replaces the first listener.
-    pub fn on_state_change(
-        mut self,
-        listener: impl Fn(&StateChange) + Send + Sync + 'static,
-    ) -> Self {
-        self.observe.listener = Some(Listener(Arc::new(listener)));
-        self
-    }
-
-    /// Adds the lock path as a `path` label to the per-lock metrics (wait, hold, acquisitions,
-    /// locks lost; for a multi-lock its paths joined by commas). Each lock path then makes
-    /// time series of its own: turn it on only for a bounded set of paths.
-    ///
-    /// Defaults to `false`.
-    #[cfg(feature = "metrics")]
-    pub fn metrics_path_label(mut self, on: bool) -> Self {
-        self.observe.path_label = on;
-        self
-    }
-
-    /// Connects: blocks until a session is established or the connect timeout runs out.
-    ///
-    /// # Errors
-    /// As [`Client::connect`].
-    pub fn connect(self) -> Result<Client> {
-        let (config, mut observe, release_timeout) =
-            (self.config, self.observe, self.release_timeout);
-        // Given to the state thread, not kept by the client: see `Hub::start`.
-        let listener = observe.listener.take();
-        let (hosts, chroot) =
-            split_connect_string(&config.connect_string, config.security.is_tls())?;
-        let runtime = Runtime::shared()?;
-        let releases = Arc::new(Releases::default());
-        let session = open_session(
-            &runtime,
-            &config,
-            &hosts,
-            chroot.as_deref(),
-            &releases,
-            None,
-        )?;
-        info!(
-            "connected to {} (session {:#x}, timeout {:?})",
-            config.connect_string, session.id, session.timeout
-        );
-        let (session_id, hub) = (session.id, Hub::new());
-        let inner = Arc::new(Inner {
-            config,
-            hosts,
-            chroot,
-            session: Mutex::new(Some(Arc::new(session))),
-            reconnect: Mutex::new(()),
-            releases: releases.clone(),
-            closed: CancelToken::for_client(),
-            close_outcome: Mutex::new(None),
-            observe,
-            release_timeout,
-            hub: hub.clone(),
-            runtime,
-        });
-        // The state thread holds the client only while it looks, so dropping ends it.
-        let client = Arc::downgrade(&inner);
-        let find = move || client.upgrade().map(|inner| Client { inner });
-        hub.start(find, releases, listener, session_id);
-        Ok(Client { inner })
-    }
-}
-
 impl Drop for Inner {
     fn drop(&mut self) {
         self.hub.shutdown();
@@ -766,5 +457,63 @@ impl Inner {
             session.wait_ended(Instant::now() + CLOSE_WAIT);
         }
         debug!("zookeeper client for {} closed", self.config.connect_string);
+    }
+}
+
+impl Client {
+    /// The state of the session, decided when called, on the calling thread; never blocks.
+    ///
+    /// `Connected` only while the session is connected *and* its lease has not run out (the
+    /// server answered a request sent less than 2/3 of the session timeout ago), so a process
+    /// that was frozen, or whose network thread stalled, never reads `Connected` from stale
+    /// news. See [`SessionState`] for the others.
+    pub fn state(&self) -> SessionState {
+        self.current()
+            .map_or(SessionState::Closed, |s| of_session(&s).0)
+    }
+
+    /// Blocks until [`state`](Self::state) differs from `seen`, and returns the new state; or
+    /// returns the current state (still `seen`) once `timeout` (monotonic clock, from the call)
+    /// has passed.
+    ///
+    /// Pass the state you last acted on, so that no change between two calls is missed:
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// use std::time::Duration;
+    /// use zklock::SessionState;
+    /// let mut seen = client.state();
+    /// while seen != SessionState::Closed {
+    ///     seen = client.wait_state_change(seen, Duration::from_secs(60));
+    ///     println!("session is {seen}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Wakes on the session's changes, on its own when the lease runs out (the calling
+    /// thread's clock: a stalled network thread cannot keep it waiting), when a new session
+    /// replaces an expired one, and at once when the client is closed (returning
+    /// [`SessionState::Closed`]). A session `Expired` stays so until some call on the client
+    /// opens a new one: this wait does not open it.
+    pub fn wait_state_change(&self, seen: SessionState, timeout: Duration) -> SessionState {
+        let deadline = deadline_after(timeout);
+        let _watching = self.watch_close();
+        loop {
+            // Registered before looking, so that a notification in between is not missed.
+            let replaced = self.hub().listen();
+            let session = self.current();
+            let mut watcher = session.as_ref().map(|s| s.state_watcher());
+            let judged = session.as_deref().map(|s| (s, of_session(s)));
+            let now = judged.map_or(SessionState::Closed, |(_, (state, _))| state);
+            if now != seen || Instant::now() >= deadline || cancel::interrupted() {
+                return now;
+            }
+            let wake = judged.map_or(deadline, |(s, (_, standing))| {
+                next_look(s, standing).min(deadline)
+            });
+            drop(session);
+            wait_any(watcher.as_mut(), replaced, None, wake);
+        }
     }
 }
