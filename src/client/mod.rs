@@ -64,7 +64,7 @@ struct Inner {
     observe: Observe,
     /// How long a dropped guard waits for its release (see `ClientBuilder::release_timeout`).
     release_timeout: Duration,
-    /// Shared with the client's state thread (`state.rs`).
+    /// Shared with the client's state thread (`hub.rs`).
     hub: Arc<Hub>,
     // Dropped last: the session's task runs on it.
     runtime: Arc<Runtime>,

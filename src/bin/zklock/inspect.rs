@@ -5,31 +5,12 @@ use std::io::{BufRead as _, Write as _};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use zklock::{
-    Client, Contender, DistributedMutex, DistributedRwLock, LeaderElection, Role, Semaphore,
+    Client, Contender, DistributedMutex, DistributedRwLock, InspectedNode, LeaderElection,
+    LockKind, Role, Semaphore,
 };
 
 use crate::text::{format_duration, printable, session_hex};
 use crate::{code, BreakArgs, Failure, Global, Outcome, RevokeArgs};
-
-/// The recipe whose nodes are under a lock path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
-    Mutex,
-    RwLock,
-    Semaphore,
-    Election,
-}
-
-impl Layout {
-    pub fn name(self) -> &'static str {
-        match self {
-            Layout::Mutex => "mutex",
-            Layout::RwLock => "rwlock",
-            Layout::Semaphore => "semaphore",
-            Layout::Election => "election",
-        }
-    }
-}
 
 /// One node of a lock, as shown.
 pub struct Entry {
@@ -73,11 +54,10 @@ impl Entry {
 pub struct View {
     pub path: String,
     /// `None`: no lock nodes under the path.
-    pub layout: Option<Layout>,
+    pub layout: Option<LockKind>,
     pub permits: Option<u32>,
     pub entries: Vec<Entry>,
     /// How many children the node at the path has (of any kind), `None` if there is no node.
-    /// Only looked up when there are no lock nodes.
     pub children: Option<usize>,
 }
 
@@ -141,72 +121,32 @@ fn kind(role: Role) -> &'static str {
     }
 }
 
-/// Reads the nodes under `path` and tells the layout from them.
+/// Reads the nodes under `path`; the library tells the layout from them, and who holds by
+/// each recipe's rule.
 pub fn look(client: &Client, path: &str, permits: Option<u32>) -> Result<View, Failure> {
-    // The library tells who holds, by each recipe's rule.
-    let entries = |contenders: Vec<Contender>, parent: &str| {
-        contenders
-            .into_iter()
-            .map(|c| Entry {
-                name: c.node_name.clone(),
-                parent: parent.to_owned(),
-                kind: kind(c.role),
-                holds: Some(c.holds),
-                contender: c,
-            })
-            .collect::<Vec<_>>()
-    };
-    let view = |layout, entries| View {
+    let found = client.inspect(path, permits.map(|p| p as usize))?;
+    let entries = found.nodes.into_iter().map(entry).collect();
+    Ok(View {
         path: path.to_owned(),
-        layout,
+        layout: found.kind,
         permits,
         entries,
-        children: None,
-    };
-    // Making the recipes checks the path; nothing is sent until they are asked.
-    let contenders = DistributedMutex::new(client, path)?.contenders()?;
-    if !contenders.is_empty() {
-        return Ok(view(Some(Layout::Mutex), entries(contenders, path)));
+        children: found.children,
+    })
+}
+
+fn entry(node: InspectedNode) -> Entry {
+    Entry {
+        kind: if node.queued {
+            "queued"
+        } else {
+            kind(node.contender.role)
+        },
+        name: node.name,
+        parent: node.parent,
+        holds: node.holds,
+        contender: node.contender,
     }
-    let contenders = DistributedRwLock::new(client, path)?.contenders()?;
-    if !contenders.is_empty() {
-        return Ok(view(Some(Layout::RwLock), entries(contenders, path)));
-    }
-    let contenders = LeaderElection::new(client, path)?.participants()?;
-    if !contenders.is_empty() {
-        return Ok(view(Some(Layout::Election), entries(contenders, path)));
-    }
-    let (leases_path, locks_path) = (format!("{path}/leases"), format!("{path}/locks"));
-    if client.get_data(&leases_path)?.is_none() && client.get_data(&locks_path)?.is_none() {
-        return Ok(View {
-            children: client.children(path)?.map(|c| c.len()),
-            ..view(None, Vec::new())
-        });
-    }
-    // The permits only matter for telling held leases from the one waited for.
-    let semaphore = Semaphore::new(client, path, permits.map_or(1, |p| p as usize))?;
-    let mut all: Vec<Entry> = semaphore
-        .leases()?
-        .into_iter()
-        .map(|c| Entry {
-            name: format!("leases/{}", c.node_name),
-            parent: leases_path.clone(),
-            kind: kind(c.role),
-            holds: permits.map(|_| c.holds),
-            contender: c,
-        })
-        .collect();
-    // Lease takers queue on the semaphore's internal mutex; the first of them holds that
-    // mutex while it waits for a lease.
-    let queued = DistributedMutex::new(client, &locks_path)?.contenders()?;
-    all.extend(queued.into_iter().map(|c| Entry {
-        name: format!("locks/{}", c.node_name),
-        parent: locks_path.clone(),
-        kind: "queued",
-        holds: Some(false),
-        contender: c,
-    }));
-    Ok(view(Some(Layout::Semaphore), all))
 }
 
 /// How long ago the server created the node, by the local clock (0 if the clocks disagree).
@@ -263,10 +203,10 @@ pub fn break_lock(global: &Global, args: &BreakArgs) -> Outcome {
     if target.holds == Some(true) {
         if let Some(next) = view.entries.get(position + 1) {
             match view.layout {
-                Some(Layout::Mutex) => {
+                Some(LockKind::Mutex) => {
                     println!("the next waiter ({}) will acquire the lock", next.owner());
                 }
-                Some(Layout::Election) => {
+                Some(LockKind::Election) => {
                     println!("the next participant ({}) will lead", next.owner());
                 }
                 _ => {}
@@ -299,10 +239,12 @@ fn delete(client: &Client, view: &View, target: &Entry) -> Outcome {
     let path = target.full_path();
     let node = &target.contender;
     let deleted = match view.layout {
-        Some(Layout::RwLock) => DistributedRwLock::new(client, &view.path)?.break_contender(node),
-        Some(Layout::Election) => LeaderElection::new(client, &view.path)?.break_participant(node),
+        Some(LockKind::RwLock) => DistributedRwLock::new(client, &view.path)?.break_contender(node),
+        Some(LockKind::Election) => {
+            LeaderElection::new(client, &view.path)?.break_participant(node)
+        }
         // The permits do not matter for breaking a lease.
-        Some(Layout::Semaphore) if target.kind == LEASE => {
+        Some(LockKind::Semaphore) if target.kind == LEASE => {
             Semaphore::new(client, &view.path, 1)?.break_lease(node)
         }
         // A queued lease taker's node is in the semaphore's internal mutex at `<path>/locks`:
@@ -337,14 +279,14 @@ pub fn revoke(global: &Global, args: &RevokeArgs) -> Outcome {
     let client = global.connect_existing()?;
     let view = look(&client, &args.path, None)?;
     match view.layout {
-        Some(Layout::Semaphore) => {
+        Some(LockKind::Semaphore) => {
             return Err(Failure::error(format!(
                 "{} is a semaphore: leases have no revocation protocol (`zklock break --node` \
                  frees one)",
                 args.path
             )))
         }
-        Some(Layout::Election) => {
+        Some(LockKind::Election) => {
             return Err(Failure::error(format!(
                 "{} is a leader election: leaders have no revocation protocol (`zklock break` \
                  makes the next participant lead)",
@@ -363,7 +305,7 @@ pub fn revoke(global: &Global, args: &RevokeArgs) -> Outcome {
         return Ok(code::NOTHING_DONE);
     }
     let rwlock = match view.layout {
-        Some(Layout::RwLock) => Some(DistributedRwLock::new(&client, &args.path)?),
+        Some(LockKind::RwLock) => Some(DistributedRwLock::new(&client, &args.path)?),
         _ => None,
     };
     let mutex = DistributedMutex::new(&client, &args.path)?;

@@ -8,13 +8,12 @@ use crate::core::kind::Kind;
 use crate::core::partial::Partial;
 use crate::core::wait::Attempt;
 use crate::error::{Error, Result};
-use crate::guard::LockGuard;
-use crate::metrics::Recipe;
-use crate::mutex::MUTEX;
-use crate::observe::Acquisition;
-use crate::queue::acquisitions;
-use crate::rwlock::WRITER;
 use crate::znode::path::validate_lock_path;
+
+use super::acquisition::Acquisition;
+use super::catalogue::{MULTI_METRIC, MUTEX, WRITER};
+use super::guard::LockGuard;
+use super::queue::acquisitions;
 
 /// Several locks (mutexes and write sides of read/write locks) acquired as one.
 ///
@@ -95,7 +94,7 @@ impl MultiLock {
     /// reverse order within the deadline.
     fn acquire(&self, attempt: Attempt) -> Result<Option<MultiGuard>> {
         let paths = self.paths().join(",");
-        let measured = Acquisition::start(&self.client, Recipe::Multi, &paths);
+        let measured = Acquisition::start(&self.client, MULTI_METRIC, &paths);
         let outcome = attempt.run(|| {
             let deadline = attempt.deadline(|| self.client.call_deadline());
             // One session for every member: were it to expire half-way, the later members

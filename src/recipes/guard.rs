@@ -7,9 +7,10 @@ use crate::client::Client;
 use crate::core::held::Held;
 use crate::core::standing::LockState;
 use crate::error::Result;
-use crate::fence::{Fence, FencedTransaction};
 use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::deadline_after;
+
+use super::fence::{Fence, FencedTransaction};
 
 /// Proof that a lock is held; releases it when dropped.
 ///

@@ -7,10 +7,11 @@ use crate::core::contend::{acquire_on, Options};
 use crate::core::kind::Kind;
 use crate::core::wait::Attempt;
 use crate::error::Result;
-use crate::guard::LockGuard;
-use crate::inspect::{self, Contender};
-use crate::observe::Acquisition;
 use crate::znode::path::validate_lock_path;
+
+use super::acquisition::Acquisition;
+use super::guard::LockGuard;
+use super::inspect::{self, Contender};
 
 /// A lock path, the client it is reached through, and the recipe's per-acquisition options.
 #[derive(Clone)]
@@ -58,10 +59,7 @@ impl LockQueue {
     pub(crate) fn contenders(&self, kinds: &[&Kind]) -> Result<Vec<Contender>> {
         let names = kinds.first().map_or(&[][..], |k| k.names);
         inspect::contenders(&self.client, &self.path, names, |nodes, at| {
-            kinds
-                .iter()
-                .find(|k| k.ours == nodes[at].name_index)
-                .is_some_and(|k| (k.blocker)(&nodes[..at]).is_none())
+            inspect::holds_by_rule(kinds, nodes, at)
         })
     }
 

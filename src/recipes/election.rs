@@ -3,26 +3,18 @@
 
 use crate::client::Client;
 use crate::core::contend::Options;
-use crate::core::kind::{previous_node, Kind, Role};
 use crate::core::wait::Attempt;
 use crate::error::Result;
-use crate::guard::LockGuard;
-use crate::inspect::Contender;
-use crate::metrics::Recipe;
-use crate::queue::{acquisitions, LockQueue};
-use crate::znode::layout::LATCH_NAME;
+
+use super::catalogue::LATCH;
+use super::guard::LockGuard;
+use super::inspect::Contender;
+use super::queue::{acquisitions, LockQueue};
 
 /// Proof of leadership; see [`LockGuard`]: [`LockGuard::state`] and
 /// [`LockGuard::wait_lost`] report a lost leadership exactly as a lost lock (including, at
 /// once, the deletion of our node by someone else), and dropping it steps down.
 pub type Leadership = LockGuard;
-
-const LATCH: Kind = Kind {
-    names: &[(LATCH_NAME, Role::Participant)],
-    ours: 0,
-    blocker: previous_node,
-    metric: Recipe::Election,
-};
 
 /// A leader election among every process that uses the same ZooKeeper path: participants
 /// queue, the first is the leader, the next takes over when it steps down or dies.

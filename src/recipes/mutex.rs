@@ -3,13 +3,12 @@
 
 use crate::client::Client;
 use crate::core::contend::Options;
-use crate::core::kind::{previous_node, Kind, Role};
 use crate::core::wait::Attempt;
 use crate::error::Result;
-use crate::guard::LockGuard;
-use crate::metrics::Recipe;
-use crate::queue::{acquisitions, queue_calls, LockQueue};
-use crate::znode::layout::LOCK_NAME;
+
+use super::catalogue::MUTEX;
+use super::guard::LockGuard;
+use super::queue::{acquisitions, queue_calls, LockQueue};
 
 /// A mutual-exclusion lock shared by every process that uses the same ZooKeeper path.
 ///
@@ -27,13 +26,6 @@ use crate::znode::layout::LOCK_NAME;
 pub struct DistributedMutex {
     queue: LockQueue,
 }
-
-pub(crate) const MUTEX: Kind = Kind {
-    names: &[(LOCK_NAME, Role::Exclusive)],
-    ours: 0,
-    blocker: previous_node,
-    metric: Recipe::Mutex,
-};
 
 impl DistributedMutex {
     /// A mutex on the ZooKeeper node `path` (relative to the client's chroot). Nothing is sent

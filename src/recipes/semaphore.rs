@@ -7,21 +7,19 @@ use std::time::{Duration, Instant};
 use crate::client::Client;
 use crate::core::contend::{acquire_on, Options};
 use crate::core::held::Held;
-use crate::core::kind::Role;
 use crate::core::leases::acquire_lease;
 use crate::core::partial::Partial;
 use crate::core::standing::LockState;
-use crate::core::wait::{never_gives_up, Attempt};
+use crate::core::wait::{never_gives_up, Attempt, Wait};
 use crate::error::{Error, Result};
-use crate::inspect::{self, Contender};
-use crate::metrics::Recipe;
-use crate::mutex::MUTEX;
-use crate::observe::Acquisition;
-use crate::queue::acquisitions;
+use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::deadline_after;
-use crate::znode::layout::LEASE_NAME;
 use crate::znode::path::validate_lock_path;
-use crate::{CancelToken, Wait};
+
+use super::acquisition::Acquisition;
+use super::catalogue::SEMAPHORE;
+use super::inspect::{self, Contender};
+use super::queue::acquisitions;
 
 /// A counting semaphore: at most `permits` leases are held at once, across every process using
 /// the same ZooKeeper path. A crashed holder's leases vanish with its session.
@@ -34,6 +32,8 @@ use crate::{CancelToken, Wait};
 #[derive(Clone)]
 pub struct Semaphore {
     client: Client,
+    path: String,
+    /// The path of the lease nodes.
     leases: String,
     permits: usize,
     /// The path of the mutex that serialises lease takers.
@@ -65,9 +65,10 @@ impl Semaphore {
         }
         Ok(Semaphore {
             client: client.clone(),
-            leases: format!("{path}/leases"),
+            path: path.to_owned(),
+            leases: format!("{path}/{}", SEMAPHORE.leases),
             permits,
-            gate: format!("{path}/locks"),
+            gate: format!("{path}/{}", SEMAPHORE.gate),
         })
     }
 
@@ -124,8 +125,7 @@ impl Semaphore {
                 "lease count must be between 1 and the permits",
             ));
         }
-        let path = self.leases.strip_suffix("/leases").unwrap_or(&self.leases);
-        let measured = Acquisition::start(&self.client, Recipe::Semaphore, path);
+        let measured = Acquisition::start(&self.client, SEMAPHORE.metric, &self.path);
         let outcome = attempt.run(|| {
             let deadline = attempt.deadline(|| self.client.call_deadline());
             // One session for the gate and every lease: were it to expire half-way, a lease
@@ -135,8 +135,10 @@ impl Semaphore {
             // One pass through the gate for all `count` leases: two takers each holding some
             // leases while waiting for more would wait for each other for ever.
             let options = Options::default();
-            let Some(gate) =
-                acquire_on(&session, &self.gate, &MUTEX, &attempt, deadline, &options)?
+            let gate_kind = SEMAPHORE.gate_kind;
+            let Some(gate) = acquire_on(
+                &session, &self.gate, gate_kind, &attempt, deadline, &options,
+            )?
             else {
                 return Ok(None);
             };
@@ -144,12 +146,12 @@ impl Semaphore {
             // no longer than the deadline; the gate, taken first, goes last.
             let mut taken = Partial::new(deadline);
             taken.push(gate);
+            let (leases, lease_name) = (&self.leases, SEMAPHORE.lease_names[0].0);
             for _ in 0..count {
-                let leases = &self.leases;
                 match acquire_lease(
                     &session,
                     leases,
-                    LEASE_NAME,
+                    lease_name,
                     self.permits,
                     &attempt,
                     deadline,
@@ -197,7 +199,7 @@ impl Semaphore {
         inspect::contenders(
             &self.client,
             &self.leases,
-            &[(LEASE_NAME, Role::Lease)],
+            SEMAPHORE.lease_names,
             |_, at| at < permits,
         )
     }

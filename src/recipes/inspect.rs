@@ -1,0 +1,363 @@
+//! Inspection of a lock's queue, and breaking a stale holder's node, for every recipe; and
+//! [`Client::inspect`], which tells what is at a path by the catalogue's layouts.
+
+use std::time::Instant;
+
+use crate::client::{Call, Client};
+use crate::core::kind::{Kind, Role};
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::znode::layout::{sorted_lock_nodes, LockNode, REVOKE_MESSAGE};
+use crate::znode::path::validate_lock_path;
+
+use super::catalogue::{Layout, LockKind, SemaphoreLayout, CATALOGUE};
+
+/// One node in a lock's queue, as seen by inspection (`contenders()`, `participants()`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Contender {
+    /// The node's name, the last segment of its path.
+    pub node_name: String,
+    /// What the node stands for (exclusive lock, reader, writer, lease, participant).
+    pub role: Role,
+    /// The sequence number ZooKeeper appended; the queue order.
+    pub sequence: i64,
+    /// The session owning the (ephemeral) node.
+    pub session_id: i64,
+    /// The node's data, as text: who created it (`host=.. pid=.. thread=..` for zklock nodes).
+    pub owner: String,
+    /// When the node was created, in milliseconds since the Unix epoch (server clock).
+    pub created_ms: i64,
+    /// The node's creation zxid: what its holder's
+    /// [`LockGuard::fencing_token`](crate::LockGuard::fencing_token) returns (the
+    /// [`zxid`](crate::FencingToken::zxid) part of its [`FencingToken`](crate::FencingToken)).
+    pub fencing_token: i64,
+    /// The node's data version (changes when someone writes its data, e.g. a revocation
+    /// request); breaking a node refuses to delete a changed one.
+    pub version: i32,
+    /// Whether this node holds the lock, by its recipe's rule (the first node of a mutex or an
+    /// election; the leading readers, or the leading writer, of a read/write lock; the first
+    /// `permits` leases of a semaphore).
+    pub holds: bool,
+}
+
+/// The fields of the owner data zklock writes into its nodes (`host=H pid=P thread=T`); see
+/// [`Contender::owner_info`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Owner<'a> {
+    /// The host name of the process.
+    pub host: &'a str,
+    /// Its process id.
+    pub pid: u32,
+    /// The thread's name (or id) that queued the node; it may contain spaces.
+    pub thread: &'a str,
+}
+
+impl Contender {
+    /// [`owner`](Self::owner) parsed, for nodes zklock wrote; `None` for other data (Curator
+    /// stores an IP address, a participant id is free text).
+    pub fn owner_info(&self) -> Option<Owner<'_>> {
+        let rest = self.owner.strip_prefix("host=")?;
+        let (host, rest) = rest.split_once(" pid=")?;
+        let (pid, thread) = rest.split_once(" thread=")?;
+        Some(Owner {
+            host,
+            pid: pid.parse().ok()?,
+            thread,
+        })
+    }
+}
+
+/// The nodes under `path` carrying one of `names`, in queue order. An absent path is empty.
+/// `holds` tells, from the queue and a node's index in it, whether that node holds the lock.
+pub(crate) fn contenders(
+    client: &Client,
+    path: &str,
+    names: &[(&str, Role)],
+    holds: impl Fn(&[LockNode], usize) -> bool,
+) -> Result<Vec<Contender>> {
+    let deadline = Some(client.call_deadline());
+    let session = client.session(deadline)?;
+    match list(&session, path, deadline)? {
+        Some(children) => read_contenders(&session, path, children, names, holds, deadline),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The children of `path`, `None` if there is no such node.
+fn list(session: &Session, path: &str, deadline: Option<Instant>) -> Result<Option<Vec<String>>> {
+    match session.list(path, deadline) {
+        Ok(children) => Ok(Some(children)),
+        Err(Error::NoNode { .. }) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// The contenders among `children`, a listing of `path` (see [`contenders`]).
+fn read_contenders(
+    session: &Session,
+    path: &str,
+    children: Vec<String>,
+    names: &[(&str, Role)],
+    holds: impl Fn(&[LockNode], usize) -> bool,
+    deadline: Option<Instant>,
+) -> Result<Vec<Contender>> {
+    let lock_names: Vec<&str> = names.iter().map(|(n, _)| *n).collect();
+    let mut contenders = Vec::new();
+    let nodes = sorted_lock_nodes(children, &lock_names);
+    let node_names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    let reads = session.get_data_many(path, &node_names, deadline)?;
+    // A node may go away between the listing and the read: it is no contender then.
+    let (present, reads): (Vec<LockNode>, Vec<_>) = nodes
+        .into_iter()
+        .zip(reads)
+        .filter_map(|(node, read)| read.map(|read| (node, read)))
+        .unzip();
+    for (at, (node, (data, stat))) in present.iter().zip(reads).enumerate() {
+        contenders.push(Contender {
+            node_name: node.name.clone(),
+            role: names[node.name_index].1,
+            sequence: node.sequence,
+            session_id: stat.ephemeral_owner,
+            owner: String::from_utf8_lossy(&data).into_owned(),
+            created_ms: stat.ctime,
+            fencing_token: stat.czxid,
+            version: stat.version,
+            holds: holds(&present, at),
+        });
+    }
+    Ok(contenders)
+}
+
+/// Deletes `path/<contender>` if unchanged since it was inspected; `Ok(false)` if gone.
+pub(crate) fn break_contender(client: &Client, path: &str, contender: &Contender) -> Result<bool> {
+    let (session, node, deadline) = reach(client, path, contender)?;
+    let deleted =
+        session.delete_if_unchanged(&node, contender.fencing_token, contender.version, deadline)?;
+    if deleted {
+        log::info!(
+            "broke lock node {node} (owner {:?}, session {:#x})",
+            contender.owner,
+            contender.session_id
+        );
+    }
+    Ok(deleted)
+}
+
+/// Asks the holder of `path/<contender>` to release (Curator's revocation protocol: the node's
+/// data becomes `__REVOKE__`); `Ok(false)` if the node is gone.
+pub(crate) fn request_revocation(
+    client: &Client,
+    path: &str,
+    contender: &Contender,
+) -> Result<bool> {
+    let (session, node, deadline) = reach(client, path, contender)?;
+    session.set_existing(&node, REVOKE_MESSAGE, deadline)
+}
+
+/// The session, full node path and deadline for one operation on an inspected contender.
+fn reach(
+    client: &Client,
+    path: &str,
+    contender: &Contender,
+) -> Result<(Call, String, Option<Instant>)> {
+    let name = &contender.node_name;
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(Error::InvalidPath {
+            path: name.clone(),
+            reason: "not a node name",
+        });
+    }
+    let deadline = Some(client.call_deadline());
+    Ok((
+        client.session(deadline)?,
+        format!("{path}/{name}"),
+        deadline,
+    ))
+}
+
+/// What [`Client::inspect`] found at a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Inspection {
+    /// The recipe whose nodes are there; `None` if there are none (a free lock, or no lock).
+    pub kind: Option<LockKind>,
+    /// Its nodes, in queue order: the contenders of a mutex, a read/write lock or an election;
+    /// a semaphore's leases, oldest first, then the lease takers queued at its gate.
+    pub nodes: Vec<InspectedNode>,
+    /// How many children the node at the path has, of any kind; `None` if there is no node.
+    pub children: Option<usize>,
+}
+
+/// One node found by [`Client::inspect`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InspectedNode {
+    /// The node, as inspection shows it (its `holds` is [`holds`](Self::holds), `false` where
+    /// that cannot be told).
+    pub contender: Contender,
+    /// Its path relative to the inspected path: its name, or for a semaphore `leases/<name>`
+    /// (a lease) and `locks/<name>` (a lease taker queued at the gate).
+    pub name: String,
+    /// The full path of its parent: the inspected path, or a semaphore's leases or gate node.
+    /// A lock's `break_contender` at that path deletes the node.
+    pub parent: String,
+    /// Whether it holds the lock (leads, holds a lease), by its recipe's rule; `None` where
+    /// that cannot be told: a semaphore's leases, unless its permits were given. A queued lease
+    /// taker holds nothing.
+    pub holds: Option<bool>,
+    /// A semaphore's lease taker, queued at its gate for its turn to take a lease.
+    pub queued: bool,
+}
+
+impl Client {
+    /// What is at `path`: the lock whose nodes are there, told by every recipe's node names
+    /// (see [`LockKind`](crate::LockKind)), and its nodes in queue order, each with whether it holds. For tools
+    /// that look at locks they did not make (`zklock status`, `break`, `revoke`).
+    ///
+    /// `permits`: a semaphore's number of permits, which ZooKeeper does not store. With it, its
+    /// leases say whether they hold (the first `permits` do); without, they cannot.
+    ///
+    /// Blocks for a few round trips (a listing, then the nodes' data; a few more at a
+    /// semaphore), waiting for a lost connection to return for at most the session timeout.
+    ///
+    /// # Errors
+    /// [`Error::InvalidPath`]; [`Error::InvalidArgument`] for zero `permits` where there is a
+    /// semaphore; [`Error::NoAuth`] and other server and connection errors. A missing node is no
+    /// error: nothing is there.
+    pub fn inspect(&self, path: &str, permits: Option<usize>) -> Result<Inspection> {
+        validate_lock_path(path)?;
+        let deadline = Some(self.call_deadline());
+        let session = self.session(deadline)?;
+        let Some(children) = list(&session, path, deadline)? else {
+            return Ok(Inspection {
+                kind: None,
+                nodes: Vec::new(),
+                children: None,
+            });
+        };
+        let count = Some(children.len());
+        for entry in CATALOGUE {
+            if !entry.layout.is_among(&children) {
+                continue;
+            }
+            let nodes = match entry.layout {
+                Layout::Queue(kinds) => {
+                    let found = read_contenders(
+                        &session,
+                        path,
+                        children.clone(),
+                        kinds[0].names,
+                        |nodes, at| holds_by_rule(kinds, nodes, at),
+                        deadline,
+                    )?;
+                    // Gone since the listing: look for the next layout, as if never there.
+                    if found.is_empty() {
+                        continue;
+                    }
+                    found
+                        .into_iter()
+                        .map(|contender| InspectedNode {
+                            name: contender.node_name.clone(),
+                            parent: path.to_owned(),
+                            holds: Some(contender.holds),
+                            queued: false,
+                            contender,
+                        })
+                        .collect()
+                }
+                Layout::Semaphore(layout) => self.semaphore_nodes(path, layout, permits)?,
+            };
+            return Ok(Inspection {
+                kind: Some(entry.kind),
+                nodes,
+                children: count,
+            });
+        }
+        Ok(Inspection {
+            kind: None,
+            nodes: Vec::new(),
+            children: count,
+        })
+    }
+
+    /// A semaphore's leases, then the lease takers queued at its gate.
+    fn semaphore_nodes(
+        &self,
+        path: &str,
+        layout: &SemaphoreLayout,
+        permits: Option<usize>,
+    ) -> Result<Vec<InspectedNode>> {
+        if permits == Some(0) {
+            return Err(Error::InvalidArgument(
+                "a semaphore needs at least one permit",
+            ));
+        }
+        let in_child = |child: &str, contender: Contender, holds, queued| InspectedNode {
+            name: format!("{child}/{}", contender.node_name),
+            parent: format!("{path}/{child}"),
+            holds,
+            queued,
+            contender,
+        };
+        let leases_path = format!("{path}/{}", layout.leases);
+        let leases = contenders(self, &leases_path, layout.lease_names, |_, at| {
+            permits.is_some_and(|p| at < p)
+        })?;
+        // Lease takers queue on the gate; the first of them holds it while it waits for a
+        // lease, but holds no lease.
+        let gate_path = format!("{path}/{}", layout.gate);
+        let queued = contenders(self, &gate_path, layout.gate_kind.names, |_, _| false)?;
+        let leases = leases.into_iter().map(|c| {
+            let holds = permits.map(|_| c.holds);
+            in_child(layout.leases, c, holds, false)
+        });
+        let queued = queued
+            .into_iter()
+            .map(|c| in_child(layout.gate, c, Some(false), true));
+        Ok(leases.chain(queued).collect())
+    }
+}
+
+/// Whether the node at `at` in `nodes` holds the lock, by the rule of its own kind among
+/// `kinds` (what `contenders()` reports as `holds`).
+pub(crate) fn holds_by_rule(kinds: &[&Kind], nodes: &[LockNode], at: usize) -> bool {
+    kinds
+        .iter()
+        .find(|k| k.ours == nodes[at].name_index)
+        .is_some_and(|k| (k.blocker)(&nodes[..at]).is_none())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contender(owner: &str) -> Contender {
+        Contender {
+            node_name: "n".into(),
+            role: Role::Exclusive,
+            sequence: 0,
+            session_id: 0,
+            owner: owner.into(),
+            created_ms: 0,
+            fencing_token: 0,
+            version: 0,
+            holds: false,
+        }
+    }
+
+    #[test]
+    fn parses_zklock_owner_data_and_nothing_else() {
+        assert_eq!(
+            contender("host=web-1 pid=4242 thread=worker 3").owner_info(),
+            Some(Owner {
+                host: "web-1",
+                pid: 4242,
+                thread: "worker 3"
+            })
+        );
+        assert_eq!(contender("10.0.0.7").owner_info(), None);
+        assert_eq!(contender("host=a pid=x thread=main").owner_info(), None);
+    }
+}
