@@ -2,7 +2,7 @@
 
 use crate::wire as zk;
 
-use super::Op;
+use super::op::Op;
 
 /// The connect string's chroot, and a handle on the same session outside it, so that the
 /// chroot can be created again if someone deletes it.

@@ -8,8 +8,9 @@ use crate::rt::runtime::block_on;
 use crate::wire as zk;
 
 use super::errors::outcome_unknown;
+use super::op::{Op, ZkResult};
 use super::release::{delete_until_gone, sweep};
-use super::{NodeStat, Op, Session, ZkResult};
+use super::{NodeStat, Session};
 
 /// The replies to a pipelined create (node name, stat) and listing.
 type CreateAndList = (

@@ -10,8 +10,8 @@
 //!   [`listing`] (listings shared by waiters), [`release`] and [`releases`] (deletes retried in
 //!   the background), [`txn`] (transactions);
 //! - what it proves: [`lease`] (for how long the server cannot have expired it);
-//! - [`errors`]: the transport's errors in zklock's terms, and [`retry`]: the pause before a
-//!   request is repeated.
+//! - [`errors`]: the transport's errors in zklock's terms, [`op`]: a request on its way, and
+//!   [`retry`]: the pause before a request is repeated.
 
 pub(crate) mod chroot;
 pub(crate) mod config;
@@ -21,6 +21,7 @@ pub(crate) mod dial;
 pub(crate) mod errors;
 pub(crate) mod lease;
 pub(crate) mod listing;
+pub(crate) mod op;
 pub(crate) mod open;
 pub(crate) mod prefetch;
 pub(crate) mod release;
@@ -46,6 +47,7 @@ use crate::wire as zk;
 use self::chroot::Chroot;
 use self::errors::outcome_unknown;
 use self::lease::Lease;
+use self::op::{Op, ZkResult};
 use self::releases::Releases;
 use self::retry::RETRY_PAUSE;
 use self::security::NodeAcl;
@@ -123,9 +125,6 @@ impl From<&zk::Stat> for NodeStat {
 
 /// A node's data and stat.
 pub(crate) type NodeData = (Vec<u8>, NodeStat);
-
-type ZkResult<T> = std::result::Result<T, zk::Error>;
-type Op<T> = std::pin::Pin<Box<dyn std::future::Future<Output = ZkResult<T>> + Send>>;
 
 /// Who has seen a request once it is answered, which decides whether the answer renews the
 /// lease. The leader tracks session expiry; a follower answers reads by itself, also while it

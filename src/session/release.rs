@@ -12,8 +12,9 @@ use crate::rt::runtime::block_on;
 use crate::wire as zk;
 
 use super::errors::outcome_unknown;
+use super::op::Op;
 use super::retry::retry_pause_async;
-use super::{Liveness, Op, Session};
+use super::{Liveness, Session};
 
 impl Session {
     /// Deletes our node `path`: waits for the reply up to `wait`, then, if the connection is

@@ -10,7 +10,8 @@ use crate::rt::runtime::block_on;
 use crate::wire as zk;
 
 use super::errors::outcome_unknown;
-use super::{NodeData, NodeStat, Op, Seen, Session, PARENT_SWEPT_RETRIES};
+use super::op::Op;
+use super::{NodeData, NodeStat, Seen, Session, PARENT_SWEPT_RETRIES};
 
 impl Session {
     /// Makes the server we are connected to catch up with the leader on `path`, so that a
