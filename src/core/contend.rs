@@ -21,10 +21,14 @@ use super::place::{create_node, Created};
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 
-/// As [`acquire`], on a given session: every step of an acquisition made of several nodes
-/// (a multi-lock's members, a semaphore's gate and leases) must use one session, so that an
-/// expiry between two steps fails the whole acquisition instead of mixing a lost node with
-/// fresh ones.
+/// Acquires `lock_path` as a contender of `kind`, on `session`. `Ok(None)` when the lock was
+/// busy and the patience ran out; nothing is left behind on any path that does not return
+/// `Ok(Some(..))`.
+///
+/// The recipe's front end takes the session from its client, once per acquisition: every step
+/// of an acquisition made of several nodes (a multi-lock's members, a semaphore's gate and
+/// leases) must use one session, so that an expiry between two steps fails the whole
+/// acquisition instead of mixing a lost node with fresh ones.
 pub(crate) fn acquire_on(
     session: &Arc<Session>,
     lock_path: &str,
