@@ -168,6 +168,8 @@
 mod client;
 mod core;
 mod error;
+#[cfg(test)]
+mod house_plan;
 pub mod metrics;
 mod recipes;
 mod rt;
