@@ -194,6 +194,7 @@ mod session;
 #[cfg(feature = "signals")]
 mod shutdown;
 mod state;
+mod timer;
 mod token;
 mod wait;
 mod watch;
