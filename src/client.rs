@@ -197,6 +197,22 @@ impl Client {
         })
     }
 
+    /// As [`session`](Self::session), awaited. Replacing an expired session means opening a
+    /// connection, which blocks: it runs on a short-lived thread of its own, so no async
+    /// runtime's worker waits for it.
+    pub(crate) async fn session_async(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
+        let current = self.current_session()?;
+        if current.state() != zk::SessionState::Expired {
+            return Ok(current);
+        }
+        let client = self.clone();
+        crate::runtime::on_thread("zklock-renew", move || {
+            let _watching = client.watch_close();
+            client.current_or_renewed(deadline)
+        })
+        .await?
+    }
+
     fn current_or_renewed(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
         let current = self.current_session()?;
         if current.state() != zk::SessionState::Expired {
@@ -304,6 +320,21 @@ impl Client {
     /// (`zklock run` closes its client this way).
     ///
     /// # Errors
+    /// As [`close`](Self::close), as a future: the client is closed at once (every call on it
+    /// returns [`Error::Closed`] from then on), and the future waits, without blocking the
+    /// executor's thread, for the server's confirmation and the state listener (on a
+    /// short-lived thread, as [`close`](Self::close) would wait). Dropping the future stops
+    /// only the waiting.
+    ///
+    /// # Errors
+    /// As [`close`](Self::close).
+    pub async fn close_async(&self) -> Result<()> {
+        // Marked closed here, before the first await, so that the caller's next call sees it.
+        self.inner.closed.cancel();
+        let client = self.clone();
+        crate::runtime::on_thread("zklock-close", move || client.close()).await?
+    }
+
     /// As [`close`](Self::close); [`Error::ConnectionLoss`] also when the confirmation (or a
     /// concurrent close's outcome) did not come within `timeout`. The client is closed either
     /// way.
@@ -377,6 +408,11 @@ impl Client {
     /// calls that reach the session without [`Client::session`], such as releases).
     pub(crate) fn watch_close(&self) -> Watching {
         cancel::watch([&self.inner.closed])
+    }
+
+    /// The token [`close`](Self::close) cancels.
+    pub(crate) fn close_token(&self) -> &CancelToken {
+        &self.inner.closed
     }
 
     /// Whether [`close`](Self::close) was called on this client or a clone.
@@ -675,6 +711,20 @@ impl ClientBuilder {
     pub fn metrics_path_label(mut self, on: bool) -> Self {
         self.observe.path_label = on;
         self
+    }
+
+    /// As [`connect`](Self::connect), as a future, for async callers: never blocks the
+    /// executor's thread.
+    ///
+    /// Opening a session (name lookups, TCP and TLS handshakes, the session handshake) is
+    /// blocking I/O, so it runs on a short-lived thread of its own, which the future waits
+    /// for. Dropping the future does not stop that thread: a client it connects after the
+    /// drop is closed at once.
+    ///
+    /// # Errors
+    /// As [`Client::connect`].
+    pub async fn connect_async(self) -> Result<Client> {
+        crate::runtime::on_thread("zklock-connect", move || self.connect()).await?
     }
 
     /// Connects: blocks until a session is established or the connect timeout runs out.

@@ -14,13 +14,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
-use std::thread::{self, Thread};
 use std::time::Instant;
 
+use event_listener::Event;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::session::Session;
+use crate::session::{until, Session};
 
 /// A session id and a lock path.
 type Key = (i64, String);
@@ -35,46 +35,50 @@ struct Listing {
     started: Instant,
     /// `Some` once the lister is done.
     outcome: Mutex<Option<Result<Arc<Vec<String>>>>>,
-    /// Threads that joined: unparked once the outcome is in.
-    joiners: Mutex<Vec<Thread>>,
+    /// Notified once the outcome is in.
+    done: Event,
 }
 
 /// The children of `lock_path` on `session`, from a listing asked for no earlier than
-/// `since`: one in flight if there is such, else a new one that others may join. Blocks for
-/// one round trip, as [`Session::list`] does, within `deadline`.
-pub(crate) fn list_shared(
+/// `since`: one in flight if there is such, else a new one that others may join. One round
+/// trip, as [`Session::list_async`], within `deadline`.
+pub(crate) async fn list_shared(
     session: &Session,
     lock_path: &str,
     deadline: Option<Instant>,
     since: Instant,
 ) -> Result<Arc<Vec<String>>> {
     let key = (session.id, lock_path.to_owned());
-    let listing = {
+    // (Decided apart from the awaits: the map's lock is never held across one.)
+    let (listing, leading) = {
         let mut in_flight = IN_FLIGHT.lock();
         match in_flight.get(&key) {
-            Some(listing) if listing.started >= since => listing.clone(),
+            Some(listing) if listing.started >= since => (listing.clone(), false),
             _ => {
                 let listing = Arc::new(Listing {
                     started: Instant::now(),
                     outcome: Mutex::new(None),
-                    joiners: Mutex::new(Vec::new()),
+                    done: Event::new(),
                 });
                 in_flight.insert(key.clone(), listing.clone());
-                drop(in_flight);
-                return lead(session, key, &listing, deadline);
+                (listing, true)
             }
         }
     };
-    match join(&listing, deadline) {
-        Ok(Some(listed)) => Ok(listed),
-        // The lister's own deadline ran out, or its request failed: list on our own terms.
-        Ok(None) => session.list(lock_path, deadline).map(Arc::new),
-        Err(stopped) => Err(stopped),
+    if leading {
+        return lead(session, key, &listing, deadline).await;
+    }
+    match join(&listing, deadline).await {
+        Some(listed) => Ok(listed),
+        // The lister's own deadline ran out, its request failed, or it was dropped: list on
+        // our own terms.
+        None => session.list_async(lock_path, deadline).await.map(Arc::new),
     }
 }
 
-/// Lists for everyone who joins, and publishes the outcome, also if listing panics.
-fn lead(
+/// Lists for everyone who joins, and publishes the outcome, also if listing panics or the
+/// lister's future is dropped.
+async fn lead(
     session: &Session,
     key: Key,
     listing: &Arc<Listing>,
@@ -101,35 +105,30 @@ fn lead(
                 .outcome
                 .lock()
                 .get_or_insert(Err(Error::ConnectionLoss));
-            for joiner in self.listing.joiners.lock().drain(..) {
-                joiner.unpark();
-            }
+            self.listing.done.notify(usize::MAX);
         }
     }
     let publish = Publish { key, listing };
-    let outcome = session.list(&publish.key.1, deadline).map(Arc::new);
+    let outcome = session
+        .list_async(&publish.key.1, deadline)
+        .await
+        .map(Arc::new);
     *listing.outcome.lock() = Some(outcome.clone());
     drop(publish);
     outcome
 }
 
-/// Waits for `listing`'s outcome: `Ok(None)` if the listing failed, or if `deadline` passed
-/// first (the caller's own request then reports the deadline as it should); the caller's
-/// cancellation or its client's closing as an error.
-fn join(listing: &Listing, deadline: Option<Instant>) -> Result<Option<Arc<Vec<String>>>> {
-    listing.joiners.lock().push(thread::current());
+/// Waits for `listing`'s outcome: `None` if the listing failed, or if `deadline` passed first
+/// (the caller's own request then reports the deadline as it should).
+async fn join(listing: &Listing, deadline: Option<Instant>) -> Option<Arc<Vec<String>>> {
     loop {
         if let Some(outcome) = listing.outcome.lock().as_ref() {
-            return Ok(outcome.as_ref().ok().cloned());
+            return outcome.as_ref().ok().cloned();
         }
-        // A cancellation unparks this thread, as the lister does.
-        if let Some(stopped) = crate::cancel::interruption() {
-            return Err(stopped);
+        let listener = listing.done.listen();
+        if let Some(outcome) = listing.outcome.lock().as_ref() {
+            return outcome.as_ref().ok().cloned();
         }
-        match deadline {
-            Some(deadline) if Instant::now() >= deadline => return Ok(None),
-            Some(deadline) => thread::park_timeout(deadline - Instant::now()),
-            None => thread::park(),
-        }
+        until(listener, deadline).await.ok()?;
     }
 }

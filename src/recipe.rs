@@ -1,7 +1,10 @@
 //! The private waiting core shared by every recipe: create a protected ephemeral-sequential
 //! node, find its position, wait on exactly the node that blocks it, and release.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 pub(crate) use crate::runtime::deadline_after;
@@ -15,10 +18,11 @@ use crate::layout::{
     check_data_size, nodes_ahead, owner_data, protected_prefix, LockNode, LEASE_NAME,
 };
 use crate::listing::list_shared;
-use crate::session::{Create, Liveness, NodeStat, Prefetched, Session, Then};
+use crate::session::{Create, Liveness, NodeStat, Session};
 use crate::token::FencingToken;
 use crate::wait::{Attempt, Patience};
-use crate::watch::{NodeEvent, OwnNodeWatch, Signal, Wake};
+use crate::watch::OwnNodeWatch;
+use crate::wire as zk;
 
 /// What a recipe contributes to the core: its node naming, and who a contender waits for.
 pub(crate) struct Kind {
@@ -101,6 +105,9 @@ pub(crate) struct Held {
     /// Made revocable: revocation requests are listened for (else ignored).
     revocable: bool,
     released: bool,
+    /// Released in the background when dropped, never waiting: taken by an async call, the
+    /// guard may be dropped on an async runtime's worker thread.
+    pub(crate) background_drop: bool,
     /// What the acquisition's front end reports about this node (see `observe.rs`).
     pub(crate) track: crate::observe::Track,
 }
@@ -120,6 +127,10 @@ impl Held {
 
     pub(crate) fn session_id(&self) -> i64 {
         self.session.id
+    }
+
+    pub(crate) fn session_timeout(&self) -> Duration {
+        self.session.timeout
     }
 
     /// Decided now, on the calling thread: `Held` only while the session is connected, our
@@ -190,22 +201,26 @@ impl Held {
     /// on session changes, and on its own (the calling thread's clock) when the lease would
     /// run out, so a stalled runtime thread cannot keep it waiting.
     ///
-    /// With `cancel`, also returns `None` once it is cancelled (the waits below park the
-    /// thread, which a cancel unparks).
+    /// With `cancel`, also returns `None` once it is cancelled.
     pub(crate) fn wait_not_held(
         &self,
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Option<LockState> {
         let _watching = cancel.map(|token| crate::cancel::watch([token]));
+        let mut wait = std::pin::pin!(self.wait_not_held_async(deadline));
+        crate::runtime::block_on(wait.as_mut(), None).unwrap_or(None)
+    }
+
+    /// As [`wait_not_held`](Self::wait_not_held), awaited (a cancellation is the future's
+    /// drop, or a race with the token).
+    pub(crate) async fn wait_not_held_async(&self, deadline: Option<Instant>) -> Option<LockState> {
         loop {
             let (state, lease) = self.state_and_lease();
             let Some(lease) = lease else {
                 return Some(state);
             };
-            if deadline.is_some_and(|d| Instant::now() >= d)
-                || cancel.is_some_and(CancelToken::is_cancelled)
-            {
+            if deadline.is_some_and(|d| Instant::now() >= d) || crate::cancel::interrupted() {
                 return None;
             }
             // Look again when the lease would run out (renewals move it on), and, watching
@@ -214,8 +229,8 @@ impl Held {
             if self.own_node().is_some() {
                 step = step.min(deadline_after(OWN_NODE_POLL));
             }
-            self.session
-                .wait_disconnected(Some(deadline.map_or(step, |d| d.min(step))));
+            let until = Some(deadline.map_or(step, |d| d.min(step)));
+            self.session.wait_disconnected_async(until).await;
         }
     }
 
@@ -248,6 +263,12 @@ impl Held {
     /// retry takes over after that). A delete not confirmed in time is
     /// [`Error::OutcomeUnknown`]: it may have been applied, or may be applied later.
     pub(crate) fn release_within(&mut self, wait: Duration) -> Result<()> {
+        crate::session::blocking(self.release_within_async(wait))
+    }
+
+    /// As [`release_within`](Self::release_within), awaited. Dropped before the delete is
+    /// confirmed, the release goes on in the background.
+    pub(crate) async fn release_within_async(&mut self, wait: Duration) -> Result<()> {
         if self.released {
             return Ok(());
         }
@@ -259,10 +280,10 @@ impl Held {
         // Stop watching our node before it goes: the watch is removed before the delete is
         // sent, so our own release fires no notification.
         if let Some(watch) = self.own_node.take().flatten() {
-            watch.stop(wait);
+            watch.stop_async(wait).await;
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        let deleted = self.session.delete_node(&self.node_path, left);
+        let deleted = self.session.delete_node_async(&self.node_path, left).await;
         self.track.released(&deleted, &self.session);
         match deleted {
             Ok(true) => Ok(()),
@@ -278,6 +299,22 @@ impl Held {
             Err(err) => Err(err),
         }
     }
+
+    /// Releases without waiting: the delete goes on in the background until the node is gone
+    /// or the session has ended; `done` is dropped then.
+    pub(crate) fn release_in_background(&mut self, done: impl Send + 'static) {
+        if std::mem::replace(&mut self.released, true) {
+            return;
+        }
+        if let Some(watch) = self.own_node.take().flatten() {
+            watch.stop_in_background();
+        }
+        // The hold ends with the release asked for; its outcome is the background's.
+        self.track.released(&Ok(true), &self.session);
+        if self.session.liveness() != Liveness::Ended {
+            self.session.withdraw_in_background(&self.node_path, done);
+        }
+    }
 }
 
 impl Held {
@@ -286,7 +323,20 @@ impl Held {
     /// thread; a failure is logged (a closed client's release has nothing left to do, and
     /// one handed to the background was logged when it was).
     pub(crate) fn release_on_drop(&mut self, wait: Duration) {
-        match crate::cancel::shielded(|| self.release_within(wait)) {
+        if self.background_drop {
+            // Taken by an async call: maybe dropped on a runtime's worker, which must not
+            // wait for the server.
+            return self.release_in_background(());
+        }
+        crate::cancel::shielded(|| {
+            let mut release = std::pin::pin!(self.release_logged(wait));
+            let _ = crate::runtime::block_on(release.as_mut(), None);
+        });
+    }
+
+    /// Releases, waiting at most about `wait`, and logs a failure instead of returning it.
+    pub(crate) async fn release_logged(&mut self, wait: Duration) {
+        match self.release_within_async(wait).await {
             Ok(()) => {}
             Err(err @ Error::OutcomeUnknown { .. }) => debug!(
                 "release of {} (session {:#x}): {err}",
@@ -306,26 +356,26 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        // Only reached for a node no guard owns (its front end released it otherwise), which
-        // gets the default bound.
-        self.release_on_drop(crate::client::DEFAULT_RELEASE_TIMEOUT);
+        // Only reached for a node no guard owns (its front end released it otherwise), maybe
+        // inside a dropped future: never waits.
+        self.release_in_background(());
     }
 }
 
 /// The nodes an all-or-nothing acquisition (multi-lock, semaphore) has taken so far. Dropped
-/// before it completes, it releases them in reverse order, waiting for the server no longer
-/// than the acquisition's deadline: the rest of the cleanup goes on in the background, so a
-/// timed call returns on time even when the connection fails under it.
+/// before it completes (an error, a timeout, or the future dropped), it releases them in the
+/// background, in reverse order of taking; the acquisition's front end waits for that, as for
+/// a withdrawn node (see [`Withdrawals`]).
 pub(crate) struct Partial {
     held: Vec<Held>,
-    deadline: Option<Instant>,
+    withdrawals: Withdrawals,
 }
 
 impl Partial {
-    pub(crate) fn new(deadline: Option<Instant>) -> Partial {
+    pub(crate) fn new(attempt: &Attempt) -> Partial {
         Partial {
             held: Vec::new(),
-            deadline,
+            withdrawals: attempt.withdrawals.clone(),
         }
     }
 
@@ -345,46 +395,80 @@ impl Partial {
 
 impl Drop for Partial {
     fn drop(&mut self) {
-        // Replies are waited for until the caller's deadline plus the grace a queued node's
-        // withdrawal gets (so a healthy release is seen through and nothing is left behind on
-        // return), never longer; a cancelled (or closed) caller gets the shorter grace. What
-        // is not confirmed by then finishes in the background.
-        let stopped = crate::cancel::interruption().is_some();
-        let grace = withdraw_grace();
-        let cleanup_deadline = self.deadline.map(|d| d + grace);
         while let Some(mut held) = self.held.pop() {
-            let wait = cleanup_deadline.map_or(held.session.timeout, |d| {
-                d.saturating_duration_since(Instant::now())
-            });
-            let wait = if stopped { wait.min(grace) } else { wait };
-            if let Err(err) = crate::cancel::shielded(|| held.release_within(wait)) {
-                debug!(
-                    "releasing {} after a failed acquisition: {err}",
-                    held.node_path
-                );
-            }
+            debug!("releasing {} after a failed acquisition", held.node_path);
+            held.release_in_background(self.withdrawals.begin());
         }
     }
 }
 
-/// Our node while we wait: deleted on every path that does not end holding the lock.
+/// Our node while we wait: withdrawn on every path that does not end holding the lock (an
+/// error, a timeout, a cancellation, or the future being dropped at any await point).
 struct OurNode {
     session: Arc<Session>,
     node_path: String,
     armed: bool,
+    /// Told when the withdrawal is settled, for a caller who waits for it.
+    withdrawals: Withdrawals,
 }
 
 impl Drop for OurNode {
     fn drop(&mut self) {
         if self.armed && self.session.liveness() != Liveness::Ended {
-            // Wait briefly: the caller's deadline has usually passed already, and the
-            // background retry covers a slow or lost reply.
-            let wait = withdraw_grace();
-            let withdraw = || self.session.delete_node(&self.node_path, wait);
-            match crate::cancel::shielded(withdraw) {
-                Ok(_) => debug!("withdrew {}", self.node_path),
-                Err(err) => debug!("withdrawing {}: {err}", self.node_path),
+            // Never waits here: this may run on an async runtime's worker (a dropped future).
+            // A caller that can wait (a blocking call, or an async call that returns) waits
+            // for the settlement, briefly (see `Withdrawals`).
+            debug!("withdrawing {}", self.node_path);
+            let done = self.withdrawals.begin();
+            self.session.withdraw_in_background(&self.node_path, done);
+        }
+    }
+}
+
+/// The nodes an acquisition is withdrawing in the background, so that its front end can wait
+/// until they are gone before returning (nothing is left behind on return, as far as the
+/// server answers within a grace); a dropped future does not wait.
+#[derive(Clone, Default)]
+pub(crate) struct Withdrawals(Arc<WithdrawState>);
+
+#[derive(Default)]
+struct WithdrawState {
+    pending: parking_lot::Mutex<usize>,
+    settled: event_listener::Event,
+}
+
+/// One withdrawal in progress; settled when dropped.
+pub(crate) struct Withdrawing(Withdrawals);
+
+impl Withdrawals {
+    pub(crate) fn begin(&self) -> Withdrawing {
+        *self.0.pending.lock() += 1;
+        Withdrawing(self.clone())
+    }
+
+    /// Waits until every withdrawal begun so far is settled, or `deadline`.
+    pub(crate) async fn settled(&self, deadline: Instant) {
+        loop {
+            if *self.0.pending.lock() == 0 {
+                return;
             }
+            let listener = self.0.settled.listen();
+            if *self.0.pending.lock() == 0 {
+                return;
+            }
+            if crate::session::until(listener, Some(deadline)).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for Withdrawing {
+    fn drop(&mut self) {
+        let mut pending = (self.0).0.pending.lock();
+        *pending -= 1;
+        if *pending == 0 {
+            (self.0).0.settled.notify(usize::MAX);
         }
     }
 }
@@ -393,19 +477,10 @@ impl Drop for OurNode {
 const OWN_NODE_POLL: Duration = Duration::from_millis(50);
 
 /// How long a contender that gives up waits for the delete of its node to be confirmed.
-const WITHDRAW_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const WITHDRAW_WAIT: Duration = Duration::from_secs(1);
 
 /// The same for a cancelled (or closed) acquisition; the background retry finishes the job.
-const CANCEL_WITHDRAW_WAIT: Duration = Duration::from_millis(200);
-
-/// How long cleanup after a failed acquisition waits for the server: a cancelled (or closed)
-/// caller is waiting for us and must not be kept for a slow reply.
-fn withdraw_grace() -> Duration {
-    match crate::cancel::interruption() {
-        Some(_) => CANCEL_WITHDRAW_WAIT,
-        None => WITHDRAW_WAIT,
-    }
-}
+pub(crate) const CANCEL_WITHDRAW_WAIT: Duration = Duration::from_millis(200);
 
 /// How many times a missing lock path is created before giving up (a racing container reaper
 /// can delete an empty parent between our mkdir and our create).
@@ -417,7 +492,7 @@ const UNANSWERED_CREATES: u32 = 10;
 
 /// Acquires `lock_path` as a contender of `kind`. `Ok(None)` when the lock was busy and the
 /// patience ran out; nothing is left behind on any path that does not return `Ok(Some(..))`.
-pub(crate) fn acquire(
+pub(crate) async fn acquire(
     client: &Client,
     lock_path: &str,
     kind: &Kind,
@@ -425,15 +500,15 @@ pub(crate) fn acquire(
     options: &Options,
 ) -> Result<Option<Held>> {
     let deadline = attempt.deadline(client);
-    let session = client.session(deadline)?;
-    acquire_on(&session, lock_path, kind, attempt, deadline, options)
+    let session = client.session_async(deadline).await?;
+    acquire_on(&session, lock_path, kind, attempt, deadline, options).await
 }
 
 /// As [`acquire`], on a given session: every step of an acquisition made of several nodes
 /// (a multi-lock's members, a semaphore's gate and leases) must use one session, so that an
 /// expiry between two steps fails the whole acquisition instead of mixing a lost node with
 /// fresh ones.
-pub(crate) fn acquire_on(
+pub(crate) async fn acquire_on(
     session: &Arc<Session>,
     lock_path: &str,
     kind: &Kind,
@@ -441,10 +516,9 @@ pub(crate) fn acquire_on(
     deadline: Option<Instant>,
     options: &Options,
 ) -> Result<Option<Held>> {
-    let patience = attempt.patience;
     let data = options.data.clone().unwrap_or_else(owner_data);
     check_data_size(&data)?;
-    let contended = contend(session, lock_path, kind, patience, deadline, &data);
+    let contended = contend(session, lock_path, kind, attempt, deadline, &data).await;
     let held = past_deadline_is_busy(session, deadline, contended)?;
     let Some(mut held) = held else {
         return Ok(None);
@@ -497,21 +571,23 @@ fn gave_up(session: &Session) -> Result<Option<Held>> {
     }
 }
 
-fn contend(
+async fn contend(
     session: &Arc<Session>,
     lock_path: &str,
     kind: &Kind,
-    patience: Patience,
+    attempt: &Attempt,
     deadline: Option<Instant>,
     data: &[u8],
 ) -> Result<Option<Held>> {
+    let lock_name = kind.names[kind.ours].0;
+    let created = create_node(session, lock_path, lock_name, data, attempt, deadline).await?;
     let Some(Created {
         mut contender,
         name,
         stat,
         children,
         generation,
-    }) = create_node(session, lock_path, kind.names[kind.ours].0, data, deadline)?
+    }) = created
     else {
         return gave_up(session);
     };
@@ -520,8 +596,7 @@ fn contend(
     let Some(ours) = LockNode::parse(name, &lock_names) else {
         return Err(node_vanished(&mut contender, lock_path));
     };
-    // The nodes ahead of ours, when already known (from the listing taken with the create, or
-    // read by the runtime as the blocker went).
+    // The nodes ahead of ours, when already known (from the listing taken with the create).
     let mut known: Option<Option<Vec<LockNode>>> =
         children.map(|listed| nodes_ahead(&listed, &ours, &lock_names));
     // Set when woken by a reconnect: the listing may be shared with the session's other
@@ -531,10 +606,13 @@ fn contend(
         let ahead = match (known.take(), shared_since.take()) {
             (Some(ahead), _) => ahead,
             (None, Some(since)) => {
-                let listed = list_shared(session, lock_path, deadline, since)?;
+                let listed = list_shared(session, lock_path, deadline, since).await?;
                 nodes_ahead(&listed, &ours, &lock_names)
             }
-            (None, None) => nodes_ahead(&session.list(lock_path, deadline)?, &ours, &lock_names),
+            (None, None) => {
+                let listed = session.list_async(lock_path, deadline).await?;
+                nodes_ahead(&listed, &ours, &lock_names)
+            }
         };
         let Some(ahead) = ahead else {
             return Err(node_vanished(&mut contender, lock_path));
@@ -542,7 +620,7 @@ fn contend(
         let Some(blocker) = (kind.blocker)(&ahead) else {
             return claim(contender, lock_path, stat, generation).map(Some);
         };
-        if let Patience::DontWait = patience {
+        if let Patience::DontWait = attempt.patience {
             return Ok(None);
         }
         let sole_blocker = kind.sole_blocker(&ahead, blocker);
@@ -550,63 +628,31 @@ fn contend(
         // The queue ahead can be long and the wait too: with many waiters, keeping each one's
         // copy alive grows memory with the square of the queue.
         drop(ahead);
-        // A fresh mailbox per watch: an event the previous watch task posted on its way out
-        // (say, a deletion delivered on reconnect) must not be read as news about this one.
-        let signal = Signal::new();
-        // What we will need to know once the blocker is deleted, asked from the runtime the
-        // moment the deletion is notified (the round trip overlaps our wake-up): with no other
-        // node ahead, only whether our own node is still there; else the queue.
-        let then = if sole_blocker {
-            Then::ReadOwn(contender.node_path.clone())
-        } else {
-            Then::Queue {
-                path: lock_path.to_owned(),
-                ours: ours.clone(),
-                lock_names: lock_names.clone(),
-                on_runtime: !matches!(kind.names[kind.ours].1, Role::Read),
-            }
+        let watcher = match session.watch_node_async(&blocker_path, deadline).await {
+            Ok(Some(watcher)) => watcher,
+            Ok(None) => continue, // Gone already: re-list at once.
+            Err(Error::ConnectionLoss) => return gave_up(session),
+            Err(err) => return Err(err),
         };
-        let (watch, prefetch) =
-            match session.watch_node(&blocker_path, &signal, deadline, Some(then)) {
-                Ok(Some(watched)) => watched,
-                Ok(None) => continue, // Gone already: re-list at once.
-                Err(Error::ConnectionLoss) => return gave_up(session),
-                Err(err) => return Err(err),
-            };
         debug!("{} waits for {blocker_path}", contender.node_path);
-        match wait_for_change(session, &signal, &mut contender, deadline)? {
+        let woken = wait_for_change(session, watcher, &mut contender, deadline).await?;
+        match woken {
             Woken::Deleted if sole_blocker && session.liveness() == Liveness::Connected => {
                 // No listing needed (nothing can be ahead of us now), but our own node must
                 // still be there: someone may have deleted it while we waited. Reading one
                 // node is cheaper than listing a long queue.
-                let own = match prefetch.take() {
-                    Some(Prefetched::Own(own)) => own,
-                    _ => session
-                        .get_data(&contender.node_path, deadline)?
-                        .map(|(_, s)| s),
-                };
+                let own = session.get_data_async(&contender.node_path, deadline).await?;
                 match own {
-                    Some(now) if now.czxid == stat.czxid => {
+                    Some((_, now)) if now.czxid == stat.czxid => {
                         return claim(contender, lock_path, stat, generation).map(Some)
                     }
                     _ => return Err(node_vanished(&mut contender, lock_path)),
                 }
             }
-            Woken::Deleted => {
-                // The queue as it is after the deletion, if the runtime could read it.
-                match prefetch.take() {
-                    Some(Prefetched::Ahead(ahead)) => known = Some(ahead),
-                    Some(Prefetched::Listing(listed)) => {
-                        known = Some(nodes_ahead(&listed, &ours, &lock_names));
-                    }
-                    _ => {}
-                }
-            }
-            Woken::Recheck => {}
+            Woken::Deleted | Woken::Recheck => {}
             Woken::Reconnected { since } => shared_since = Some(since),
             Woken::TimedOut => return gave_up(session),
         }
-        drop(watch);
     }
 }
 
@@ -614,32 +660,34 @@ fn contend(
 /// `InterProcessSemaphoreV2` way: create a lease node, then wait until at most `permits` lease
 /// nodes exist. The caller serialises lease takers with the semaphore's internal mutex, so only
 /// one of them watches the leases at a time.
-pub(crate) fn acquire_lease(
+pub(crate) async fn acquire_lease(
     session: &Arc<Session>,
     leases_path: &str,
     permits: usize,
     attempt: &Attempt,
     deadline: Option<Instant>,
 ) -> Result<Option<Held>> {
-    let taken = take_lease(session, leases_path, permits, attempt, deadline);
+    let taken = take_lease(session, leases_path, permits, attempt, deadline).await;
     past_deadline_is_busy(session, deadline, taken)
 }
 
 /// The steps of [`acquire_lease`], whose errors it has yet to sort.
-fn take_lease(
+async fn take_lease(
     session: &Arc<Session>,
     leases_path: &str,
     permits: usize,
     attempt: &Attempt,
     deadline: Option<Instant>,
 ) -> Result<Option<Held>> {
+    let data = owner_data();
+    let created = create_node(session, leases_path, LEASE_NAME, &data, attempt, deadline).await?;
     let Some(Created {
         mut contender,
         name,
         stat,
         mut children,
         generation,
-    }) = create_node(session, leases_path, LEASE_NAME, &owner_data(), deadline)?
+    }) = created
     else {
         return gave_up(session);
     };
@@ -653,7 +701,7 @@ fn take_lease(
     loop {
         let listed = match children.take() {
             Some(children) => children,
-            None => session.list(leases_path, deadline)?,
+            None => session.list_async(leases_path, deadline).await?,
         };
         if admitted(&listed, &mut contender)? {
             return claim(contender, leases_path, stat, generation).map(Some);
@@ -661,8 +709,7 @@ fn take_lease(
         if let Patience::DontWait = attempt.patience {
             return Ok(None);
         }
-        let signal = Signal::new();
-        let (listed, watch) = match session.watch_children(leases_path, &signal, deadline) {
+        let (listed, watcher) = match session.watch_children_async(leases_path, deadline).await {
             Ok(watched) => watched,
             Err(Error::ConnectionLoss) => return gave_up(session),
             Err(err) => return Err(err),
@@ -670,10 +717,11 @@ fn take_lease(
         if admitted(&listed, &mut contender)? {
             return claim(contender, leases_path, stat, generation).map(Some);
         }
-        if let Woken::TimedOut = wait_for_change(session, &signal, &mut contender, deadline)? {
+        drop(listed);
+        let woken = wait_for_change(session, watcher, &mut contender, deadline).await?;
+        if let Woken::TimedOut = woken {
             return gave_up(session);
         }
-        drop(watch);
     }
 }
 
@@ -692,17 +740,17 @@ struct Created {
 /// `lock_path` (creating the path if needed), surviving a lost reply without ever leaving two
 /// nodes. `None` if the deadline passed first; a node created late is then deleted in the
 /// background.
-fn create_node(
+async fn create_node(
     session: &Arc<Session>,
     lock_path: &str,
     lock_name: &str,
     data: &[u8],
+    attempt: &Attempt,
     deadline: Option<Instant>,
 ) -> Result<Option<Created>> {
     let prefix = format!("{}{lock_name}", protected_prefix(&uuid::Uuid::new_v4()));
-    let Some((name, stat, children, parent)) =
-        place_node(session.as_ref(), lock_path, &prefix, data, deadline)?
-    else {
+    let placed = place_node(session.as_ref(), lock_path, &prefix, data, deadline).await?;
+    let Some((name, stat, children, parent)) = placed else {
         return Ok(None);
     };
     let node_path = format!("{lock_path}/{name}");
@@ -711,6 +759,7 @@ fn create_node(
         session: session.clone(),
         node_path,
         armed: true,
+        withdrawals: attempt.withdrawals.clone(),
     };
     let parent = match parent {
         Some(parent) => parent,
@@ -718,7 +767,7 @@ fn create_node(
         // the node was found by its prefix): read the lock path's stat now. While our node
         // exists the lock path cannot be re-created; one created after our node means ours
         // is gone already.
-        None => match session.get_data(lock_path, deadline)? {
+        None => match session.get_data_async(lock_path, deadline).await? {
             Some((_, parent)) if parent.czxid < stat.czxid => parent,
             _ => return Err(node_vanished(&mut contender, lock_path)),
         },
@@ -734,7 +783,7 @@ fn create_node(
 
 /// The session operations that place our node in a queue: the seam between the waiting
 /// core's decisions and ZooKeeper, so that unit tests can drive every outcome of a create.
-pub(crate) trait NodeStore {
+pub(crate) trait NodeStore: Sync {
     /// See [`Session::create_lock_node`].
     fn create(
         &self,
@@ -742,40 +791,56 @@ pub(crate) trait NodeStore {
         prefix: &str,
         data: &[u8],
         deadline: Option<Instant>,
-    ) -> Result<Create>;
-    fn wait_connected(&self, deadline: Option<Instant>) -> Result<()>;
-    fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()>;
-    fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>>;
-    fn stat(&self, path: &str, deadline: Option<Instant>) -> Result<Option<NodeStat>>;
-    fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()>;
+    ) -> impl Future<Output = Result<Create>> + Send;
+    fn wait_connected(&self, deadline: Option<Instant>) -> impl Future<Output = Result<()>> + Send;
+    fn sync(&self, path: &str, deadline: Option<Instant>) -> impl Future<Output = Result<()>> + Send;
+    fn list(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+    fn stat(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Option<NodeStat>>> + Send;
+    fn ensure_path(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<()>> + Send;
     /// Deletes, in the background, every child of `lock_path` starting with `prefix`.
     fn sweep(&self, lock_path: &str, prefix: &str);
 }
 
 impl NodeStore for Session {
-    fn create(
+    async fn create(
         &self,
         lock_path: &str,
         prefix: &str,
         data: &[u8],
         deadline: Option<Instant>,
     ) -> Result<Create> {
-        self.create_lock_node(lock_path, prefix, data, deadline)
+        self.create_lock_node_async(lock_path, prefix, data, deadline)
+            .await
     }
-    fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
-        Session::wait_connected(self, deadline)
+    async fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
+        self.wait_connected_async(deadline).await
     }
-    fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        Session::sync(self, path, deadline)
+    async fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        self.sync_async(path, deadline).await
     }
-    fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
-        Session::list(self, path, deadline)
+    async fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
+        self.list_async(path, deadline).await
     }
-    fn stat(&self, path: &str, deadline: Option<Instant>) -> Result<Option<NodeStat>> {
-        Ok(self.get_data(path, deadline)?.map(|(_, stat)| stat))
+    async fn stat(&self, path: &str, deadline: Option<Instant>) -> Result<Option<NodeStat>> {
+        Ok(self
+            .get_data_async(path, deadline)
+            .await?
+            .map(|(_, stat)| stat))
     }
-    fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        Session::ensure_path(self, path, deadline)
+    async fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        self.ensure_path_async(path, deadline).await
     }
     fn sweep(&self, lock_path: &str, prefix: &str) {
         self.sweep_in_background(lock_path, prefix);
@@ -789,7 +854,7 @@ type FoundNode = (String, NodeStat, Option<Vec<String>>, Option<NodeStat>);
 /// The decisions of [`create_node`]: creates a node named `prefix` + sequence, looking for it
 /// by its unique prefix after a lost reply instead of creating a second one, recreating a
 /// missing lock path a few times, and giving up on a create the server keeps dropping.
-fn place_node(
+async fn place_node(
     store: &impl NodeStore,
     lock_path: &str,
     prefix: &str,
@@ -798,7 +863,7 @@ fn place_node(
 ) -> Result<Option<FoundNode>> {
     let (mut parent_attempts, mut unanswered) = (0, 0);
     loop {
-        match store.create(lock_path, prefix, data, deadline)? {
+        match store.create(lock_path, prefix, data, deadline).await? {
             Create::Created {
                 name,
                 stat,
@@ -809,7 +874,7 @@ fn place_node(
             Create::Unknown => {
                 // The reply was lost: look for the node by its unique prefix before creating
                 // again, so there is never a second node of ours.
-                if let Some(found) = find_created(store, lock_path, prefix, deadline)? {
+                if let Some(found) = find_created(store, lock_path, prefix, deadline).await? {
                     return Ok(Some(found));
                 }
                 // A create the server keeps dropping the connection over is not an outage.
@@ -821,7 +886,7 @@ fn place_node(
             }
             Create::ParentMissing if parent_attempts < PARENT_ATTEMPTS => {
                 parent_attempts += 1;
-                store.ensure_path(lock_path, deadline)?;
+                store.ensure_path(lock_path, deadline).await?;
             }
             Create::ParentMissing => {
                 warn!("{lock_path} keeps disappearing while we create our node in it");
@@ -834,34 +899,42 @@ fn place_node(
 }
 
 /// After a create whose reply was lost: our node by its prefix, if the create executed. On any
-/// error the prefix is swept in the background, so a late node cannot linger.
-fn find_created(
+/// error, or if dropped meanwhile, the prefix is swept in the background, so a late node
+/// cannot linger.
+async fn find_created(
     store: &impl NodeStore,
     lock_path: &str,
     prefix: &str,
     deadline: Option<Instant>,
 ) -> Result<Option<FoundNode>> {
-    let found = (|| {
-        store.wait_connected(deadline)?;
-        // We may be talking to another server now, one that has not yet applied our create:
-        // without the sync its listing could miss our node, and we would create a second one
-        // that waits for ever behind the first.
-        store.sync(lock_path, deadline)?;
-        let children = store.list(lock_path, deadline)?;
-        let Some(found) = children.iter().find(|c| c.starts_with(prefix)).cloned() else {
-            return Ok(None);
-        };
-        let path = format!("{lock_path}/{found}");
-        // `None`: gone again (session trouble); the caller creates anew.
-        Ok(store.stat(&path, deadline)?.map(|stat| {
-            debug!("found {path} after a lost create reply");
-            (found, stat, Some(children), None)
-        }))
-    })();
-    if found.is_err() {
-        store.sweep(lock_path, prefix);
+    /// Sweeps the prefix unless disarmed.
+    struct SweepUnlessFound<'a, S: NodeStore>(&'a S, &'a str, &'a str, bool);
+    impl<S: NodeStore> Drop for SweepUnlessFound<'_, S> {
+        fn drop(&mut self) {
+            if self.3 {
+                self.0.sweep(self.1, self.2);
+            }
+        }
     }
-    found
+    let mut sweep = SweepUnlessFound(store, lock_path, prefix, true);
+    store.wait_connected(deadline).await?;
+    // We may be talking to another server now, one that has not yet applied our create:
+    // without the sync its listing could miss our node, and we would create a second one
+    // that waits for ever behind the first.
+    store.sync(lock_path, deadline).await?;
+    let children = store.list(lock_path, deadline).await?;
+    let Some(found) = children.iter().find(|c| c.starts_with(prefix)).cloned() else {
+        sweep.3 = false;
+        return Ok(None);
+    };
+    let path = format!("{lock_path}/{found}");
+    // `None`: gone again (session trouble); the caller creates anew.
+    let stat = store.stat(&path, deadline).await?;
+    sweep.3 = false;
+    Ok(stat.map(|stat| {
+        debug!("found {path} after a lost create reply");
+        (found, stat, Some(children), None)
+    }))
 }
 
 /// Our node is missing from the listing: only our session's end or someone deleting it by
@@ -891,32 +964,57 @@ enum Woken {
     TimedOut,
 }
 
-/// Waits for the watch behind `signal` to fire, a reconnect, or the deadline. Session end is an
-/// error (and disarms `contender`: the server already removed the node).
-fn wait_for_change(
+/// What woke a waiter, as [`wait_for_change`] races its sources.
+enum Wake {
+    Node(zk::EventType),
+    Session,
+    Deadline,
+}
+
+/// Waits for `watcher` to fire, a reconnect, or the deadline. Session end is an error (and
+/// disarms `contender`: the server already removed the node). Dropping the watcher (on
+/// return, or when the future is dropped) removes the watch from the server.
+async fn wait_for_change(
     session: &Session,
-    signal: &Signal,
+    watcher: zk::OneshotWatcher,
     contender: &mut OurNode,
     deadline: Option<Instant>,
 ) -> Result<Woken> {
     let mut since = Instant::now();
     let mut disconnected_seen = false;
-    // A state change may have slipped in before the watch task began listening: if not
-    // connected now, start with a session change pending.
-    let mut seen_changes: u64 = if session.liveness() == Liveness::Connected {
-        0
-    } else {
-        u64::MAX
-    };
+    let mut state = session.state_watcher();
+    let mut fired = std::pin::pin!(watcher.changed());
+    let mut timer = deadline.map(crate::runtime::sleep_until);
+    // A state change may have slipped in before the watch was set: if not connected now,
+    // start with a session change pending.
+    let mut session_changed = session.liveness() != Liveness::Connected;
     loop {
-        match signal.wait(&mut seen_changes, deadline) {
-            Wake::Node(NodeEvent::Deleted) => return Ok(Woken::Deleted),
-            Wake::Node(NodeEvent::Changed) => return Ok(Woken::Recheck),
-            Wake::Node(NodeEvent::SessionEnded) => break,
-            Wake::SessionChanged => match session.liveness() {
+        let wake = if std::mem::take(&mut session_changed) {
+            Wake::Session
+        } else {
+            let mut changed = std::pin::pin!(state.changed());
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(event) = fired.as_mut().poll(cx) {
+                    return Poll::Ready(Wake::Node(event.event_type));
+                }
+                if changed.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Wake::Session);
+                }
+                match timer.as_mut().map(|t| Pin::new(t).poll(cx)) {
+                    Some(Poll::Ready(())) => Poll::Ready(Wake::Deadline),
+                    _ => Poll::Pending,
+                }
+            })
+            .await
+        };
+        match wake {
+            Wake::Node(zk::EventType::NodeDeleted) => return Ok(Woken::Deleted),
+            Wake::Node(zk::EventType::Session) => break,
+            Wake::Node(_) => return Ok(Woken::Recheck),
+            Wake::Session => match session.liveness() {
                 Liveness::Ended => break,
-                // Reconnected: the client crate re-arms watches, but re-check rather than
-                // trust that a deletion during the outage was delivered.
+                // Reconnected: watches are re-armed, but re-check rather than trust that a
+                // deletion during the outage was delivered.
                 Liveness::Connected => return Ok(Woken::Reconnected { since }),
                 Liveness::Disconnected => {
                     if !disconnected_seen {
@@ -926,7 +1024,7 @@ fn wait_for_change(
                     debug!("{}: connection lost while waiting", contender.node_path)
                 }
             },
-            Wake::TimedOut => return Ok(Woken::TimedOut),
+            Wake::Deadline => return Ok(Woken::TimedOut),
         }
     }
     contender.armed = false;
@@ -954,6 +1052,7 @@ fn claim(mut contender: OurNode, lock_path: &str, stat: NodeStat, generation: i6
         own_node: OnceLock::new(),
         revocable: false,
         released: false,
+        background_drop: false,
         track: Default::default(),
     })
 }
@@ -964,8 +1063,9 @@ mod tests {
     //! an in-memory store that scripts each create's outcome (the integration tests prove the
     //! same against a real server, with real faults, in seconds rather than milliseconds).
 
-    use std::cell::RefCell;
     use std::collections::VecDeque;
+
+    use parking_lot::Mutex as RefCell;
 
     use super::*;
 
@@ -1010,27 +1110,33 @@ mod tests {
         }
 
         fn add(&self, prefix: &str) -> String {
-            let mut sequence = self.sequence.borrow_mut();
+            let mut sequence = self.sequence.lock();
             let name = format!("{prefix}{:010}", *sequence);
             *sequence += 1;
-            self.children.borrow_mut().push(name.clone());
+            self.children.lock().push(name.clone());
             name
         }
 
         fn calls(&self) -> Vec<&'static str> {
-            self.calls.borrow().clone()
+            self.calls.lock().clone()
         }
     }
 
     impl NodeStore for MemoryStore {
-        fn create(&self, _: &str, prefix: &str, _: &[u8], _: Option<Instant>) -> Result<Create> {
-            self.calls.borrow_mut().push("create");
-            let step = self.steps.borrow_mut().pop_front().unwrap_or(Step::Apply);
+        async fn create(
+            &self,
+            _: &str,
+            prefix: &str,
+            _: &[u8],
+            _: Option<Instant>,
+        ) -> Result<Create> {
+            self.calls.lock().push("create");
+            let step = self.steps.lock().pop_front().unwrap_or(Step::Apply);
             Ok(match step {
                 Step::Apply => Create::Created {
                     name: self.add(prefix),
                     stat: MemoryStore::stat(),
-                    children: Some(self.children.borrow().clone()),
+                    children: Some(self.children.lock().clone()),
                     parent: Some(MemoryStore::stat()),
                 },
                 Step::ApplyLost => {
@@ -1042,40 +1148,41 @@ mod tests {
                 Step::ParentMissing => Create::ParentMissing,
             })
         }
-        fn wait_connected(&self, _: Option<Instant>) -> Result<()> {
+        async fn wait_connected(&self, _: Option<Instant>) -> Result<()> {
             Ok(())
         }
-        fn sync(&self, _: &str, _: Option<Instant>) -> Result<()> {
-            self.calls.borrow_mut().push("sync");
+        async fn sync(&self, _: &str, _: Option<Instant>) -> Result<()> {
+            self.calls.lock().push("sync");
             Ok(())
         }
-        fn list(&self, _: &str, _: Option<Instant>) -> Result<Vec<String>> {
-            self.calls.borrow_mut().push("list");
+        async fn list(&self, _: &str, _: Option<Instant>) -> Result<Vec<String>> {
+            self.calls.lock().push("list");
             if self.fail_listing {
                 return Err(Error::ConnectionLoss);
             }
-            Ok(self.children.borrow().clone())
+            Ok(self.children.lock().clone())
         }
-        fn stat(&self, path: &str, _: Option<Instant>) -> Result<Option<NodeStat>> {
+        async fn stat(&self, path: &str, _: Option<Instant>) -> Result<Option<NodeStat>> {
             let name = path.rsplit('/').next().unwrap_or_default();
             Ok(self
                 .children
-                .borrow()
+                .lock()
                 .iter()
                 .any(|c| c == name)
                 .then(MemoryStore::stat))
         }
-        fn ensure_path(&self, _: &str, _: Option<Instant>) -> Result<()> {
-            self.calls.borrow_mut().push("ensure_path");
+        async fn ensure_path(&self, _: &str, _: Option<Instant>) -> Result<()> {
+            self.calls.lock().push("ensure_path");
             Ok(())
         }
         fn sweep(&self, _: &str, prefix: &str) {
-            self.swept.borrow_mut().push(prefix.to_owned());
+            self.swept.lock().push(prefix.to_owned());
         }
     }
 
     fn place(store: &MemoryStore) -> Result<Option<FoundNode>> {
-        place_node(store, "/lock", "_c_1-lock-", b"", None)
+        let mut placing = std::pin::pin!(place_node(store, "/lock", "_c_1-lock-", b"", None));
+        crate::runtime::block_on(placing.as_mut(), None).unwrap_or(Err(Error::ConnectionLoss))
     }
 
     #[test]
@@ -1083,7 +1190,7 @@ mod tests {
         let store = MemoryStore::scripted(&[Step::ApplyLost]);
         let (name, _, children, _) = place(&store).unwrap().expect("placed");
         assert_eq!(name, "_c_1-lock-0000000000");
-        assert_eq!(store.children.borrow().len(), 1, "never created twice");
+        assert_eq!(store.children.lock().len(), 1, "never created twice");
         assert_eq!(children.unwrap(), [name]);
         assert_eq!(store.calls(), ["create", "sync", "list"]);
     }
@@ -1092,7 +1199,7 @@ mod tests {
     fn a_lost_create_that_never_executed_is_sent_again() {
         let store = MemoryStore::scripted(&[Step::Lost, Step::Lost, Step::Apply]);
         let (name, _, _, _) = place(&store).unwrap().expect("placed");
-        assert_eq!(store.children.borrow().as_slice(), [name]);
+        assert_eq!(store.children.lock().as_slice(), [name]);
         let creates = store.calls().iter().filter(|c| **c == "create").count();
         assert_eq!(creates, 3);
     }
@@ -1101,7 +1208,7 @@ mod tests {
     fn a_create_that_is_never_answered_gives_up_and_sweeps() {
         let store = MemoryStore::scripted(&[Step::Lost; UNANSWERED_CREATES as usize]);
         assert!(matches!(place(&store), Err(Error::ConnectionLoss)));
-        assert_eq!(store.swept.borrow().as_slice(), ["_c_1-lock-"]);
+        assert_eq!(store.swept.lock().as_slice(), ["_c_1-lock-"]);
     }
 
     #[test]
@@ -1133,6 +1240,6 @@ mod tests {
             ..MemoryStore::scripted(&[Step::ApplyLost])
         };
         assert!(matches!(place(&store), Err(Error::ConnectionLoss)));
-        assert_eq!(store.swept.borrow().as_slice(), ["_c_1-lock-"]);
+        assert_eq!(store.swept.lock().as_slice(), ["_c_1-lock-"]);
     }
 }

@@ -280,6 +280,73 @@ impl Wake for ThreadWaker {
     }
 }
 
+/// Runs the blocking `work` on a short-lived thread named `name` and awaits its result: for
+/// the rare blocking steps of an async call (opening a session, closing one), so that no
+/// async runtime's worker thread blocks on them.
+pub(crate) async fn on_thread<T: Send + 'static>(
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    struct Slot<T> {
+        value: parking_lot::Mutex<Option<T>>,
+        done: Event,
+    }
+    let slot = Arc::new(Slot {
+        value: parking_lot::Mutex::new(None),
+        done: Event::new(),
+    });
+    let filled = slot.clone();
+    thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let value = work();
+            *filled.value.lock() = Some(value);
+            filled.done.notify(usize::MAX);
+        })
+        .map_err(|e| Error::Runtime {
+            reason: format!("cannot spawn a thread: {e}"),
+        })?;
+    loop {
+        if let Some(value) = slot.value.lock().take() {
+            return Ok(value);
+        }
+        let listener = slot.done.listen();
+        if let Some(value) = slot.value.lock().take() {
+            return Ok(value);
+        }
+        listener.await;
+    }
+}
+
+/// Warns (once per process; later ones at debug level) when a blocking call runs on what is
+/// recognisably an async runtime's worker thread (by the names tokio, async-std and smol give
+/// their threads): blocking there can deadlock the program, since the worker cannot run the
+/// tasks that would let the call finish. The `_async` calls are the way there.
+fn warn_if_async_worker() {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    let thread = thread::current();
+    let Some(name) = thread.name() else {
+        return;
+    };
+    const WORKERS: [&str; 4] = [
+        "tokio-runtime-worker",
+        "async-std/runtime",
+        "async-global-executor",
+        "smol-",
+    ];
+    if !WORKERS.iter().any(|w| name.starts_with(w)) {
+        return;
+    }
+    if WARNED.swap(true, Ordering::Relaxed) {
+        debug!("blocking zklock call on async worker thread {name:?}");
+    } else {
+        warn!(
+            "blocking zklock call on async worker thread {name:?}: this can deadlock the \
+             program; use the _async calls (lock_async, ...) in async code"
+        );
+    }
+}
+
 /// A thread's wake-up flag, on a `parking_lot` condition variable: the waker of every future a
 /// blocked caller polls ([`block_on`]), and what a cancel of a token the thread watches
 /// notifies. Unlike `thread::park`, nothing else in the process (a library that unparks
@@ -346,6 +413,7 @@ pub(crate) fn block_on<F: Future + Unpin>(
     mut future: F,
     deadline: Option<Instant>,
 ) -> Result<F::Output, F> {
+    warn_if_async_worker();
     let parker = Parker::current();
     let waker = Waker::from(parker.clone());
     let mut cx = Context::from_waker(&waker);

@@ -3,8 +3,11 @@
 //! Everything zklock asks of ZooKeeper goes through this module, so the recipes never see the
 //! client crate's types and the transport can be replaced without touching them.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::wire as zk;
@@ -12,14 +15,11 @@ use log::{debug, warn};
 use parking_lot::{Condvar, Mutex};
 
 use crate::error::{outcome_unknown, Error, Result};
-use crate::layout::{nodes_ahead, LockNode};
 use crate::lease::Lease;
 use crate::relay::io_log;
 use crate::runtime::{block_on, deadline_after, Abort, Handle, JoinHandle, Runtime};
 use crate::security::{NodeAcl, Security};
-use crate::watch::{
-    retry_pause_async, FollowUp, Leftover, NodeFlags, NodeWatch, OwnNodeWatch, Signal, RETRY_PAUSE,
-};
+use crate::watch::{retry_pause_async, NodeFlags, OwnNodeWatch, RETRY_PAUSE};
 
 /// What a session is opened with; [`ClientBuilder`](crate::ClientBuilder) fills it in.
 #[derive(Debug, Clone)]
@@ -281,82 +281,6 @@ type CreateAndList = (
 );
 type Op<T> = std::pin::Pin<Box<dyn std::future::Future<Output = ZkResult<T>> + Send>>;
 
-/// The request a waiter sends as soon as the node it waits for is deleted (see
-/// [`Session::watch_node`]): sent from the runtime the moment the deletion is notified, on the
-/// same session, so its reply reflects the queue as it is after the deletion.
-#[derive(Debug, Clone)]
-pub(crate) enum Then {
-    /// List the lock path and keep the lock nodes ahead of `ours` (see
-    /// [`nodes_ahead`]): the waiter is woken with the short answer, and the listing is freed
-    /// after it is woken.
-    Queue {
-        path: String,
-        ours: LockNode,
-        lock_names: Vec<&'static str>,
-        /// Sift the listing on the runtime thread. Not for readers: all readers waiting on
-        /// one writer wake together, and each sifts its own listing on its own thread rather
-        /// than all of them one after another on the runtime thread.
-        on_runtime: bool,
-    },
-    /// Read our own node's stat.
-    ReadOwn(String),
-}
-
-/// The reply to a [`Then`] request, once the deletion it followed was notified.
-#[derive(Debug)]
-pub(crate) enum Prefetched {
-    /// The nodes ahead of ours, in order; `None` if our node is not in the queue.
-    Ahead(Option<Vec<LockNode>>),
-    /// The listing, for the waiter to sift.
-    Listing(Vec<String>),
-    /// Our node's stat, `None` if it is gone.
-    Own(Option<NodeStat>),
-}
-
-/// Where a [`Then`] request's reply lands; empty if there was none (or it failed: the waiter
-/// then sends the request itself).
-#[derive(Default, Clone)]
-pub(crate) struct Prefetch(Arc<Mutex<Option<Prefetched>>>);
-
-impl Prefetch {
-    pub(crate) fn take(&self) -> Option<Prefetched> {
-        self.0.lock().take()
-    }
-}
-
-impl Then {
-    fn follow_up(self, zk: zk::Client, slot: Prefetch) -> FollowUp {
-        Box::new(move || {
-            Box::pin(async move {
-                let mut leftover: Leftover = None;
-                let reply = match self {
-                    Then::Queue {
-                        path,
-                        ours,
-                        lock_names,
-                        on_runtime,
-                    } => zk.list_children(&path).await.map(|children| {
-                        if !on_runtime {
-                            return Prefetched::Listing(children);
-                        }
-                        let ahead = nodes_ahead(&children, &ours, &lock_names);
-                        leftover = Some(Box::new(children));
-                        Prefetched::Ahead(ahead)
-                    }),
-                    Then::ReadOwn(path) => zk
-                        .check_stat(&path)
-                        .await
-                        .map(|stat| Prefetched::Own(stat.as_ref().map(NodeStat::from))),
-                };
-                if let Ok(reply) = reply {
-                    *slot.0.lock() = Some(reply);
-                }
-                leftover
-            })
-        })
-    }
-}
-
 /// Outcome of [`Session::create_lock_node`].
 pub(crate) enum Create {
     /// Created; the listing of the lock path taken right after, and the lock path's own stat
@@ -406,9 +330,9 @@ impl Session {
         }
     }
 
-    /// Blocks until the session is connected, the session ends (error) or `deadline` passes
+    /// Waits until the session is connected, the session ends (error) or `deadline` passes
     /// ([`Error::ConnectionLoss`]).
-    pub(crate) fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
+    pub(crate) async fn wait_connected_async(&self, deadline: Option<Instant>) -> Result<()> {
         self.check_process()?;
         let mut state = self.state.clone();
         loop {
@@ -418,14 +342,14 @@ impl Session {
                 zk::SessionState::SyncConnected => return Ok(()),
                 _ => {}
             }
-            if block_on(Box::pin(state.changed()), deadline).is_err() {
+            if until(Box::pin(state.changed()), deadline).await.is_err() {
                 return Err(gave_up_waiting());
             }
         }
     }
 
-    /// Blocks until the session is no longer connected (`true`) or `deadline` passes (`false`).
-    pub(crate) fn wait_disconnected(&self, deadline: Option<Instant>) -> bool {
+    /// Waits until the session is no longer connected (`true`) or `deadline` passes (`false`).
+    pub(crate) async fn wait_disconnected_async(&self, deadline: Option<Instant>) -> bool {
         if self.check_process().is_err() {
             return true;
         }
@@ -436,7 +360,7 @@ impl Session {
             if !matches!(current, zk::SessionState::SyncConnected) {
                 return true;
             }
-            if block_on(Box::pin(state.changed()), deadline).is_err() {
+            if until(Box::pin(state.changed()), deadline).await.is_err() {
                 return false;
             }
         }
@@ -534,10 +458,21 @@ impl Session {
         seen: Seen,
         op: impl Fn(zk::Client, String) -> Op<T>,
     ) -> Result<T> {
+        blocking(self.retry_async(path, deadline, seen, op))
+    }
+
+    /// As [`retry`](Self::retry), awaited.
+    async fn retry_async<T: Send + 'static>(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+        seen: Seen,
+        op: impl Fn(zk::Client, String) -> Op<T>,
+    ) -> Result<T> {
         self.check_process()?;
         loop {
             let sent = Instant::now();
-            let outcome = block_on(op(self.zk()?, path.to_owned()), deadline);
+            let outcome = until(op(self.zk()?, path.to_owned()), deadline).await;
             if let (Ok(answer), Seen::ByLeader) = (&outcome, seen) {
                 self.answered(sent, answer);
             }
@@ -545,7 +480,7 @@ impl Session {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(err)) if outcome_unknown(&err) => {
                     debug!("request on {path} failed without an answer ({err}); retrying");
-                    self.pause_before_retry(deadline)?;
+                    self.pause_before_retry_async(deadline).await?;
                 }
                 Ok(Err(err)) => return Err(Error::from_zk(err, path)),
                 Err(_) => return Err(gave_up_waiting()),
@@ -563,34 +498,46 @@ impl Session {
 
     /// Before repeating a request that got no answer: back off briefly if the connection
     /// survived (throttled, or a transient fault), then wait for it to be up.
-    fn pause_before_retry(&self, deadline: Option<Instant>) -> Result<()> {
+    async fn pause_before_retry_async(&self, deadline: Option<Instant>) -> Result<()> {
         if self.liveness() == Liveness::Connected {
-            std::thread::sleep(RETRY_PAUSE);
+            crate::runtime::sleep(RETRY_PAUSE).await;
         }
-        self.wait_connected(deadline)
+        self.wait_connected_async(deadline).await
     }
 
     /// Makes the server we are connected to catch up with the leader on `path`, so that a
     /// read after it sees every write committed before it (ours from an earlier connection,
     /// in particular: a follower we reconnected to may lag). A read; retried.
-    pub(crate) fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        self.retry(path, deadline, Seen::ByLeader, |zk, p| {
+    pub(crate) async fn sync_async(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        self.retry_async(path, deadline, Seen::ByLeader, |zk, p| {
             Box::pin(async move { zk.sync(&p).await })
         })
+        .await
     }
 
     /// The children of `path`; `NoNode` as an error.
     pub(crate) fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
-        self.retry(path, deadline, Seen::ByServer, |zk, p| {
+        blocking(self.list_async(path, deadline))
+    }
+
+    /// As [`list`](Self::list), awaited.
+    pub(crate) async fn list_async(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<String>> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move { zk.list_children(&p).await })
         })
+        .await
     }
 
     /// Whether `path` exists (needs no permission on it, unlike reading its data).
-    pub(crate) fn exists(&self, path: &str, deadline: Option<Instant>) -> Result<bool> {
-        self.retry(path, deadline, Seen::ByServer, |zk, p| {
+    pub(crate) async fn exists_async(&self, path: &str, deadline: Option<Instant>) -> Result<bool> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move { zk.check_stat(&p).await.map(|stat| stat.is_some()) })
         })
+        .await
     }
 
     /// Data and stat of `path`, `None` if it does not exist.
@@ -599,7 +546,16 @@ impl Session {
         path: &str,
         deadline: Option<Instant>,
     ) -> Result<Option<NodeData>> {
-        self.retry(path, deadline, Seen::ByServer, |zk, p| {
+        blocking(self.get_data_async(path, deadline))
+    }
+
+    /// As [`get_data`](Self::get_data), awaited.
+    pub(crate) async fn get_data_async(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Option<NodeData>> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move {
                 match zk.get_data(&p).await {
                     Ok((data, stat)) => Ok(Some((data, NodeStat::from(&stat)))),
@@ -608,6 +564,7 @@ impl Session {
                 }
             })
         })
+        .await
     }
 
     /// Data and stat of each of `paths` under `parent` (`None` for a missing one). The reads
@@ -646,25 +603,35 @@ impl Session {
     ///
     /// Retry rule: repeated freely. It only creates what is missing, and a node that exists
     /// already is what was asked for.
-    pub(crate) fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+    pub(crate) async fn ensure_path_async(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
         let Some(parent) = crate::path::parent(path) else {
-            return self.mkdir(path, zk::CreateMode::Container, self.acl.acls(), deadline);
+            let acl = self.acl.acls();
+            return self
+                .mkdir_async(path, zk::CreateMode::Container, acl, deadline)
+                .await;
         };
         let acl = self.acl;
         let mut swept = 0;
         loop {
-            self.mkdir(parent, zk::CreateMode::Container, self.parent_acl, deadline)?;
+            self.mkdir_async(parent, zk::CreateMode::Container, self.parent_acl, deadline)
+                .await?;
             // The lock path alone, not `mkdir -p`: had the sweep removed the parent again in
             // between, `mkdir -p` would recreate it with the lock's ACL.
-            let created = self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
-                Box::pin(async move {
-                    let options = zk::CreateMode::Container.with_acls(acl.acls());
-                    match zk.create(&p, &[], &options).await {
-                        Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-                        Err(err) => Err(err),
-                    }
+            let created = self
+                .retry_async(path, deadline, Seen::ByLeader, move |zk, p| {
+                    Box::pin(async move {
+                        let options = zk::CreateMode::Container.with_acls(acl.acls());
+                        match zk.create(&p, &[], &options).await {
+                            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                            Err(err) => Err(err),
+                        }
+                    })
                 })
-            });
+                .await;
             match created {
                 Err(Error::NoNode { .. }) if swept < PARENT_SWEPT_RETRIES => swept += 1,
                 outcome => return outcome,
@@ -680,26 +647,50 @@ impl Session {
         acl: zk::Acls,
         deadline: Option<Instant>,
     ) -> Result<()> {
-        self.in_chroot(deadline, || {
-            self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
+        blocking(self.mkdir_async(path, mode, acl, deadline))
+    }
+
+    /// As [`mkdir`](Self::mkdir), awaited.
+    async fn mkdir_async(
+        &self,
+        path: &str,
+        mode: zk::CreateMode,
+        acl: zk::Acls,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let write = || {
+            self.retry_async(path, deadline, Seen::ByLeader, move |zk, p| {
                 Box::pin(async move { zk.mkdir(&p, &mode.with_acls(acl)).await })
             })
+        };
+        match write().await {
+            Err(Error::NoNode { .. }) if self.chroot().is_some() => {
+                self.recreate_chroot(deadline).await?;
+                write().await
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// Creates the chroot again, which someone deleted.
+    async fn recreate_chroot(&self, deadline: Option<Instant>) -> Result<()> {
+        let Some(chroot) = self.chroot() else {
+            return Ok(());
+        };
+        warn!("chroot {} is gone; creating it again", chroot.path);
+        let parent_acl = self.parent_acl;
+        self.retry_async(&chroot.path, deadline, Seen::ByLeader, |_, _| {
+            chroot.create(parent_acl)
         })
+        .await
     }
 
     /// Runs `write`; if it fails with NoNode because even the chroot is missing (someone
     /// deleted it), creates the chroot again and runs `write` once more.
     fn in_chroot<T>(&self, deadline: Option<Instant>, write: impl Fn() -> Result<T>) -> Result<T> {
         match write() {
-            Err(Error::NoNode { .. }) => {
-                let Some(chroot) = self.chroot() else {
-                    return write();
-                };
-                warn!("chroot {} is gone; creating it again", chroot.path);
-                let parent_acl = self.parent_acl;
-                self.retry(&chroot.path, deadline, Seen::ByLeader, |_, _| {
-                    chroot.create(parent_acl)
-                })?;
+            Err(Error::NoNode { .. }) if self.chroot().is_some() => {
+                blocking(self.recreate_chroot(deadline))?;
                 write()
             }
             outcome => outcome,
@@ -721,13 +712,24 @@ impl Session {
         version: i32,
         deadline: Option<Instant>,
     ) -> Result<bool> {
+        blocking(self.delete_if_unchanged_async(path, czxid, version, deadline))
+    }
+
+    /// As [`delete_if_unchanged`](Self::delete_if_unchanged), awaited.
+    async fn delete_if_unchanged_async(
+        &self,
+        path: &str,
+        czxid: i64,
+        version: i32,
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
         self.check_process()?;
         loop {
             let zk = self.zk()?;
             let target = path.to_owned();
             let op: Op<()> = Box::pin(async move { zk.delete(&target, Some(version)).await });
             let sent = Instant::now();
-            let outcome = block_on(op, deadline);
+            let outcome = until(op, deadline).await;
             if let Ok(answer) = &outcome {
                 self.answered(sent, answer);
             }
@@ -736,9 +738,9 @@ impl Session {
                 Ok(Err(zk::Error::NoNode)) => return Ok(false),
                 Ok(Err(err)) if outcome_unknown(&err) => {
                     debug!("delete of {path} got no answer ({err}); reading it again");
-                    self.pause_before_retry(deadline)?;
-                    self.sync(path, deadline)?;
-                    match self.get_data(path, deadline)? {
+                    self.pause_before_retry_async(deadline).await?;
+                    self.sync_async(path, deadline).await?;
+                    match self.get_data_async(path, deadline).await? {
                         None => return Ok(true),
                         Some((_, stat)) if stat.czxid == czxid && stat.version == version => {}
                         Some(_) => {
@@ -827,8 +829,10 @@ impl Session {
 
     /// Creates the ephemeral sequential node `prefix` + sequence and, pipelined behind it on the
     /// same session, lists `lock_path`. ZooKeeper executes one session's requests in order, so
-    /// the listing contains our node and every node created before it.
-    pub(crate) fn create_lock_node(
+    /// the listing contains our node and every node created before it. Dropped before the create is
+    /// answered (a dropped future, or the deadline), the node it may still make is deleted in
+    /// the background.
+    pub(crate) async fn create_lock_node_async(
         &self,
         lock_path: &str,
         prefix: &str,
@@ -857,13 +861,27 @@ impl Session {
                 .map(|(children, stat)| (children, NodeStat::from(&stat)));
             Ok((created, listed))
         });
+        let mut pending = PendingCreate {
+            session: self,
+            lock_path,
+            prefix,
+            op: Some(op),
+        };
         let sent = Instant::now();
-        let outcome = block_on(op, deadline);
-        if let Ok(Ok((answer, _))) = &outcome {
+        let outcome = match pending.op.as_mut() {
+            Some(op) => until(op, deadline).await.ok(),
+            None => None,
+        };
+        let Some(outcome) = outcome else {
+            drop(pending); // The create may still execute after the connection returns.
+            return Ok(Create::TimedOut);
+        };
+        pending.op = None;
+        if let Ok((answer, _)) = &outcome {
             self.answered(sent, answer);
         }
         match outcome {
-            Ok(Ok((Ok((name, stat)), listing))) => {
+            Ok((Ok((name, stat)), listing)) => {
                 let (children, parent) = listing.ok().unzip();
                 Ok(Create::Created {
                     name,
@@ -872,43 +890,22 @@ impl Session {
                     parent,
                 })
             }
-            Ok(Ok((Err(err), _))) if outcome_unknown(&err) => Ok(Create::Unknown),
-            Ok(Ok((Err(zk::Error::NoNode), _))) => Ok(Create::ParentMissing),
-            Ok(Ok((Err(err), _))) => Err(Error::from_zk(err, lock_path)),
-            Ok(Err(err)) => Err(Error::from_zk(err, lock_path)),
-            Err(pending) => {
-                // The create may still execute after the connection returns.
-                let Ok(zk) = self.zk() else {
-                    return Ok(Create::TimedOut); // Closed: the node goes with the session.
-                };
-                let (lock_path, prefix) = (lock_path.to_owned(), prefix.to_owned());
-                self.spawn_release(async move {
-                    match pending.await {
-                        Ok((Ok((name, _)), _)) => {
-                            delete_until_gone(&zk, &format!("{lock_path}/{name}")).await
-                        }
-                        Ok((Err(err), _)) if outcome_unknown(&err) => {
-                            sweep(&zk, &lock_path, &prefix).await
-                        }
-                        _ => {}
-                    }
-                });
-                Ok(Create::TimedOut)
-            }
+            Ok((Err(err), _)) if outcome_unknown(&err) => Ok(Create::Unknown),
+            Ok((Err(zk::Error::NoNode), _)) => Ok(Create::ParentMissing),
+            Ok((Err(err), _)) => Err(Error::from_zk(err, lock_path)),
+            Err(err) => Err(Error::from_zk(err, lock_path)),
         }
     }
 
     /// Sets a watch on `path` (getData-and-watch: an exists watch on a node deleted meanwhile
-    /// would never fire) that signals `signal` on a change or deletion, and on every session
-    /// state change. `None` if the node does not exist.
-    pub(crate) fn watch_node(
+    /// would never fire). `None` if the node does not exist. Dropping the watcher removes the
+    /// watch from the server.
+    pub(crate) async fn watch_node_async(
         &self,
         path: &str,
-        signal: &Arc<Signal>,
         deadline: Option<Instant>,
-        then: Option<Then>,
-    ) -> Result<Option<(NodeWatch, Prefetch)>> {
-        let watcher = self.retry(path, deadline, Seen::ByServer, |zk, p| {
+    ) -> Result<Option<zk::OneshotWatcher>> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move {
                 match zk.get_and_watch_data(&p).await {
                     Ok((_, _, watcher)) => Ok(Some(watcher)),
@@ -916,50 +913,24 @@ impl Session {
                     Err(err) => Err(err),
                 }
             })
-        })?;
-        let Some(watcher) = watcher else {
-            return Ok(None);
-        };
-        let prefetch = Prefetch::default();
-        let follow_up = match then {
-            None => None,
-            Some(then) => Some(then.follow_up(self.zk()?, prefetch.clone())),
-        };
-        let watch = NodeWatch::spawn(
-            &self.handle,
-            watcher,
-            self.state_watcher(),
-            signal.clone(),
-            follow_up,
-        );
-        Ok(Some((watch, prefetch)))
+        })
+        .await
     }
 
-    /// Lists `path` and sets a child watch that signals `signal` (like [`watch_node`]
-    /// (Self::watch_node) does for one node).
-    pub(crate) fn watch_children(
+    /// Lists `path` and sets a child watch on it.
+    pub(crate) async fn watch_children_async(
         &self,
         path: &str,
-        signal: &Arc<Signal>,
         deadline: Option<Instant>,
-    ) -> Result<(Vec<String>, NodeWatch)> {
-        let (children, watcher) = self.retry(path, deadline, Seen::ByServer, |zk, p| {
+    ) -> Result<(Vec<String>, zk::OneshotWatcher)> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move {
                 zk.get_and_watch_children(&p)
                     .await
                     .map(|(children, _, watcher)| (children, watcher))
             })
-        })?;
-        Ok((
-            children,
-            NodeWatch::spawn(
-                &self.handle,
-                watcher,
-                self.state_watcher(),
-                signal.clone(),
-                None,
-            ),
-        ))
+        })
+        .await
     }
 
     /// A state watcher positioned at the current state, for waits on session changes.
@@ -972,7 +943,9 @@ impl Session {
     /// Deletes our node `path`: waits for the reply up to `wait`, then, if the connection is
     /// down or slow, keeps retrying in the background until the node is gone or the session
     /// has ended. `Ok(true)` if the node was deleted, `Ok(false)` if it was already gone.
-    pub(crate) fn delete_node(&self, path: &str, wait: Duration) -> Result<bool> {
+    /// Dropped before the delete is
+    /// answered, it goes on in the background.
+    pub(crate) async fn delete_node_async(&self, path: &str, wait: Duration) -> Result<bool> {
         if self.liveness() == Liveness::Ended {
             return Err(self.ended_error());
         }
@@ -984,24 +957,51 @@ impl Session {
         } else {
             Instant::now()
         };
+        let mut pending = PendingDelete {
+            session: self,
+            path,
+            op: Some(op),
+        };
         let sent = Instant::now();
-        let outcome = block_on(op, Some(deadline));
-        if let Ok(answer) = &outcome {
+        let outcome = match pending.op.as_mut() {
+            Some(op) => until(op, Some(deadline)).await.ok(),
+            None => None,
+        };
+        if let Some(answer) = &outcome {
             self.answered(sent, answer);
         }
-        let pending = match outcome {
-            Ok(Ok(())) => return Ok(true),
-            Ok(Err(zk::Error::NoNode)) => return Ok(false),
-            Ok(Err(err)) if !outcome_unknown(&err) => return Err(Error::from_zk(err, path)),
-            Ok(Err(_)) => None,
-            Err(pending) => Some(pending),
-        };
+        match outcome {
+            Some(Ok(())) => {
+                pending.op = None;
+                return Ok(true);
+            }
+            Some(Err(zk::Error::NoNode)) => {
+                pending.op = None;
+                return Ok(false);
+            }
+            Some(Err(err)) if !outcome_unknown(&err) => {
+                pending.op = None;
+                return Err(Error::from_zk(err, path));
+            }
+            Some(Err(_)) => pending.op = None,
+            None => {}
+        }
         warn!(
             "delete of {path} (session {:#x}) not confirmed; retrying in the background",
             self.id
         );
-        let Ok(zk) = self.zk() else {
+        if self.zk().is_err() {
             return Err(Error::Closed); // The node goes with the session.
+        }
+        drop(pending);
+        Err(Error::ConnectionLoss)
+    }
+
+    /// Deletes `path` in the background after `pending` (a delete already sent, if any)
+    /// ends without an answer: until the node is gone or the session has ended.
+    fn delete_in_background(&self, path: &str, pending: Option<Op<()>>) {
+        let Ok(zk) = self.zk() else {
+            return; // Closed: the node goes with the session.
         };
         let target = path.to_owned();
         self.spawn_release(async move {
@@ -1014,7 +1014,19 @@ impl Session {
             }
             delete_until_gone(&zk, &target).await;
         });
-        Err(Error::ConnectionLoss)
+    }
+
+    /// Withdraws our node `path` without waiting: deleted in the background until it is gone
+    /// or the session has ended. `done` is dropped once that is settled.
+    pub(crate) fn withdraw_in_background(&self, path: &str, done: impl Send + 'static) {
+        let Ok(zk) = self.zk() else {
+            return; // Closed: the node goes with the session.
+        };
+        let target = path.to_owned();
+        self.spawn_release(async move {
+            delete_until_gone(&zk, &target).await;
+            drop(done);
+        });
     }
 
     /// Deletes every child of `lock_path` whose name starts with `prefix`, in the background,
@@ -1043,6 +1055,78 @@ impl Session {
             // Closed while we spawned it: close may have aborted the others already, and
             // this one must not keep the session open.
             handle.abort();
+        }
+    }
+}
+
+/// `op`'s output, or `op` handed back unfinished once `deadline` has passed.
+pub(crate) async fn until<F: Future + Unpin>(
+    mut op: F,
+    deadline: Option<Instant>,
+) -> std::result::Result<F::Output, F> {
+    let Some(deadline) = deadline else {
+        return Ok((&mut op).await);
+    };
+    let mut timer = crate::runtime::sleep_until(deadline);
+    let output = std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = Pin::new(&mut op).poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        Pin::new(&mut timer).poll(cx).map(|()| None)
+    })
+    .await;
+    output.ok_or(op)
+}
+
+/// Runs the operation `op` on the calling thread until it is done: the blocking form of an
+/// async operation, bounded by its own deadline. A cancelled token that the thread watches (or
+/// its client's closing) stops it, and `op` is dropped, which cleans up what it began.
+pub(crate) fn blocking<T>(op: impl Future<Output = Result<T>>) -> Result<T> {
+    let mut op = std::pin::pin!(op);
+    block_on(op.as_mut(), None).unwrap_or_else(|_| Err(gave_up_waiting()))
+}
+
+/// A create in flight: dropped before its reply was read, the node it may still make is
+/// deleted in the background (or, if its reply is lost, looked for by its prefix).
+struct PendingCreate<'a> {
+    session: &'a Session,
+    lock_path: &'a str,
+    prefix: &'a str,
+    op: Option<Op<CreateAndList>>,
+}
+
+impl Drop for PendingCreate<'_> {
+    fn drop(&mut self) {
+        let Some(op) = self.op.take() else {
+            return;
+        };
+        let Ok(zk) = self.session.zk() else {
+            return; // Closed: the node goes with the session.
+        };
+        let (lock_path, prefix) = (self.lock_path.to_owned(), self.prefix.to_owned());
+        self.session.spawn_release(async move {
+            match op.await {
+                Ok((Ok((name, _)), _)) => {
+                    delete_until_gone(&zk, &format!("{lock_path}/{name}")).await
+                }
+                Ok((Err(err), _)) if outcome_unknown(&err) => sweep(&zk, &lock_path, &prefix).await,
+                _ => {}
+            }
+        });
+    }
+}
+
+/// A delete of our node in flight: dropped unanswered, it goes on in the background.
+struct PendingDelete<'a> {
+    session: &'a Session,
+    path: &'a str,
+    op: Option<Op<()>>,
+}
+
+impl Drop for PendingDelete<'_> {
+    fn drop(&mut self) {
+        if let Some(op) = self.op.take() {
+            self.session.delete_in_background(self.path, Some(op));
         }
     }
 }
@@ -1212,12 +1296,19 @@ impl Session {
     /// unexecuted). Blocks until a reply or `deadline`; the request is issued only once the
     /// session is connected, so [`Error::ConnectionLoss`] means nothing was sent. Other errors
     /// (session expired, client closed) are definite: nothing was applied.
-    pub(crate) fn multi(&self, ops: &[TxnOp], deadline: Option<Instant>) -> Result<TxnOutcome> {
+    ///
+    /// Dropped after the request was sent, its outcome stays unknown, as one abandoned at the
+    /// deadline.
+    pub(crate) async fn multi_async(
+        &self,
+        ops: &[TxnOp],
+        deadline: Option<Instant>,
+    ) -> Result<TxnOutcome> {
         let first_path = ops.first().map_or("", TxnOp::path);
         loop {
             // A request queued while disconnected would be sent whenever the connection
             // returns, long after the caller gave up: send only on a live connection.
-            self.wait_connected(deadline)?;
+            self.wait_connected_async(deadline).await?;
             let (zk, acl, parent_acl) = (self.zk()?, self.acl, self.parent_acl);
             let requests: Vec<zk::TxnRequest> = ops
                 .iter()
@@ -1247,7 +1338,7 @@ impl Session {
             // The request is on the wire when `multi` returns; the lease counts from before.
             let sent = Instant::now();
             let request = zk.multi(&requests);
-            let outcome = block_on(request, deadline);
+            let outcome = until(request, deadline).await;
             if let Ok(Ok(_)) = &outcome {
                 self.lease.renew(sent); // The leader ran (or refused) the transaction.
             }
@@ -1262,7 +1353,7 @@ impl Session {
                 }
                 Ok(Err(zk::Error::Throttled)) => {
                     debug!("transaction on {first_path} throttled by the server; retrying");
-                    std::thread::sleep(RETRY_PAUSE);
+                    crate::runtime::sleep(RETRY_PAUSE).await;
                 }
                 Ok(Err(source)) if outcome_unknown(&source) => {
                     warn!(
