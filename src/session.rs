@@ -993,7 +993,9 @@ impl Session {
         if self.zk().is_err() {
             return Err(Error::Closed); // The node goes with the session.
         }
-        drop(pending);
+        // Whether the delete went out or failed unsent, retried until the node is gone.
+        let sent = pending.op.take();
+        self.delete_in_background(path, sent);
         Err(Error::ConnectionLoss)
     }
 

@@ -364,9 +364,11 @@ fn guards_move_between_tasks_and_threads() {
             .await
             .unwrap();
         assert!(guard.is_held());
-        // To a plain thread, released there by drop.
+        // To a plain thread, released there by drop (in the background: it was taken by an
+        // async call, and may be dropped on a runtime's worker).
         std::thread::spawn(move || drop(guard)).join().unwrap();
-        let again = mutex.try_lock_async().await.unwrap().expect("released");
+        let again = mutex.lock_timeout_async(Duration::from_secs(5)).await;
+        let again = again.unwrap().expect("released");
         again.unlock_async().await.unwrap();
     });
 }
