@@ -165,6 +165,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod guide;
+
 mod cancel;
 mod client;
 mod connect;
