@@ -117,6 +117,11 @@
 
 pub mod guide;
 
+/// The README's examples, compiled as doctests so that they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod cancel;
 mod client;
 mod connect;

@@ -63,6 +63,10 @@
 //! hold. **The reference, kept with the code, is [`zklock::metrics`](crate::metrics)**: every
 //! name and label, the names as constants, [`BUCKETS`](crate::metrics::BUCKETS) for exporters
 //! that need histogram buckets (otherwise they render summaries), and when a loss is counted.
+//! Two of them are worth an alert of their own: `zklock_locks_lost_total` (by `cause`: the session
+//! expired, the node was deleted, the lease ran out, the client was closed) and
+//! `zklock_oldest_hold_seconds`, refreshed every second, so a lock stuck for an hour shows
+//! before it is released.
 //!
 //! `examples/metrics.rs` serves them as Prometheus text with `metrics-exporter-prometheus`:
 //!
