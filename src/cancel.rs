@@ -174,7 +174,11 @@ pub(crate) fn watch<'a>(tokens: impl IntoIterator<Item = &'a CancelToken>) -> Wa
     WATCHED.with(|watched| {
         let mut watched = watched.borrow_mut();
         for token in &tokens {
-            token.inner.watchers.lock().push((me.clone(), Parker::current()));
+            token
+                .inner
+                .watchers
+                .lock()
+                .push((me.clone(), Parker::current()));
             watched.push(token.clone());
         }
     });

@@ -30,9 +30,10 @@ pub const DEFAULT_RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A handle to a ZooKeeper session, shared by all the locks made from it.
 ///
-/// Cloning is cheap: clones share one session, one connection and one background thread. All
-/// methods block the calling thread; none needs an async runtime, and they may be called from
-/// any thread, including threads of someone else's async runtime.
+/// Cloning is cheap: clones share one session, one connection and one background thread. The
+/// blocking methods block the calling thread and need no async runtime; async code uses the
+/// `_async` calls instead (see the crate docs' "Async"), never a blocking one on a runtime's
+/// worker thread.
 ///
 /// If the server expires the session (for example after a network partition longer than the
 /// session timeout), every lock held through it is lost and reported as such by its guard; the

@@ -15,15 +15,17 @@ use crate::recipe::{deadline_after, Held, LockState};
 /// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard) and
 /// [`Leadership`](crate::Leadership), by the other recipes). It owns what it needs (it keeps
 /// its [`Client`](crate::Client) alive): it can outlive the lock object it came from, be
-/// returned from functions and from `spawn_blocking`, be stored next to its lock, and be moved
+/// returned from functions and tasks, be stored next to its lock, and be moved
 /// to and released from any thread or task.
 ///
 /// Dropping the guard deletes the lock node, blocking at most the client's
 /// [release timeout](crate::ClientBuilder::release_timeout) (one second by default) for the
 /// server's reply; a delete not confirmed by then (a connection down, a frozen or slow server)
 /// is retried in the background until the node is gone or the session has ended (which
-/// removes the node too). Use [`unlock`](Self::unlock) to learn whether the release went
-/// through. A guard holding the last clone of its [`Client`](crate::Client) also closes the
+/// removes the node too). A guard taken by an `_async` call never blocks when dropped (it may
+/// be dropped on an async runtime's worker): its release goes to the background at once. Use
+/// [`unlock`](Self::unlock) or [`unlock_async`](Self::unlock_async) to learn whether the
+/// release went through. A guard holding the last clone of its [`Client`](crate::Client) also closes the
 /// client when dropped (see there).
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]

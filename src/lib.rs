@@ -76,16 +76,61 @@
 //! # Threads
 //! [`Client`] is a cheap handle to one session; clone it freely. [`DistributedMutex`] and
 //! [`LockGuard`] are `Send + Sync`. Guards own what they need (no lifetime): return them from
-//! functions or `spawn_blocking`, move them across threads and tasks. Locks are not reentrant:
+//! functions or tasks, move them across threads and tasks. Locks are not reentrant:
 //! as with `std::sync::Mutex`, locking again while holding waits. zklock does its network I/O
 //! and background work on threads of its own ([`guide::protocol`] lists them) and never runs
 //! the application's code (listeners, loggers, metrics recorders) on its network or runtime
 //! threads.
 //!
-//! Every method here blocks the calling thread. Do not call them on a worker thread of an async
-//! runtime: a `lock()` there can starve the very task that would release the lock (on tokio
-//! with two workers, three tasks are enough to deadlock). Use `spawn_blocking` for short calls,
-//! and keep a blocking `lock()` off the runtime.
+//! The blocking methods block the calling thread. Never call them on a worker thread of an
+//! async runtime: a `lock()` there can starve the very task that would release the lock (on
+//! tokio with two workers, three tasks are enough to deadlock). zklock logs a warning when a
+//! blocking call runs on a thread that a runtime recognisably named (tokio, async-std, smol).
+//! Async code uses the `_async` calls below.
+//!
+//! # Async
+//! Every call that can wait has an async twin with the same name plus `_async`, returning a
+//! `Send` future and the same owned guards: [`DistributedMutex::lock_async`],
+//! [`DistributedRwLock::read_async`] and [`DistributedRwLock::write_async`],
+//! [`Semaphore::acquire_async`] and [`Semaphore::acquire_many_async`],
+//! [`MultiLock::lock_async`], [`LeaderElection::participate_async`], each with its `try_`,
+//! `_timeout`, `_cancellable` and `_with` forms; on guards [`LockGuard::unlock_async`],
+//! [`LockGuard::wait_lost_async`], [`LockGuard::fenced_set_data_async`],
+//! [`LockGuard::fenced_delete_async`] and [`FencedTransaction::commit_async`];
+//! [`ClientBuilder::connect_async`] and [`Client::close_async`]. They run the same protocol
+//! core as the blocking calls (which wait on it on their own thread), on any executor: tokio
+//! (multi- or current-thread), smol, `futures::executor`; zklock depends on none of them.
+//!
+//! Cancelling is dropping the future: at any await point, a queued node is withdrawn in the
+//! background, its watch removed, and a lock taken at that moment released. So
+//! `tokio::time::timeout` and `select!` just work. Guards taken by an async call release in
+//! the background when dropped (a drop must not block a worker); await `unlock_async` for
+//! the outcome.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use zklock::{Client, DistributedMutex};
+//!
+//! # async fn run() -> zklock::Result<()> {
+//! let client = Client::builder("127.0.0.1:2181").connect_async().await?;
+//! let mutex = DistributedMutex::new(&client, "/locks/orders")?;
+//! match tokio::time::timeout(Duration::from_secs(5), mutex.lock_async()).await {
+//!     Ok(guard) => {
+//!         let guard = guard?;
+//!         tokio::select! {
+//!             _ = tokio::time::sleep(Duration::from_millis(10)) => {} // the work
+//!             lost = guard.wait_lost_async() => eprintln!("lock {lost:?}: stop"),
+//!         }
+//!         guard.unlock_async().await?;
+//!     }
+//!     Err(_) => eprintln!("busy for 5 s (our queued node is withdrawn)"),
+//! }
+//! client.close_async().await
+//! # }
+//! ```
+//!
+//! `examples/async_service.rs` is a whole tokio service: many tasks, a timeout, a `select!`
+//! with shutdown, and a clean close on Ctrl-C.
 //!
 //! # Cargo features
 //! - `tls`: TLS to the servers' secure port (`ClientBuilder::tls`).

@@ -124,7 +124,7 @@ impl MultiLock {
                 .collect();
             Ok(Some(MultiGuard { guards }))
         };
-        let outcome = attempt.run(&self.client, acquire).await;
+        let outcome = attempt.run(&self.client, Box::pin(acquire)).await;
         measured.finish(&attempt, outcome, |multi| {
             multi.guards.iter_mut().map(|g| &mut g.held).collect()
         })

@@ -56,7 +56,7 @@ impl LockQueue {
                 LockGuard::new(held, self.client.clone())
             }))
         };
-        let outcome = attempt.run(&self.client, acquire).await;
+        let outcome = attempt.run(&self.client, Box::pin(acquire)).await;
         measured.finish(&attempt, outcome, |guard| vec![&mut guard.held])
     }
 

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::layout::{
     check_data_size, nodes_ahead, owner_data, protected_prefix, LockNode, LEASE_NAME,
 };
-use crate::listing::list_shared;
+use crate::listing::{list_shared, Children, Listed};
 use crate::session::{Create, Liveness, NodeStat, Session};
 use crate::token::FencingToken;
 use crate::wait::{Attempt, Patience};
@@ -456,7 +456,10 @@ impl Withdrawals {
             if *self.0.pending.lock() == 0 {
                 return;
             }
-            if crate::session::until(listener, Some(deadline)).await.is_err() {
+            if crate::session::until(listener, Some(deadline))
+                .await
+                .is_err()
+            {
                 return;
             }
         }
@@ -500,7 +503,7 @@ pub(crate) async fn acquire(
     options: &Options,
 ) -> Result<Option<Held>> {
     let deadline = attempt.deadline(client);
-    let session = client.session_async(deadline).await?;
+    let session = Box::pin(client.session_async(deadline)).await?;
     acquire_on(&session, lock_path, kind, attempt, deadline, options).await
 }
 
@@ -580,7 +583,12 @@ async fn contend(
     data: &[u8],
 ) -> Result<Option<Held>> {
     let lock_name = kind.names[kind.ours].0;
-    let created = create_node(session, lock_path, lock_name, data, attempt, deadline).await?;
+    // The steps before and between waits are boxed: a future is as large as its largest
+    // state, and ten thousand waiting tasks should each hold only the wait's.
+    let created = Box::pin(create_node(
+        session, lock_path, lock_name, data, attempt, deadline,
+    ))
+    .await?;
     let Some(Created {
         mut contender,
         name,
@@ -596,9 +604,9 @@ async fn contend(
     let Some(ours) = LockNode::parse(name, &lock_names) else {
         return Err(node_vanished(&mut contender, lock_path));
     };
-    // The nodes ahead of ours, when already known (from the listing taken with the create).
-    let mut known: Option<Option<Vec<LockNode>>> =
-        children.map(|listed| nodes_ahead(&listed, &ours, &lock_names));
+    // The nodes ahead of ours, as the listing taken with the create shows them.
+    let mut known: Option<Option<Ahead>> = Some(Ahead::of(&ours, &children, &lock_names));
+    drop(children);
     // Set when woken by a reconnect: the listing may be shared with the session's other
     // waiters woken by it, if asked for since (see `listing.rs`).
     let mut shared_since: Option<Instant> = None;
@@ -606,12 +614,12 @@ async fn contend(
         let ahead = match (known.take(), shared_since.take()) {
             (Some(ahead), _) => ahead,
             (None, Some(since)) => {
-                let listed = list_shared(session, lock_path, deadline, since).await?;
-                nodes_ahead(&listed, &ours, &lock_names)
+                let listed = Box::pin(list_shared(session, lock_path, deadline, since)).await?;
+                Ahead::of(&ours, &listed, &lock_names)
             }
             (None, None) => {
-                let listed = session.list_async(lock_path, deadline).await?;
-                nodes_ahead(&listed, &ours, &lock_names)
+                let listed = Box::pin(session.list_async(lock_path, deadline)).await?;
+                nodes_ahead(&listed, &ours, &lock_names).map(Ahead::own)
             }
         };
         let Some(ahead) = ahead else {
@@ -628,20 +636,20 @@ async fn contend(
         // The queue ahead can be long and the wait too: with many waiters, keeping each one's
         // copy alive grows memory with the square of the queue.
         drop(ahead);
-        let watcher = match session.watch_node_async(&blocker_path, deadline).await {
+        let watcher = match Box::pin(session.watch_node_async(&blocker_path, deadline)).await {
             Ok(Some(watcher)) => watcher,
             Ok(None) => continue, // Gone already: re-list at once.
             Err(Error::ConnectionLoss) => return gave_up(session),
             Err(err) => return Err(err),
         };
         debug!("{} waits for {blocker_path}", contender.node_path);
-        let woken = wait_for_change(session, watcher, &mut contender, deadline).await?;
+        let woken = Box::pin(wait_for_change(session, watcher, &mut contender, deadline)).await?;
         match woken {
             Woken::Deleted if sole_blocker && session.liveness() == Liveness::Connected => {
                 // No listing needed (nothing can be ahead of us now), but our own node must
                 // still be there: someone may have deleted it while we waited. Reading one
                 // node is cheaper than listing a long queue.
-                let own = session.get_data_async(&contender.node_path, deadline).await?;
+                let own = Box::pin(session.get_data_async(&contender.node_path, deadline)).await?;
                 match own {
                     Some((_, now)) if now.czxid == stat.czxid => {
                         return claim(contender, lock_path, stat, generation).map(Some)
@@ -653,6 +661,42 @@ async fn contend(
             Woken::Reconnected { since } => shared_since = Some(since),
             Woken::TimedOut => return gave_up(session),
         }
+    }
+}
+
+/// The lock nodes ahead of ours, in queue order: a view into a listing's sorted nodes, which
+/// every waiter that read the listing shares (a wave of ten thousand waiters woken by one
+/// listing sorts it once, not once each).
+struct Ahead {
+    nodes: Arc<Vec<LockNode>>,
+    end: usize,
+}
+
+impl Ahead {
+    /// The nodes ahead of `ours` in `listed`; `None` if `ours` is not in it.
+    fn of(ours: &LockNode, listed: &Children, lock_names: &[&'static str]) -> Option<Ahead> {
+        let nodes = listed.sorted(lock_names);
+        let end = nodes
+            .iter()
+            .position(|n| n.sequence == ours.sequence && n.name == ours.name)?;
+        Some(Ahead { nodes, end })
+    }
+
+    /// Nodes ahead found by this waiter alone.
+    fn own(ahead: Vec<LockNode>) -> Ahead {
+        let end = ahead.len();
+        Ahead {
+            nodes: Arc::new(ahead),
+            end,
+        }
+    }
+}
+
+impl std::ops::Deref for Ahead {
+    type Target = [LockNode];
+
+    fn deref(&self) -> &[LockNode] {
+        &self.nodes[..self.end]
     }
 }
 
@@ -680,12 +724,20 @@ async fn take_lease(
     deadline: Option<Instant>,
 ) -> Result<Option<Held>> {
     let data = owner_data();
-    let created = create_node(session, leases_path, LEASE_NAME, &data, attempt, deadline).await?;
+    let created = Box::pin(create_node(
+        session,
+        leases_path,
+        LEASE_NAME,
+        &data,
+        attempt,
+        deadline,
+    ))
+    .await?;
     let Some(Created {
         mut contender,
         name,
         stat,
-        mut children,
+        children,
         generation,
     }) = created
     else {
@@ -698,18 +750,24 @@ async fn take_lease(
             Err(node_vanished(contender, leases_path))
         }
     };
+    let mut children = Some(children);
     loop {
         let listed = match children.take() {
             Some(children) => children,
-            None => session.list_async(leases_path, deadline).await?,
+            None => {
+                let listed = Box::pin(session.list_with_stat_async(leases_path, deadline));
+                let (names, stat) = listed.await?;
+                Children::new(names, stat)
+            }
         };
-        if admitted(&listed, &mut contender)? {
+        if admitted(&listed.names, &mut contender)? {
             return claim(contender, leases_path, stat, generation).map(Some);
         }
         if let Patience::DontWait = attempt.patience {
             return Ok(None);
         }
-        let (listed, watcher) = match session.watch_children_async(leases_path, deadline).await {
+        let watching = Box::pin(session.watch_children_async(leases_path, deadline));
+        let (listed, watcher) = match watching.await {
             Ok(watched) => watched,
             Err(Error::ConnectionLoss) => return gave_up(session),
             Err(err) => return Err(err),
@@ -730,8 +788,8 @@ struct Created {
     contender: OurNode,
     name: String,
     stat: NodeStat,
-    /// The listing of the lock path taken right after the create, if it could be read.
-    children: Option<Vec<String>>,
+    /// A listing of the lock path sent after the create (with the lock path's stat).
+    children: Listed,
     /// The lock path's creation time: the generation of our fencing token.
     generation: i64,
 }
@@ -761,23 +819,25 @@ async fn create_node(
         armed: true,
         withdrawals: attempt.withdrawals.clone(),
     };
-    let parent = match parent {
-        Some(parent) => parent,
-        // The listing that came with the create was lost (or the create's reply was, and
-        // the node was found by its prefix): read the lock path's stat now. While our node
-        // exists the lock path cannot be re-created; one created after our node means ours
-        // is gone already.
-        None => match session.get_data_async(lock_path, deadline).await? {
-            Some((_, parent)) if parent.czxid < stat.czxid => parent,
-            _ => return Err(node_vanished(&mut contender, lock_path)),
-        },
+    let children = match (children, parent) {
+        (Some(children), Some(parent)) => Children::new(children, parent),
+        // No listing came with the create (other creates were in flight on the session, the
+        // listing was lost, or the create's reply was, and the node was found by its prefix):
+        // one sent after the create was answered, shared with the session's other creates.
+        _ => list_shared(session, lock_path, deadline, Instant::now()).await?,
     };
+    // While our node exists the lock path cannot be re-created; one created after our node
+    // means ours is gone already.
+    if children.stat.czxid >= stat.czxid {
+        return Err(node_vanished(&mut contender, lock_path));
+    }
+    let generation = children.stat.ctime;
     Ok(Some(Created {
         contender,
         name,
         stat,
         children,
-        generation: parent.ctime,
+        generation,
     }))
 }
 
@@ -793,7 +853,11 @@ pub(crate) trait NodeStore: Sync {
         deadline: Option<Instant>,
     ) -> impl Future<Output = Result<Create>> + Send;
     fn wait_connected(&self, deadline: Option<Instant>) -> impl Future<Output = Result<()>> + Send;
-    fn sync(&self, path: &str, deadline: Option<Instant>) -> impl Future<Output = Result<()>> + Send;
+    fn sync(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<()>> + Send;
     fn list(
         &self,
         path: &str,

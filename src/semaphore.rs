@@ -5,7 +5,6 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::client::Client;
-use crate::session::blocking;
 use crate::error::{Error, Result};
 use crate::inspect::{self, Contender};
 use crate::layout::LEASE_NAME;
@@ -15,6 +14,7 @@ use crate::observe::Acquisition;
 use crate::path::validate_lock_path;
 use crate::queue::acquisitions;
 use crate::recipe::{self, deadline_after, Held, LockState, Options, Partial, Role};
+use crate::session::blocking;
 use crate::wait::{never_gives_up, Attempt};
 use crate::{CancelToken, Wait};
 
@@ -158,11 +158,20 @@ impl Semaphore {
     ///
     /// # Errors
     /// As [`acquire_many_with`](Self::acquire_many_with).
-    pub async fn acquire_many_with_async(&self, count: usize, wait: Wait) -> Result<Option<Permit>> {
+    pub async fn acquire_many_with_async(
+        &self,
+        count: usize,
+        wait: Wait,
+    ) -> Result<Option<Permit>> {
         self.take(count, Attempt::with(wait), true).await
     }
 
-    async fn take(&self, count: usize, attempt: Attempt, background: bool) -> Result<Option<Permit>> {
+    async fn take(
+        &self,
+        count: usize,
+        attempt: Attempt,
+        background: bool,
+    ) -> Result<Option<Permit>> {
         if count == 0 || count > self.permits {
             return Err(Error::InvalidArgument(
                 "lease count must be between 1 and the permits",
@@ -215,7 +224,7 @@ impl Semaphore {
                 client: self.client.clone(),
             }))
         };
-        let outcome = attempt.run(&self.client, acquire).await;
+        let outcome = attempt.run(&self.client, Box::pin(acquire)).await;
         measured.finish(&attempt, outcome, |permit| {
             permit.leases.iter_mut().collect()
         })

@@ -104,6 +104,7 @@ pub(crate) fn open_session(
         pid: std::process::id(),
         handle: runtime.handle().clone(),
         releases: releases.clone(),
+        creating: Default::default(),
     };
     // A reconnect's handshake proves the session alive as a sync would (the leader validates
     // a session that moves), so holders read Held again without waiting behind other traffic.
@@ -271,6 +272,9 @@ pub(crate) struct Session {
     pid: u32,
     handle: Handle,
     releases: Arc<Releases>,
+    /// Lock-node creates in flight: while others are, a create does not pipeline a listing
+    /// of its own but shares one (see `listing.rs`).
+    creating: std::sync::atomic::AtomicUsize,
 }
 
 type ZkResult<T> = std::result::Result<T, zk::Error>;
@@ -511,6 +515,22 @@ impl Session {
     pub(crate) async fn sync_async(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
         self.retry_async(path, deadline, Seen::ByLeader, |zk, p| {
             Box::pin(async move { zk.sync(&p).await })
+        })
+        .await
+    }
+
+    /// The children of `path` and its stat (getChildren2); `NoNode` as an error.
+    pub(crate) async fn list_with_stat_async(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<(Vec<String>, NodeStat)> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
+            Box::pin(async move {
+                zk.get_children(&p)
+                    .await
+                    .map(|(children, stat)| (children, NodeStat::from(&stat)))
+            })
         })
         .await
     }
@@ -846,19 +866,26 @@ impl Session {
             lock_path.to_owned(),
             data.to_vec(),
         );
+        // Alone, the create pipelines its listing (one round trip); among others, a listing
+        // each would cost O(N²) bytes, so they share listings sent after their creates.
+        let _creating = Creating::begin(&self.creating);
+        let with_listing = _creating.alone;
         let op: Op<CreateAndList> = Box::pin(async move {
             let options = zk::CreateMode::EphemeralSequential.with_acls(acl.acls());
             // Both requests are sent here, before the first await.
             let create = zk.create(&node_prefix, &data, &options);
             // getChildren2: the lock path's stat comes with the listing, at no extra cost.
-            let list = zk.get_children(&list_path);
+            let list = with_listing.then(|| zk.get_children(&list_path));
             let created = create.await.map(|(stat, created)| {
                 let name = created.rsplit('/').next().unwrap_or_default().to_owned();
                 (name, NodeStat::from(&stat))
             });
-            let listed = list
-                .await
-                .map(|(children, stat)| (children, NodeStat::from(&stat)));
+            let listed = match list {
+                Some(list) => list
+                    .await
+                    .map(|(children, stat)| (children, NodeStat::from(&stat))),
+                None => Err(zk::Error::ConnectionLoss), // Not asked: listed apart.
+            };
             Ok((created, listed))
         });
         let mut pending = PendingCreate {
@@ -1086,6 +1113,29 @@ pub(crate) async fn until<F: Future + Unpin>(
 pub(crate) fn blocking<T>(op: impl Future<Output = Result<T>>) -> Result<T> {
     let mut op = std::pin::pin!(op);
     block_on(op.as_mut(), None).unwrap_or_else(|_| Err(gave_up_waiting()))
+}
+
+/// One lock-node create in flight on a session, counted while it lives.
+struct Creating<'a> {
+    count: &'a std::sync::atomic::AtomicUsize,
+    /// No other create was in flight when this one began.
+    alone: bool,
+}
+
+impl<'a> Creating<'a> {
+    fn begin(count: &'a std::sync::atomic::AtomicUsize) -> Creating<'a> {
+        let before = count.fetch_add(1, Ordering::SeqCst);
+        Creating {
+            count,
+            alone: before == 0,
+        }
+    }
+}
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A create in flight: dropped before its reply was read, the node it may still make is

@@ -135,7 +135,9 @@ impl Driving {
             let heap = heap.as_mut()?;
             let now = Instant::now();
             while let Some(due) = heap.peek_mut().filter(|t| t.at <= now) {
-                std::collections::binary_heap::PeekMut::pop(due).waker.wake();
+                std::collections::binary_heap::PeekMut::pop(due)
+                    .waker
+                    .wake();
             }
             heap.peek().map(|t| t.at)
         })
@@ -355,7 +357,10 @@ mod tests {
         let mut cx = Context::from_waker(&waker);
         let mut sleep = Box::pin(sleep(Duration::from_millis(10)));
         assert!(sleep.as_mut().poll(&mut cx).is_pending());
-        assert!(sleep.shared.is_none(), "not registered with the timer thread");
+        assert!(
+            sleep.shared.is_none(),
+            "not registered with the timer thread"
+        );
         let next = driving.fire_due().expect("a timer");
         std::thread::sleep(next.saturating_duration_since(Instant::now()));
         assert_eq!(driving.fire_due(), None);

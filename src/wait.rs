@@ -158,7 +158,7 @@ impl Attempt {
             .await
         };
         if !matches!(outcome, Ok(Some(_))) {
-            self.withdrawals.settled(deadline_after(grace)).await;
+            Box::pin(self.withdrawals.settled(deadline_after(grace))).await;
         }
         outcome
     }

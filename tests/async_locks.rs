@@ -326,7 +326,10 @@ fn a_future_dropped_at_any_await_point_leaves_nothing_behind() {
     // Contended: every await point of the wait behind a holder.
     let path = common::lock_path("async-drop-held");
     let mutex = DistributedMutex::new(&client, &path).unwrap();
-    let holder = DistributedMutex::new(&observer, &path).unwrap().lock().unwrap();
+    let holder = DistributedMutex::new(&observer, &path)
+        .unwrap()
+        .lock()
+        .unwrap();
     for polls in 1..=(points + 3) {
         let mut future = Box::pin(mutex.lock_async());
         assert!(poll_times(&mut future, polls).is_none(), "held by another");
@@ -389,7 +392,9 @@ fn wait_lost_async_tells_a_holder_its_node_was_broken() {
         let lost = tokio::time::timeout(Duration::from_secs(5), guard.wait_lost_async()).await;
         assert_eq!(lost.expect("loss seen"), LockState::Lost);
         assert!(matches!(
-            guard.fenced_set_data_async(&format!("{path}-data"), b"x").await,
+            guard
+                .fenced_set_data_async(&format!("{path}-data"), b"x")
+                .await,
             Err(Error::LockLost { .. })
         ));
     });
@@ -413,8 +418,14 @@ fn fenced_writes_and_transactions_await() {
             .await
             .unwrap();
         assert_eq!(client.get_data(&data).unwrap().unwrap(), b"two");
-        assert!(guard.fenced_delete_async(&format!("{data}-extra")).await.unwrap());
-        assert!(!guard.fenced_delete_async(&format!("{data}-extra")).await.unwrap());
+        assert!(guard
+            .fenced_delete_async(&format!("{data}-extra"))
+            .await
+            .unwrap());
+        assert!(!guard
+            .fenced_delete_async(&format!("{data}-extra"))
+            .await
+            .unwrap());
         guard.unlock_async().await.unwrap();
     });
 }
@@ -440,10 +451,13 @@ fn every_recipe_has_async_acquisitions() {
         write.unlock_async().await.unwrap();
 
         // A semaphore of two permits.
-        let semaphore =
-            Semaphore::new(&client, &common::lock_path("async-semaphore"), 2).unwrap();
+        let semaphore = Semaphore::new(&client, &common::lock_path("async-semaphore"), 2).unwrap();
         let one = semaphore.acquire_async().await.unwrap();
-        let two = semaphore.try_acquire_async().await.unwrap().expect("a second");
+        let two = semaphore
+            .try_acquire_async()
+            .await
+            .unwrap()
+            .expect("a second");
         assert!(semaphore
             .acquire_timeout_async(Duration::from_millis(200))
             .await

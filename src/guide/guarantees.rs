@@ -15,10 +15,11 @@
 //!
 //! Every guard ([`LockGuard`], and its aliases [`ReadGuard`], [`WriteGuard`], [`Leadership`];
 //! [`Permit`]; [`MultiGuard`]) owns what it needs, with no lifetime: it can outlive the lock
-//! object it came from, be returned from a function or from `spawn_blocking`, and move to any
-//! thread or task. It deletes its node on drop (blocking at most the client's
-//! [`release_timeout`], 1 s by default; a delete not confirmed by then goes on in the
-//! background), and offers
+//! object it came from, be returned from a function or a task, and move to any
+//! thread or task. It deletes its node on drop (a guard from a blocking call blocks at most the
+//! client's [`release_timeout`], 1 s by default, and a delete not confirmed by then goes on in
+//! the background; a guard from an `_async` call never blocks: it releases in the background),
+//! and offers
 //! - [`unlock()`](crate::LockGuard::unlock), which reports the outcome;
 //! - [`fencing()`](crate::LockGuard::fencing), a [`FencingToken`]: the lock path's generation, then
 //!   the node's creation zxid; increasing from one holder to the next, also across a
