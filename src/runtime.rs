@@ -328,8 +328,9 @@ fn warn_if_async_worker() {
     let Some(name) = thread.name() else {
         return;
     };
-    const WORKERS: [&str; 4] = [
-        "tokio-runtime-worker",
+    const WORKERS: [&str; 5] = [
+        "tokio-runtime-worker", // older tokio
+        "tokio-rt-worker",
         "async-std/runtime",
         "async-global-executor",
         "smol-",
