@@ -128,6 +128,7 @@
 //! [`WeakClient`]: crate::WeakClient
 //! [`CancelToken::cancel`]: crate::CancelToken::cancel
 //! [`Client::close`]: crate::Client::close
+//! [`Client::close_async`]: crate::Client::close_async
 //! [`Error::Closed`]: crate::Error::Closed
 //! [`Error::Connect`]: crate::Error::Connect
 //! [`HostFailure`]: crate::HostFailure
