@@ -241,6 +241,8 @@ impl LockGuard {
     /// # Errors
     /// As [`unlock`](Self::unlock).
     pub async fn unlock_async(mut self) -> Result<()> {
+        // Dropped half-way on an async worker, the guard must not block in its drop.
+        self.held.background_drop = true;
         let wait = self.held.session_timeout();
         self.held.release_within_async(wait).await
     }

@@ -171,6 +171,10 @@ impl MultiGuard {
     /// # Errors
     /// As [`LockGuard::unlock`].
     pub async fn unlock_async(mut self) -> Result<()> {
+        // Dropped half-way on an async worker, the rest must not block in their drops.
+        for guard in &mut self.guards {
+            guard.held.background_drop = true;
+        }
         let mut outcome = Ok(());
         while let Some(guard) = self.guards.pop() {
             if let Err(err) = guard.unlock_async().await {

@@ -272,7 +272,6 @@ impl Held {
         if self.released {
             return Ok(());
         }
-        self.released = true;
         let deadline = deadline_after(wait);
         let lost = || Error::LockLost {
             path: self.lock_path.clone(),
@@ -282,6 +281,10 @@ impl Held {
         if let Some(watch) = self.own_node.take().flatten() {
             watch.stop_async(wait).await;
         }
+        // Released from here on: the delete below goes on in the background if this future
+        // is dropped. (Dropped before, while the watch stopped, the node is not released
+        // yet, and its owner's drop releases it.)
+        self.released = true;
         let left = deadline.saturating_duration_since(Instant::now());
         let deleted = self.session.delete_node_async(&self.node_path, left).await;
         self.track.released(&deleted, &self.session);

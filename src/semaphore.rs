@@ -340,6 +340,10 @@ impl Permit {
     /// As [`LockGuard::unlock`](crate::LockGuard::unlock).
     pub async fn release_async(mut self) -> Result<()> {
         let mut outcome = Ok(());
+        // Dropped half-way on an async worker, the permit must not block in its drop.
+        for lease in &mut self.leases {
+            lease.background_drop = true;
+        }
         for lease in &mut self.leases {
             let wait = lease.session_timeout();
             if let Err(err) = lease.release_within_async(wait).await {

@@ -122,7 +122,6 @@ fn an_unlock_async_dropped_after_one_poll_still_releases() {
 /// is lost: `release_within_async` marked the hold released before awaiting, so the guard's
 /// drop (which runs when the dropped future drops the guard it owns) does nothing.
 #[test]
-#[ignore = "bug: unlock_async dropped while stopping the own-node watch leaks the lock node until the session ends"]
 fn an_unlock_async_dropped_while_stopping_the_own_node_watch_still_releases() {
     let client = common::client();
     let observer = common::client();
@@ -154,7 +153,6 @@ fn an_unlock_async_dropped_while_stopping_the_own_node_watch_still_releases() {
 /// and a semaphore permit's lease once its state was asked; `select!`/`timeout` around their
 /// async releases leaks the nodes.
 #[test]
-#[ignore = "bug: unlock_async of a revocable lock / release_async of a permit, dropped early, leaks the node"]
 fn async_releases_of_watched_nodes_dropped_early_still_release() {
     let client = common::client();
     let observer = common::client();
@@ -189,7 +187,6 @@ fn async_releases_of_watched_nodes_dropped_early_still_release() {
 /// flight makes stopping it wait up to 100 ms). Once the connection returns
 /// (the session lives on), the node must go.
 #[test]
-#[ignore = "bug: unlock_async cut short by a timeout (after is_held) never deletes the node"]
 fn an_unlock_async_cut_short_by_a_timeout_while_blackholed_releases_after_recovery() {
     let proxy = Proxy::start(&common::connect_string());
     let client = common::client_via(&proxy, Duration::from_secs(8));
