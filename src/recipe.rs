@@ -400,7 +400,9 @@ impl Drop for Partial {
     fn drop(&mut self) {
         while let Some(mut held) = self.held.pop() {
             debug!("releasing {} after a failed acquisition", held.node_path);
-            held.release_in_background(self.withdrawals.begin());
+            // Waited for only on a live connection (see `OurNode`).
+            let connected = held.session.liveness() == Liveness::Connected;
+            held.release_in_background(connected.then(|| self.withdrawals.begin()));
         }
     }
 }
@@ -422,7 +424,10 @@ impl Drop for OurNode {
             // A caller that can wait (a blocking call, or an async call that returns) waits
             // for the settlement, briefly (see `Withdrawals`).
             debug!("withdrawing {}", self.node_path);
-            let done = self.withdrawals.begin();
+            // Waited for only on a live connection: during an outage no reply can come, and
+            // the background delete goes on once the connection returns.
+            let connected = self.session.liveness() == Liveness::Connected;
+            let done = connected.then(|| self.withdrawals.begin());
             self.session.withdraw_in_background(&self.node_path, done);
         }
     }
