@@ -59,8 +59,10 @@ trials=5
 
 say() { printf 'nemesis.sh: %s\n' "$*" >&2; }
 die() { printf 'nemesis.sh: ERROR: %s\n' "$*" >&2; exit 2; }
-usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; }
-is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+# shellcheck source=scripts/zk-lib.sh
+source scripts/zk-lib.sh # usage, is_uint
+# shellcheck source=scripts/lib/zoo-cfg.sh
+source scripts/lib/zoo-cfg.sh # zoo_cfg, write_log4j, zk_classpath
 
 while (($#)); do
     case "$1" in
@@ -181,48 +183,18 @@ nsx iptables-legacy -t mangle -L POSTROUTING -n >/dev/null 2>"$work/ipt.err" ||
 
 # ------------------------------------------------------------------ servers
 java="$(command -v java)"
-cp="/usr/share/java/zookeeper.jar"
-if [[ -f /usr/share/java/slf4j-log4j12.jar && -f /usr/share/java/log4j-1.2.jar ]]; then
-    cp+=":/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar"
-elif [[ -f /usr/share/java/slf4j-simple.jar ]]; then
-    cp+=":/usr/share/java/slf4j-simple.jar"
-fi
+cp="$(zk_classpath 0)"
 for i in 1 2 3; do
     d="$work/s$i"
     mkdir -p "$d/data" "$d/datalog"
     echo "$i" >"$d/data/myid"
-    cat >"$d/zoo.cfg" <<EOF
-# nemesis server $i (scripts/nemesis.sh), inside network namespace $ns
-tickTime=200
-initLimit=25
-syncLimit=$sync_limit
-minSessionTimeout=400
-maxSessionTimeout=60000
-dataDir=$d/data
-dataLogDir=$d/datalog
-clientPort=2181
-clientPortAddress=127.0.0.1$i
-maxClientCnxns=0
-forceSync=no
-preAllocSize=4096
-autopurge.purgeInterval=0
-4lw.commands.whitelist=*
-admin.enableServer=false
-reconfigEnabled=false
-standaloneEnabled=false
-quorumListenOnAllIPs=false
-leaderConnectDelayDuringRetryMs=300
-server.1=127.0.0.11:2888:3888
-server.2=127.0.0.12:2888:3888
-server.3=127.0.0.13:2888:3888
-EOF
-    cat >"$d/log4j.properties" <<'EOF'
-log4j.rootLogger=INFO, CONSOLE
-log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
-log4j.appender.CONSOLE.Target=System.out
-log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
-log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
-EOF
+    {
+        echo "# nemesis server $i (scripts/nemesis.sh), inside network namespace $ns"
+        zoo_cfg "$d" 2181 syncLimit="$sync_limit" clientPortAddress="127.0.0.1$i" \
+            standaloneEnabled=false server.1=127.0.0.11:2888:3888 server.2=127.0.0.12:2888:3888 \
+            server.3=127.0.0.13:2888:3888
+    } >"$d/zoo.cfg"
+    write_log4j "$d" INFO
     # `nemesis run` starts (and restarts) the server with this; exec keeps one pid.
     cat >"$d/run.sh" <<EOF
 cd "$d"

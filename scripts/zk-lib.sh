@@ -1,6 +1,9 @@
-# Shared by start-zk.sh, stop-zk.sh and test.sh (sourced, not run).  ZK_WORKDIR must be set
-# before the functions that use it run; die and log come from the sourcing script.
+# shellcheck shell=bash
+# Shared by start-zk.sh, stop-zk.sh, test.sh and nemesis.sh (sourced, not run).  ZK_WORKDIR
+# must be set before the functions that use it run; die and log come from the sourcing script.
+# What only start-zk.sh or stop-zk.sh needs is in scripts/lib/.
 
+# prints the comment at the top of the running script, up to its `set -euo pipefail`
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; }
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
@@ -36,6 +39,7 @@ numbered_dirs() { # parent
 # bytes via bash /dev/tcp: "echo srvr | nc" sends a 5th byte, which makes the server reset
 # the connection and occasionally loses the answer.
 zk_4lw() { # host port word
+    # shellcheck disable=SC2016 # expanded by the inner shell
     timeout 3 bash -c 'exec 3<>"/dev/tcp/$1/$2" || exit 1; printf "%s" "$3" >&3; cat <&3' \
         _ "$1" "$2" "$3" 2>/dev/null
 }
@@ -48,6 +52,7 @@ zk_mode() { # port
 
 # true if something accepts connections on 127.0.0.1:<port>
 port_in_use() { # port
+    # shellcheck disable=SC2016 # expanded by the inner shell
     timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$1" 2>/dev/null
 }
 
@@ -104,8 +109,9 @@ parse_ensemble_ports() {
     for triple in ${ZK_ENSEMBLE_PORTS//,/ }; do
         IFS=: read -r c q e <<<"$triple"
         for p in "$c" "$q" "$e"; do
-            is_uint "$p" && ((10#$p > 0 && 10#$p < 65536)) ||
+            if ! is_uint "$p" || ((10#$p <= 0 || 10#$p >= 65536)); then
                 die "bad ZK_ENSEMBLE_PORTS '$ZK_ENSEMBLE_PORTS': '$triple' is not client:quorum:election"
+            fi
             [[ -z "${seen[$((10#$p))]:-}" ]] || die "bad ZK_ENSEMBLE_PORTS '$ZK_ENSEMBLE_PORTS': port $p twice"
             seen[$((10#$p))]=1
         done
@@ -115,4 +121,47 @@ parse_ensemble_ports() {
     done
     ((${#ens_client_ports[@]} >= 2 && ${#ens_client_ports[@]} <= 99)) ||
         die "bad ZK_ENSEMBLE_PORTS '$ZK_ENSEMBLE_PORTS': give 2..99 members"
+}
+
+# The flags of start-zk.sh and stop-zk.sh, parsed into mode (standalone, ensemble, member or
+# all), member, sasl, tls, clean and variant (the secure server's dir suffix: -sasl, -tls or
+# -sasl-tls).  A ZK_ENSEMBLE other than 0 selects the ensemble unless a flag says otherwise.
+# <extra> names the flags only some scripts take (stop-zk.sh: "--all --clean"); any other
+# argument prints the usage and dies.
+# shellcheck disable=SC2034 # the results are the sourcing script's globals
+parse_flags() { # extra args...
+    local extra=" $1 "
+    shift
+    mode=standalone member="" sasl=0 tls=0 clean=0 variant=""
+    if [[ -n "${ZK_ENSEMBLE:-}" && "${ZK_ENSEMBLE}" != 0 ]]; then
+        mode=ensemble
+    fi
+    while (($#)); do
+        case "$1" in
+            --ensemble) mode=ensemble ;;
+            --ensemble-member)
+                (($# >= 2)) || die "--ensemble-member needs a member id"
+                mode=member
+                member="$2"
+                shift
+                ;;
+            --ensemble-member=*) mode=member; member="${1#*=}" ;;
+            --sasl) sasl=1 ;;
+            --tls) tls=1 ;;
+            -h | --help) usage; exit 0 ;;
+            --all | --clean)
+                [[ $extra == *" $1 "* ]] || { usage; die "unknown argument: $1"; }
+                if [[ $1 == --all ]]; then mode=all; else clean=1; fi
+                ;;
+            *) usage; die "unknown argument: $1" ;;
+        esac
+        shift
+    done
+    if ((sasl)); then variant+="-sasl"; fi
+    if ((tls)); then variant+="-tls"; fi
+}
+
+# dies unless ZK_WORKDIR is a directory the scripts may own (not empty, not /)
+check_workdir() {
+    [[ -n "$ZK_WORKDIR" && "$ZK_WORKDIR" != / ]] || die "bad ZK_WORKDIR '$ZK_WORKDIR'"
 }

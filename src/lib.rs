@@ -24,7 +24,8 @@
 //!
 //! # Recipes
 //! All recipes share one waiting core and the same failure behaviour, and use Apache Curator's
-//! node layouts, so Java services using Curator can take part in the same locks:
+//! node layouts, so Java services using Curator can take part in the same locks
+//! ([`guide::protocol`]):
 //! - [`DistributedMutex`] (Curator `InterProcessMutex`), returning a [`LockGuard`];
 //! - [`DistributedRwLock`] (`InterProcessReadWriteLock`): [`ReadGuard`], [`WriteGuard`];
 //! - [`Semaphore`] (`InterProcessSemaphoreV2`): [`Permit`];
@@ -33,87 +34,30 @@
 //! - revocation ([`DistributedMutex::revocable`], [`DistributedMutex::request_revocation`]) and
 //!   inspection (`contenders()`, `leases()`, `participants()`, returning [`Contender`]s).
 //!
-//! # Cargo features
-//! - `tls`: TLS to the servers' secure port (`ClientBuilder::tls`).
-//! - `sasl`: SASL DIGEST-MD5 authentication (`ClientBuilder::sasl_digest_md5`).
-//! - `cli`: the `zklock` command-line tool (run a command under a lock, inspect, break).
-//! - `metrics`: metrics through the [`metrics`](https://docs.rs/metrics) facade (0.24): wait
-//!   and hold histograms, acquisitions and lost locks by cause, session state, reconnects and
-//!   expirations (names and labels in the README's "Operating zklock").
+//! Contention is not an error: `try_*` and `*_timeout` calls return `Ok(None)`. Failures are
+//! one [`Error`]. Every call that talks to ZooKeeper is bounded, blocking acquisitions can be
+//! stopped from another thread with a [`CancelToken`], and [`Client::close`] wakes every
+//! blocked call.
 //!
-//! Digest authentication and creator-only ACLs ([`ClientBuilder::auth_digest`],
-//! [`ClientBuilder::acl`], [`NodeAcl`]) need no feature.
+//! # What a holder must do
+//! A holder can lose its lock without noticing at once: a long GC pause, a `SIGSTOP`, a
+//! partition longer than the session timeout. zklock gives three layers against acting on a
+//! lost lock ([`guide::guarantees`] has the details and the full table of failures):
 //!
-//! # How it works
-//! Each contender creates an ephemeral sequential node under the lock path; the lowest
-//! sequence number holds the lock and every other contender watches only the node just before
-//! its own, so a release wakes one waiter. A crashed process's node vanishes with its session.
-//! Node names follow Apache Curator's protected form (`_c_<uuid>-lock-<seq>`): a node whose
-//! `create` reply was lost is found again by its uuid instead of being created twice, and
-//! Curator's `InterProcessMutex` on the same path excludes zklock and vice versa.
-//!
-//! # Failures
-//! - Every call that talks to ZooKeeper is bounded: [`DistributedMutex::lock_timeout`] and
-//!   [`DistributedMutex::try_lock`] return in time even when no server is reachable, and
-//!   [`DistributedMutex::lock`] returns [`Error::SessionExpired`] once the session is gone.
-//! - A holder must check [`LockGuard::is_held`] (or [`LockGuard::state`]): decided when
-//!   called from a lease on the monotonic clock, it turns false once 2/3 of the session
-//!   timeout has passed since the send time of the latest write or sync the server answered, before
-//!   the server can expire the session and give the lock to another process, even if this
-//!   process was frozen or zklock's network thread stalled. Use [`LockGuard::fencing`]
-//!   where the resource can check it.
-//! - Blocking acquisitions can be stopped from another thread with a [`CancelToken`]
-//!   (`lock_cancellable`, `*_with(Wait)`), and [`Client::close`] ends the session and wakes
-//!   every blocked call with [`Error::Closed`]. The shutdown recipe: on SIGTERM, cancel (or
-//!   close), join your threads, exit; `std::process::exit` runs no destructors, so close the
-//!   client before it.
-//! - Guards own what they need (no lifetime): return them from functions or `spawn_blocking`,
-//!   move them across threads and tasks. Locks are not reentrant: as with `std::sync::Mutex`,
-//!   locking again while holding waits.
-//! - After `fork()`, a client made before the fork returns [`Error::Forked`] in the child (its
-//!   threads stayed in the parent); a new [`Client`] made in the child works.
-//! - Releasing never panics. Dropping a guard blocks at most the
-//!   [release timeout](ClientBuilder::release_timeout) (one second by default), even with a
-//!   frozen or slow server; a delete not confirmed by then is retried in the background until
-//!   the node is gone or the session has ended. [`LockGuard::unlock`] waits longer (up to the
-//!   session timeout) and says when the outcome is unknown ([`Error::OutcomeUnknown`]).
-//! - After a session expiry the [`Client`] opens a new session on the next call.
-//!
-//! # Three layers against a stale holder
-//! A holder can lose its lock without noticing at once: a long GC pause, a `SIGSTOP`, a network
-//! partition longer than the session timeout. Meanwhile the server expires its session, deletes
-//! its node and lets the next contender in, and the old holder, once it runs again, may be in
-//! the middle of a write. zklock offers three layers, from the cheapest to the strongest:
-//!
-//! 1. **The lease: know quickly.** [`LockGuard::is_held`] and [`LockGuard::state`] answer
-//!    without asking the server, from the session's lease (see above), and
-//!    [`LockGuard::lease_remaining`] says how much of it is left: check it against the time
-//!    the next step needs before taking it. Use them to stop work early and to skip writes
-//!    that would be refused anyway. They are a belief held by
-//!    this process: a check that passed just before the process froze cannot stop the write
-//!    that follows it.
-//! 2. **Fenced writes: ZooKeeper data stays safe even after a pause.**
-//!    [`LockGuard::fenced_set_data`], [`LockGuard::fenced_delete`] and
-//!    [`LockGuard::transaction`] send each write in one atomic transaction with a check that
-//!    our lock node still exists. The server applies it only if the node is there when the
-//!    write is executed, and the node is gone before anyone else can acquire the lock. No
-//!    clock or flag of this process takes part, so a holder resumed after its session expired
-//!    is refused by the server ([`Error::LockLost`]), even if its client has opened a new
-//!    session since.
-//! 3. **The fencing token: for stores outside ZooKeeper.** [`LockGuard::fencing`] returns a
-//!    [`FencingToken`] that increases from one holder of a lock to the next. A database or
-//!    service that remembers the highest token it has seen and refuses lower ones protects its
-//!    data the same way. A token is the lock path's generation (its node's creation time)
-//!    followed by the holder node's creation zxid, so it keeps increasing when an ensemble is
-//!    re-created from scratch and its zxids begin again, provided the servers' clocks are not
-//!    set back across that re-creation (see [`FencingToken`]).
-//!
-//!    **Migrating from `fencing_token()`.** [`LockGuard::fencing_token`] still returns the
-//!    zxid alone (an `i64`), which goes *backwards* when an ensemble's data is wiped: a store
-//!    keeping the highest one would then refuse every new holder. Send `fencing()` instead, in
-//!    one of the forms of [`FencingToken`] (a `u128`, or 32 hex digits that sort as strings);
-//!    a store that already holds zxids can compare `(generation, zxid)` pairs and treat a
-//!    stored zxid as generation 0.
+//! 1. **Check the lease.** [`LockGuard::is_held`] and [`LockGuard::state`] answer without a
+//!    round trip, decided when called on the monotonic clock: `Held` only while less than 2/3
+//!    of the session timeout has passed since the send time of the latest write or sync the
+//!    leader answered (a keepalive `sync` renews it after 1/3 of the timeout), so they turn
+//!    false before the server can expire the session and hand the lock on, even if this
+//!    process was frozen or zklock's network thread stalled. Treat `Suspended` as "stop
+//!    touching the resource until `Held` again" and `Lost` as final.
+//! 2. **Write ZooKeeper data through the lock.** [`LockGuard::fenced_set_data`],
+//!    [`LockGuard::fenced_delete`] and [`LockGuard::transaction`] are applied by the server
+//!    only while our lock node exists; a stale holder's write is refused
+//!    ([`Error::LockLost`]).
+//! 3. **Pass the fencing token to other stores.** [`LockGuard::fencing`] returns a
+//!    [`FencingToken`] that increases from one holder to the next; a store that refuses lower
+//!    tokens than it has seen is safe from stale holders too.
 //!
 //! ```no_run
 //! # fn main() -> zklock::Result<()> {
@@ -131,39 +75,97 @@
 //!
 //! # Threads
 //! [`Client`] is a cheap handle to one session; clone it freely. [`DistributedMutex`] and
-//! [`LockGuard`] are `Send + Sync`. Each session has one I/O thread of zklock's own, which reads
-//! replies and watch events, pings and reconnects; the calling thread writes its own requests.
-//! zklock's background tasks run on one runtime thread per process. zklock never runs user code
-//! on either.
+//! [`LockGuard`] are `Send + Sync`. Guards own what they need (no lifetime): return them from
+//! functions or tasks, move them across threads and tasks. Locks are not reentrant:
+//! as with `std::sync::Mutex`, locking again while holding waits. zklock does its network I/O
+//! and background work on threads of its own ([`guide::protocol`] lists them) and never runs
+//! the application's code (listeners, loggers, metrics recorders) on its network or runtime
+//! threads.
 //!
-//! Every method here blocks the calling thread. Do not call them on a worker thread of an async
-//! runtime: a `lock()` there can starve the very task that would release the lock (on tokio
-//! with two workers, three tasks are enough to deadlock). Use `spawn_blocking` for short calls,
-//! and keep a blocking `lock()` off the runtime.
+//! The blocking methods block the calling thread. Never call them on a worker thread of an
+//! async runtime: a `lock()` there can starve the very task that would release the lock (on
+//! tokio with two workers, three tasks are enough to deadlock). zklock logs a warning when a
+//! blocking call runs on a thread that a runtime recognisably named (tokio, async-std, smol).
+//! Async code uses the `_async` calls below.
 //!
-//! # Operating it
-//! [`Client::state`] says whether the session is [`SessionState::Connected`], `Suspended`,
-//! `Expired` or `Closed`, decided when called from the same lease as the guards';
-//! [`Client::wait_state_change`] waits for a change, and a listener registered with
-//! [`ClientBuilder::on_state_change`] is told of each one on a thread of its own. Each client
-//! has a `zklock-state` thread that watches the session and publishes its changes: log lines,
-//! metrics (feature `metrics`) and the listener. Both threads end when the client is closed or
-//! its last clone dropped (a listener busy at that moment is waited for up to one second). A
-//! listener that needs the client should capture a [`WeakClient`] ([`Client::downgrade`]): one
-//! holding a [`Client`] keeps the session open until [`Client::close`].
+//! # Async
+//! Every call that can wait has an async twin with the same name plus `_async`, returning a
+//! `Send` future and the same owned guards: [`DistributedMutex::lock_async`],
+//! [`DistributedRwLock::read_async`] and [`DistributedRwLock::write_async`],
+//! [`Semaphore::acquire_async`] and [`Semaphore::acquire_many_async`],
+//! [`MultiLock::lock_async`], [`LeaderElection::participate_async`], each with its `try_`,
+//! `_timeout`, `_cancellable` and `_with` forms; on guards [`LockGuard::unlock_async`],
+//! [`LockGuard::wait_lost_async`], [`LockGuard::fenced_set_data_async`],
+//! [`LockGuard::fenced_delete_async`] and [`FencedTransaction::commit_async`];
+//! [`ClientBuilder::connect_async`] and [`Client::close_async`]. They run the same protocol
+//! core as the blocking calls (which wait on it on their own thread), on any executor: tokio
+//! (multi- or current-thread), smol, `futures::executor`; zklock depends on none of them.
 //!
-//! Logging goes through the `log` crate, with the lock path, node and session in each message:
-//! info when a session is suspended and when it recovers (with how long it was out), warnings
-//! on expiry and on a lost lock, debug lines with the wait and hold time of each acquisition.
-//! Lines made on zklock's own I/O and runtime threads (reconnects, resets after a malformed
-//! frame, a session's end) are queued to a `zklock-log` thread, so a slow logger never stalls
-//! the network.
+//! Cancelling is dropping the future: at any await point, a queued node is withdrawn in the
+//! background, its watch removed, and a lock taken at that moment released. So
+//! `tokio::time::timeout` and `select!` just work. Guards taken by an async call release in
+//! the background when dropped (a drop must not block a worker); await `unlock_async` for
+//! the outcome.
 //!
-//! [`Error::Connect`] says how long connecting was tried (the connect timeout, whatever the
-//! session timeout) and why each host gave no session ([`HostFailure`], [`ConnectCause`]).
+//! ```no_run
+//! use std::time::Duration;
+//! use zklock::{Client, DistributedMutex};
+//!
+//! # async fn run() -> zklock::Result<()> {
+//! let client = Client::builder("127.0.0.1:2181").connect_async().await?;
+//! let mutex = DistributedMutex::new(&client, "/locks/orders")?;
+//! match tokio::time::timeout(Duration::from_secs(5), mutex.lock_async()).await {
+//!     Ok(guard) => {
+//!         let guard = guard?;
+//!         tokio::select! {
+//!             _ = tokio::time::sleep(Duration::from_millis(10)) => {} // the work
+//!             lost = guard.wait_lost_async() => eprintln!("lock {lost:?}: stop"),
+//!         }
+//!         guard.unlock_async().await?;
+//!     }
+//!     Err(_) => eprintln!("busy for 5 s (our queued node is withdrawn)"),
+//! }
+//! client.close_async().await
+//! # }
+//! ```
+//!
+//! `examples/async_service.rs` is a whole tokio service: many tasks, a timeout, a `select!`
+//! with shutdown, and a clean close on Ctrl-C.
+//!
+//! # Cargo features
+//! - `tls`: TLS to the servers' secure port (`ClientBuilder::tls`).
+//! - `sasl`: SASL DIGEST-MD5 authentication (`ClientBuilder::sasl_digest_md5`).
+//! - `signals`: `Client::close_on_signals`, which releases every lock at once on SIGTERM or
+//!   SIGINT ([`guide::operating`]).
+//! - `metrics`: metrics through the [`metrics`](https://docs.rs/metrics) facade (0.24): wait
+//!   and hold histograms, acquisitions and lost locks by cause, session state, reconnects and
+//!   expirations (names and labels in [`mod@metrics`]).
+//! - `cli`: the `zklock` command-line tool (run a command under a lock, inspect, break;
+//!   [`guide::cli`]).
+//!
+//! Digest authentication and creator-only ACLs ([`ClientBuilder::auth_digest`],
+//! [`ClientBuilder::acl`], [`NodeAcl`]) need no feature ([`guide::security`]).
+//!
+//! # The guide
+//! The long form lives in [`guide`]:
+//! - [`guide::guarantees`]: what a guard promises, what holders and waiters see in every
+//!   failure, and the three layers against a stale holder;
+//! - [`guide::protocol`]: the lock recipe, Curator interop, the wire and zklock's threads;
+//! - [`guide::security`]: authentication, ACLs, TLS;
+//! - [`guide::operating`]: session state, graceful shutdown, metrics, log lines, connect errors;
+//! - [`guide::cli`]: the `zklock` command-line tool;
+//! - [`guide::performance`], [`guide::testing`], [`guide::nemesis`]: figures, the test suite
+//!   and the Jepsen-style test.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+pub mod guide;
+
+/// The README's examples, compiled as doctests so that they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 mod client;
 mod core;

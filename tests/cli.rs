@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use common::proxy::Proxy;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use serde_json::{json, Value};
 
 fn zklock() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_zklock"));
@@ -116,14 +117,52 @@ fn wait_for_file(file: &Path) -> String {
     std::fs::read_to_string(file).unwrap()
 }
 
-fn status_json(path: &str) -> String {
-    let out = output(zklock().args(["status", "--json", path]));
+/// What `zklock status --json` printed: exactly one line, one JSON object.
+fn parse_json(out: &Output) -> Value {
+    let text = stdout(out);
+    assert!(
+        text.ends_with('\n') && text.lines().count() == 1,
+        "not one line: {text:?}"
+    );
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// `zklock status --json <args>`, which must succeed, parsed.
+fn status_json_of(args: &[&str]) -> Value {
+    let out = output(zklock().args(["status", "--json"]).args(args));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    stdout(&out)
+    parse_json(&out)
+}
+
+fn status_json(path: &str) -> Value {
+    status_json_of(&[path])
+}
+
+/// The `contenders` of a status, in queue order.
+fn contenders_of(status: &Value) -> &[Value] {
+    status["contenders"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no contenders array: {status}"))
+}
+
+/// How many contenders have every one of `fields` (name, value).
+fn count_where(status: &Value, fields: &[(&str, Value)]) -> usize {
+    contenders_of(status)
+        .iter()
+        .filter(|c| fields.iter().all(|(name, value)| &c[*name] == value))
+        .count()
+}
+
+/// The contenders' node names (relative to the lock path), in queue order.
+fn nodes_of(status: &Value) -> Vec<String> {
+    contenders_of(status)
+        .iter()
+        .map(|c| c["node"].as_str().expect("node is a string").to_owned())
+        .collect()
 }
 
 fn contenders(path: &str) -> usize {
-    status_json(path).matches("\"position\":").count()
+    contenders_of(&status_json(path)).len()
 }
 
 fn wait_for_contenders(path: &str, n: usize) {
@@ -326,26 +365,26 @@ fn status_shows_holder_and_waiter_with_owner_data() {
     let mut waiter = run_sh(&[], &path, "true", &[]);
     wait_for_contenders(&path, 2);
 
-    let json = status_json(&path);
-    let holder_at = json
-        .find(&format!("\"pid\":{}", holder.pid()))
-        .expect(&json);
-    let waiter_at = json
-        .find(&format!("\"pid\":{}", waiter.pid()))
-        .expect(&json);
-    assert!(holder_at < waiter_at, "{json}");
-    assert!(
-        json.starts_with(&format!(
-            "{{\"path\":\"{path}\",\"contenders\":[{{\"position\":0,\"standing\":\"holder\""
-        )),
-        "{json}"
-    );
-    assert!(
-        json.contains("\"position\":1,\"standing\":\"waiter\""),
-        "{json}"
-    );
-    assert!(json.contains("\"thread\":\"main\""), "{json}");
-    assert!(json.contains("\"session_id\":\"0x"), "{json}");
+    let status = status_json(&path);
+    assert_eq!(status["path"], path.as_str(), "{status}");
+    let queue = contenders_of(&status);
+    assert_eq!(queue.len(), 2, "{status}");
+    for (i, (who, standing)) in [(&holder, "holder"), (&waiter, "waiter")]
+        .iter()
+        .enumerate()
+    {
+        let c = &queue[i];
+        assert_eq!(c["position"], i, "{status}");
+        assert_eq!(c["standing"], *standing, "{status}");
+        assert_eq!(c["pid"], who.pid().as_raw(), "{status}");
+        assert_eq!(c["thread"], "main", "{status}");
+        assert!(
+            c["session_id"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("0x")),
+            "{status}"
+        );
+    }
 
     let out = output(zklock().args(["status", &path]));
     let text = stdout(&out);
@@ -686,24 +725,18 @@ fn status_and_break_read_write_locks() {
     });
     wait_for_contenders(&path, 3);
 
-    let json = status_json(&path);
-    assert!(
-        json.ends_with(",\"layout\":\"rwlock\",\"permits\":null}\n"),
-        "{json}"
-    );
+    let status = status_json(&path);
+    assert_eq!(status["layout"], "rwlock", "{status}");
+    assert_eq!(status["permits"], Value::Null, "{status}");
+    let read_held = [("type", json!("read")), ("holds", json!(true))];
+    assert_eq!(count_where(&status, &read_held), 2, "{status}");
+    let write_waits = [("type", json!("write")), ("holds", json!(false))];
+    assert_eq!(count_where(&status, &write_waits), 1, "{status}");
+    let third = &contenders_of(&status)[2];
     assert_eq!(
-        json.matches("\"type\":\"read\",\"holds\":true").count(),
-        2,
-        "{json}"
-    );
-    assert_eq!(
-        json.matches("\"type\":\"write\",\"holds\":false").count(),
-        1,
-        "{json}"
-    );
-    assert!(
-        json.contains("\"position\":2,\"standing\":\"waiter\""),
-        "{json}"
+        (&third["position"], &third["standing"], &third["type"]),
+        (&json!(2), &json!("waiter"), &json!("write")),
+        "{status}"
     );
     let out = output(zklock().args(["status", &path]));
     let text = stdout(&out);
@@ -778,30 +811,20 @@ fn status_and_break_semaphore_leases() {
     // Two leases held, the third taker's lease waited for, the taker queued on the gate.
     wait_for_contenders(&path, 4);
 
-    let out = output(zklock().args(["status", "--json", "--permits", "2", &path]));
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let json = stdout(&out);
-    assert!(
-        json.ends_with(",\"layout\":\"semaphore\",\"permits\":2}\n"),
-        "{json}"
-    );
-    assert_eq!(
-        json.matches("\"type\":\"lease\",\"holds\":true").count(),
-        2,
-        "{json}"
-    );
-    assert_eq!(
-        json.matches("\"type\":\"lease\",\"holds\":false").count(),
-        1,
-        "{json}"
-    );
-    assert_eq!(
-        json.matches("\"type\":\"queued\",\"holds\":false").count(),
-        1,
-        "{json}"
-    );
-    assert_eq!(json.matches("\"node\":\"leases/").count(), 3, "{json}");
-    assert_eq!(json.matches("\"node\":\"locks/").count(), 1, "{json}");
+    let status = status_json_of(&["--permits", "2", &path]);
+    assert_eq!(status["layout"], "semaphore", "{status}");
+    assert_eq!(status["permits"], 2, "{status}");
+    for (kind, holds, n) in [
+        ("lease", true, 2),
+        ("lease", false, 1),
+        ("queued", false, 1),
+    ] {
+        let fields = [("type", json!(kind)), ("holds", json!(holds))];
+        assert_eq!(count_where(&status, &fields), n, "{kind} {holds}: {status}");
+    }
+    let nodes = nodes_of(&status);
+    let under = |dir: &str| nodes.iter().filter(|n| n.starts_with(dir)).count();
+    assert_eq!((under("leases/"), under("locks/")), (3, 1), "{status}");
     let text = stdout(&output(zklock().args(["status", "--permits", "2", &path])));
     assert!(
         text.starts_with(&format!(
@@ -872,19 +895,16 @@ fn leaders_run_one_at_a_time_and_hand_over() {
     assert_eq!(c.exit_code(Duration::from_secs(5)), 128 + 2);
     assert_eq!(contenders(&path), 2);
 
-    let json = status_json(&path);
-    assert!(
-        json.ends_with(",\"layout\":\"election\",\"permits\":null}\n"),
-        "{json}"
-    );
-    let leader_at = json.find(&format!("\"pid\":{}", a.pid())).expect(&json);
-    let follower_at = json.find("\"owner\":\"replica-b\"").expect(&json);
-    assert!(leader_at < follower_at, "{json}");
-    assert!(
-        json.contains("\"position\":0,\"standing\":\"holder\"")
-            && json.contains("\"type\":\"participant\",\"holds\":false"),
-        "{json}"
-    );
+    let status = status_json(&path);
+    assert_eq!(status["layout"], "election", "{status}");
+    assert_eq!(status["permits"], Value::Null, "{status}");
+    let queue = contenders_of(&status);
+    let leader_at = queue.iter().position(|c| c["pid"] == a.pid().as_raw());
+    let follower_at = queue.iter().position(|c| c["owner"] == "replica-b");
+    assert_eq!((leader_at, follower_at), (Some(0), Some(1)), "{status}");
+    assert_eq!(queue[0]["standing"], "holder", "{status}");
+    let follows = [("type", json!("participant")), ("holds", json!(false))];
+    assert_eq!(count_where(&status, &follows), 1, "{status}");
     let text = stdout(&output(zklock().args(["status", &path])));
     assert!(
         text.starts_with(&format!("{path}: leader election, led by host="))
@@ -1057,13 +1077,11 @@ fn break_a_semaphore_lease_taker_queued_on_its_gate() {
     });
     // One lease held, one waited for, the taker on the gate.
     wait_for_contenders(&path, 3);
-    let json = status_json(&path);
-    let gate_node = json
-        .split("\"node\":\"locks/")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect(&json)
-        .to_owned();
+    let status = status_json(&path);
+    let gate_node = nodes_of(&status)
+        .iter()
+        .find_map(|n| n.strip_prefix("locks/").map(str::to_owned))
+        .unwrap_or_else(|| panic!("no node on the gate: {status}"));
 
     // The taker's node is deleted from the gate mutex at `<path>/locks`.
     let name = format!("locks/{gate_node}");
@@ -1074,7 +1092,11 @@ fn break_a_semaphore_lease_taker_queued_on_its_gate() {
         "{}",
         stdout(&out)
     );
-    assert!(!status_json(&path).contains(&gate_node));
+    let status = status_json(&path);
+    assert!(
+        nodes_of(&status).iter().all(|n| !n.contains(&gate_node)),
+        "{status}"
+    );
     // Its lease is still waited for, and comes when the first is released.
     drop(permit_a);
     assert_eq!(second.join().unwrap().ok(), Some(true));
@@ -1400,15 +1422,18 @@ fn status_tells_a_path_that_is_not_a_lock_and_lists_the_locks_under_it() {
     );
     let out = output(zklock().args(["status", "--json", &parent]));
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let lock = |path: String, layout: &str| json!({"path": path, "layout": layout, "contenders": 1, "holders": 1, "waiting": 0});
     assert_eq!(
-        stdout(&out),
-        format!(
-            "{{\"path\":\"{parent}\",\"contenders\":[],\"layout\":null,\"permits\":null,\
-             \"exists\":true,\"locks\":[\
-             {{\"path\":\"{parent}/a\",\"layout\":\"mutex\",\"contenders\":1,\"holders\":1,\"waiting\":0}},\
-             {{\"path\":\"{parent}/team/b\",\"layout\":\"rwlock\",\"contenders\":1,\"holders\":1,\"waiting\":0}}\
-             ],\"truncated\":false}}\n"
-        )
+        parse_json(&out),
+        json!({
+            "path": parent,
+            "contenders": [],
+            "layout": null,
+            "permits": null,
+            "exists": true,
+            "locks": [lock(format!("{parent}/a"), "mutex"), lock(format!("{parent}/team/b"), "rwlock")],
+            "truncated": false,
+        })
     );
     let out = output(zklock().args(["break", "--yes", &typo]));
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
@@ -1701,9 +1726,13 @@ fn shared_runs_hold_together_and_exclude_exclusive_ones() {
         &[&second],
     );
     wait_for_file(&second);
-    let json = status_json(&path);
-    assert!(json.contains(r#""layout":"rwlock""#), "{json}");
-    assert_eq!(json.matches(r#""type":"read""#).count(), 2, "{json}");
+    let status = status_json(&path);
+    assert_eq!(status["layout"], "rwlock", "{status}");
+    assert_eq!(
+        count_where(&status, &[("type", json!("read"))]),
+        2,
+        "{status}"
+    );
 
     // A writer is kept out while readers hold.
     let out = output(zklock().args(["run", "--exclusive", "-n", &path, "--", "true"]));

@@ -133,16 +133,19 @@ fn setup_java() -> Result<Java, String> {
     })
 }
 
-/// The peer's classpath, or return from the test with a message saying why it is skipped.
+/// The peer's classpath, or return from the test with a message saying why it is skipped
+/// (a failure under `CI=true`: see [`common::skip_unless_ci`]).
 macro_rules! java_or_skip {
     () => {
         match java() {
             Ok(java) => java,
             Err(why) => {
-                eprintln!(
-                    "SKIPPED: Curator interop needs Java: {why} (Debian: \
-                     openjdk-17-jdk-headless libcurator-recipes-java libzookeeper-java \
-                     libslf4j-java)"
+                common::skip_unless_ci(
+                    &common::test_name(),
+                    &format!(
+                        "Curator interop needs Java: {why} (Debian: openjdk-17-jdk-headless \
+                         libcurator-recipes-java libzookeeper-java libslf4j-java)"
+                    ),
                 );
                 return;
             }

@@ -5,7 +5,8 @@
 //! test binary, by the first test that needs it, and stopped when the binary exits.
 //!
 //! The tests skip (with a message on stderr) only when the tools the servers need are
-//! missing: java, and for TLS also keytool and openssl.
+//! missing: java, and for TLS also keytool and openssl; under `CI=true` they fail instead
+//! (`common::skip_unless_ci`).
 #![cfg(any(feature = "sasl", feature = "tls"))]
 
 mod common;
@@ -110,7 +111,7 @@ fn start(flag: &'static str) -> Server {
 }
 
 /// The `--sasl` server, started once per test process; `None` (after saying why) if the tools
-/// are missing.
+/// are missing, a failure under `CI=true`.
 #[cfg(feature = "sasl")]
 fn sasl_server(test: &str) -> Option<&'static Server> {
     static SERVER: OnceLock<Option<Server>> = OnceLock::new();
@@ -137,9 +138,12 @@ fn server(
         })
         .as_ref();
     if server.is_none() {
-        eprintln!(
-            "SKIPPED {test}: the {flag} ZooKeeper cannot be started here, missing: {}",
-            missing_tools(flag == "--tls").unwrap_or_default()
+        common::skip_unless_ci(
+            test,
+            &format!(
+                "the {flag} ZooKeeper cannot be started here, missing: {}",
+                missing_tools(flag == "--tls").unwrap_or_default()
+            ),
         );
     }
     server

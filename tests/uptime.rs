@@ -135,6 +135,9 @@ fn summary(requests: &[&Request]) -> String {
         .join("\n  ")
 }
 
+/// A lost create: the server executes a create whose reply never arrives. After the reconnect
+/// the client adopts the node it had created rather than creating a second one, and looks for
+/// it only after a sync, so that a lagging follower cannot hide it.
 #[test]
 fn lost_create_reply_is_looked_up_after_a_sync() {
     let proxy = Proxy::start(&common::connect_string());

@@ -19,7 +19,7 @@
 //! nanoseconds (`clock_gettime`), one clock for all processes of the machine, so the checker
 //! can compare the stamps of different clients and of the fault schedule.
 //!
-//! See the README section "Nemesis: partitions, pauses and a checker" for the design.
+//! See the guide page `zklock::guide::nemesis` (src/guide/nemesis.rs) for the design.
 
 mod check;
 mod client;

@@ -287,6 +287,20 @@ impl ClientBuilder {
         self
     }
 
+    /// As [`connect`](Self::connect), as a future, for async callers: never blocks the
+    /// executor's thread.
+    ///
+    /// Opening a session (name lookups, TCP and TLS handshakes, the session handshake) is
+    /// blocking I/O, so it runs on a short-lived thread of its own, which the future waits
+    /// for. Dropping the future does not stop that thread: a client it connects after the
+    /// drop is closed at once.
+    ///
+    /// # Errors
+    /// As [`Client::connect`].
+    pub async fn connect_async(self) -> Result<Client> {
+        crate::rt::runtime::on_thread("zklock-connect", move || self.connect()).await?
+    }
+
     /// Connects: blocks until a session is established or the connect timeout runs out.
     ///
     /// # Errors

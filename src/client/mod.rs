@@ -30,9 +30,10 @@ use self::state::{next_look, of_session, SessionState};
 
 /// A handle to a ZooKeeper session, shared by all the locks made from it.
 ///
-/// Cloning is cheap: clones share one session, one connection and one background thread. All
-/// methods block the calling thread; none needs an async runtime, and they may be called from
-/// any thread, including threads of someone else's async runtime.
+/// Cloning is cheap: clones share one session, one connection and one background thread. The
+/// blocking methods block the calling thread and need no async runtime; async code uses the
+/// `_async` calls instead (see the crate docs' "Async"), never a blocking one on a runtime's
+/// worker thread.
 ///
 /// If the server expires the session (for example after a network partition longer than the
 /// session timeout), every lock held through it is lost and reported as such by its guard; the
@@ -152,6 +153,22 @@ impl Client {
         })
     }
 
+    /// As [`session`](Self::session), awaited. Replacing an expired session means opening a
+    /// connection, which blocks: it runs on a short-lived thread of its own, so no async
+    /// runtime's worker waits for it.
+    pub(crate) async fn session_async(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
+        let current = self.current_session()?;
+        if current.state() != zk::SessionState::Expired {
+            return Ok(current);
+        }
+        let client = self.clone();
+        crate::rt::runtime::on_thread("zklock-renew", move || {
+            let _watching = client.watch_close();
+            client.current_or_renewed(deadline)
+        })
+        .await?
+    }
+
     fn current_or_renewed(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
         let current = self.current_session()?;
         if current.state() != zk::SessionState::Expired {
@@ -259,6 +276,21 @@ impl Client {
     /// (`zklock run` closes its client this way).
     ///
     /// # Errors
+    /// As [`close`](Self::close), as a future: the client is closed at once (every call on it
+    /// returns [`Error::Closed`] from then on), and the future waits, without blocking the
+    /// executor's thread, for the server's confirmation and the state listener (on a
+    /// short-lived thread, as [`close`](Self::close) would wait). Dropping the future stops
+    /// only the waiting.
+    ///
+    /// # Errors
+    /// As [`close`](Self::close).
+    pub async fn close_async(&self) -> Result<()> {
+        // Marked closed here, before the first await, so that the caller's next call sees it.
+        self.inner.closed.cancel();
+        let client = self.clone();
+        crate::rt::runtime::on_thread("zklock-close", move || client.close()).await?
+    }
+
     /// As [`close`](Self::close); [`Error::ConnectionLoss`] also when the confirmation (or a
     /// concurrent close's outcome) did not come within `timeout`. The client is closed either
     /// way.
@@ -332,6 +364,11 @@ impl Client {
     /// calls that reach the session without [`Client::session`], such as releases).
     pub(crate) fn watch_close(&self) -> Watching {
         cancel::watch([&self.inner.closed])
+    }
+
+    /// The token [`close`](Self::close) cancels.
+    pub(crate) fn close_token(&self) -> &CancelToken {
+        &self.inner.closed
     }
 
     /// Whether [`close`](Self::close) was called on this client or a clone.

@@ -54,7 +54,7 @@ impl Client {
     /// register for the signals yourself (`signal-hook`, `ctrlc`, `tokio::signal`), stop the
     /// work, then call [`Client::close`] (or drop the guards) before exiting. An async program
     /// does the same from its signal future: `tokio::signal::ctrl_c().await` then
-    /// `client.close()` (from `spawn_blocking`, as every blocking call).
+    /// `client.close_async().await`.
     ///
     /// The handler does not keep the client alive; if the client is gone when a signal comes,
     /// the process just ends as the signal would have.

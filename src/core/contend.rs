@@ -1,22 +1,25 @@
 //! Contending for a lock: place our node, find the node that blocks it, wait for that node to
 //! go (or the session to change), and claim the lock, leaving nothing behind on any other path.
+//! One future, which blocking callers wait on with their own thread and async callers await.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Instant;
 
 use log::debug;
 
 use crate::error::{Error, Result};
 use crate::rt::cancel::interruption;
-use crate::session::listing::list_shared;
-use crate::session::prefetch::{Prefetched, Then};
-use crate::session::watch::{NodeEvent, Signal, Wake};
+use crate::session::listing::{list_shared, Children};
 use crate::session::{Liveness, Session};
+use crate::wire as zk;
 use crate::znode::layout::{check_data_size, nodes_ahead, owner_data, LockNode};
 
 use super::claim::{claim, node_vanished};
 use super::held::Held;
-use super::kind::{Kind, Role};
+use super::kind::Kind;
 use super::place::{create_node, Created};
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
@@ -29,7 +32,7 @@ use super::withdraw::OurNode;
 /// of an acquisition made of several nodes (a multi-lock's members, a semaphore's gate and
 /// leases) must use one session, so that an expiry between two steps fails the whole
 /// acquisition instead of mixing a lost node with fresh ones.
-pub(crate) fn acquire_on(
+pub(crate) async fn acquire_on(
     session: &Arc<Session>,
     lock_path: &str,
     kind: &Kind,
@@ -37,10 +40,9 @@ pub(crate) fn acquire_on(
     deadline: Option<Instant>,
     options: &Options,
 ) -> Result<Option<Held>> {
-    let patience = attempt.patience;
     let data = options.data.clone().unwrap_or_else(owner_data);
     check_data_size(&data)?;
-    let contended = contend(session, lock_path, kind, patience, deadline, &data);
+    let contended = contend(session, lock_path, kind, attempt, deadline, &data).await;
     let held = past_deadline_is_busy(session, deadline, contended)?;
     let Some(mut held) = held else {
         return Ok(None);
@@ -92,21 +94,28 @@ pub(super) fn gave_up(session: &Session) -> Result<Option<Held>> {
     }
 }
 
-fn contend(
+async fn contend(
     session: &Arc<Session>,
     lock_path: &str,
     kind: &Kind,
-    patience: Patience,
+    attempt: &Attempt,
     deadline: Option<Instant>,
     data: &[u8],
 ) -> Result<Option<Held>> {
+    let lock_name = kind.names[kind.ours].0;
+    // The steps before and between waits are boxed: a future is as large as its largest
+    // state, and ten thousand waiting tasks should each hold only the wait's.
+    let created = Box::pin(create_node(
+        session, lock_path, lock_name, data, attempt, deadline,
+    ))
+    .await?;
     let Some(Created {
         mut contender,
         name,
         stat,
         children,
         generation,
-    }) = create_node(session, lock_path, kind.names[kind.ours].0, data, deadline)?
+    }) = created
     else {
         return gave_up(session);
     };
@@ -115,10 +124,9 @@ fn contend(
     let Some(ours) = LockNode::parse(name, &lock_names) else {
         return Err(node_vanished(&mut contender, lock_path));
     };
-    // The nodes ahead of ours, when already known (from the listing taken with the create, or
-    // read by the runtime as the blocker went).
-    let mut known: Option<Option<Vec<LockNode>>> =
-        children.map(|listed| nodes_ahead(&listed, &ours, &lock_names));
+    // The nodes ahead of ours, as the listing taken with the create shows them.
+    let mut known: Option<Option<Ahead>> = Some(Ahead::of(&ours, &children, &lock_names));
+    drop(children);
     // Set when woken by a reconnect: the listing may be shared with the session's other
     // waiters woken by it, if asked for since (see `listing.rs`).
     let mut shared_since: Option<Instant> = None;
@@ -126,10 +134,13 @@ fn contend(
         let ahead = match (known.take(), shared_since.take()) {
             (Some(ahead), _) => ahead,
             (None, Some(since)) => {
-                let listed = list_shared(session, lock_path, deadline, since)?;
-                nodes_ahead(&listed, &ours, &lock_names)
+                let listed = Box::pin(list_shared(session, lock_path, deadline, since)).await?;
+                Ahead::of(&ours, &listed, &lock_names)
             }
-            (None, None) => nodes_ahead(&session.list(lock_path, deadline)?, &ours, &lock_names),
+            (None, None) => {
+                let listed = Box::pin(session.list_async(lock_path, deadline)).await?;
+                nodes_ahead(&listed, &ours, &lock_names).map(Ahead::own)
+            }
         };
         let Some(ahead) = ahead else {
             return Err(node_vanished(&mut contender, lock_path));
@@ -137,7 +148,7 @@ fn contend(
         let Some(blocker) = (kind.blocker)(&ahead) else {
             return claim(contender, lock_path, stat, generation).map(Some);
         };
-        if let Patience::DontWait = patience {
+        if let Patience::DontWait = attempt.patience {
             return Ok(None);
         }
         let sole_blocker = kind.sole_blocker(&ahead, blocker);
@@ -145,63 +156,67 @@ fn contend(
         // The queue ahead can be long and the wait too: with many waiters, keeping each one's
         // copy alive grows memory with the square of the queue.
         drop(ahead);
-        // A fresh mailbox per watch: an event the previous watch task posted on its way out
-        // (say, a deletion delivered on reconnect) must not be read as news about this one.
-        let signal = Signal::new();
-        // What we will need to know once the blocker is deleted, asked from the runtime the
-        // moment the deletion is notified (the round trip overlaps our wake-up): with no other
-        // node ahead, only whether our own node is still there; else the queue.
-        let then = if sole_blocker {
-            Then::ReadOwn(contender.node_path.clone())
-        } else {
-            Then::Queue {
-                path: lock_path.to_owned(),
-                ours: ours.clone(),
-                lock_names: lock_names.clone(),
-                on_runtime: !matches!(kind.names[kind.ours].1, Role::Read),
-            }
+        let watcher = match Box::pin(session.watch_node_async(&blocker_path, deadline)).await {
+            Ok(Some(watcher)) => watcher,
+            Ok(None) => continue, // Gone already: re-list at once.
+            Err(Error::ConnectionLoss) => return gave_up(session),
+            Err(err) => return Err(err),
         };
-        let (watch, prefetch) =
-            match session.watch_node(&blocker_path, &signal, deadline, Some(then)) {
-                Ok(Some(watched)) => watched,
-                Ok(None) => continue, // Gone already: re-list at once.
-                Err(Error::ConnectionLoss) => return gave_up(session),
-                Err(err) => return Err(err),
-            };
         debug!("{} waits for {blocker_path}", contender.node_path);
-        match wait_for_change(session, &signal, &mut contender, deadline)? {
+        let woken = Box::pin(wait_for_change(session, watcher, &mut contender, deadline)).await?;
+        match woken {
             Woken::Deleted if sole_blocker && session.liveness() == Liveness::Connected => {
                 // No listing needed (nothing can be ahead of us now), but our own node must
                 // still be there: someone may have deleted it while we waited. Reading one
                 // node is cheaper than listing a long queue.
-                let own = match prefetch.take() {
-                    Some(Prefetched::Own(own)) => own,
-                    _ => session
-                        .get_data(&contender.node_path, deadline)?
-                        .map(|(_, s)| s),
-                };
+                let own = Box::pin(session.get_data_async(&contender.node_path, deadline)).await?;
                 match own {
-                    Some(now) if now.czxid == stat.czxid => {
+                    Some((_, now)) if now.czxid == stat.czxid => {
                         return claim(contender, lock_path, stat, generation).map(Some)
                     }
                     _ => return Err(node_vanished(&mut contender, lock_path)),
                 }
             }
-            Woken::Deleted => {
-                // The queue as it is after the deletion, if the runtime could read it.
-                match prefetch.take() {
-                    Some(Prefetched::Ahead(ahead)) => known = Some(ahead),
-                    Some(Prefetched::Listing(listed)) => {
-                        known = Some(nodes_ahead(&listed, &ours, &lock_names));
-                    }
-                    _ => {}
-                }
-            }
-            Woken::Recheck => {}
+            Woken::Deleted | Woken::Recheck => {}
             Woken::Reconnected { since } => shared_since = Some(since),
             Woken::TimedOut => return gave_up(session),
         }
-        drop(watch);
+    }
+}
+
+/// The lock nodes ahead of ours, in queue order: a view into a listing's sorted nodes, which
+/// every waiter that read the listing shares (a wave of ten thousand waiters woken by one
+/// listing sorts it once, not once each).
+struct Ahead {
+    nodes: Arc<Vec<LockNode>>,
+    end: usize,
+}
+
+impl Ahead {
+    /// The nodes ahead of `ours` in `listed`; `None` if `ours` is not in it.
+    fn of(ours: &LockNode, listed: &Children, lock_names: &[&'static str]) -> Option<Ahead> {
+        let nodes = listed.sorted(lock_names);
+        let end = nodes
+            .iter()
+            .position(|n| n.sequence == ours.sequence && n.name == ours.name)?;
+        Some(Ahead { nodes, end })
+    }
+
+    /// Nodes ahead found by this waiter alone.
+    fn own(ahead: Vec<LockNode>) -> Ahead {
+        let end = ahead.len();
+        Ahead {
+            nodes: Arc::new(ahead),
+            end,
+        }
+    }
+}
+
+impl std::ops::Deref for Ahead {
+    type Target = [LockNode];
+
+    fn deref(&self) -> &[LockNode] {
+        &self.nodes[..self.end]
     }
 }
 
@@ -220,32 +235,57 @@ pub(super) enum Woken {
     TimedOut,
 }
 
-/// Waits for the watch behind `signal` to fire, a reconnect, or the deadline. Session end is an
-/// error (and disarms `contender`: the server already removed the node).
-pub(super) fn wait_for_change(
+/// What woke a waiter, as [`wait_for_change`] races its sources.
+enum Wake {
+    Node(zk::EventType),
+    Session,
+    Deadline,
+}
+
+/// Waits for `watcher` to fire, a reconnect, or the deadline. Session end is an error (and
+/// disarms `contender`: the server already removed the node). Dropping the watcher (on
+/// return, or when the future is dropped) removes the watch from the server.
+pub(super) async fn wait_for_change(
     session: &Session,
-    signal: &Signal,
+    watcher: zk::OneshotWatcher,
     contender: &mut OurNode,
     deadline: Option<Instant>,
 ) -> Result<Woken> {
     let mut since = Instant::now();
     let mut disconnected_seen = false;
-    // A state change may have slipped in before the watch task began listening: if not
-    // connected now, start with a session change pending.
-    let mut seen_changes: u64 = if session.liveness() == Liveness::Connected {
-        0
-    } else {
-        u64::MAX
-    };
+    let mut state = session.state_watcher();
+    let mut fired = std::pin::pin!(watcher.changed());
+    let mut timer = deadline.map(crate::rt::runtime::sleep_until);
+    // A state change may have slipped in before the watch was set: if not connected now,
+    // start with a session change pending.
+    let mut session_changed = session.liveness() != Liveness::Connected;
     loop {
-        match signal.wait(&mut seen_changes, deadline) {
-            Wake::Node(NodeEvent::Deleted) => return Ok(Woken::Deleted),
-            Wake::Node(NodeEvent::Changed) => return Ok(Woken::Recheck),
-            Wake::Node(NodeEvent::SessionEnded) => break,
-            Wake::SessionChanged => match session.liveness() {
+        let wake = if std::mem::take(&mut session_changed) {
+            Wake::Session
+        } else {
+            let mut changed = std::pin::pin!(state.changed());
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(event) = fired.as_mut().poll(cx) {
+                    return Poll::Ready(Wake::Node(event.event_type));
+                }
+                if changed.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Wake::Session);
+                }
+                match timer.as_mut().map(|t| Pin::new(t).poll(cx)) {
+                    Some(Poll::Ready(())) => Poll::Ready(Wake::Deadline),
+                    _ => Poll::Pending,
+                }
+            })
+            .await
+        };
+        match wake {
+            Wake::Node(zk::EventType::NodeDeleted) => return Ok(Woken::Deleted),
+            Wake::Node(zk::EventType::Session) => break,
+            Wake::Node(_) => return Ok(Woken::Recheck),
+            Wake::Session => match session.liveness() {
                 Liveness::Ended => break,
-                // Reconnected: the client crate re-arms watches, but re-check rather than
-                // trust that a deletion during the outage was delivered.
+                // Reconnected: watches are re-armed, but re-check rather than trust that a
+                // deletion during the outage was delivered.
                 Liveness::Connected => return Ok(Woken::Reconnected { since }),
                 Liveness::Disconnected => {
                     if !disconnected_seen {
@@ -255,7 +295,7 @@ pub(super) fn wait_for_change(
                     debug!("{}: connection lost while waiting", contender.node_path)
                 }
             },
-            Wake::TimedOut => return Ok(Woken::TimedOut),
+            Wake::Deadline => return Ok(Woken::TimedOut),
         }
     }
     contender.armed = false;

@@ -8,9 +8,9 @@ use log::{debug, warn};
 
 use crate::error::{Error, Result};
 use crate::rt::cancel::{self, CancelToken};
-use crate::rt::runtime::deadline_after;
+use crate::rt::runtime::{block_on, deadline_after};
 use crate::session::watch::OwnNodeWatch;
-use crate::session::{Liveness, NodeStat, Session};
+use crate::session::{blocking, Liveness, NodeStat, Session};
 use crate::znode::token::FencingToken;
 
 use super::standing::{judge, LockState, Standing};
@@ -40,6 +40,9 @@ pub(crate) struct Held {
     /// Made revocable: revocation requests are listened for (else ignored).
     revocable: bool,
     released: bool,
+    /// Released in the background when dropped, never waiting: taken by an async call, the
+    /// guard may be dropped on an async runtime's worker thread.
+    pub(crate) background_drop: bool,
     /// What the acquisition's front end reports about this node (see `track.rs`).
     pub(crate) track: Track,
 }
@@ -63,6 +66,7 @@ impl Held {
             own_node: OnceLock::new(),
             revocable: false,
             released: false,
+            background_drop: false,
             track: Track::default(),
         }
     }
@@ -73,8 +77,13 @@ impl Held {
         self.revocable = true;
     }
 
+    /// Where the session holding the node stands.
+    pub(crate) fn liveness(&self) -> Liveness {
+        self.session.liveness()
+    }
+
     /// The timeout of the session holding the node.
-    pub(super) fn session_timeout(&self) -> Duration {
+    pub(crate) fn session_timeout(&self) -> Duration {
         self.session.timeout
     }
 
@@ -143,22 +152,26 @@ impl Held {
     /// on session changes, and on its own (the calling thread's clock) when the lease would
     /// run out, so a stalled runtime thread cannot keep it waiting.
     ///
-    /// With `cancel`, also returns `None` once it is cancelled (the waits below park the
-    /// thread, which a cancel unparks).
+    /// With `cancel`, also returns `None` once it is cancelled.
     pub(crate) fn wait_not_held(
         &self,
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Option<LockState> {
         let _watching = cancel.map(|token| cancel::watch([token]));
+        let mut wait = std::pin::pin!(self.wait_not_held_async(deadline));
+        block_on(wait.as_mut(), None).unwrap_or(None)
+    }
+
+    /// As [`wait_not_held`](Self::wait_not_held), awaited (a cancellation is the future's
+    /// drop, or a race with the token).
+    pub(crate) async fn wait_not_held_async(&self, deadline: Option<Instant>) -> Option<LockState> {
         loop {
             let standing = self.standing();
             let Some(lease) = standing.lease() else {
                 return Some(standing.into());
             };
-            if deadline.is_some_and(|d| Instant::now() >= d)
-                || cancel.is_some_and(CancelToken::is_cancelled)
-            {
+            if deadline.is_some_and(|d| Instant::now() >= d) || cancel::interrupted() {
                 return None;
             }
             // Look again when the lease would run out (renewals move it on), and, watching
@@ -167,8 +180,8 @@ impl Held {
             if self.own_node().is_some() {
                 step = step.min(deadline_after(OWN_NODE_POLL));
             }
-            self.session
-                .wait_disconnected(Some(deadline.map_or(step, |d| d.min(step))));
+            let until = Some(deadline.map_or(step, |d| d.min(step)));
+            self.session.wait_disconnected_async(until).await;
         }
     }
 
@@ -201,10 +214,15 @@ impl Held {
     /// retry takes over after that). A delete not confirmed in time is
     /// [`Error::OutcomeUnknown`]: it may have been applied, or may be applied later.
     pub(crate) fn release_within(&mut self, wait: Duration) -> Result<()> {
+        blocking(self.release_within_async(wait))
+    }
+
+    /// As [`release_within`](Self::release_within), awaited. Dropped before the delete is
+    /// confirmed, the release goes on in the background.
+    pub(crate) async fn release_within_async(&mut self, wait: Duration) -> Result<()> {
         if self.released {
             return Ok(());
         }
-        self.released = true;
         let deadline = deadline_after(wait);
         let lost = || Error::LockLost {
             path: self.lock_path.clone(),
@@ -212,10 +230,14 @@ impl Held {
         // Stop watching our node before it goes: the watch is removed before the delete is
         // sent, so our own release fires no notification.
         if let Some(watch) = self.own_node.take().flatten() {
-            watch.stop(wait);
+            watch.stop_async(wait).await;
         }
+        // Released from here on: the delete below goes on in the background if this future
+        // is dropped. (Dropped before, while the watch stopped, the node is not released
+        // yet, and its owner's drop releases it.)
+        self.released = true;
         let left = deadline.saturating_duration_since(Instant::now());
-        let deleted = self.session.delete_node(&self.node_path, left);
+        let deleted = self.session.delete_node_async(&self.node_path, left).await;
         self.track.released(&deleted, &self.session);
         match deleted {
             Ok(true) => Ok(()),
@@ -231,6 +253,22 @@ impl Held {
             Err(err) => Err(err),
         }
     }
+
+    /// Releases without waiting: the delete goes on in the background until the node is gone
+    /// or the session has ended; `done` is dropped then.
+    pub(crate) fn release_in_background(&mut self, done: impl Send + 'static) {
+        if std::mem::replace(&mut self.released, true) {
+            return;
+        }
+        if let Some(watch) = self.own_node.take().flatten() {
+            watch.stop_in_background();
+        }
+        // The hold ends with the release asked for; its outcome is the background's.
+        self.track.released(&Ok(true), &self.session);
+        if self.session.liveness() != Liveness::Ended {
+            self.session.withdraw_in_background(&self.node_path, done);
+        }
+    }
 }
 
 impl Held {
@@ -239,7 +277,20 @@ impl Held {
     /// thread; a failure is logged (a closed client's release has nothing left to do, and
     /// one handed to the background was logged when it was).
     pub(crate) fn release_on_drop(&mut self, wait: Duration) {
-        match cancel::shielded(|| self.release_within(wait)) {
+        if self.background_drop {
+            // Taken by an async call: maybe dropped on a runtime's worker, which must not
+            // wait for the server.
+            return self.release_in_background(());
+        }
+        cancel::shielded(|| {
+            let mut release = std::pin::pin!(self.release_logged(wait));
+            let _ = block_on(release.as_mut(), None);
+        });
+    }
+
+    /// Releases, waiting at most about `wait`, and logs a failure instead of returning it.
+    pub(crate) async fn release_logged(&mut self, wait: Duration) {
+        match self.release_within_async(wait).await {
             Ok(()) => {}
             Err(err @ Error::OutcomeUnknown { .. }) => debug!(
                 "release of {} (session {:#x}): {err}",
@@ -259,8 +310,8 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        // Only reached for a node no guard owns (its front end released it otherwise), which
-        // gets the default bound.
-        self.release_on_drop(DEFAULT_RELEASE_TIMEOUT);
+        // Only reached for a node no guard owns (its front end released it otherwise), maybe
+        // inside a dropped future: never waits.
+        self.release_in_background(());
     }
 }

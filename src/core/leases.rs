@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::session::watch::Signal;
+use crate::session::listing::Children;
 use crate::session::Session;
 use crate::znode::layout::owner_data;
 
@@ -20,7 +20,7 @@ use super::withdraw::OurNode;
 /// `InterProcessSemaphoreV2` way: create a lease node, then wait until at most `permits` lease
 /// nodes exist. The caller serialises lease takers with the semaphore's internal mutex, so only
 /// one of them watches the leases at a time.
-pub(crate) fn acquire_lease(
+pub(crate) async fn acquire_lease(
     session: &Arc<Session>,
     leases_path: &str,
     lease_name: &str,
@@ -28,12 +28,12 @@ pub(crate) fn acquire_lease(
     attempt: &Attempt,
     deadline: Option<Instant>,
 ) -> Result<Option<Held>> {
-    let taken = take_lease(session, leases_path, lease_name, permits, attempt, deadline);
+    let taken = take_lease(session, leases_path, lease_name, permits, attempt, deadline).await;
     past_deadline_is_busy(session, deadline, taken)
 }
 
 /// The steps of [`acquire_lease`], whose errors it has yet to sort.
-fn take_lease(
+async fn take_lease(
     session: &Arc<Session>,
     leases_path: &str,
     lease_name: &str,
@@ -41,13 +41,23 @@ fn take_lease(
     attempt: &Attempt,
     deadline: Option<Instant>,
 ) -> Result<Option<Held>> {
+    let data = owner_data();
+    let created = Box::pin(create_node(
+        session,
+        leases_path,
+        lease_name,
+        &data,
+        attempt,
+        deadline,
+    ))
+    .await?;
     let Some(Created {
         mut contender,
         name,
         stat,
-        mut children,
+        children,
         generation,
-    }) = create_node(session, leases_path, lease_name, &owner_data(), deadline)?
+    }) = created
     else {
         return gave_up(session);
     };
@@ -58,19 +68,24 @@ fn take_lease(
             Err(node_vanished(contender, leases_path))
         }
     };
+    let mut children = Some(children);
     loop {
         let listed = match children.take() {
             Some(children) => children,
-            None => session.list(leases_path, deadline)?,
+            None => {
+                let listed = Box::pin(session.list_with_stat_async(leases_path, deadline));
+                let (names, stat) = listed.await?;
+                Children::new(names, stat)
+            }
         };
-        if admitted(&listed, &mut contender)? {
+        if admitted(&listed.names, &mut contender)? {
             return claim(contender, leases_path, stat, generation).map(Some);
         }
         if let Patience::DontWait = attempt.patience {
             return Ok(None);
         }
-        let signal = Signal::new();
-        let (listed, watch) = match session.watch_children(leases_path, &signal, deadline) {
+        let watching = Box::pin(session.watch_children_async(leases_path, deadline));
+        let (listed, watcher) = match watching.await {
             Ok(watched) => watched,
             Err(Error::ConnectionLoss) => return gave_up(session),
             Err(err) => return Err(err),
@@ -78,9 +93,10 @@ fn take_lease(
         if admitted(&listed, &mut contender)? {
             return claim(contender, leases_path, stat, generation).map(Some);
         }
-        if let Woken::TimedOut = wait_for_change(session, &signal, &mut contender, deadline)? {
+        drop(listed);
+        let woken = wait_for_change(session, watcher, &mut contender, deadline).await?;
+        if let Woken::TimedOut = woken {
             return gave_up(session);
         }
-        drop(watch);
     }
 }

@@ -1,29 +1,28 @@
 //! All or nothing: the nodes an acquisition of several (a multi-lock, a semaphore's gate and
 //! leases) has taken so far, released if it does not complete.
 
-use std::time::Instant;
-
 use log::debug;
 
-use crate::rt::cancel::{interruption, shielded};
+use crate::session::Liveness;
 
 use super::held::Held;
-use super::withdraw::withdraw_grace;
+use super::wait::Attempt;
+use super::withdraw::Withdrawals;
 
 /// The nodes an all-or-nothing acquisition (multi-lock, semaphore) has taken so far. Dropped
-/// before it completes, it releases them in reverse order, waiting for the server no longer
-/// than the acquisition's deadline: the rest of the cleanup goes on in the background, so a
-/// timed call returns on time even when the connection fails under it.
+/// before it completes (an error, a timeout, or the future dropped), it releases them in the
+/// background, in reverse order of taking; the acquisition's front end waits for that, as for
+/// a withdrawn node (see [`Withdrawals`]).
 pub(crate) struct Partial {
     held: Vec<Held>,
-    deadline: Option<Instant>,
+    withdrawals: Withdrawals,
 }
 
 impl Partial {
-    pub(crate) fn new(deadline: Option<Instant>) -> Partial {
+    pub(crate) fn new(attempt: &Attempt) -> Partial {
         Partial {
             held: Vec::new(),
-            deadline,
+            withdrawals: attempt.withdrawals.clone(),
         }
     }
 
@@ -39,24 +38,11 @@ impl Partial {
 
 impl Drop for Partial {
     fn drop(&mut self) {
-        // Replies are waited for until the caller's deadline plus the grace a queued node's
-        // withdrawal gets (so a healthy release is seen through and nothing is left behind on
-        // return), never longer; a cancelled (or closed) caller gets the shorter grace. What
-        // is not confirmed by then finishes in the background.
-        let stopped = interruption().is_some();
-        let grace = withdraw_grace();
-        let cleanup_deadline = self.deadline.map(|d| d + grace);
         while let Some(mut held) = self.held.pop() {
-            let wait = cleanup_deadline.map_or(held.session_timeout(), |d| {
-                d.saturating_duration_since(Instant::now())
-            });
-            let wait = if stopped { wait.min(grace) } else { wait };
-            if let Err(err) = shielded(|| held.release_within(wait)) {
-                debug!(
-                    "releasing {} after a failed acquisition: {err}",
-                    held.node_path()
-                );
-            }
+            debug!("releasing {} after a failed acquisition", held.node_path());
+            // Waited for only on a live connection (see `OurNode`).
+            let connected = held.liveness() == Liveness::Connected;
+            held.release_in_background(connected.then(|| self.withdrawals.begin()));
         }
     }
 }

@@ -2,6 +2,7 @@
 //! whatever replies are lost, behind the [`NodeStore`] seam so that unit tests can drive every
 //! outcome of a create.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -9,10 +10,12 @@ use log::{debug, warn};
 
 use crate::error::{Error, Result};
 use crate::session::create::Create;
+use crate::session::listing::{list_shared, Children, Listed};
 use crate::session::{NodeStat, Session};
 use crate::znode::layout::protected_prefix;
 
 use super::claim::node_vanished;
+use super::wait::Attempt;
 use super::withdraw::OurNode;
 
 /// How many times a missing lock path is created before giving up (a racing container reaper
@@ -28,8 +31,8 @@ pub(super) struct Created {
     pub(super) contender: OurNode,
     pub(super) name: String,
     pub(super) stat: NodeStat,
-    /// The listing of the lock path taken right after the create, if it could be read.
-    pub(super) children: Option<Vec<String>>,
+    /// A listing of the lock path sent after the create (with the lock path's stat).
+    pub(super) children: Listed,
     /// The lock path's creation time: the generation of our fencing token.
     pub(super) generation: i64,
 }
@@ -38,17 +41,17 @@ pub(super) struct Created {
 /// `lock_path` (creating the path if needed), surviving a lost reply without ever leaving two
 /// nodes. `None` if the deadline passed first; a node created late is then deleted in the
 /// background.
-pub(super) fn create_node(
+pub(super) async fn create_node(
     session: &Arc<Session>,
     lock_path: &str,
     lock_name: &str,
     data: &[u8],
+    attempt: &Attempt,
     deadline: Option<Instant>,
 ) -> Result<Option<Created>> {
     let prefix = format!("{}{lock_name}", protected_prefix(&uuid::Uuid::new_v4()));
-    let Some((name, stat, children, parent)) =
-        place_node(session.as_ref(), lock_path, &prefix, data, deadline)?
-    else {
+    let placed = place_node(session.as_ref(), lock_path, &prefix, data, deadline).await?;
+    let Some((name, stat, children, parent)) = placed else {
         return Ok(None);
     };
     let node_path = format!("{lock_path}/{name}");
@@ -57,30 +60,33 @@ pub(super) fn create_node(
         session: session.clone(),
         node_path,
         armed: true,
+        withdrawals: attempt.withdrawals.clone(),
     };
-    let parent = match parent {
-        Some(parent) => parent,
-        // The listing that came with the create was lost (or the create's reply was, and
-        // the node was found by its prefix): read the lock path's stat now. While our node
-        // exists the lock path cannot be re-created; one created after our node means ours
-        // is gone already.
-        None => match session.get_data(lock_path, deadline)? {
-            Some((_, parent)) if parent.czxid < stat.czxid => parent,
-            _ => return Err(node_vanished(&mut contender, lock_path)),
-        },
+    let children = match (children, parent) {
+        (Some(children), Some(parent)) => Children::new(children, parent),
+        // No listing came with the create (other creates were in flight on the session, the
+        // listing was lost, or the create's reply was, and the node was found by its prefix):
+        // one sent after the create was answered, shared with the session's other creates.
+        _ => list_shared(session, lock_path, deadline, Instant::now()).await?,
     };
+    // While our node exists the lock path cannot be re-created; one created after our node
+    // means ours is gone already.
+    if children.stat.czxid >= stat.czxid {
+        return Err(node_vanished(&mut contender, lock_path));
+    }
+    let generation = children.stat.ctime;
     Ok(Some(Created {
         contender,
         name,
         stat,
         children,
-        generation: parent.ctime,
+        generation,
     }))
 }
 
 /// The session operations that place our node in a queue: the seam between the waiting
 /// core's decisions and ZooKeeper, so that unit tests can drive every outcome of a create.
-pub(crate) trait NodeStore {
+pub(crate) trait NodeStore: Sync {
     /// See [`Session::create_lock_node`].
     fn create(
         &self,
@@ -88,40 +94,60 @@ pub(crate) trait NodeStore {
         prefix: &str,
         data: &[u8],
         deadline: Option<Instant>,
-    ) -> Result<Create>;
-    fn wait_connected(&self, deadline: Option<Instant>) -> Result<()>;
-    fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()>;
-    fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>>;
-    fn stat(&self, path: &str, deadline: Option<Instant>) -> Result<Option<NodeStat>>;
-    fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()>;
+    ) -> impl Future<Output = Result<Create>> + Send;
+    fn wait_connected(&self, deadline: Option<Instant>) -> impl Future<Output = Result<()>> + Send;
+    fn sync(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<()>> + Send;
+    fn list(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send;
+    fn stat(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<Option<NodeStat>>> + Send;
+    fn ensure_path(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> impl Future<Output = Result<()>> + Send;
     /// Deletes, in the background, every child of `lock_path` starting with `prefix`.
     fn sweep(&self, lock_path: &str, prefix: &str);
 }
 
 impl NodeStore for Session {
-    fn create(
+    async fn create(
         &self,
         lock_path: &str,
         prefix: &str,
         data: &[u8],
         deadline: Option<Instant>,
     ) -> Result<Create> {
-        self.create_lock_node(lock_path, prefix, data, deadline)
+        self.create_lock_node_async(lock_path, prefix, data, deadline)
+            .await
     }
-    fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
-        Session::wait_connected(self, deadline)
+    async fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
+        self.wait_connected_async(deadline).await
     }
-    fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        Session::sync(self, path, deadline)
+    async fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        self.sync_async(path, deadline).await
     }
-    fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
-        Session::list(self, path, deadline)
+    async fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
+        self.list_async(path, deadline).await
     }
-    fn stat(&self, path: &str, deadline: Option<Instant>) -> Result<Option<NodeStat>> {
-        Ok(self.get_data(path, deadline)?.map(|(_, stat)| stat))
+    async fn stat(&self, path: &str, deadline: Option<Instant>) -> Result<Option<NodeStat>> {
+        Ok(self
+            .get_data_async(path, deadline)
+            .await?
+            .map(|(_, stat)| stat))
     }
-    fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        Session::ensure_path(self, path, deadline)
+    async fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        self.ensure_path_async(path, deadline).await
     }
     fn sweep(&self, lock_path: &str, prefix: &str) {
         self.sweep_in_background(lock_path, prefix);
@@ -135,7 +161,7 @@ type FoundNode = (String, NodeStat, Option<Vec<String>>, Option<NodeStat>);
 /// The decisions of [`create_node`]: creates a node named `prefix` + sequence, looking for it
 /// by its unique prefix after a lost reply instead of creating a second one, recreating a
 /// missing lock path a few times, and giving up on a create the server keeps dropping.
-fn place_node(
+async fn place_node(
     store: &impl NodeStore,
     lock_path: &str,
     prefix: &str,
@@ -144,7 +170,7 @@ fn place_node(
 ) -> Result<Option<FoundNode>> {
     let (mut parent_attempts, mut unanswered) = (0, 0);
     loop {
-        match store.create(lock_path, prefix, data, deadline)? {
+        match store.create(lock_path, prefix, data, deadline).await? {
             Create::Created {
                 name,
                 stat,
@@ -155,7 +181,7 @@ fn place_node(
             Create::Unknown => {
                 // The reply was lost: look for the node by its unique prefix before creating
                 // again, so there is never a second node of ours.
-                if let Some(found) = find_created(store, lock_path, prefix, deadline)? {
+                if let Some(found) = find_created(store, lock_path, prefix, deadline).await? {
                     return Ok(Some(found));
                 }
                 // A create the server keeps dropping the connection over is not an outage.
@@ -167,7 +193,7 @@ fn place_node(
             }
             Create::ParentMissing if parent_attempts < PARENT_ATTEMPTS => {
                 parent_attempts += 1;
-                store.ensure_path(lock_path, deadline)?;
+                store.ensure_path(lock_path, deadline).await?;
             }
             Create::ParentMissing => {
                 warn!("{lock_path} keeps disappearing while we create our node in it");
@@ -180,45 +206,53 @@ fn place_node(
 }
 
 /// After a create whose reply was lost: our node by its prefix, if the create executed. On any
-/// error the prefix is swept in the background, so a late node cannot linger.
-fn find_created(
+/// error, or if dropped meanwhile, the prefix is swept in the background, so a late node
+/// cannot linger.
+async fn find_created(
     store: &impl NodeStore,
     lock_path: &str,
     prefix: &str,
     deadline: Option<Instant>,
 ) -> Result<Option<FoundNode>> {
-    let found = (|| {
-        store.wait_connected(deadline)?;
-        // We may be talking to another server now, one that has not yet applied our create:
-        // without the sync its listing could miss our node, and we would create a second one
-        // that waits for ever behind the first.
-        store.sync(lock_path, deadline)?;
-        let children = store.list(lock_path, deadline)?;
-        let Some(found) = children.iter().find(|c| c.starts_with(prefix)).cloned() else {
-            return Ok(None);
-        };
-        let path = format!("{lock_path}/{found}");
-        // `None`: gone again (session trouble); the caller creates anew.
-        Ok(store.stat(&path, deadline)?.map(|stat| {
-            debug!("found {path} after a lost create reply");
-            (found, stat, Some(children), None)
-        }))
-    })();
-    if found.is_err() {
-        store.sweep(lock_path, prefix);
+    /// Sweeps the prefix unless disarmed.
+    struct SweepUnlessFound<'a, S: NodeStore>(&'a S, &'a str, &'a str, bool);
+    impl<S: NodeStore> Drop for SweepUnlessFound<'_, S> {
+        fn drop(&mut self) {
+            if self.3 {
+                self.0.sweep(self.1, self.2);
+            }
+        }
     }
-    found
+    let mut sweep = SweepUnlessFound(store, lock_path, prefix, true);
+    store.wait_connected(deadline).await?;
+    // We may be talking to another server now, one that has not yet applied our create:
+    // without the sync its listing could miss our node, and we would create a second one
+    // that waits for ever behind the first.
+    store.sync(lock_path, deadline).await?;
+    let children = store.list(lock_path, deadline).await?;
+    let Some(found) = children.iter().find(|c| c.starts_with(prefix)).cloned() else {
+        sweep.3 = false;
+        return Ok(None);
+    };
+    let path = format!("{lock_path}/{found}");
+    // `None`: gone again (session trouble); the caller creates anew.
+    let stat = store.stat(&path, deadline).await?;
+    sweep.3 = false;
+    Ok(stat.map(|stat| {
+        debug!("found {path} after a lost create reply");
+        (found, stat, Some(children), None)
+    }))
 }
 
-#[cfg(test)]
 #[cfg(test)]
 mod tests {
     //! The waiting core's decisions about placing our node, driven through [`NodeStore`] by
     //! an in-memory store that scripts each create's outcome (the integration tests prove the
     //! same against a real server, with real faults, in seconds rather than milliseconds).
 
-    use std::cell::RefCell;
     use std::collections::VecDeque;
+
+    use parking_lot::Mutex as RefCell;
 
     use super::*;
 
@@ -263,27 +297,33 @@ mod tests {
         }
 
         fn add(&self, prefix: &str) -> String {
-            let mut sequence = self.sequence.borrow_mut();
+            let mut sequence = self.sequence.lock();
             let name = format!("{prefix}{:010}", *sequence);
             *sequence += 1;
-            self.children.borrow_mut().push(name.clone());
+            self.children.lock().push(name.clone());
             name
         }
 
         fn calls(&self) -> Vec<&'static str> {
-            self.calls.borrow().clone()
+            self.calls.lock().clone()
         }
     }
 
     impl NodeStore for MemoryStore {
-        fn create(&self, _: &str, prefix: &str, _: &[u8], _: Option<Instant>) -> Result<Create> {
-            self.calls.borrow_mut().push("create");
-            let step = self.steps.borrow_mut().pop_front().unwrap_or(Step::Apply);
+        async fn create(
+            &self,
+            _: &str,
+            prefix: &str,
+            _: &[u8],
+            _: Option<Instant>,
+        ) -> Result<Create> {
+            self.calls.lock().push("create");
+            let step = self.steps.lock().pop_front().unwrap_or(Step::Apply);
             Ok(match step {
                 Step::Apply => Create::Created {
                     name: self.add(prefix),
                     stat: MemoryStore::stat(),
-                    children: Some(self.children.borrow().clone()),
+                    children: Some(self.children.lock().clone()),
                     parent: Some(MemoryStore::stat()),
                 },
                 Step::ApplyLost => {
@@ -295,40 +335,41 @@ mod tests {
                 Step::ParentMissing => Create::ParentMissing,
             })
         }
-        fn wait_connected(&self, _: Option<Instant>) -> Result<()> {
+        async fn wait_connected(&self, _: Option<Instant>) -> Result<()> {
             Ok(())
         }
-        fn sync(&self, _: &str, _: Option<Instant>) -> Result<()> {
-            self.calls.borrow_mut().push("sync");
+        async fn sync(&self, _: &str, _: Option<Instant>) -> Result<()> {
+            self.calls.lock().push("sync");
             Ok(())
         }
-        fn list(&self, _: &str, _: Option<Instant>) -> Result<Vec<String>> {
-            self.calls.borrow_mut().push("list");
+        async fn list(&self, _: &str, _: Option<Instant>) -> Result<Vec<String>> {
+            self.calls.lock().push("list");
             if self.fail_listing {
                 return Err(Error::ConnectionLoss);
             }
-            Ok(self.children.borrow().clone())
+            Ok(self.children.lock().clone())
         }
-        fn stat(&self, path: &str, _: Option<Instant>) -> Result<Option<NodeStat>> {
+        async fn stat(&self, path: &str, _: Option<Instant>) -> Result<Option<NodeStat>> {
             let name = path.rsplit('/').next().unwrap_or_default();
             Ok(self
                 .children
-                .borrow()
+                .lock()
                 .iter()
                 .any(|c| c == name)
                 .then(MemoryStore::stat))
         }
-        fn ensure_path(&self, _: &str, _: Option<Instant>) -> Result<()> {
-            self.calls.borrow_mut().push("ensure_path");
+        async fn ensure_path(&self, _: &str, _: Option<Instant>) -> Result<()> {
+            self.calls.lock().push("ensure_path");
             Ok(())
         }
         fn sweep(&self, _: &str, prefix: &str) {
-            self.swept.borrow_mut().push(prefix.to_owned());
+            self.swept.lock().push(prefix.to_owned());
         }
     }
 
     fn place(store: &MemoryStore) -> Result<Option<FoundNode>> {
-        place_node(store, "/lock", "_c_1-lock-", b"", None)
+        let mut placing = std::pin::pin!(place_node(store, "/lock", "_c_1-lock-", b"", None));
+        crate::rt::runtime::block_on(placing.as_mut(), None).unwrap_or(Err(Error::ConnectionLoss))
     }
 
     #[test]
@@ -336,7 +377,7 @@ mod tests {
         let store = MemoryStore::scripted(&[Step::ApplyLost]);
         let (name, _, children, _) = place(&store).unwrap().expect("placed");
         assert_eq!(name, "_c_1-lock-0000000000");
-        assert_eq!(store.children.borrow().len(), 1, "never created twice");
+        assert_eq!(store.children.lock().len(), 1, "never created twice");
         assert_eq!(children.unwrap(), [name]);
         assert_eq!(store.calls(), ["create", "sync", "list"]);
     }
@@ -345,7 +386,7 @@ mod tests {
     fn a_lost_create_that_never_executed_is_sent_again() {
         let store = MemoryStore::scripted(&[Step::Lost, Step::Lost, Step::Apply]);
         let (name, _, _, _) = place(&store).unwrap().expect("placed");
-        assert_eq!(store.children.borrow().as_slice(), [name]);
+        assert_eq!(store.children.lock().as_slice(), [name]);
         let creates = store.calls().iter().filter(|c| **c == "create").count();
         assert_eq!(creates, 3);
     }
@@ -354,7 +395,7 @@ mod tests {
     fn a_create_that_is_never_answered_gives_up_and_sweeps() {
         let store = MemoryStore::scripted(&[Step::Lost; UNANSWERED_CREATES as usize]);
         assert!(matches!(place(&store), Err(Error::ConnectionLoss)));
-        assert_eq!(store.swept.borrow().as_slice(), ["_c_1-lock-"]);
+        assert_eq!(store.swept.lock().as_slice(), ["_c_1-lock-"]);
     }
 
     #[test]
@@ -386,6 +427,6 @@ mod tests {
             ..MemoryStore::scripted(&[Step::ApplyLost])
         };
         assert!(matches!(place(&store), Err(Error::ConnectionLoss)));
-        assert_eq!(store.swept.borrow().as_slice(), ["_c_1-lock-"]);
+        assert_eq!(store.swept.lock().as_slice(), ["_c_1-lock-"]);
     }
 }

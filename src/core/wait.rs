@@ -1,11 +1,15 @@
 //! How long an acquisition waits, and what stops it: the public [`Wait`] and its resolved,
 //! internal form [`Attempt`].
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::rt::cancel::{self, CancelToken};
 use crate::rt::runtime::deadline_after;
+
+use super::withdraw::{Withdrawals, CANCEL_WITHDRAW_WAIT, WITHDRAW_WAIT};
 
 /// How an acquisition waits: as long as it takes or up to a timeout, and optionally until a
 /// [`CancelToken`] is cancelled. Passed to the `*_with` acquisitions
@@ -65,11 +69,13 @@ pub(crate) enum Patience {
     Forever,
 }
 
-/// One acquisition's patience and cancellation, resolved at the start of the call.
-#[derive(Debug, Clone)]
+/// One acquisition's patience and cancellation, resolved at the start of the call, and what
+/// it withdraws on its way out.
+#[derive(Clone)]
 pub(crate) struct Attempt {
     pub(crate) patience: Patience,
     cancel: Option<CancelToken>,
+    pub(crate) withdrawals: Withdrawals,
 }
 
 impl Attempt {
@@ -97,7 +103,11 @@ impl Attempt {
     }
 
     fn new(patience: Patience, cancel: Option<CancelToken>) -> Attempt {
-        Attempt { patience, cancel }
+        Attempt {
+            patience,
+            cancel,
+            withdrawals: Withdrawals::default(),
+        }
     }
 
     /// The deadline of the acquisition's requests; `one_call` gives the deadline of a one-off
@@ -111,19 +121,60 @@ impl Attempt {
         }
     }
 
-    /// Runs the acquisition `acquire` with the calling thread watching this attempt's token,
-    /// so that cancelling it stops every wait inside. A token cancelled already stops it
-    /// before anything is sent.
-    pub(crate) fn run<T>(&self, acquire: impl FnOnce() -> Result<Option<T>>) -> Result<Option<T>> {
-        let Some(token) = &self.cancel else {
-            return acquire();
-        };
-        if token.is_cancelled() {
-            return Err(Error::Cancelled);
+    /// Runs the acquisition `acquire` until it ends, this attempt's token is cancelled
+    /// ([`Error::Cancelled`]) or `closes` (the client's own token) is ([`Error::Closed`]);
+    /// a token cancelled
+    /// already stops it before anything is sent. A stopped acquisition's future is dropped,
+    /// which withdraws what it queued. Unless it acquired, waits briefly for its withdrawals
+    /// to be settled, so that nothing is left behind on return as far as the server answers
+    /// in time (the rest goes on in the background).
+    ///
+    /// The blocking calls run the same future on their own thread
+    /// ([`blocking`](crate::session::blocking)): a cancel wakes that thread through the
+    /// future's waker.
+    pub(crate) async fn run<T>(
+        &self,
+        closes: &CancelToken,
+        acquire: impl Future<Output = Result<Option<T>>>,
+    ) -> Result<Option<T>> {
+        let tokens: Vec<CancelToken> = self
+            .cancel
+            .iter()
+            .cloned()
+            .chain([closes.clone()])
+            .collect();
+        if let Some(stopped) = stopped_already(&tokens) {
+            return Err(stopped);
         }
-        let _watching = cancel::watch([token]);
-        acquire()
+        let (outcome, grace) = {
+            let mut acquire = std::pin::pin!(acquire);
+            let mut stop = std::pin::pin!(cancel::first_cancelled(&tokens));
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(outcome) = acquire.as_mut().poll(cx) {
+                    return Poll::Ready((outcome, WITHDRAW_WAIT));
+                }
+                stop.as_mut()
+                    .poll(cx)
+                    .map(|stopped| (Err(stopped), CANCEL_WITHDRAW_WAIT))
+            })
+            .await
+        };
+        if !matches!(outcome, Ok(Some(_))) {
+            Box::pin(self.withdrawals.settled(deadline_after(grace))).await;
+        }
+        outcome
     }
+}
+
+/// Why an acquisition watching `tokens` (the client's own token last) must not start.
+fn stopped_already(tokens: &[CancelToken]) -> Option<Error> {
+    if tokens.last().is_some_and(CancelToken::is_cancelled) {
+        return Some(Error::Closed); // Closing outranks a cancel.
+    }
+    tokens
+        .iter()
+        .any(CancelToken::is_cancelled)
+        .then_some(Error::Cancelled)
 }
 
 /// The outcome of an acquisition that waits as long as it takes (`lock()` and the like): it

@@ -1,47 +1,93 @@
-//! Withdrawing our node: a contender that gives up, fails or is cancelled deletes the node it
-//! queued, waiting for the server only briefly.
+//! Withdrawing our node: a contender that gives up, fails, is cancelled or whose future is
+//! dropped deletes the node it queued, in the background; a caller that can wait (a blocking
+//! call, or an async call that returns) waits for that briefly.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use log::debug;
 
-use crate::rt::cancel::{interruption, shielded};
 use crate::session::{Liveness, Session};
 
-/// Our node while we wait: deleted on every path that does not end holding the lock.
+/// Our node while we wait: withdrawn on every path that does not end holding the lock (an
+/// error, a timeout, a cancellation, or the future being dropped at any await point).
 pub(super) struct OurNode {
     pub(super) session: Arc<Session>,
     pub(super) node_path: String,
     pub(super) armed: bool,
+    /// Told when the withdrawal is settled, for a caller who waits for it.
+    pub(super) withdrawals: Withdrawals,
 }
 
 impl Drop for OurNode {
     fn drop(&mut self) {
         if self.armed && self.session.liveness() != Liveness::Ended {
-            // Wait briefly: the caller's deadline has usually passed already, and the
-            // background retry covers a slow or lost reply.
-            let wait = withdraw_grace();
-            let withdraw = || self.session.delete_node(&self.node_path, wait);
-            match shielded(withdraw) {
-                Ok(_) => debug!("withdrew {}", self.node_path),
-                Err(err) => debug!("withdrawing {}: {err}", self.node_path),
+            // Never waits here: this may run on an async runtime's worker (a dropped future).
+            // A caller that can wait (a blocking call, or an async call that returns) waits
+            // for the settlement, briefly (see `Withdrawals`).
+            debug!("withdrawing {}", self.node_path);
+            // Waited for only on a live connection: during an outage no reply can come, and
+            // the background delete goes on once the connection returns.
+            let connected = self.session.liveness() == Liveness::Connected;
+            let done = connected.then(|| self.withdrawals.begin());
+            self.session.withdraw_in_background(&self.node_path, done);
+        }
+    }
+}
+
+/// The nodes an acquisition is withdrawing in the background, so that its front end can wait
+/// until they are gone before returning (nothing is left behind on return, as far as the
+/// server answers within a grace); a dropped future does not wait.
+#[derive(Clone, Default)]
+pub(crate) struct Withdrawals(Arc<WithdrawState>);
+
+#[derive(Default)]
+struct WithdrawState {
+    pending: parking_lot::Mutex<usize>,
+    settled: event_listener::Event,
+}
+
+/// One withdrawal in progress; settled when dropped.
+pub(crate) struct Withdrawing(Withdrawals);
+
+impl Withdrawals {
+    pub(crate) fn begin(&self) -> Withdrawing {
+        *self.0.pending.lock() += 1;
+        Withdrawing(self.clone())
+    }
+
+    /// Waits until every withdrawal begun so far is settled, or `deadline`.
+    pub(crate) async fn settled(&self, deadline: Instant) {
+        loop {
+            if *self.0.pending.lock() == 0 {
+                return;
+            }
+            let listener = self.0.settled.listen();
+            if *self.0.pending.lock() == 0 {
+                return;
+            }
+            if crate::session::until(listener, Some(deadline))
+                .await
+                .is_err()
+            {
+                return;
             }
         }
     }
 }
 
-/// How long a contender that gives up waits for the delete of its node to be confirmed.
-const WITHDRAW_WAIT: Duration = Duration::from_secs(1);
-
-/// The same for a cancelled (or closed) acquisition; the background retry finishes the job.
-const CANCEL_WITHDRAW_WAIT: Duration = Duration::from_millis(200);
-
-/// How long cleanup after a failed acquisition waits for the server: a cancelled (or closed)
-/// caller is waiting for us and must not be kept for a slow reply.
-pub(super) fn withdraw_grace() -> Duration {
-    match interruption() {
-        Some(_) => CANCEL_WITHDRAW_WAIT,
-        None => WITHDRAW_WAIT,
+impl Drop for Withdrawing {
+    fn drop(&mut self) {
+        let mut pending = (self.0).0.pending.lock();
+        *pending -= 1;
+        if *pending == 0 {
+            (self.0).0.settled.notify(usize::MAX);
+        }
     }
 }
+
+/// How long a contender that gives up waits for the delete of its node to be confirmed.
+pub(crate) const WITHDRAW_WAIT: Duration = Duration::from_secs(1);
+
+/// The same for a cancelled (or closed) acquisition; the background retry finishes the job.
+pub(crate) const CANCEL_WITHDRAW_WAIT: Duration = Duration::from_millis(200);

@@ -58,12 +58,14 @@ impl LeaderElection {
 
     acquisitions!("leadership" => Leadership, via join:
         participate, try_participate, participate_timeout, participate_cancellable,
-        participate_with);
+        participate_with;
+        async participate_async, try_participate_async, participate_timeout_async,
+        participate_cancellable_async, participate_with_async);
 
     /// Joins the election; an attempt that ends without leading has left it again (unlike
     /// Curator's `LeaderLatch.await(timeout)`, which stays in).
-    fn join(&self, attempt: Attempt) -> Result<Option<Leadership>> {
-        self.queue.acquire(&LATCH, attempt)
+    async fn join(&self, attempt: Attempt, background_drop: bool) -> Result<Option<Leadership>> {
+        self.queue.acquire(&LATCH, attempt, background_drop).await
     }
 
     /// The participants in order: the leader first. Each one's `owner` is its participant data.

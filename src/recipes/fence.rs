@@ -77,7 +77,7 @@ impl Fence<'_> {
     /// Sends `ops` behind the check of our node, through the client's current session.
     /// `Ok(Err((index, error)))`: the server refused write `index` (counted without the check);
     /// nothing was applied.
-    fn commit(
+    async fn commit(
         &self,
         session: &Session,
         ops: Vec<TxnOp>,
@@ -87,7 +87,7 @@ impl Fence<'_> {
         let mut all = Vec::with_capacity(ops.len() + 1);
         all.push(self.check());
         all.extend(ops);
-        match session.multi(&all, deadline) {
+        match session.multi_async(&all, deadline).await {
             Ok(TxnOutcome::Committed) => Ok(Ok(())),
             // Our node is gone: the lock was lost, and nothing was written.
             Ok(TxnOutcome::Refused { index: 0, error }) => {
@@ -106,14 +106,14 @@ impl Fence<'_> {
     }
 
     /// See [`LockGuard::fenced_set_data`](crate::LockGuard::fenced_set_data).
-    pub(crate) fn set_data(&self, path: &str, data: &[u8]) -> Result<()> {
+    pub(crate) async fn set_data(&self, path: &str, data: &[u8]) -> Result<()> {
         validate_lock_path(path)?;
         check_data_size(data)?;
         let deadline = Some(self.client.call_deadline());
         // `None`: update `path`; `Some(parents)`: create it, after its missing `parents`.
         let mut create: Option<Vec<String>> = None;
         for _ in 0..FORM_SWITCHES {
-            let session = self.client.session(deadline)?;
+            let session = self.client.session_async(deadline).await?;
             let ops = match &create {
                 None => vec![TxnOp::SetData {
                     path: path.to_owned(),
@@ -131,17 +131,17 @@ impl Fence<'_> {
             let target = ops.len() - 1;
             // Many missing parents of a long path could outgrow one request.
             check_txn_size(&ops)?;
-            match self.commit(&session, ops, path, deadline)? {
+            match self.commit(&session, ops, path, deadline).await? {
                 Ok(()) => return Ok(()),
                 // No node to update: create it (and its missing parents) instead.
                 Err((_, Error::NoNode { .. })) if create.is_none() => {
-                    create = Some(self.missing_parents(&session, path, deadline)?);
+                    create = Some(self.missing_parents(&session, path, deadline).await?);
                 }
                 // Created by someone else meanwhile: update it instead.
                 Err((index, err)) if index == target && is_node_exists(&err) => create = None,
                 // A parent appeared or vanished meanwhile: look again.
                 Err((_, err)) if is_node_exists(&err) || matches!(err, Error::NoNode { .. }) => {
-                    create = Some(self.missing_parents(&session, path, deadline)?);
+                    create = Some(self.missing_parents(&session, path, deadline).await?);
                 }
                 Err((_, err)) => return Err(err),
             }
@@ -151,24 +151,26 @@ impl Fence<'_> {
         })
     }
 
-    fn missing_parents(
+    async fn missing_parents(
         &self,
         session: &Session,
         path: &str,
         deadline: Option<Instant>,
     ) -> Result<Vec<String>> {
-        missing_parents(session, path, deadline).map_err(|err| self.expired_is_lost(err))
+        missing_parents(session, path, deadline)
+            .await
+            .map_err(|err| self.expired_is_lost(err))
     }
 
     /// See [`LockGuard::fenced_delete`](crate::LockGuard::fenced_delete).
-    pub(crate) fn delete(&self, path: &str) -> Result<bool> {
+    pub(crate) async fn delete(&self, path: &str) -> Result<bool> {
         validate_lock_path(path)?;
         let deadline = Some(self.client.call_deadline());
-        let session = self.client.session(deadline)?;
+        let session = self.client.session_async(deadline).await?;
         let ops = vec![TxnOp::Delete {
             path: path.to_owned(),
         }];
-        match self.commit(&session, ops, path, deadline)? {
+        match self.commit(&session, ops, path, deadline).await? {
             Ok(()) => Ok(true),
             Err((_, Error::NoNode { .. })) => Ok(false),
             Err((_, err)) => Err(err),
@@ -176,11 +178,12 @@ impl Fence<'_> {
     }
 
     /// See [`FencedTransaction::commit`].
-    fn transaction(&self, ops: Vec<TxnOp>) -> Result<()> {
+    async fn transaction(&self, ops: Vec<TxnOp>) -> Result<()> {
         let unknown_path = ops.first().map_or(self.node_path, TxnOp::path).to_owned();
         let deadline = Some(self.client.call_deadline());
-        let session = self.client.session(deadline)?;
-        self.commit(&session, ops, &unknown_path, deadline)?
+        let session = self.client.session_async(deadline).await?;
+        self.commit(&session, ops, &unknown_path, deadline)
+            .await?
             .map_err(|(_, err)| err)
     }
 }
@@ -208,7 +211,7 @@ fn ancestors(path: &str) -> Vec<&str> {
 
 /// The ancestors of `path` that do not exist, nearest the root first. They are created in the
 /// same transaction as `path`, behind the same check, so a stale holder creates nothing at all.
-fn missing_parents(
+async fn missing_parents(
     session: &Session,
     path: &str,
     deadline: Option<Instant>,
@@ -216,7 +219,7 @@ fn missing_parents(
     let mut missing = Vec::new();
     // Walk up from the nearest: usually it exists and one read settles it.
     for ancestor in ancestors(path).into_iter().rev() {
-        if session.exists(ancestor, deadline)? {
+        if session.exists_async(ancestor, deadline).await? {
             break;
         }
         missing.push(ancestor.to_owned());
@@ -359,11 +362,22 @@ impl<'a> FencedTransaction<'a> {
     /// after the transaction was sent: it may have been applied, but only if our node existed
     /// when it was.
     pub fn commit(self) -> Result<()> {
+        let _closing = self.fence.client.watch_close();
+        crate::session::blocking(self.commit_async())
+    }
+
+    /// As [`commit`](Self::commit), as a future. Dropped after the transaction was sent, its
+    /// outcome stays unknown (as [`Error::OutcomeUnknown`] would say): it may be applied, but
+    /// only while our node exists.
+    ///
+    /// # Errors
+    /// As [`commit`](Self::commit).
+    pub async fn commit_async(self) -> Result<()> {
         if let Some(err) = self.invalid {
             return Err(err);
         }
         check_txn_size(&self.ops)?;
-        self.fence.transaction(self.ops)
+        self.fence.transaction(self.ops).await
     }
 }
 

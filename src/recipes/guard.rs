@@ -18,15 +18,17 @@ use super::fence::{Fence, FencedTransaction};
 /// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard) and
 /// [`Leadership`](crate::Leadership), by the other recipes). It owns what it needs (it keeps
 /// its [`Client`](crate::Client) alive): it can outlive the lock object it came from, be
-/// returned from functions and from `spawn_blocking`, be stored next to its lock, and be moved
+/// returned from functions and tasks, be stored next to its lock, and be moved
 /// to and released from any thread or task.
 ///
 /// Dropping the guard deletes the lock node, blocking at most the client's
 /// [release timeout](crate::ClientBuilder::release_timeout) (one second by default) for the
 /// server's reply; a delete not confirmed by then (a connection down, a frozen or slow server)
 /// is retried in the background until the node is gone or the session has ended (which
-/// removes the node too). Use [`unlock`](Self::unlock) to learn whether the release went
-/// through. A guard holding the last clone of its [`Client`](crate::Client) also closes the
+/// removes the node too). A guard taken by an `_async` call never blocks when dropped (it may
+/// be dropped on an async runtime's worker): its release goes to the background at once. Use
+/// [`unlock`](Self::unlock) or [`unlock_async`](Self::unlock_async) to learn whether the
+/// release went through. A guard holding the last clone of its [`Client`](crate::Client) also closes the
 /// client when dropped (see there).
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]
@@ -142,6 +144,18 @@ impl LockGuard {
         self.held.wait_not_held(Some(deadline_after(timeout)), None)
     }
 
+    /// As [`wait_lost`](Self::wait_lost), as a future: ready once the lock is no longer
+    /// [`LockState::Held`], with the new state. It wakes on session changes and when the
+    /// lease would run out (on the monotonic clock), so a stalled network thread cannot keep
+    /// it pending. Cancel safe: dropping it stops nothing but the wait. Race it against the
+    /// work the lock protects (`select!`) to stop that work when the lock is lost.
+    pub async fn wait_lost_async(&self) -> LockState {
+        self.held
+            .wait_not_held_async(None)
+            .await
+            .unwrap_or(LockState::Lost)
+    }
+
     /// As [`wait_lost`](Self::wait_lost), but returns `None` as soon as `token` is cancelled
     /// (at once if it already is) while the lock is still held.
     ///
@@ -221,6 +235,19 @@ impl LockGuard {
     pub fn unlock_timeout(mut self, timeout: Duration) -> Result<()> {
         let _closing = self.client.watch_close();
         self.held.release_within(timeout)
+    }
+
+    /// As [`unlock`](Self::unlock), as a future: waits for the server's confirmation without
+    /// blocking a thread, at most the session timeout. Cancel safe: dropped before the
+    /// confirmation, the release goes on in the background (as a dropped guard's does).
+    ///
+    /// # Errors
+    /// As [`unlock`](Self::unlock).
+    pub async fn unlock_async(mut self) -> Result<()> {
+        // Dropped half-way on an async worker, the guard must not block in its drop.
+        self.held.background_drop = true;
+        let wait = self.held.session_timeout();
+        self.held.release_within_async(wait).await
     }
 
     /// The release of a dropped guard, blocking no later than `deadline` (a guard of several,
@@ -309,7 +336,17 @@ impl LockGuard {
     ///   [`Error::NoAuth`](crate::Error::NoAuth) and other server errors.
     /// - [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) (naming `path`): see above.
     pub fn fenced_set_data(&self, path: &str, data: &[u8]) -> Result<()> {
-        self.fence().set_data(path, data)
+        let _closing = self.client.watch_close();
+        crate::session::blocking(self.fence().set_data(path, data))
+    }
+
+    /// As [`fenced_set_data`](Self::fenced_set_data), as a future. Dropped after the write was
+    /// sent, its outcome stays unknown: it may be applied, but only while our node exists.
+    ///
+    /// # Errors
+    /// As [`fenced_set_data`](Self::fenced_set_data).
+    pub async fn fenced_set_data_async(&self, path: &str, data: &[u8]) -> Result<()> {
+        self.fence().set_data(path, data).await
     }
 
     /// Deletes the node at `path` if this guard's lock node still exists when the server
@@ -329,7 +366,17 @@ impl LockGuard {
     /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) if the reply was lost (deleted
     /// or not; if deleted, then while our node existed).
     pub fn fenced_delete(&self, path: &str) -> Result<bool> {
-        self.fence().delete(path)
+        let _closing = self.client.watch_close();
+        crate::session::blocking(self.fence().delete(path))
+    }
+
+    /// As [`fenced_delete`](Self::fenced_delete), as a future. Dropped after the delete was
+    /// sent, its outcome stays unknown: it may be applied, but only while our node exists.
+    ///
+    /// # Errors
+    /// As [`fenced_delete`](Self::fenced_delete).
+    pub async fn fenced_delete_async(&self, path: &str) -> Result<bool> {
+        self.fence().delete(path).await
     }
 
     /// Starts a transaction of several writes, applied atomically, all or none, and only while

@@ -88,22 +88,25 @@ impl MultiLock {
     }
 
     acquisitions!("every lock" => MultiGuard, via acquire:
-        lock, try_lock, lock_timeout, lock_cancellable, lock_with);
+        lock, try_lock, lock_timeout, lock_cancellable, lock_with;
+        async lock_async, try_lock_async, lock_timeout_async, lock_cancellable_async,
+        lock_with_async);
 
     /// All or nothing: on any early return `taken` is dropped, releasing what was taken in
     /// reverse order within the deadline.
-    fn acquire(&self, attempt: Attempt) -> Result<Option<MultiGuard>> {
+    async fn acquire(&self, attempt: Attempt, background: bool) -> Result<Option<MultiGuard>> {
         let paths = self.paths().join(",");
         let measured = Acquisition::start(&self.client, MULTI_METRIC, &paths);
-        let outcome = attempt.run(|| {
+        let acquire = async {
             let deadline = attempt.deadline(|| self.client.call_deadline());
             // One session for every member: were it to expire half-way, the later members
             // would fail with it rather than be taken on a new session beside lost ones.
-            let session = self.client.session(deadline)?;
-            let mut taken = Partial::new(deadline);
+            let session = Box::pin(self.client.session_async(deadline)).await?;
+            let mut taken = Partial::new(&attempt);
             for (path, kind) in &self.members {
                 let options = Options::default();
-                match acquire_on(&session, path, kind, &attempt, deadline, &options)? {
+                let held = acquire_on(&session, path, kind, &attempt, deadline, &options).await?;
+                match held {
                     Some(held) => taken.push(held),
                     None => return Ok(None),
                 }
@@ -111,10 +114,16 @@ impl MultiLock {
             let guards = taken
                 .complete()
                 .into_iter()
-                .map(|held| LockGuard::new(held, self.client.clone()))
+                .map(|mut held| {
+                    held.background_drop = background;
+                    LockGuard::new(held, self.client.clone())
+                })
                 .collect();
             Ok(Some(MultiGuard { guards }))
-        });
+        };
+        let outcome = attempt
+            .run(self.client.close_token(), Box::pin(acquire))
+            .await;
         measured.finish(&attempt, outcome, |multi| {
             multi.guards.iter_mut().map(|g| &mut g.held).collect()
         })
@@ -149,6 +158,25 @@ impl MultiGuard {
         let mut outcome = Ok(());
         while let Some(guard) = self.guards.pop() {
             if let Err(err) = guard.unlock() {
+                outcome = outcome.and(Err(err));
+            }
+        }
+        outcome
+    }
+
+    /// As [`unlock`](Self::unlock), as a future. Cancel safe: the locks not yet released when
+    /// it is dropped are released in the background.
+    ///
+    /// # Errors
+    /// As [`LockGuard::unlock`].
+    pub async fn unlock_async(mut self) -> Result<()> {
+        // Dropped half-way on an async worker, the rest must not block in their drops.
+        for guard in &mut self.guards {
+            guard.held.background_drop = true;
+        }
+        let mut outcome = Ok(());
+        while let Some(guard) = self.guards.pop() {
+            if let Err(err) = guard.unlock_async().await {
                 outcome = outcome.and(Err(err));
             }
         }

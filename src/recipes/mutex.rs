@@ -42,10 +42,12 @@ impl DistributedMutex {
     }
 
     acquisitions!("the lock" => LockGuard, via acquire:
-        lock, try_lock, lock_timeout, lock_cancellable, lock_with);
+        lock, try_lock, lock_timeout, lock_cancellable, lock_with;
+        async lock_async, try_lock_async, lock_timeout_async, lock_cancellable_async,
+        lock_with_async);
 
-    fn acquire(&self, attempt: Attempt) -> Result<Option<LockGuard>> {
-        self.queue.acquire(&MUTEX, attempt)
+    async fn acquire(&self, attempt: Attempt, background_drop: bool) -> Result<Option<LockGuard>> {
+        self.queue.acquire(&MUTEX, attempt, background_drop).await
     }
 
     queue_calls!(MUTEX);

@@ -41,16 +41,29 @@ impl LockQueue {
         })
     }
 
-    /// Queues a node of `kind` and waits as `attempt` says.
-    pub(crate) fn acquire(&self, kind: &Kind, attempt: Attempt) -> Result<Option<LockGuard>> {
+    /// Queues a node of `kind` and waits as `attempt` says. With `background_drop` (async
+    /// callers), the guard releases in the background when dropped.
+    pub(crate) async fn acquire(
+        &self,
+        kind: &Kind,
+        attempt: Attempt,
+        background_drop: bool,
+    ) -> Result<Option<LockGuard>> {
         let measured = Acquisition::start(&self.client, kind.metric, &self.path);
-        let outcome = attempt.run(|| {
+        let acquire = async {
             let deadline = attempt.deadline(|| self.client.call_deadline());
-            let session = self.client.session(deadline)?;
+            // The step before the wait is boxed: a future is as large as its largest state.
+            let session = Box::pin(self.client.session_async(deadline)).await?;
             let (path, options) = (&self.path, &self.options);
-            let held = acquire_on(&session, path, kind, &attempt, deadline, options)?;
-            Ok(held.map(|held| LockGuard::new(held, self.client.clone())))
-        });
+            let held = acquire_on(&session, path, kind, &attempt, deadline, options).await?;
+            Ok(held.map(|mut held| {
+                held.background_drop = background_drop;
+                LockGuard::new(held, self.client.clone())
+            }))
+        };
+        // Boxed: moved into the race by value, it would be kept twice in this future.
+        let closes = self.client.close_token();
+        let outcome = attempt.run(closes, Box::pin(acquire)).await;
         measured.finish(&attempt, outcome, |guard| vec![&mut guard.held])
     }
 
@@ -72,14 +85,17 @@ impl LockQueue {
     }
 }
 
-/// Writes a recipe's five blocking acquisitions of one kind, with their docs: block until
-/// held; try without waiting; wait up to a timeout; wait until held or cancelled; wait as a
-/// [`Wait`](crate::Wait) says. The recipe provides `fn $via(&self, Attempt) ->
-/// Result<Option<$guard>>`, and `$what` names what is held, for the docs.
+/// Writes a recipe's five blocking acquisitions of one kind, with their docs, and their five
+/// async twins: block until held; try without waiting; wait up to a timeout; wait until held
+/// or cancelled; wait as a [`Wait`](crate::Wait) says. The recipe provides `async fn
+/// $via(&self, Attempt, background_drop: bool) -> Result<Option<$guard>>`, the one
+/// acquisition both forms run, and `$what` names what is held, for the docs.
 macro_rules! acquisitions {
     (
         $what:literal => $guard:ty, via $via:ident:
-        $block:ident, $try_:ident, $timeout:ident, $cancellable:ident, $with:ident
+        $block:ident, $try_:ident, $timeout:ident, $cancellable:ident, $with:ident;
+        async $block_a:ident, $try_a:ident, $timeout_a:ident, $cancellable_a:ident,
+        $with_a:ident
     ) => {
         #[doc = concat!("Blocks until ", $what, " is held.")]
         ///
@@ -91,6 +107,8 @@ macro_rules! acquisitions {
         /// Locking again from a thread that holds it through a guard waits for that guard,
         /// like `std::sync::Mutex`: release it first, or use a timed or cancellable call.
         ///
+        #[doc = concat!("Never call it on an async runtime's worker thread: use [`", stringify!($block_a), "`](Self::", stringify!($block_a), ").")]
+        ///
         /// # Errors
         /// [`Error::SessionExpired`](crate::Error::SessionExpired),
         /// [`Error::Closed`](crate::Error::Closed) (the client was closed meanwhile),
@@ -98,7 +116,7 @@ macro_rules! acquisitions {
         /// [`Error::NoAuth`](crate::Error::NoAuth) and other server errors. No node is left
         /// behind.
         pub fn $block(&self) -> $crate::Result<$guard> {
-            self.$via($crate::core::wait::Attempt::forever())
+            $crate::session::blocking(self.$via($crate::core::wait::Attempt::forever(), false))
                 .and_then($crate::core::wait::never_gives_up)
         }
 
@@ -111,7 +129,7 @@ macro_rules! acquisitions {
         /// As the blocking call, plus [`Error::ConnectionLoss`](crate::Error::ConnectionLoss)
         /// if the connection did not return in time.
         pub fn $try_(&self) -> $crate::Result<Option<$guard>> {
-            self.$via($crate::core::wait::Attempt::dont_wait())
+            $crate::session::blocking(self.$via($crate::core::wait::Attempt::dont_wait(), false))
         }
 
         #[doc = concat!("Blocks until ", $what, " is held or `timeout` (monotonic clock, from the call) has passed: `Ok(None)` then.")]
@@ -125,7 +143,7 @@ macro_rules! acquisitions {
         /// # Errors
         /// As the blocking call, plus [`Error::ConnectionLoss`](crate::Error::ConnectionLoss).
         pub fn $timeout(&self, timeout: std::time::Duration) -> $crate::Result<Option<$guard>> {
-            self.$via($crate::core::wait::Attempt::timeout(timeout))
+            $crate::session::blocking(self.$via($crate::core::wait::Attempt::timeout(timeout), false))
         }
 
         #[doc = concat!("Blocks until ", $what, " is held or `token` is cancelled.")]
@@ -138,7 +156,7 @@ macro_rules! acquisitions {
         /// # Errors
         /// As the blocking call, plus [`Error::Cancelled`](crate::Error::Cancelled).
         pub fn $cancellable(&self, token: &$crate::CancelToken) -> $crate::Result<$guard> {
-            self.$via($crate::core::wait::Attempt::cancellable(token))
+            $crate::session::blocking(self.$via($crate::core::wait::Attempt::cancellable(token), false))
                 .and_then($crate::core::wait::never_gives_up)
         }
 
@@ -147,7 +165,69 @@ macro_rules! acquisitions {
         /// # Errors
         /// As the timed and the cancellable calls.
         pub fn $with(&self, wait: $crate::Wait) -> $crate::Result<Option<$guard>> {
-            self.$via($crate::core::wait::Attempt::with(wait))
+            $crate::session::blocking(self.$via($crate::core::wait::Attempt::with(wait), false))
+        }
+
+        #[doc = concat!("As [`", stringify!($block), "`](Self::", stringify!($block), "), as a future: waits for ", $what, " without blocking a thread.")]
+        ///
+        /// Runs on any executor (tokio, smol, `futures::executor`); the future is `Send`.
+        ///
+        /// **Cancel safety:** dropping the future at any await point (a `select!`, a runtime's
+        /// timeout, an aborted task) withdraws the node it queued in the background (within a
+        /// round trip, or once the connection returns), removes its watch, and releases the
+        /// lock if it had just been taken. The guard it returns releases in the background
+        /// when dropped; await [`LockGuard::unlock_async`](crate::LockGuard::unlock_async)
+        /// for the outcome.
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", stringify!($block), "`](Self::", stringify!($block), ").")]
+        pub async fn $block_a(&self) -> $crate::Result<$guard> {
+            self.$via($crate::core::wait::Attempt::forever(), true)
+                .await
+                .and_then($crate::core::wait::never_gives_up)
+        }
+
+        #[doc = concat!("As [`", stringify!($try_), "`](Self::", stringify!($try_), "), as a future. Cancel safe: see [`", stringify!($block_a), "`](Self::", stringify!($block_a), ").")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", stringify!($try_), "`](Self::", stringify!($try_), ").")]
+        pub async fn $try_a(&self) -> $crate::Result<Option<$guard>> {
+            self.$via($crate::core::wait::Attempt::dont_wait(), true).await
+        }
+
+        #[doc = concat!("As [`", stringify!($timeout), "`](Self::", stringify!($timeout), "), as a future: `Ok(None)` once `timeout` has passed, after its queued node was withdrawn. Cancel safe: see [`", stringify!($block_a), "`](Self::", stringify!($block_a), ").")]
+        ///
+        /// A runtime's own timeout (`tokio::time::timeout`) works too: it drops the future,
+        /// which withdraws the node in the background instead of before returning.
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", stringify!($timeout), "`](Self::", stringify!($timeout), ").")]
+        pub async fn $timeout_a(
+            &self,
+            timeout: std::time::Duration,
+        ) -> $crate::Result<Option<$guard>> {
+            self.$via($crate::core::wait::Attempt::timeout(timeout), true).await
+        }
+
+        #[doc = concat!("As [`", stringify!($cancellable), "`](Self::", stringify!($cancellable), "), as a future: [`Error::Cancelled`](crate::Error::Cancelled) once `token` is cancelled. Cancel safe: see [`", stringify!($block_a), "`](Self::", stringify!($block_a), ").")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", stringify!($cancellable), "`](Self::", stringify!($cancellable), ").")]
+        pub async fn $cancellable_a(
+            &self,
+            token: &$crate::CancelToken,
+        ) -> $crate::Result<$guard> {
+            self.$via($crate::core::wait::Attempt::cancellable(token), true)
+                .await
+                .and_then($crate::core::wait::never_gives_up)
+        }
+
+        #[doc = concat!("As [`", stringify!($with), "`](Self::", stringify!($with), "), as a future. Cancel safe: see [`", stringify!($block_a), "`](Self::", stringify!($block_a), ").")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`", stringify!($with), "`](Self::", stringify!($with), ").")]
+        pub async fn $with_a(&self, wait: $crate::Wait) -> $crate::Result<Option<$guard>> {
+            self.$via($crate::core::wait::Attempt::with(wait), true).await
         }
     };
 }

@@ -46,17 +46,25 @@ impl DistributedRwLock {
     }
 
     acquisitions!("a read lock (no writer queued before us)" => ReadGuard, via acquire_read:
-        read, try_read, read_timeout, read_cancellable, read_with);
+        read, try_read, read_timeout, read_cancellable, read_with;
+        async read_async, try_read_async, read_timeout_async, read_cancellable_async,
+        read_with_async);
 
     acquisitions!("the write lock (exclusive)" => WriteGuard, via acquire_write:
-        write, try_write, write_timeout, write_cancellable, write_with);
+        write, try_write, write_timeout, write_cancellable, write_with;
+        async write_async, try_write_async, write_timeout_async, write_cancellable_async,
+        write_with_async);
 
-    fn acquire_read(&self, attempt: Attempt) -> Result<Option<ReadGuard>> {
-        self.queue.acquire(&READER, attempt)
+    async fn acquire_read(&self, attempt: Attempt, background: bool) -> Result<Option<ReadGuard>> {
+        self.queue.acquire(&READER, attempt, background).await
     }
 
-    fn acquire_write(&self, attempt: Attempt) -> Result<Option<WriteGuard>> {
-        self.queue.acquire(&WRITER, attempt)
+    async fn acquire_write(
+        &self,
+        attempt: Attempt,
+        background: bool,
+    ) -> Result<Option<WriteGuard>> {
+        self.queue.acquire(&WRITER, attempt, background).await
     }
 
     queue_calls!(READER, WRITER);

@@ -14,6 +14,7 @@ use crate::core::wait::{never_gives_up, Attempt, Wait};
 use crate::error::{Error, Result};
 use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::deadline_after;
+use crate::session::blocking;
 use crate::znode::path::validate_lock_path;
 
 use super::acquisition::Acquisition;
@@ -73,10 +74,12 @@ impl Semaphore {
     }
 
     acquisitions!("one lease" => Permit, via take_one:
-        acquire, try_acquire, acquire_timeout, acquire_cancellable, acquire_with);
+        acquire, try_acquire, acquire_timeout, acquire_cancellable, acquire_with;
+        async acquire_async, try_acquire_async, acquire_timeout_async, acquire_cancellable_async,
+        acquire_with_async);
 
-    fn take_one(&self, attempt: Attempt) -> Result<Option<Permit>> {
-        self.take(1, attempt)
+    async fn take_one(&self, attempt: Attempt, background: bool) -> Result<Option<Permit>> {
+        self.take(1, attempt, background).await
     }
 
     /// Blocks until `count` leases are held, all taken in one pass (two takers of several
@@ -86,8 +89,7 @@ impl Semaphore {
     /// [`Error::InvalidArgument`] if `count` is zero or more than the permits; otherwise as
     /// [`acquire`](Self::acquire). Leases taken before an error are released.
     pub fn acquire_many(&self, count: usize) -> Result<Permit> {
-        self.take(count, Attempt::forever())
-            .and_then(never_gives_up)
+        blocking(self.take(count, Attempt::forever(), false)).and_then(never_gives_up)
     }
 
     /// As [`acquire_many`](Self::acquire_many), all or nothing within `timeout`: on timeout the
@@ -97,7 +99,7 @@ impl Semaphore {
     /// # Errors
     /// As [`acquire_many`](Self::acquire_many).
     pub fn acquire_many_timeout(&self, count: usize, timeout: Duration) -> Result<Option<Permit>> {
-        self.take(count, Attempt::timeout(timeout))
+        blocking(self.take(count, Attempt::timeout(timeout), false))
     }
 
     /// As [`acquire_many`](Self::acquire_many), until `token` is cancelled:
@@ -106,8 +108,7 @@ impl Semaphore {
     /// # Errors
     /// As [`acquire_many`](Self::acquire_many), plus `Cancelled`.
     pub fn acquire_many_cancellable(&self, count: usize, token: &CancelToken) -> Result<Permit> {
-        self.take(count, Attempt::cancellable(token))
-            .and_then(never_gives_up)
+        blocking(self.take(count, Attempt::cancellable(token), false)).and_then(never_gives_up)
     }
 
     /// As [`acquire_many`](Self::acquire_many), waiting as `wait` says (see [`Wait`]).
@@ -116,46 +117,107 @@ impl Semaphore {
     /// As [`acquire_many_timeout`](Self::acquire_many_timeout) and
     /// [`acquire_many_cancellable`](Self::acquire_many_cancellable).
     pub fn acquire_many_with(&self, count: usize, wait: Wait) -> Result<Option<Permit>> {
-        self.take(count, Attempt::with(wait))
+        blocking(self.take(count, Attempt::with(wait), false))
     }
 
-    fn take(&self, count: usize, attempt: Attempt) -> Result<Option<Permit>> {
+    /// As [`acquire_many`](Self::acquire_many), as a future. Cancel safe: dropped at any
+    /// await point, it releases the leases taken so far and withdraws its queued node in the
+    /// background (see [`acquire_async`](Self::acquire_async)).
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Self::acquire_many).
+    pub async fn acquire_many_async(&self, count: usize) -> Result<Permit> {
+        self.take(count, Attempt::forever(), true)
+            .await
+            .and_then(never_gives_up)
+    }
+
+    /// As [`acquire_many_timeout`](Self::acquire_many_timeout), as a future. Cancel safe: see
+    /// [`acquire_many_async`](Self::acquire_many_async).
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Self::acquire_many).
+    pub async fn acquire_many_timeout_async(
+        &self,
+        count: usize,
+        timeout: Duration,
+    ) -> Result<Option<Permit>> {
+        self.take(count, Attempt::timeout(timeout), true).await
+    }
+
+    /// As [`acquire_many_cancellable`](Self::acquire_many_cancellable), as a future. Cancel
+    /// safe: see [`acquire_many_async`](Self::acquire_many_async).
+    ///
+    /// # Errors
+    /// As [`acquire_many_cancellable`](Self::acquire_many_cancellable).
+    pub async fn acquire_many_cancellable_async(
+        &self,
+        count: usize,
+        token: &CancelToken,
+    ) -> Result<Permit> {
+        self.take(count, Attempt::cancellable(token), true)
+            .await
+            .and_then(never_gives_up)
+    }
+
+    /// As [`acquire_many_with`](Self::acquire_many_with), as a future. Cancel safe: see
+    /// [`acquire_many_async`](Self::acquire_many_async).
+    ///
+    /// # Errors
+    /// As [`acquire_many_with`](Self::acquire_many_with).
+    pub async fn acquire_many_with_async(
+        &self,
+        count: usize,
+        wait: Wait,
+    ) -> Result<Option<Permit>> {
+        self.take(count, Attempt::with(wait), true).await
+    }
+
+    async fn take(
+        &self,
+        count: usize,
+        attempt: Attempt,
+        background: bool,
+    ) -> Result<Option<Permit>> {
         if count == 0 || count > self.permits {
             return Err(Error::InvalidArgument(
                 "lease count must be between 1 and the permits",
             ));
         }
         let measured = Acquisition::start(&self.client, SEMAPHORE.metric, &self.path);
-        let outcome = attempt.run(|| {
+        let acquire = async {
             let deadline = attempt.deadline(|| self.client.call_deadline());
             // One session for the gate and every lease: were it to expire half-way, a lease
             // taken on a new session would wait while the gate (lost with the old one) let
             // others in.
-            let session = self.client.session(deadline)?;
+            let session = Box::pin(self.client.session_async(deadline)).await?;
             // One pass through the gate for all `count` leases: two takers each holding some
             // leases while waiting for more would wait for each other for ever.
             let options = Options::default();
             let gate_kind = SEMAPHORE.gate_kind;
-            let Some(gate) = acquire_on(
+            let gate = acquire_on(
                 &session, &self.gate, gate_kind, &attempt, deadline, &options,
-            )?
-            else {
+            )
+            .await?;
+            let Some(gate) = gate else {
                 return Ok(None);
             };
-            // Dropped on the way out, `taken` releases what was taken (all or nothing), waiting
-            // no longer than the deadline; the gate, taken first, goes last.
-            let mut taken = Partial::new(deadline);
+            // Dropped on the way out, `taken` releases what was taken (all or nothing); the
+            // gate, taken first, goes last.
+            let mut taken = Partial::new(&attempt);
             taken.push(gate);
             let (leases, lease_name) = (&self.leases, SEMAPHORE.lease_names[0].0);
             for _ in 0..count {
-                match acquire_lease(
+                let lease = acquire_lease(
                     &session,
                     leases,
                     lease_name,
                     self.permits,
                     &attempt,
                     deadline,
-                )? {
+                )
+                .await?;
+                match lease {
                     Some(lease) => taken.push(lease),
                     None => return Ok(None),
                 }
@@ -165,12 +227,19 @@ impl Semaphore {
             // dropped permit would (a slow reply finishes in the background).
             leases
                 .remove(0)
-                .release_on_drop(self.client.release_timeout());
+                .release_logged(self.client.release_timeout())
+                .await;
+            for lease in &mut leases {
+                lease.background_drop = background;
+            }
             Ok(Some(Permit {
                 leases,
                 client: self.client.clone(),
             }))
-        });
+        };
+        let outcome = attempt
+            .run(self.client.close_token(), Box::pin(acquire))
+            .await;
         measured.finish(&attempt, outcome, |permit| {
             permit.leases.iter_mut().collect()
         })
@@ -277,6 +346,44 @@ impl Permit {
             }
         }
         outcome
+    }
+
+    /// As [`release`](Self::release), as a future. Cancel safe: the leases not yet released
+    /// when it is dropped are released in the background.
+    ///
+    /// # Errors
+    /// As [`LockGuard::unlock`](crate::LockGuard::unlock).
+    pub async fn release_async(mut self) -> Result<()> {
+        let mut outcome = Ok(());
+        // Dropped half-way on an async worker, the permit must not block in its drop.
+        for lease in &mut self.leases {
+            lease.background_drop = true;
+        }
+        for lease in &mut self.leases {
+            let wait = lease.session_timeout();
+            if let Err(err) = lease.release_within_async(wait).await {
+                outcome = outcome.and(Err(err));
+            }
+        }
+        outcome
+    }
+
+    /// As [`wait_lost_cancellable`](Self::wait_lost_cancellable), as a future (cancelled by
+    /// dropping it): ready once the permit is no longer [`LockState::Held`], with the new
+    /// state.
+    pub async fn wait_lost_async(&self) -> LockState {
+        loop {
+            let state = self.state();
+            let Some(first) = self.leases.first().filter(|_| state == LockState::Held) else {
+                return state;
+            };
+            // A session change wakes the wait on any lease; another lease's node deleted is
+            // seen at the next look.
+            let step = deadline_after(OTHER_LEASES_POLL);
+            if let Some(state) = first.wait_not_held_async(Some(step)).await {
+                return state;
+            }
+        }
     }
 }
 

@@ -1,10 +1,13 @@
 //! Cancellation: a [`CancelToken`] stops acquisitions blocked on other threads.
 //!
-//! Every wait in zklock parks the waiting thread (`thread::park`, directly or in
-//! `runtime::block_on`). While a call runs, its thread is registered with the tokens that may
-//! stop it (the caller's, and its client's close token), so that cancelling unparks it, and
-//! each wait checks [`interrupted`] after every wake-up. The registration is per thread, for
-//! the length of the call ([`watch`]), so the layers in between need no extra parameter.
+//! A blocking call waits on its thread's parker (`runtime::block_on`). While it runs, its
+//! thread is registered with the tokens that may stop it (the caller's, and its client's close
+//! token), so that cancelling wakes it, and each wait checks [`interrupted`] after every
+//! wake-up. The registration is per thread, for the length of the call ([`watch`]), so the
+//! layers in between need no extra parameter.
+//!
+//! An async call cannot use the thread: it races its future against [`CancelToken::cancelled`]
+//! and drops the future when a token wins, which withdraws whatever the future had queued.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -15,6 +18,7 @@ use std::thread::{self, Thread};
 use parking_lot::Mutex;
 
 use crate::error::Error;
+use crate::rt::park::Parker;
 
 /// Stops blocking acquisitions from another thread: cancel it, and every acquisition
 /// watching it (`lock_cancellable`, `read_cancellable`, `acquire_cancellable`, ... and the
@@ -49,8 +53,8 @@ struct Inner {
     /// A client's own token, cancelled by `Client::close`: its calls end with
     /// [`Error::Closed`] rather than [`Error::Cancelled`].
     closes_client: bool,
-    /// Threads inside a call that watches this token.
-    watchers: Mutex<Vec<Thread>>,
+    /// Threads inside a call that watches this token, with the parker they wait on.
+    watchers: Mutex<Vec<(Thread, Arc<Parker>)>>,
     /// Condition variables waited on by calls that watch this token (see [`wake_on_cancel`]):
     /// a parked thread is woken by `unpark`, a condition variable only by its own notify.
     wakes: Mutex<Vec<Arc<dyn CancelWake>>>,
@@ -83,7 +87,8 @@ impl CancelToken {
     /// [`Error::Cancelled`](crate::Error::Cancelled). Never blocks; idempotent.
     pub fn cancel(&self) {
         self.inner.cancelled.store(true, Ordering::SeqCst);
-        for thread in self.inner.watchers.lock().iter() {
+        for (thread, parker) in self.inner.watchers.lock().iter() {
+            parker.unpark();
             thread.unpark();
         }
         for wake in self.inner.wakes.lock().iter() {
@@ -95,6 +100,57 @@ impl CancelToken {
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancelled.load(Ordering::SeqCst)
     }
+
+    /// Ready once the token is cancelled: the error an acquisition stopped by it returns
+    /// ([`Error::Closed`] for a client's own token, else [`Error::Cancelled`]).
+    pub(crate) async fn cancelled(&self) -> Error {
+        let slot = Arc::new(WakerSlot::default());
+        let _registered = wake_on_cancel(self, slot.clone());
+        std::future::poll_fn(|cx| {
+            // Set before looking, so that a cancel in between wakes the new waker.
+            *slot.0.lock() = Some(cx.waker().clone());
+            if self.is_cancelled() {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+        if self.inner.closes_client {
+            Error::Closed
+        } else {
+            Error::Cancelled
+        }
+    }
+}
+
+/// The waker of a task waiting in [`CancelToken::cancelled`].
+#[derive(Default)]
+struct WakerSlot(Mutex<Option<std::task::Waker>>);
+
+impl CancelWake for WakerSlot {
+    fn wake(&self) {
+        if let Some(waker) = self.0.lock().take() {
+            waker.wake();
+        }
+    }
+}
+
+/// Ready with the error of the first of `tokens` to be cancelled; never if none is.
+pub(crate) async fn first_cancelled(tokens: &[CancelToken]) -> Error {
+    if tokens.is_empty() {
+        return std::future::pending().await;
+    }
+    let mut waits: Vec<_> = tokens.iter().map(|t| Box::pin(t.cancelled())).collect();
+    std::future::poll_fn(|cx| {
+        for wait in &mut waits {
+            if let std::task::Poll::Ready(err) = std::future::Future::poll(wait.as_mut(), cx) {
+                return std::task::Poll::Ready(err);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 impl fmt::Debug for CancelToken {
@@ -118,7 +174,11 @@ pub(crate) fn watch<'a>(tokens: impl IntoIterator<Item = &'a CancelToken>) -> Wa
     WATCHED.with(|watched| {
         let mut watched = watched.borrow_mut();
         for token in &tokens {
-            token.inner.watchers.lock().push(me.clone());
+            token
+                .inner
+                .watchers
+                .lock()
+                .push((me.clone(), Parker::current()));
             watched.push(token.clone());
         }
     });
@@ -149,7 +209,7 @@ impl Drop for Watching {
                     watched.remove(at);
                 }
                 let mut watchers = token.inner.watchers.lock();
-                if let Some(at) = watchers.iter().position(|t| t.id() == me) {
+                if let Some(at) = watchers.iter().position(|(t, _)| t.id() == me) {
                     watchers.swap_remove(at);
                 }
             }

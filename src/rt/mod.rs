@@ -7,5 +7,7 @@
 //! declares them.
 
 pub(crate) mod cancel;
+pub(crate) mod park;
 pub(crate) mod relay;
 pub(crate) mod runtime;
+pub(crate) mod timer;

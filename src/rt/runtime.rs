@@ -7,8 +7,6 @@
 //! it holds no process-wide state: a process forked from one that used zklock can start its
 //! own. A completion filled on an I/O thread wakes the task (or the parked caller) directly.
 
-use std::cell::RefCell;
-use std::collections::BinaryHeap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::{pin, Pin};
@@ -16,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use async_executor::Executor;
 use event_listener::Event;
@@ -24,6 +22,7 @@ use futures_lite::FutureExt;
 use log::{debug, warn};
 
 use crate::error::{Error, Result};
+use crate::rt::park::Parker;
 use crate::rt::relay::io_log;
 
 /// The runtime thread; stopped when dropped.
@@ -242,61 +241,18 @@ impl Abort {
     }
 }
 
-thread_local! {
-    /// The timers of the runtime thread this is (none on other threads).
-    static TIMERS: RefCell<Option<BinaryHeap<Timer>>> = const { RefCell::new(None) };
-}
-
-/// A task's wake-up at `at`; the heap's top is the earliest.
-struct Timer {
-    at: Instant,
-    waker: Waker,
-}
-
-impl PartialEq for Timer {
-    fn eq(&self, other: &Self) -> bool {
-        self.at == other.at
-    }
-}
-
-impl Eq for Timer {}
-
-impl PartialOrd for Timer {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Timer {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other.at.cmp(&self.at) // earliest first
-    }
-}
-
 /// Runs `future` (the executor) on this thread, parking between polls until woken or until
 /// the earliest timer a task set on this thread is due.
 fn drive<F: Future>(future: F) -> F::Output {
-    TIMERS.with(|t| *t.borrow_mut() = Some(BinaryHeap::new()));
+    let driving = crate::rt::timer::drive_here();
     let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
     let mut cx = Context::from_waker(&waker);
     let mut future = pin!(future);
     loop {
         if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            TIMERS.with(|t| *t.borrow_mut() = None);
             return output;
         }
-        let next = TIMERS.with(|t| {
-            let mut timers = t.borrow_mut();
-            let timers = timers.as_mut()?; // Set above, for as long as this loop runs.
-            let now = Instant::now();
-            while let Some(due) = timers.peek_mut().filter(|t| t.at <= now) {
-                std::collections::binary_heap::PeekMut::pop(due)
-                    .waker
-                    .wake();
-            }
-            timers.peek().map(|t| t.at)
-        });
-        match next {
+        match driving.fire_due() {
             // A timer just fired if the earliest left is not the one we would wait for: the
             // executor was woken and the next poll runs it; parking returns at once then.
             Some(at) => thread::park_timeout(at.saturating_duration_since(Instant::now())),
@@ -305,66 +261,7 @@ fn drive<F: Future>(future: F) -> F::Output {
     }
 }
 
-/// A future that is ready at `at`. On zklock's runtime thread the runtime's loop wakes it; on
-/// any other thread a short-lived thread does.
-pub(crate) fn sleep_until(at: Instant) -> Sleep {
-    Sleep { at, armed: false }
-}
-
-/// A future that is ready after `duration`.
-pub(crate) fn sleep(duration: Duration) -> Sleep {
-    sleep_until(deadline_after(duration))
-}
-
-/// See [`sleep_until`].
-pub(crate) struct Sleep {
-    at: Instant,
-    armed: bool,
-}
-
-impl Future for Sleep {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.at {
-            return Poll::Ready(());
-        }
-        let at = self.at;
-        let on_runtime = TIMERS.with(|t| match t.borrow_mut().as_mut() {
-            Some(timers) => {
-                // Registered at every poll (a spurious poll adds a duplicate that only wakes
-                // the task once more); the heap drains as timers fire.
-                timers.push(Timer {
-                    at,
-                    waker: cx.waker().clone(),
-                });
-                true
-            }
-            None => false,
-        });
-        if !on_runtime && !self.armed {
-            self.armed = true;
-            let waker = cx.waker().clone();
-            let spawned = thread::Builder::new()
-                .name("zklock-timer".into())
-                .spawn(move || {
-                    thread::sleep(at.saturating_duration_since(Instant::now()));
-                    waker.wake();
-                });
-            if spawned.is_err() {
-                cx.waker().wake_by_ref(); // Poll again rather than never.
-            }
-        }
-        Poll::Pending
-    }
-}
-
-/// The instant `timeout` from now; far in the future for timeouts too large to represent.
-pub(crate) fn deadline_after(timeout: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(timeout)
-        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
-}
+pub(crate) use crate::rt::timer::{deadline_after, sleep, sleep_until};
 
 struct ThreadWaker(Thread);
 
@@ -378,16 +275,91 @@ impl Wake for ThreadWaker {
     }
 }
 
-/// Polls `future` on the calling thread, parking between polls, until it completes or
-/// `deadline` passes, or a token the thread watches is cancelled (`cancel::interrupted`). Then
-/// the future is handed back unfinished, so the caller can decide whether to drop it or let a
-/// background task finish it (a request already sent may still execute).
+/// Runs the blocking `work` on a short-lived thread named `name` and awaits its result: for
+/// the rare blocking steps of an async call (opening a session, closing one), so that no
+/// async runtime's worker thread blocks on them.
+pub(crate) async fn on_thread<T: Send + 'static>(
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
+    struct Slot<T> {
+        value: parking_lot::Mutex<Option<T>>,
+        done: Event,
+    }
+    let slot = Arc::new(Slot {
+        value: parking_lot::Mutex::new(None),
+        done: Event::new(),
+    });
+    let filled = slot.clone();
+    thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let value = work();
+            *filled.value.lock() = Some(value);
+            filled.done.notify(usize::MAX);
+        })
+        .map_err(|e| Error::Runtime {
+            reason: format!("cannot spawn a thread: {e}"),
+        })?;
+    loop {
+        if let Some(value) = slot.value.lock().take() {
+            return Ok(value);
+        }
+        let listener = slot.done.listen();
+        if let Some(value) = slot.value.lock().take() {
+            return Ok(value);
+        }
+        listener.await;
+    }
+}
+
+/// Warns (once per process; later ones at debug level) when a blocking call runs on what is
+/// recognisably an async runtime's worker thread (by the names tokio, async-std and smol give
+/// their threads): blocking there can deadlock the program, since the worker cannot run the
+/// tasks that would let the call finish. The `_async` calls are the way there.
+fn warn_if_async_worker() {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    let thread = thread::current();
+    let Some(name) = thread.name() else {
+        return;
+    };
+    const WORKERS: [&str; 5] = [
+        "tokio-runtime-worker", // older tokio
+        "tokio-rt-worker",
+        "async-std/runtime",
+        "async-global-executor",
+        "smol-",
+    ];
+    if !WORKERS.iter().any(|w| name.starts_with(w)) {
+        return;
+    }
+    if WARNED.swap(true, Ordering::Relaxed) {
+        debug!("blocking zklock call on async worker thread {name:?}");
+    } else {
+        warn!(
+            "blocking zklock call on async worker thread {name:?}: this can deadlock the \
+             program; use the _async calls (lock_async, ...) in async code"
+        );
+    }
+}
+
+/// Polls `future` on the calling thread, waiting on the thread's [`Parker`] between polls,
+/// until it completes or `deadline` passes, or a token the thread watches is cancelled
+/// (`cancel::interrupted`). Then the future is handed back unfinished, so the caller can
+/// decide whether to drop it or let a background task finish it (a request already sent may
+/// still execute). Timers the future sets are kept by this thread while it waits.
+///
+/// This is how every blocking call of zklock waits: on the same futures its async calls
+/// return, woken by the completion of a request or the watch it waits for.
 pub(crate) fn block_on<F: Future + Unpin>(
     mut future: F,
     deadline: Option<Instant>,
 ) -> Result<F::Output, F> {
-    let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
+    warn_if_async_worker();
+    let parker = Parker::current();
+    let waker = Waker::from(parker.clone());
     let mut cx = Context::from_waker(&waker);
+    let driving = crate::rt::timer::drive_here();
     loop {
         if let Poll::Ready(output) = pin!(&mut future).poll(&mut cx) {
             return Ok(output);
@@ -395,22 +367,22 @@ pub(crate) fn block_on<F: Future + Unpin>(
         if crate::rt::cancel::interrupted() {
             return Err(future);
         }
-        match deadline {
-            None => thread::park(),
-            Some(deadline) => {
-                let now = Instant::now();
-                if now >= deadline {
-                    return Err(future);
-                }
-                thread::park_timeout(deadline - now);
-            }
+        let timer = driving.fire_due();
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(future);
         }
+        let until = match (deadline, timer) {
+            (Some(d), Some(t)) => Some(d.min(t)),
+            (d, t) => d.or(t),
+        };
+        parker.park_until(until);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn block_on_returns_output_or_hands_back_the_future() {

@@ -1,16 +1,16 @@
 //! Creating a lock node: the create and the listing of its lock path, pipelined, and what a
 //! lost or late reply leaves to do.
 
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::rt::runtime::block_on;
 use crate::wire as zk;
 
 use super::errors::outcome_unknown;
 use super::op::{Op, ZkResult};
 use super::release::{delete_until_gone, sweep};
-use super::{NodeStat, Session};
+use super::{until, NodeStat, Session};
 
 /// The replies to a pipelined create (node name, stat) and listing.
 type CreateAndList = (
@@ -18,7 +18,7 @@ type CreateAndList = (
     ZkResult<(Vec<String>, NodeStat)>,
 );
 
-/// Outcome of [`Session::create_lock_node`].
+/// Outcome of [`Session::create_lock_node_async`].
 pub(crate) enum Create {
     /// Created; the listing of the lock path taken right after, and the lock path's own stat
     /// from the same reply, when it could be read.
@@ -40,8 +40,10 @@ pub(crate) enum Create {
 impl Session {
     /// Creates the ephemeral sequential node `prefix` + sequence and, pipelined behind it on the
     /// same session, lists `lock_path`. ZooKeeper executes one session's requests in order, so
-    /// the listing contains our node and every node created before it.
-    pub(crate) fn create_lock_node(
+    /// the listing contains our node and every node created before it. Dropped before the create is
+    /// answered (a dropped future, or the deadline), the node it may still make is deleted in
+    /// the background.
+    pub(crate) async fn create_lock_node_async(
         &self,
         lock_path: &str,
         prefix: &str,
@@ -55,28 +57,49 @@ impl Session {
             lock_path.to_owned(),
             data.to_vec(),
         );
+        // Alone, the create pipelines its listing (one round trip); among others, a listing
+        // each would cost O(N²) bytes, so they share listings sent after their creates.
+        let _creating = Creating::begin(&self.creating);
+        let with_listing = _creating.alone;
         let op: Op<CreateAndList> = Box::pin(async move {
             let options = zk::CreateMode::EphemeralSequential.with_acls(acl.acls());
             // Both requests are sent here, before the first await.
             let create = zk.create(&node_prefix, &data, &options);
             // getChildren2: the lock path's stat comes with the listing, at no extra cost.
-            let list = zk.get_children(&list_path);
+            let list = with_listing.then(|| zk.get_children(&list_path));
             let created = create.await.map(|(stat, created)| {
                 let name = created.rsplit('/').next().unwrap_or_default().to_owned();
                 (name, NodeStat::from(&stat))
             });
-            let listed = list
-                .await
-                .map(|(children, stat)| (children, NodeStat::from(&stat)));
+            let listed = match list {
+                Some(list) => list
+                    .await
+                    .map(|(children, stat)| (children, NodeStat::from(&stat))),
+                None => Err(zk::Error::ConnectionLoss), // Not asked: listed apart.
+            };
             Ok((created, listed))
         });
+        let mut pending = PendingCreate {
+            session: self,
+            lock_path,
+            prefix,
+            op: Some(op),
+        };
         let sent = Instant::now();
-        let outcome = block_on(op, deadline);
-        if let Ok(Ok((answer, _))) = &outcome {
+        let outcome = match pending.op.as_mut() {
+            Some(op) => until(op, deadline).await.ok(),
+            None => None,
+        };
+        let Some(outcome) = outcome else {
+            drop(pending); // The create may still execute after the connection returns.
+            return Ok(Create::TimedOut);
+        };
+        pending.op = None;
+        if let Ok((answer, _)) = &outcome {
             self.answered(sent, answer);
         }
         match outcome {
-            Ok(Ok((Ok((name, stat)), listing))) => {
+            Ok((Ok((name, stat)), listing)) => {
                 let (children, parent) = listing.ok().unzip();
                 Ok(Create::Created {
                     name,
@@ -85,29 +108,63 @@ impl Session {
                     parent,
                 })
             }
-            Ok(Ok((Err(err), _))) if outcome_unknown(&err) => Ok(Create::Unknown),
-            Ok(Ok((Err(zk::Error::NoNode), _))) => Ok(Create::ParentMissing),
-            Ok(Ok((Err(err), _))) => Err(Error::from_zk(err, lock_path)),
-            Ok(Err(err)) => Err(Error::from_zk(err, lock_path)),
-            Err(pending) => {
-                // The create may still execute after the connection returns.
-                let Ok(zk) = self.zk() else {
-                    return Ok(Create::TimedOut); // Closed: the node goes with the session.
-                };
-                let (lock_path, prefix) = (lock_path.to_owned(), prefix.to_owned());
-                self.spawn_release(async move {
-                    match pending.await {
-                        Ok((Ok((name, _)), _)) => {
-                            delete_until_gone(&zk, &format!("{lock_path}/{name}")).await
-                        }
-                        Ok((Err(err), _)) if outcome_unknown(&err) => {
-                            sweep(&zk, &lock_path, &prefix).await
-                        }
-                        _ => {}
-                    }
-                });
-                Ok(Create::TimedOut)
-            }
+            Ok((Err(err), _)) if outcome_unknown(&err) => Ok(Create::Unknown),
+            Ok((Err(zk::Error::NoNode), _)) => Ok(Create::ParentMissing),
+            Ok((Err(err), _)) => Err(Error::from_zk(err, lock_path)),
+            Err(err) => Err(Error::from_zk(err, lock_path)),
         }
+    }
+}
+
+/// One lock-node create in flight on a session, counted while it lives.
+struct Creating<'a> {
+    count: &'a std::sync::atomic::AtomicUsize,
+    /// No other create was in flight when this one began.
+    alone: bool,
+}
+
+impl<'a> Creating<'a> {
+    fn begin(count: &'a std::sync::atomic::AtomicUsize) -> Creating<'a> {
+        let before = count.fetch_add(1, Ordering::SeqCst);
+        Creating {
+            count,
+            alone: before == 0,
+        }
+    }
+}
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A create in flight: dropped before its reply was read, the node it may still make is
+/// deleted in the background (or, if its reply is lost, looked for by its prefix).
+struct PendingCreate<'a> {
+    session: &'a Session,
+    lock_path: &'a str,
+    prefix: &'a str,
+    op: Option<Op<CreateAndList>>,
+}
+
+impl Drop for PendingCreate<'_> {
+    fn drop(&mut self) {
+        let Some(op) = self.op.take() else {
+            return;
+        };
+        let Ok(zk) = self.session.zk() else {
+            return; // Closed: the node goes with the session.
+        };
+        let (lock_path, prefix) = (self.lock_path.to_owned(), self.prefix.to_owned());
+        self.session.spawn_release(async move {
+            match op.await {
+                Ok((Ok((name, _)), _)) => {
+                    delete_until_gone(&zk, &format!("{lock_path}/{name}")).await
+                }
+                Ok((Err(err), _)) if outcome_unknown(&err) => sweep(&zk, &lock_path, &prefix).await,
+                _ => {}
+            }
+        });
     }
 }

@@ -1,9 +1,12 @@
 //! Listings of a lock path shared by the waiters of one session.
 //!
-//! After a reconnect every waiter on the session wakes and looks at the queue again. Were each
+//! After a reconnect every waiter on the session wakes and looks at the queue again; when many
+//! tasks of one process queue at once, each needs a listing that shows its new node. Were each
 //! to list the lock path itself, N waiters would fetch N listings of an N-node queue: O(N²)
-//! bytes from the server in one burst. Instead the first one lists, and the others that woke
-//! for the same reason join its listing while it is in flight.
+//! bytes from the server in one burst (gigabytes for ten thousand tasks). Instead one lists,
+//! and the others that need a listing sent no earlier than the one in flight join it; those
+//! that need a later one join the next, which is sent as soon as the one in flight is
+//! answered. So at most two listings of a path are in flight per session.
 //!
 //! Joining a listing is safe whenever it was sent after the event the joiner wakes for (the
 //! caller says from when: `since`), and even a somewhat older one is: it was sent after the
@@ -13,124 +16,231 @@
 //! wrongly; at worst it watches a node that is gone already and lists again.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
-use std::thread::{self, Thread};
+use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::Instant;
 
+use event_listener::Event;
 use parking_lot::Mutex;
 
+use super::{until, NodeStat, Session};
 use crate::error::{Error, Result};
+use crate::znode::layout::{sorted_lock_nodes, LockNode};
 
-use super::Session;
+/// A listing of a lock path, shared by the waiters that read it.
+pub(crate) type Listed = Arc<Children>;
+
+/// A lock path's children, with the lock path's own stat from the same reply.
+pub(crate) struct Children {
+    pub(crate) names: Vec<String>,
+    pub(crate) stat: NodeStat,
+    /// The lock nodes in queue order, sorted once for every waiter that reads this listing
+    /// (each then finds its place in it), for the lock names they were sorted by.
+    sorted: OnceLock<(Vec<&'static str>, Arc<Vec<LockNode>>)>,
+}
+
+impl Children {
+    pub(crate) fn new(names: Vec<String>, stat: NodeStat) -> Listed {
+        Arc::new(Children {
+            names,
+            stat,
+            sorted: OnceLock::new(),
+        })
+    }
+
+    /// The lock nodes carrying one of `lock_names`, in queue order.
+    pub(crate) fn sorted(&self, lock_names: &[&'static str]) -> Arc<Vec<LockNode>> {
+        if let Some((names, sorted)) = self.sorted.get() {
+            if names.as_slice() == lock_names {
+                return sorted.clone();
+            }
+        }
+        let sorted = Arc::new(sorted_lock_nodes(self.names.clone(), lock_names));
+        let _ = self.sorted.set((lock_names.to_vec(), sorted.clone()));
+        sorted
+    }
+}
 
 /// A session id and a lock path.
 type Key = (i64, String);
 
-/// The listings in flight, by session and lock path.
-static IN_FLIGHT: LazyLock<Mutex<HashMap<Key, Arc<Listing>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
-
-/// One listing in flight, and who waits for it.
-struct Listing {
-    /// When the listing was asked for (its request is sent after this).
-    started: Instant,
-    /// `Some` once the lister is done.
-    outcome: Mutex<Option<Result<Arc<Vec<String>>>>>,
-    /// Threads that joined: unparked once the outcome is in.
-    joiners: Mutex<Vec<Thread>>,
+/// The listings of a path in flight on a session: the one sent, and the one to send next.
+#[derive(Default)]
+struct Flight {
+    sent: Option<Arc<Listing>>,
+    next: Option<Arc<Listing>>,
 }
 
-/// The children of `lock_path` on `session`, from a listing asked for no earlier than
-/// `since`: one in flight if there is such, else a new one that others may join. Blocks for
-/// one round trip, as [`Session::list`] does, within `deadline`.
-pub(crate) fn list_shared(
+/// The listings in flight, by session and lock path.
+static IN_FLIGHT: LazyLock<Mutex<HashMap<Key, Flight>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// One listing, and who waits for it.
+struct Listing {
+    /// When the listing was sent (after this); `None` while it waits for the one before.
+    sent: Mutex<Option<Instant>>,
+    /// `Some` once the lister is done.
+    outcome: Mutex<Option<Result<Listed>>>,
+    /// Notified once the outcome is in.
+    done: Event,
+}
+
+impl Listing {
+    fn new(sent: Option<Instant>) -> Arc<Listing> {
+        Arc::new(Listing {
+            sent: Mutex::new(sent),
+            outcome: Mutex::new(None),
+            done: Event::new(),
+        })
+    }
+}
+
+/// What a caller of [`list_shared`] does.
+enum Role {
+    Join(Arc<Listing>),
+    /// Send `listing` now.
+    Lead(Arc<Listing>),
+    /// Send `listing` once `before` is answered.
+    LeadAfter(Arc<Listing>, Arc<Listing>),
+}
+
+/// The children of `lock_path` on `session` and its stat, from a listing sent no earlier than
+/// `since`: one in flight if there is such, else the next one, which others may join. One
+/// round trip (two when it must wait for the one in flight), within `deadline`.
+pub(crate) async fn list_shared(
     session: &Session,
     lock_path: &str,
     deadline: Option<Instant>,
     since: Instant,
-) -> Result<Arc<Vec<String>>> {
+) -> Result<Listed> {
     let key = (session.id, lock_path.to_owned());
-    let listing = {
+    // (Decided apart from the awaits: the map's lock is never held across one.)
+    let role = {
         let mut in_flight = IN_FLIGHT.lock();
-        match in_flight.get(&key) {
-            Some(listing) if listing.started >= since => listing.clone(),
-            _ => {
-                let listing = Arc::new(Listing {
-                    started: Instant::now(),
-                    outcome: Mutex::new(None),
-                    joiners: Mutex::new(Vec::new()),
-                });
-                in_flight.insert(key.clone(), listing.clone());
-                drop(in_flight);
-                return lead(session, key, &listing, deadline);
+        let flight = in_flight.entry(key.clone()).or_default();
+        let fresh = |l: &Arc<Listing>| l.sent.lock().is_some_and(|sent| sent >= since);
+        match (&flight.sent, &flight.next) {
+            (Some(sent), _) if fresh(sent) => Role::Join(sent.clone()),
+            // Not sent yet: it will be sent after `since`.
+            (Some(_), Some(next)) => Role::Join(next.clone()),
+            (Some(sent), None) => {
+                let next = Listing::new(None);
+                flight.next = Some(next.clone());
+                Role::LeadAfter(next, sent.clone())
+            }
+            (None, _) => {
+                let listing = Listing::new(Some(Instant::now()));
+                flight.sent = Some(listing.clone());
+                Role::Lead(listing)
             }
         }
     };
-    match join(&listing, deadline) {
-        Ok(Some(listed)) => Ok(listed),
-        // The lister's own deadline ran out, or its request failed: list on our own terms.
-        Ok(None) => session.list(lock_path, deadline).map(Arc::new),
-        Err(stopped) => Err(stopped),
+    let listing = match role {
+        Role::Join(listing) => listing,
+        Role::Lead(listing) => return lead(session, key, &listing, deadline).await,
+        Role::LeadAfter(listing, before) => {
+            let publish = Publish {
+                key: key.clone(),
+                listing: &listing,
+            };
+            // Whatever its outcome: ours is sent after it.
+            let _ = join(&before, deadline).await;
+            publish.promote();
+            return lead(session, key, &listing, deadline).await;
+        }
+    };
+    match join(&listing, deadline).await {
+        Some(listed) => Ok(listed),
+        // The lister's own deadline ran out, its request failed, or it was dropped: list on
+        // our own terms.
+        None => list(session, lock_path, deadline).await,
     }
 }
 
-/// Lists for everyone who joins, and publishes the outcome, also if listing panics.
-fn lead(
+/// One listing of `path` with its stat.
+async fn list(session: &Session, path: &str, deadline: Option<Instant>) -> Result<Listed> {
+    let (names, stat) = session.list_with_stat_async(path, deadline).await?;
+    Ok(Children::new(names, stat))
+}
+
+/// Publishes a listing's outcome when dropped (a failure if none was set), also if its lister
+/// panics or is dropped, and lets the joiners go.
+struct Publish<'a> {
+    key: Key,
+    listing: &'a Arc<Listing>,
+}
+
+impl Publish<'_> {
+    /// Makes the listing, waiting as the next one, the one sent (now): no publication then.
+    fn promote(self) {
+        *self.listing.sent.lock() = Some(Instant::now());
+        let mut in_flight = IN_FLIGHT.lock();
+        if let Some(flight) = in_flight.get_mut(&self.key) {
+            if flight
+                .next
+                .as_ref()
+                .is_some_and(|l| Arc::ptr_eq(l, self.listing))
+            {
+                flight.next = None;
+            }
+            flight.sent = Some(self.listing.clone());
+        }
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Publish<'_> {
+    fn drop(&mut self) {
+        {
+            let mut in_flight = IN_FLIGHT.lock();
+            if let Some(flight) = in_flight.get_mut(&self.key) {
+                let ours = |l: &Option<Arc<Listing>>| {
+                    l.as_ref().is_some_and(|l| Arc::ptr_eq(l, self.listing))
+                };
+                if ours(&flight.sent) {
+                    flight.sent = None;
+                }
+                if ours(&flight.next) {
+                    flight.next = None;
+                }
+                if flight.sent.is_none() && flight.next.is_none() {
+                    in_flight.remove(&self.key);
+                }
+            }
+        }
+        // Joiners that find a failure list for themselves.
+        self.listing
+            .outcome
+            .lock()
+            .get_or_insert(Err(Error::ConnectionLoss));
+        self.listing.done.notify(usize::MAX);
+    }
+}
+
+/// Lists for everyone who joins, and publishes the outcome.
+async fn lead(
     session: &Session,
     key: Key,
     listing: &Arc<Listing>,
     deadline: Option<Instant>,
-) -> Result<Arc<Vec<String>>> {
-    /// Publishes the outcome (a failure if none was set) and lets the joiners go.
-    struct Publish<'a> {
-        key: Key,
-        listing: &'a Arc<Listing>,
-    }
-    impl Drop for Publish<'_> {
-        fn drop(&mut self) {
-            {
-                let mut in_flight = IN_FLIGHT.lock();
-                if in_flight
-                    .get(&self.key)
-                    .is_some_and(|l| Arc::ptr_eq(l, self.listing))
-                {
-                    in_flight.remove(&self.key);
-                }
-            }
-            // Joiners that find a failure list for themselves.
-            self.listing
-                .outcome
-                .lock()
-                .get_or_insert(Err(Error::ConnectionLoss));
-            for joiner in self.listing.joiners.lock().drain(..) {
-                joiner.unpark();
-            }
-        }
-    }
+) -> Result<Listed> {
     let publish = Publish { key, listing };
-    let outcome = session.list(&publish.key.1, deadline).map(Arc::new);
+    let outcome = list(session, &publish.key.1, deadline).await;
     *listing.outcome.lock() = Some(outcome.clone());
     drop(publish);
     outcome
 }
 
-/// Waits for `listing`'s outcome: `Ok(None)` if the listing failed, or if `deadline` passed
-/// first (the caller's own request then reports the deadline as it should); the caller's
-/// cancellation or its client's closing as an error.
-fn join(listing: &Listing, deadline: Option<Instant>) -> Result<Option<Arc<Vec<String>>>> {
-    listing.joiners.lock().push(thread::current());
+/// Waits for `listing`'s outcome: `None` if the listing failed, or if `deadline` passed first
+/// (the caller's own request then reports the deadline as it should).
+async fn join(listing: &Listing, deadline: Option<Instant>) -> Option<Listed> {
     loop {
         if let Some(outcome) = listing.outcome.lock().as_ref() {
-            return Ok(outcome.as_ref().ok().cloned());
+            return outcome.as_ref().ok().cloned();
         }
-        // A cancellation unparks this thread, as the lister does.
-        if let Some(stopped) = crate::rt::cancel::interruption() {
-            return Err(stopped);
+        let listener = listing.done.listen();
+        if let Some(outcome) = listing.outcome.lock().as_ref() {
+            return outcome.as_ref().ok().cloned();
         }
-        match deadline {
-            Some(deadline) if Instant::now() >= deadline => return Ok(None),
-            Some(deadline) => thread::park_timeout(deadline - Instant::now()),
-            None => thread::park(),
-        }
+        until(listener, deadline).await.ok()?;
     }
 }

@@ -6,7 +6,7 @@
 //!   ACLs, TLS), [`open`] (chroot, lease, keepalive);
 //! - the [`Session`] itself, below: its state, its liveness and the retry of requests;
 //! - its requests: [`requests`] (reads and repeatable writes), [`create`] (our lock nodes),
-//!   [`watches`] with [`watch`] and [`prefetch`] (waking a blocked thread on a watch),
+//!   [`watches`] with [`watch`] (the watches a waiter awaits, and a holder's own-node watch),
 //!   [`listing`] (listings shared by waiters), [`release`] and [`releases`] (deletes retried in
 //!   the background), [`txn`] (transactions);
 //! - what it proves: [`lease`] (for how long the server cannot have expired it);
@@ -23,7 +23,6 @@ pub(crate) mod lease;
 pub(crate) mod listing;
 pub(crate) mod op;
 pub(crate) mod open;
-pub(crate) mod prefetch;
 pub(crate) mod release;
 pub(crate) mod releases;
 pub(crate) mod requests;
@@ -33,8 +32,11 @@ pub(crate) mod txn;
 pub(crate) mod watch;
 pub(crate) mod watches;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use log::debug;
@@ -86,6 +88,9 @@ pub(crate) struct Session {
     pid: u32,
     handle: Handle,
     releases: Arc<Releases>,
+    /// Lock-node creates in flight: while others are, a create does not pipeline a listing
+    /// of its own but shares one (see `listing.rs`).
+    creating: std::sync::atomic::AtomicUsize,
 }
 
 /// How the state of a session looks to a lock holder.
@@ -189,9 +194,9 @@ impl Session {
         }
     }
 
-    /// Blocks until the session is connected, the session ends (error) or `deadline` passes
+    /// Waits until the session is connected, the session ends (error) or `deadline` passes
     /// ([`Error::ConnectionLoss`]).
-    pub(crate) fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
+    pub(crate) async fn wait_connected_async(&self, deadline: Option<Instant>) -> Result<()> {
         self.check_process()?;
         let mut state = self.state.clone();
         loop {
@@ -201,14 +206,14 @@ impl Session {
                 zk::SessionState::SyncConnected => return Ok(()),
                 _ => {}
             }
-            if block_on(Box::pin(state.changed()), deadline).is_err() {
+            if until(Box::pin(state.changed()), deadline).await.is_err() {
                 return Err(gave_up_waiting());
             }
         }
     }
 
-    /// Blocks until the session is no longer connected (`true`) or `deadline` passes (`false`).
-    pub(crate) fn wait_disconnected(&self, deadline: Option<Instant>) -> bool {
+    /// Waits until the session is no longer connected (`true`) or `deadline` passes (`false`).
+    pub(crate) async fn wait_disconnected_async(&self, deadline: Option<Instant>) -> bool {
         if self.check_process().is_err() {
             return true;
         }
@@ -219,7 +224,7 @@ impl Session {
             if !matches!(current, zk::SessionState::SyncConnected) {
                 return true;
             }
-            if block_on(Box::pin(state.changed()), deadline).is_err() {
+            if until(Box::pin(state.changed()), deadline).await.is_err() {
                 return false;
             }
         }
@@ -317,10 +322,21 @@ impl Session {
         seen: Seen,
         op: impl Fn(zk::Client, String) -> Op<T>,
     ) -> Result<T> {
+        blocking(self.retry_async(path, deadline, seen, op))
+    }
+
+    /// As [`retry`](Self::retry), awaited.
+    async fn retry_async<T: Send + 'static>(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+        seen: Seen,
+        op: impl Fn(zk::Client, String) -> Op<T>,
+    ) -> Result<T> {
         self.check_process()?;
         loop {
             let sent = Instant::now();
-            let outcome = block_on(op(self.zk()?, path.to_owned()), deadline);
+            let outcome = until(op(self.zk()?, path.to_owned()), deadline).await;
             if let (Ok(answer), Seen::ByLeader) = (&outcome, seen) {
                 self.answered(sent, answer);
             }
@@ -328,7 +344,7 @@ impl Session {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(err)) if outcome_unknown(&err) => {
                     debug!("request on {path} failed without an answer ({err}); retrying");
-                    self.pause_before_retry(deadline)?;
+                    self.pause_before_retry_async(deadline).await?;
                 }
                 Ok(Err(err)) => return Err(Error::from_zk(err, path)),
                 Err(_) => return Err(gave_up_waiting()),
@@ -346,11 +362,11 @@ impl Session {
 
     /// Before repeating a request that got no answer: back off briefly if the connection
     /// survived (throttled, or a transient fault), then wait for it to be up.
-    fn pause_before_retry(&self, deadline: Option<Instant>) -> Result<()> {
+    async fn pause_before_retry_async(&self, deadline: Option<Instant>) -> Result<()> {
         if self.liveness() == Liveness::Connected {
-            std::thread::sleep(RETRY_PAUSE);
+            crate::rt::runtime::sleep(RETRY_PAUSE).await;
         }
-        self.wait_connected(deadline)
+        self.wait_connected_async(deadline).await
     }
 
     /// A state watcher positioned at the current state, for waits on session changes.
@@ -359,6 +375,33 @@ impl Session {
         state.state();
         state
     }
+}
+
+/// `op`'s output, or `op` handed back unfinished once `deadline` has passed.
+pub(crate) async fn until<F: Future + Unpin>(
+    mut op: F,
+    deadline: Option<Instant>,
+) -> std::result::Result<F::Output, F> {
+    let Some(deadline) = deadline else {
+        return Ok((&mut op).await);
+    };
+    let mut timer = crate::rt::runtime::sleep_until(deadline);
+    let output = std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = Pin::new(&mut op).poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        Pin::new(&mut timer).poll(cx).map(|()| None)
+    })
+    .await;
+    output.ok_or(op)
+}
+
+/// Runs the operation `op` on the calling thread until it is done: the blocking form of an
+/// async operation, bounded by its own deadline. A cancelled token that the thread watches (or
+/// its client's closing) stops it, and `op` is dropped, which cleans up what it began.
+pub(crate) fn blocking<T>(op: impl Future<Output = Result<T>>) -> Result<T> {
+    let mut op = std::pin::pin!(op);
+    block_on(op.as_mut(), None).unwrap_or_else(|_| Err(gave_up_waiting()))
 }
 
 impl Drop for Session {

@@ -8,19 +8,20 @@ use log::warn;
 
 use crate::error::{Error, Result};
 use crate::rt::relay::io_log;
-use crate::rt::runtime::block_on;
 use crate::wire as zk;
 
 use super::errors::outcome_unknown;
 use super::op::Op;
 use super::retry::retry_pause_async;
-use super::{Liveness, Session};
+use super::{until, Liveness, Session};
 
 impl Session {
     /// Deletes our node `path`: waits for the reply up to `wait`, then, if the connection is
     /// down or slow, keeps retrying in the background until the node is gone or the session
     /// has ended. `Ok(true)` if the node was deleted, `Ok(false)` if it was already gone.
-    pub(crate) fn delete_node(&self, path: &str, wait: Duration) -> Result<bool> {
+    /// Dropped before the delete is
+    /// answered, it goes on in the background.
+    pub(crate) async fn delete_node_async(&self, path: &str, wait: Duration) -> Result<bool> {
         if self.liveness() == Liveness::Ended {
             return Err(self.ended_error());
         }
@@ -32,24 +33,53 @@ impl Session {
         } else {
             Instant::now()
         };
+        let mut pending = PendingDelete {
+            session: self,
+            path,
+            op: Some(op),
+        };
         let sent = Instant::now();
-        let outcome = block_on(op, Some(deadline));
-        if let Ok(answer) = &outcome {
+        let outcome = match pending.op.as_mut() {
+            Some(op) => until(op, Some(deadline)).await.ok(),
+            None => None,
+        };
+        if let Some(answer) = &outcome {
             self.answered(sent, answer);
         }
-        let pending = match outcome {
-            Ok(Ok(())) => return Ok(true),
-            Ok(Err(zk::Error::NoNode)) => return Ok(false),
-            Ok(Err(err)) if !outcome_unknown(&err) => return Err(Error::from_zk(err, path)),
-            Ok(Err(_)) => None,
-            Err(pending) => Some(pending),
-        };
+        match outcome {
+            Some(Ok(())) => {
+                pending.op = None;
+                return Ok(true);
+            }
+            Some(Err(zk::Error::NoNode)) => {
+                pending.op = None;
+                return Ok(false);
+            }
+            Some(Err(err)) if !outcome_unknown(&err) => {
+                pending.op = None;
+                return Err(Error::from_zk(err, path));
+            }
+            Some(Err(_)) => pending.op = None,
+            None => {}
+        }
         warn!(
             "delete of {path} (session {:#x}) not confirmed; retrying in the background",
             self.id
         );
-        let Ok(zk) = self.zk() else {
+        if self.zk().is_err() {
             return Err(Error::Closed); // The node goes with the session.
+        }
+        // Whether the delete went out or failed unsent, retried until the node is gone.
+        let sent = pending.op.take();
+        self.delete_in_background(path, sent);
+        Err(Error::ConnectionLoss)
+    }
+
+    /// Deletes `path` in the background after `pending` (a delete already sent, if any)
+    /// ends without an answer: until the node is gone or the session has ended.
+    fn delete_in_background(&self, path: &str, pending: Option<Op<()>>) {
+        let Ok(zk) = self.zk() else {
+            return; // Closed: the node goes with the session.
         };
         let target = path.to_owned();
         self.spawn_release(async move {
@@ -62,7 +92,19 @@ impl Session {
             }
             delete_until_gone(&zk, &target).await;
         });
-        Err(Error::ConnectionLoss)
+    }
+
+    /// Withdraws our node `path` without waiting: deleted in the background until it is gone
+    /// or the session has ended. `done` is dropped once that is settled.
+    pub(crate) fn withdraw_in_background(&self, path: &str, done: impl Send + 'static) {
+        let Ok(zk) = self.zk() else {
+            return; // Closed: the node goes with the session.
+        };
+        let target = path.to_owned();
+        self.spawn_release(async move {
+            delete_until_gone(&zk, &target).await;
+            drop(done);
+        });
     }
 
     /// Deletes every child of `lock_path` whose name starts with `prefix`, in the background,
@@ -143,6 +185,21 @@ pub(super) async fn sweep(zk: &zk::Client, lock_path: &str, prefix: &str) {
                 }
             }
             Err(_) => return,
+        }
+    }
+}
+
+/// A delete of our node in flight: dropped unanswered, it goes on in the background.
+struct PendingDelete<'a> {
+    session: &'a Session,
+    path: &'a str,
+    op: Option<Op<()>>,
+}
+
+impl Drop for PendingDelete<'_> {
+    fn drop(&mut self) {
+        if let Some(op) = self.op.take() {
+            self.session.delete_in_background(self.path, Some(op));
         }
     }
 }

@@ -6,35 +6,62 @@ use std::time::Instant;
 use log::{debug, warn};
 
 use crate::error::{Error, Result};
-use crate::rt::runtime::block_on;
 use crate::wire as zk;
 
 use super::errors::outcome_unknown;
 use super::op::Op;
-use super::{NodeData, NodeStat, Seen, Session, PARENT_SWEPT_RETRIES};
+use super::{blocking, until, NodeData, NodeStat, Seen, Session, PARENT_SWEPT_RETRIES};
 
 impl Session {
     /// Makes the server we are connected to catch up with the leader on `path`, so that a
     /// read after it sees every write committed before it (ours from an earlier connection,
     /// in particular: a follower we reconnected to may lag). A read; retried.
-    pub(crate) fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        self.retry(path, deadline, Seen::ByLeader, |zk, p| {
+    pub(crate) async fn sync_async(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+        self.retry_async(path, deadline, Seen::ByLeader, |zk, p| {
             Box::pin(async move { zk.sync(&p).await })
         })
+        .await
+    }
+
+    /// The children of `path` and its stat (getChildren2); `NoNode` as an error.
+    pub(crate) async fn list_with_stat_async(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<(Vec<String>, NodeStat)> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
+            Box::pin(async move {
+                zk.get_children(&p)
+                    .await
+                    .map(|(children, stat)| (children, NodeStat::from(&stat)))
+            })
+        })
+        .await
     }
 
     /// The children of `path`; `NoNode` as an error.
     pub(crate) fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
-        self.retry(path, deadline, Seen::ByServer, |zk, p| {
+        blocking(self.list_async(path, deadline))
+    }
+
+    /// As [`list`](Self::list), awaited.
+    pub(crate) async fn list_async(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<String>> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move { zk.list_children(&p).await })
         })
+        .await
     }
 
     /// Whether `path` exists (needs no permission on it, unlike reading its data).
-    pub(crate) fn exists(&self, path: &str, deadline: Option<Instant>) -> Result<bool> {
-        self.retry(path, deadline, Seen::ByServer, |zk, p| {
+    pub(crate) async fn exists_async(&self, path: &str, deadline: Option<Instant>) -> Result<bool> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move { zk.check_stat(&p).await.map(|stat| stat.is_some()) })
         })
+        .await
     }
 
     /// Data and stat of `path`, `None` if it does not exist.
@@ -43,7 +70,16 @@ impl Session {
         path: &str,
         deadline: Option<Instant>,
     ) -> Result<Option<NodeData>> {
-        self.retry(path, deadline, Seen::ByServer, |zk, p| {
+        blocking(self.get_data_async(path, deadline))
+    }
+
+    /// As [`get_data`](Self::get_data), awaited.
+    pub(crate) async fn get_data_async(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Option<NodeData>> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move {
                 match zk.get_data(&p).await {
                     Ok((data, stat)) => Ok(Some((data, NodeStat::from(&stat)))),
@@ -52,6 +88,7 @@ impl Session {
                 }
             })
         })
+        .await
     }
 
     /// Data and stat of each of `paths` under `parent` (`None` for a missing one). The reads
@@ -90,25 +127,35 @@ impl Session {
     ///
     /// Retry rule: repeated freely. It only creates what is missing, and a node that exists
     /// already is what was asked for.
-    pub(crate) fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
+    pub(crate) async fn ensure_path_async(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
         let Some(parent) = crate::znode::path::parent(path) else {
-            return self.mkdir(path, zk::CreateMode::Container, self.acl.acls(), deadline);
+            let acl = self.acl.acls();
+            return self
+                .mkdir_async(path, zk::CreateMode::Container, acl, deadline)
+                .await;
         };
         let acl = self.acl;
         let mut swept = 0;
         loop {
-            self.mkdir(parent, zk::CreateMode::Container, self.parent_acl, deadline)?;
+            self.mkdir_async(parent, zk::CreateMode::Container, self.parent_acl, deadline)
+                .await?;
             // The lock path alone, not `mkdir -p`: had the sweep removed the parent again in
             // between, `mkdir -p` would recreate it with the lock's ACL.
-            let created = self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
-                Box::pin(async move {
-                    let options = zk::CreateMode::Container.with_acls(acl.acls());
-                    match zk.create(&p, &[], &options).await {
-                        Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
-                        Err(err) => Err(err),
-                    }
+            let created = self
+                .retry_async(path, deadline, Seen::ByLeader, move |zk, p| {
+                    Box::pin(async move {
+                        let options = zk::CreateMode::Container.with_acls(acl.acls());
+                        match zk.create(&p, &[], &options).await {
+                            Ok(_) | Err(zk::Error::NodeExists) => Ok(()),
+                            Err(err) => Err(err),
+                        }
+                    })
                 })
-            });
+                .await;
             match created {
                 Err(Error::NoNode { .. }) if swept < PARENT_SWEPT_RETRIES => swept += 1,
                 outcome => return outcome,
@@ -124,26 +171,50 @@ impl Session {
         acl: zk::Acls,
         deadline: Option<Instant>,
     ) -> Result<()> {
-        self.in_chroot(deadline, || {
-            self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
+        blocking(self.mkdir_async(path, mode, acl, deadline))
+    }
+
+    /// As [`mkdir`](Self::mkdir), awaited.
+    async fn mkdir_async(
+        &self,
+        path: &str,
+        mode: zk::CreateMode,
+        acl: zk::Acls,
+        deadline: Option<Instant>,
+    ) -> Result<()> {
+        let write = || {
+            self.retry_async(path, deadline, Seen::ByLeader, move |zk, p| {
                 Box::pin(async move { zk.mkdir(&p, &mode.with_acls(acl)).await })
             })
+        };
+        match write().await {
+            Err(Error::NoNode { .. }) if self.chroot().is_some() => {
+                self.recreate_chroot(deadline).await?;
+                write().await
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// Creates the chroot again, which someone deleted.
+    async fn recreate_chroot(&self, deadline: Option<Instant>) -> Result<()> {
+        let Some(chroot) = self.chroot() else {
+            return Ok(());
+        };
+        warn!("chroot {} is gone; creating it again", chroot.path);
+        let parent_acl = self.parent_acl;
+        self.retry_async(&chroot.path, deadline, Seen::ByLeader, |_, _| {
+            chroot.create(parent_acl)
         })
+        .await
     }
 
     /// Runs `write`; if it fails with NoNode because even the chroot is missing (someone
     /// deleted it), creates the chroot again and runs `write` once more.
     fn in_chroot<T>(&self, deadline: Option<Instant>, write: impl Fn() -> Result<T>) -> Result<T> {
         match write() {
-            Err(Error::NoNode { .. }) => {
-                let Some(chroot) = self.chroot() else {
-                    return write();
-                };
-                warn!("chroot {} is gone; creating it again", chroot.path);
-                let parent_acl = self.parent_acl;
-                self.retry(&chroot.path, deadline, Seen::ByLeader, |_, _| {
-                    chroot.create(parent_acl)
-                })?;
+            Err(Error::NoNode { .. }) if self.chroot().is_some() => {
+                blocking(self.recreate_chroot(deadline))?;
                 write()
             }
             outcome => outcome,
@@ -165,13 +236,24 @@ impl Session {
         version: i32,
         deadline: Option<Instant>,
     ) -> Result<bool> {
+        blocking(self.delete_if_unchanged_async(path, czxid, version, deadline))
+    }
+
+    /// As [`delete_if_unchanged`](Self::delete_if_unchanged), awaited.
+    async fn delete_if_unchanged_async(
+        &self,
+        path: &str,
+        czxid: i64,
+        version: i32,
+        deadline: Option<Instant>,
+    ) -> Result<bool> {
         self.check_process()?;
         loop {
             let zk = self.zk()?;
             let target = path.to_owned();
             let op: Op<()> = Box::pin(async move { zk.delete(&target, Some(version)).await });
             let sent = Instant::now();
-            let outcome = block_on(op, deadline);
+            let outcome = until(op, deadline).await;
             if let Ok(answer) = &outcome {
                 self.answered(sent, answer);
             }
@@ -180,9 +262,9 @@ impl Session {
                 Ok(Err(zk::Error::NoNode)) => return Ok(false),
                 Ok(Err(err)) if outcome_unknown(&err) => {
                     debug!("delete of {path} got no answer ({err}); reading it again");
-                    self.pause_before_retry(deadline)?;
-                    self.sync(path, deadline)?;
-                    match self.get_data(path, deadline)? {
+                    self.pause_before_retry_async(deadline).await?;
+                    self.sync_async(path, deadline).await?;
+                    match self.get_data_async(path, deadline).await? {
                         None => return Ok(true),
                         Some((_, stat)) if stat.czxid == czxid && stat.version == version => {}
                         Some(_) => {

@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use log::{debug, warn};
 
+use super::until;
 use crate::error::{Error, Result};
-use crate::rt::runtime::block_on;
 use crate::wire as zk;
 
 use super::errors::outcome_unknown;
@@ -74,12 +74,19 @@ impl Session {
     /// unexecuted). Blocks until a reply or `deadline`; the request is issued only once the
     /// session is connected, so [`Error::ConnectionLoss`] means nothing was sent. Other errors
     /// (session expired, client closed) are definite: nothing was applied.
-    pub(crate) fn multi(&self, ops: &[TxnOp], deadline: Option<Instant>) -> Result<TxnOutcome> {
+    ///
+    /// Dropped after the request was sent, its outcome stays unknown, as one abandoned at the
+    /// deadline.
+    pub(crate) async fn multi_async(
+        &self,
+        ops: &[TxnOp],
+        deadline: Option<Instant>,
+    ) -> Result<TxnOutcome> {
         let first_path = ops.first().map_or("", TxnOp::path);
         loop {
             // A request queued while disconnected would be sent whenever the connection
             // returns, long after the caller gave up: send only on a live connection.
-            self.wait_connected(deadline)?;
+            self.wait_connected_async(deadline).await?;
             let (zk, acl, parent_acl) = (self.zk()?, self.acl, self.parent_acl);
             let requests: Vec<zk::TxnRequest> = ops
                 .iter()
@@ -109,7 +116,7 @@ impl Session {
             // The request is on the wire when `multi` returns; the lease counts from before.
             let sent = Instant::now();
             let request = zk.multi(&requests);
-            let outcome = block_on(request, deadline);
+            let outcome = until(request, deadline).await;
             if let Ok(Ok(_)) = &outcome {
                 self.lease.renew(sent); // The leader ran (or refused) the transaction.
             }
@@ -124,7 +131,7 @@ impl Session {
                 }
                 Ok(Err(zk::Error::Throttled)) => {
                     debug!("transaction on {first_path} throttled by the server; retrying");
-                    std::thread::sleep(RETRY_PAUSE);
+                    crate::rt::runtime::sleep(RETRY_PAUSE).await;
                 }
                 Ok(Err(source)) if outcome_unknown(&source) => {
                     warn!(

@@ -1,5 +1,5 @@
-//! The session's requests that set watches, each handing its watch to a task on the runtime
-//! that wakes the waiting thread (see `watch.rs`).
+//! The session's requests that set watches: the one a waiter awaits itself, and a holder's
+//! watch on its own node, which a task on the runtime follows (see `watch.rs`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -7,8 +7,7 @@ use std::time::Instant;
 use crate::error::Result;
 use crate::wire as zk;
 
-use super::prefetch::{Prefetch, Then};
-use super::watch::{NodeFlags, NodeWatch, OwnNodeWatch, Signal};
+use super::watch::{NodeFlags, OwnNodeWatch};
 use super::{Seen, Session};
 
 impl Session {
@@ -23,16 +22,14 @@ impl Session {
     }
 
     /// Sets a watch on `path` (getData-and-watch: an exists watch on a node deleted meanwhile
-    /// would never fire) that signals `signal` on a change or deletion, and on every session
-    /// state change. `None` if the node does not exist.
-    pub(crate) fn watch_node(
+    /// would never fire). `None` if the node does not exist. Dropping the watcher removes the
+    /// watch from the server.
+    pub(crate) async fn watch_node_async(
         &self,
         path: &str,
-        signal: &Arc<Signal>,
         deadline: Option<Instant>,
-        then: Option<Then>,
-    ) -> Result<Option<(NodeWatch, Prefetch)>> {
-        let watcher = self.retry(path, deadline, Seen::ByServer, |zk, p| {
+    ) -> Result<Option<zk::OneshotWatcher>> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move {
                 match zk.get_and_watch_data(&p).await {
                     Ok((_, _, watcher)) => Ok(Some(watcher)),
@@ -40,49 +37,23 @@ impl Session {
                     Err(err) => Err(err),
                 }
             })
-        })?;
-        let Some(watcher) = watcher else {
-            return Ok(None);
-        };
-        let prefetch = Prefetch::default();
-        let follow_up = match then {
-            None => None,
-            Some(then) => Some(then.follow_up(self.zk()?, prefetch.clone())),
-        };
-        let watch = NodeWatch::spawn(
-            &self.handle,
-            watcher,
-            self.state_watcher(),
-            signal.clone(),
-            follow_up,
-        );
-        Ok(Some((watch, prefetch)))
+        })
+        .await
     }
 
-    /// Lists `path` and sets a child watch that signals `signal` (like [`watch_node`]
-    /// (Self::watch_node) does for one node).
-    pub(crate) fn watch_children(
+    /// Lists `path` and sets a child watch on it.
+    pub(crate) async fn watch_children_async(
         &self,
         path: &str,
-        signal: &Arc<Signal>,
         deadline: Option<Instant>,
-    ) -> Result<(Vec<String>, NodeWatch)> {
-        let (children, watcher) = self.retry(path, deadline, Seen::ByServer, |zk, p| {
+    ) -> Result<(Vec<String>, zk::OneshotWatcher)> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move {
                 zk.get_and_watch_children(&p)
                     .await
                     .map(|(children, _, watcher)| (children, watcher))
             })
-        })?;
-        Ok((
-            children,
-            NodeWatch::spawn(
-                &self.handle,
-                watcher,
-                self.state_watcher(),
-                signal.clone(),
-                None,
-            ),
-        ))
+        })
+        .await
     }
 }

@@ -23,6 +23,28 @@ pub fn connect_string() -> String {
     std::env::var("ZK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".to_owned())
 }
 
+/// Where a test cannot run because a tool is missing here (`why` says which, and how to
+/// install it): outside CI the test is skipped, saying so on stderr, and passes; under
+/// `CI=true` it fails, because CI installs every tool the tests need (`scripts/test.sh`), so a
+/// missing one is a broken set-up that a quietly passing test would hide. Call it, then
+/// return from the test.
+#[track_caller]
+pub fn skip_unless_ci(test: &str, why: &str) {
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: {why}; under CI=true a missing tool fails the test instead of skipping it"
+    );
+    eprintln!("SKIPPED {test}: {why}");
+}
+
+/// The running test's name (libtest names each test's thread after it).
+pub fn test_name() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_owned()
+}
+
 pub fn init_logging() {
     let _ = env_logger::builder().is_test(true).try_init();
 }

@@ -1,0 +1,63 @@
+//! Authentication, ACLs and TLS.
+//!
+//! By default zklock creates its nodes with ZooKeeper's default open ACL, so any client that
+//! reaches the ensemble can delete a holder's node and walk into its lock. In production,
+//! authenticate and restrict the nodes to your identity:
+//!
+//! ```no_run
+//! use zklock::{Client, DistributedMutex, NodeAcl};
+//!
+//! fn main() -> zklock::Result<()> {
+//!     let password = std::env::var("ZK_PASSWORD").unwrap_or_default();
+//!     let client = Client::builder("zk1:2181,zk2:2181,zk3:2181")
+//!         .auth_digest("orders-service", &password) // or .sasl_digest_md5(..), feature "sasl"
+//!         .acl(NodeAcl::CreatorOnlyAnyoneRead) // others may look, not touch
+//!         .connect()?;
+//!     let mutex = DistributedMutex::new(&client, "/locks/orders")?;
+//!     let _guard = mutex.lock()?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! - [`NodeAcl::CreatorOnly`] gives every permission to the authenticated identity only;
+//!   [`NodeAcl::CreatorOnlyAnyoneRead`] adds READ for everyone so operators and `zklock status`
+//!   can still inspect. ZooKeeper checks the parent's ACL to create or delete a child, so a lock
+//!   path created creator-only cannot be joined, released or broken by another identity
+//!   ([`Error::NoAuth`]): all processes sharing a lock must share its identity.
+//! - Parents created on the way to a lock path (and the chroot) are not made creator-only: by
+//!   default ([`ParentAcl::Shared`]) anyone may read them and create children in them, and only
+//!   the creating identity may change or delete them, so one service's `/shared/a` does not lock
+//!   every other identity out of `/shared/b`.
+//!   [`.parent_acl(ParentAcl::SameAsLocks)`](crate::ClientBuilder::parent_acl) gives parents
+//!   the lock's own ACL instead (stricter: the first identity owns the whole subtree). Fenced
+//!   writes create missing parents the same way.
+//! - The digest scheme ([`ClientBuilder::auth_digest`]; any other scheme through
+//!   [`ClientBuilder::auth`]) never rejects a password (a wrong one is just another identity,
+//!   which then meets `NoAuth`); SASL DIGEST-MD5 (`ClientBuilder::sasl_digest_md5`, feature
+//!   `sasl`) on a server that enforces SASL rejects it with [`Error::AuthFailed`].
+//! - TLS (feature `tls`): `.tls(ca_pem)` and, for servers that require client certificates,
+//!   `.tls_identity(cert_pem, key_pem)`; server certificates must name the host. An untrusted
+//!   server certificate is [`Error::Tls`], not a hang or a generic connect error.
+//! - Credentials never appear in `Debug` output or logs.
+//!
+//! The command-line tool takes the same options as flags: see
+//! [`cli`, "Security"](super::cli#security-credentials-acls-tls).
+//!
+//! # Trying it locally
+//!
+//! `scripts/start-zk.sh --sasl` starts a server that requires SASL (users `alice`/`alice-secret`
+//! and `bob`/`bob-secret`), and `scripts/start-zk.sh --tls` one with a TLS port
+//! (`ZK_SECURE_PORT`, default `ZK_PORT`+1000) whose CA, client certificate and key it writes to
+//! the directory it prints; give each a `ZK_PORT` of its own, e.g.
+//! `ZK_PORT=2196 scripts/start-zk.sh --tls` serves TLS on 127.0.0.1:3196 and needs `openssl`
+//! (see the script's header). `tests/security.rs` and `tests/secure_servers.rs` run against
+//! such servers.
+//!
+//! [`NodeAcl::CreatorOnly`]: crate::NodeAcl::CreatorOnly
+//! [`NodeAcl::CreatorOnlyAnyoneRead`]: crate::NodeAcl::CreatorOnlyAnyoneRead
+//! [`ParentAcl::Shared`]: crate::ParentAcl::Shared
+//! [`ClientBuilder::auth_digest`]: crate::ClientBuilder::auth_digest
+//! [`ClientBuilder::auth`]: crate::ClientBuilder::auth
+//! [`Error::NoAuth`]: crate::Error::NoAuth
+//! [`Error::AuthFailed`]: crate::Error::AuthFailed
+//! [`Error::Tls`]: crate::Error::Tls

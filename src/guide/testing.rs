@@ -1,0 +1,76 @@
+//! How zklock is tested: real servers on loopback, what each test file proves, the unit tests,
+//! and the minimum Rust version.
+//!
+//! # Running the suite
+//!
+//! `scripts/test.sh` (which runs `cargo test --all-features`) runs everything against real servers
+//! on loopback: a standalone server it starts itself, and the three-server ensemble, private and
+//! secure servers that tests start for themselves through the same script. Every port is a free
+//! one, picked at random below the kernel's ephemeral port range and checked with a bind: the main
+//! server's by `test.sh`, which passes it to the tests as `ZK_CONNECT`; the others' by
+//! `tests/common/servers.rs` (an ensemble's once per test binary, so a restarted member comes back
+//! where its clients expect it). So two runs on one machine never collide, and no run meets a
+//! server on the scripts' default ports, such as the demo's on 2181. All servers of a run live in a
+//! work dir of its own (`ZK_WORKDIR`); those a test binary keeps for all its tests are stopped when
+//! it exits, and `test.sh` stops whatever is left in its work dir when it ends, after a failure or
+//! Ctrl-C too, and nothing else. After a failure the work dir, with the servers' logs, is kept.
+//! With `ZK_CONNECT` set, `test.sh` uses that server instead of starting one; `cargo test` alone
+//! uses `ZK_CONNECT` or `127.0.0.1:2181` (`scripts/start-zk.sh`) as the main server.
+//!
+//! # What each test proves
+//!
+//! | file | what it proves |
+//! |---|---|
+//! | `tests/smoke.rs` | the basics against the main server: lock, `try_lock`, `lock_timeout` and release leave no node behind; locking again while holding waits, like `std::sync::Mutex` |
+//! | `tests/mutex.rs` | 16 threads and 3 processes never overlap (exact counter, alternating enter/exit log); FIFO order; no orphan nodes after timeouts; a SIGKILLed holder is replaced after its session timeout; bad paths and connect strings are typed errors; ephemeral parent refused; chroot; breaking a stale holder |
+//! | `tests/fenced.rs` | fenced writes: create/update/delete and transactions apply all or nothing; a broken holder's writes are refused and write nothing; a revocation request does not break them; a transaction whose reply is lost (proxy swallowing replies) is `OutcomeUnknown`, applied once by the server and never resent; a holder `SIGSTOP`ped past its session, resumed after another client took the lock and wrote, is refused by the server, also when its client already runs on a new session; fencing tokens keep increasing across a private server whose data dir is wiped between two holders |
+//! | `tests/herd.rs` | one watch notification per release (server `mntr` counters, private server); after a reconnect, the waiters of one session share one listing (getChildren counted through the proxy) |
+//! | `tests/restart.rs` | 10,000 data watches on 290-character paths on one session survive a restart of a private server (data kept, down about 2 s, 10 s session): every watch back on the server, 500 holders learn of a revocation through the watch they set before the restart, 10,000 waiters then acquire in queue order, nothing expires; a holder reads `Held` (sampled every 2 ms) while 2,000 waiters of its session queue up, and after a cut connection while they all re-list |
+//! | `tests/faults.rs` | through a fault-injecting TCP proxy: a silenced holder reports not-held before a healthy contender acquires, then `Lost`, and the client recovers a new session; waiters survive severed connections; deadlines hold during outages; a reconnecting waiter never jumps the holder; dropping a guard on a frozen (`SIGSTOP`) private server returns within the release timeout, `unlock()` says the outcome is unknown, and the node is gone after `SIGCONT` |
+//! | `tests/ensemble.rs` | leader failover and a restart of the only reachable server: holders keep their lock, waiters still acquire |
+//! | `tests/chaos.rs` | 4 processes × 2 threads for 30 s while holders are SIGKILLed, servers restarted and connections severed: no overlap among holders that still believed in their lock, progress for every survivor, no nodes left |
+//! | `tests/recipes.rs` | read/write exclusion across processes, writer fairness, semaphore limits and lease recovery, multi-lock without deadlock, revocation, election handover; 300 semaphore timeouts around a release on a healthy connection, none an error |
+//! | `tests/security.rs` | creator-only ACLs keep other identities from breaking or joining a lock |
+//! | `tests/secure_servers.rs` | private SASL and TLS servers (`scripts/start-zk.sh --sasl --tls`): wrong SASL password is `AuthFailed` in under 3 s, locks over TLS, untrusted CA or missing client certificate is `Error::Tls` within the connect timeout |
+//! | `tests/fuzz_input.rs` | bad paths, unicode, long paths, oversized data, garbage connect strings and credentials through every entry point: typed errors, no panic, no node left |
+//! | `tests/hostile_server.rs` | a fake server on loopback (no ZooKeeper needed) that grants a session, then sends bodies cut short, replies of the wrong type or to no request, frames announced at 2 GiB or over `jute.maxbuffer`, half a frame, a reply trickled a byte at a time, a garbled notification, garbage behind the handshake; or answers the handshake with a bogus `ConnectResponse`: every call ends by its deadline, the client resets the connection (logged) and comes back on a new one with the same session, memory stays bounded, a bad handshake is a failed attempt followed by the next |
+//! | `tests/interop.rs` | the same locks, read/write locks, semaphores, elections and revocations shared with Apache Curator 5.4 running in a JVM |
+//! | `tests/cli.rs` | the `zklock` binary: exclusion, exit codes, signals, status, break, lost lock; a SIGKILLed `zklock run` takes its job and the job's children with it; stopped children; status on paths that are not locks; durations; completions and man pages; `zklock run` exits within the release bound once its command is dead, also with a silent server |
+//! | `tests/lease.rs` | the call-time lease: a holder frozen (SIGSTOP) past its session never reads held after another process acquired (every answer stamped with `CLOCK_MONOTONIC` before the call; directly and through the proxy); `lease_remaining()` shrinks in a blackhole and returns with the server; a healthy loaded holder never reads `Suspended` in 20 s |
+//! | `tests/cancel.rs` | cancelling a waiter (node withdrawn while the session is open; a pre-cancelled token sends nothing; cancel during an outage returns at once), `Client::close()` under threads waiting in every recipe, guards moved across threads and returned from functions, 16 tokio tasks through `spawn_blocking`, a process's session ending with it |
+//! | `tests/async_locks.rs` | the `_async` calls: 300 tasks on a 2-worker tokio runtime and 50 on a current-thread one take turns with 0 overlaps; `futures::executor` and smol's executor drive them; blocking threads and async tasks share one lock; `tokio::time::timeout`, `select!` and a cancelled token leave no node (an abandoned waiter never acquires for nobody); a future dropped at every one of its await points, free or queued behind a holder, leaves no node and no lock taken; guards move between tasks and threads; `wait_lost_async` sees a broken node; fenced writes and transactions await; every recipe's async forms; `connect_async`/`close_async` never block a current-thread runtime's only worker; the futures are `Send` |
+//! | `tests/blocking_in_async.rs` | a blocking call on a tokio worker thread logs a warning naming the `_async` calls; async calls and blocking calls on other threads do not |
+//! | `tests/async_faults.rs` | the async front-end under real faults: futures dropped while the connection is blackholed, severed, refused, while create replies are lost and across a server restart leave no node; 2,000 async waiters survive a server restart with 0 overlaps; an expiry ends every waiter and tells the holder; `close_async` ends 310 waiters within milliseconds; timed waits hold during outages; semaphore and multi-lock futures dropped half-way release what they took; an `unlock_async` dropped or timed out early still releases (it did not, when it was dropped while stopping its own-node watch); a SIGSTOPped async holder learns its loss on SIGCONT |
+//! | `tests/uptime.rs` | long-uptime bugs: the chroot survives the container sweep and is recreated if deleted; a lost create reply is looked up after a `sync`, and the node found is adopted, never duplicated; a lost delete reply is not reported as "already gone"; creator-only identities share parents; a forked child gets `Error::Forked` from an inherited client and locks with a new one; timed multi-step calls keep their deadline in an outage |
+//! | `tests/observe.rs` | `Client::state`, `wait_state_change` and the listener across a blackhole, a server restart, an expiry and `close()`; a dead port named refused, tried for the connect timeout (not the session timeout), the elapsed time as the message says; failing fast; DNS failures; the example's Prometheus text scraped over HTTP; a debugging recorder's counts after known work |
+//! | `scripts/nemesis.sh` (`examples/nemesis`) | Jepsen-style: partitions, one-way loss, latency, SIGSTOP and SIGKILL against a three-server ensemble in a private network namespace, judged by an independent checker (see [`nemesis`](super::nemesis); run by `.ci/run` for 60 s) |
+//! | `tests/follower_lease.rs` | the nemesis's targeted scenario (root, private namespace): a holder behind a follower partitioned from the leader never reads held after the hand-over |
+//! | `tests/lifecycle.rs` | what an adversarial review found: the lease behind a follower cut off from the leader, cancel and close on a silent connection, close in a forked child, concurrent closes, fenced writes' parent ACL; state listeners' threads end with their clients (the process's thread count, counted in `/proc/self/task`, does not grow) |
+//! | `tests/shutdown.rs` | `Client::close_on_signals` (feature `signals`): a holder sent SIGTERM releases at once, so the next holder acquires within 1 s (and does not without it) |
+//!
+//! # Unit tests
+//!
+//! Unit tests in the crate cover the pure parts (paths, connect strings, node order across the
+//! sequence wrap, the lease arithmetic, cancellation) and, through the `NodeStore` seam, every
+//! outcome of placing a node in the queue with an in-memory store; property tests (proptest) feed
+//! arbitrary bytes to the wire's decoders and framing; a few in-crate tests use the
+//! real server where they need private hooks (a session expired between two steps of a
+//! multi-lock or semaphore acquisition; the runtime thread stalled under a holder).
+//!
+//! # Documentation
+//!
+//! The README's code blocks, the crate documentation's and every example on these guide pages
+//! are compiled as doctests (`cargo test --doc`, part of `scripts/test.sh`); those that need a
+//! server are `no_run`, so they are built but not run. `.ci/run` builds the documentation with
+//! `RUSTDOCFLAGS="-D warnings"`, so a link to an item that was renamed or removed fails the build
+//! instead of rotting.
+//!
+//! # Minimum Rust version
+//!
+//! Minimum Rust version: 1.82 (`rust-version` in `Cargo.toml`). `Cargo.lock` is resolved with
+//! cargo's MSRV-aware resolver (`.cargo/config.toml`: `incompatible-rust-versions = "fallback"`,
+//! read by cargo 1.84 and later), so it only holds versions that declare support for 1.82, and
+//! `.ci/check-msrv` (run by `.ci/run`) fails if a locked package declares a newer `rust-version`.
+//! What is verified: those declarations, and clippy's `incompatible_msrv` lint on our own use of
+//! the standard library. What is not: CI builds with the current stable toolchain only, never
+//! with 1.82 itself, and a dependency that declares no `rust-version` is not checked.
