@@ -96,7 +96,7 @@
 //! - Ten thousand creates each pipelining its own listing would fetch O(N²) bytes (a
 //!   10,000-node queue listed 10,000 times; the client lost its connection under it). A create
 //!   made while others are in flight on the session shares a listing sent after it was
-//!   answered instead, with at most two listings of a path in flight (`listing.rs`).
+//!   answered instead, with at most two listings of a path in flight (`session/listing.rs`).
 //! - Each waiter sorting the nodes ahead of it held both workers for 150–220 ms when a listing
 //!   woke a wave of 2,000 waiters (the `tokio::fs` reads waited that long); one sorted copy per
 //!   listing, in which each waiter finds its place, brought the worst read to 31 ms.

@@ -37,6 +37,8 @@
 //! | `tests/interop.rs` | the same locks, read/write locks, semaphores, elections and revocations shared with Apache Curator 5.4 running in a JVM |
 //! | `tests/cli.rs` | the `zklock` binary: exclusion, exit codes, signals, status, break, lost lock; a SIGKILLed `zklock run` takes its job and the job's children with it; stopped children; status on paths that are not locks; durations; completions and man pages; `zklock run` exits within the release bound once its command is dead, also with a silent server |
 //! | `tests/lease.rs` | the call-time lease: a holder frozen (SIGSTOP) past its session never reads held after another process acquired (every answer stamped with `CLOCK_MONOTONIC` before the call; directly and through the proxy); `lease_remaining()` shrinks in a blackhole and returns with the server; a healthy loaded holder never reads `Suspended` in 20 s |
+//! | `tests/stalled_runtime.rs` | zklock's runtime and I/O threads stalled from outside (a signal whose handler sleeps on that thread): a holder reads `Suspended` on its own clock before the next holder can acquire, never `Held` after it, and the state thread reports it without waiting for the stalled threads |
+//! | `tests/between_steps.rs` | a session expiring between the steps of a multi-lock or a semaphore acquisition fails the whole acquisition and leaves nothing behind |
 //! | `tests/cancel.rs` | cancelling a waiter (node withdrawn while the session is open; a pre-cancelled token sends nothing; cancel during an outage returns at once), `Client::close()` under threads waiting in every recipe, guards moved across threads and returned from functions, 16 tokio tasks through `spawn_blocking`, a process's session ending with it |
 //! | `tests/async_locks.rs` | the `_async` calls: 300 tasks on a 2-worker tokio runtime and 50 on a current-thread one take turns with 0 overlaps; `futures::executor` and smol's executor drive them; blocking threads and async tasks share one lock; `tokio::time::timeout`, `select!` and a cancelled token leave no node (an abandoned waiter never acquires for nobody); a future dropped at every one of its await points, free or queued behind a holder, leaves no node and no lock taken; guards move between tasks and threads; `wait_lost_async` sees a broken node; fenced writes and transactions await; every recipe's async forms; `connect_async`/`close_async` never block a current-thread runtime's only worker; the futures are `Send` |
 //! | `tests/blocking_in_async.rs` | a blocking call on a tokio worker thread logs a warning naming the `_async` calls; async calls and blocking calls on other threads do not |
@@ -51,11 +53,12 @@
 //! # Unit tests
 //!
 //! Unit tests in the crate cover the pure parts (paths, connect strings, node order across the
-//! sequence wrap, the lease arithmetic, cancellation) and, through the `NodeStore` seam, every
-//! outcome of placing a node in the queue with an in-memory store; property tests (proptest) feed
-//! arbitrary bytes to the wire's decoders and framing; a few in-crate tests use the
-//! real server where they need private hooks (a session expired between two steps of a
-//! multi-lock or semaphore acquisition; the runtime thread stalled under a holder).
+//! sequence wrap, the lease arithmetic, the one rule that decides a lock's state,
+//! cancellation, the timers) and, through the `NodeStore` seam, every outcome of placing a node
+//! in the queue with an in-memory store; property tests (proptest) feed arbitrary bytes to the
+//! wire's decoders and framing. `cargo test --lib` needs no server. One unit test keeps the
+//! house plan: every `crate::`/`super::` import in `src/` points down the layers (error,
+//! metrics, rt, znode, wire, session, core, client, recipes) and no files import each other.
 //!
 //! # Documentation
 //!
