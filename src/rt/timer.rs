@@ -278,17 +278,16 @@ impl Shared {
         loop {
             let now = Instant::now();
             let mut due = Vec::new();
-            while let Some(top) = state.heap.peek() {
-                if top.0.at > now {
-                    break;
-                }
-                let Queued(entry) = state.heap.pop().expect("peeked");
+            let mut cancelled = 0;
+            while let Some(top) = state.heap.peek_mut().filter(|top| top.0.at <= now) {
+                let Queued(entry) = std::collections::binary_heap::PeekMut::pop(top);
                 if entry.cancelled.load(Ordering::Relaxed) {
-                    state.cancelled = state.cancelled.saturating_sub(1);
+                    cancelled += 1;
                 } else {
                     due.push(entry);
                 }
             }
+            state.cancelled = state.cancelled.saturating_sub(cancelled);
             if !due.is_empty() {
                 // Woken without the lock: a waker may run user code (an executor's schedule).
                 drop(state);
