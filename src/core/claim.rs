@@ -1,33 +1,61 @@
 //! The end of a wait: our node holds the lock (checked to be our session's), or it vanished.
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
-use crate::session::{Liveness, NodeStat};
+use crate::session::{Liveness, NodeStat, Session};
 
 use super::held::Held;
+use super::queue::Queue;
 use super::withdraw::OurNode;
 
-pub(super) fn claim(
-    mut contender: OurNode,
+/// Our node, claimed: it holds the lock. On a [`Session`], [`held`](Claimed::held) makes it
+/// the [`Held`] a guard keeps; the in-memory tests look at it as it is.
+pub(super) struct Claimed<S: Queue> {
+    pub(super) session: Arc<S>,
+    pub(super) node_path: String,
+    pub(super) stat: NodeStat,
+    pub(super) generation: i64,
+}
+
+impl Claimed<Session> {
+    pub(super) fn held(self, lock_path: &str) -> Held {
+        Held::new(
+            self.session,
+            lock_path,
+            self.node_path,
+            self.stat,
+            self.generation,
+        )
+    }
+}
+
+pub(super) fn claim<S: Queue>(
+    mut contender: OurNode<S>,
     lock_path: &str,
     stat: NodeStat,
     generation: i64,
-) -> Result<Held> {
-    let session = contender.session.clone();
+) -> Result<Claimed<S>> {
     // The node must belong to the session we hold it through (Curator once granted a lock on
     // a stale read that did not).
-    if stat.ephemeral_owner != session.id {
+    if stat.ephemeral_owner != contender.session.id() {
         return Err(Error::LockLost {
             path: lock_path.to_owned(),
         });
     }
     contender.armed = false;
     let node_path = std::mem::take(&mut contender.node_path);
-    Ok(Held::new(session, lock_path, node_path, stat, generation))
+    Ok(Claimed {
+        session: contender.session.clone(),
+        node_path,
+        stat,
+        generation,
+    })
 }
 
 /// Our node is missing from the listing: only our session's end or someone deleting it by
 /// hand removes it.
-pub(super) fn node_vanished(contender: &mut OurNode, lock_path: &str) -> Error {
+pub(super) fn node_vanished<S: Queue>(contender: &mut OurNode<S>, lock_path: &str) -> Error {
     contender.armed = false;
     match contender.session.liveness() {
         Liveness::Ended => Error::SessionExpired,

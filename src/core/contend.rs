@@ -12,15 +12,16 @@ use log::debug;
 
 use crate::error::{Error, Result};
 use crate::rt::cancel::interruption;
-use crate::session::listing::{list_shared, Children};
+use crate::session::listing::Children;
 use crate::session::{Liveness, Session};
 use crate::wire as zk;
 use crate::znode::layout::{check_data_size, nodes_ahead, owner_data, LockNode};
 
-use super::claim::{claim, node_vanished};
+use super::claim::{claim, node_vanished, Claimed};
 use super::held::Held;
 use super::kind::Kind;
 use super::place::{create_node, Created};
+use super::queue::Queue;
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 
@@ -43,7 +44,8 @@ pub(crate) async fn acquire_on(
     let data = options.data.clone().unwrap_or_else(owner_data);
     check_data_size(&data)?;
     let contended = contend(session, lock_path, kind, attempt, deadline, &data).await;
-    let held = past_deadline_is_busy(session, deadline, contended)?;
+    let held = past_deadline_is_busy(session.as_ref(), deadline, contended)?
+        .map(|claimed| claimed.held(lock_path));
     let Some(mut held) = held else {
         return Ok(None);
     };
@@ -68,11 +70,11 @@ pub(crate) struct Options {
 /// out) read as a timeout, not an outage: the session layer reports every wait that reached
 /// its deadline as [`Error::ConnectionLoss`], whatever the connection's state. Every
 /// acquisition front end (`acquire_on`, `acquire_lease`) passes its outcome through here.
-pub(super) fn past_deadline_is_busy(
-    session: &Session,
+pub(super) fn past_deadline_is_busy<T>(
+    session: &impl Queue,
     deadline: Option<Instant>,
-    outcome: Result<Option<Held>>,
-) -> Result<Option<Held>> {
+    outcome: Result<Option<T>>,
+) -> Result<Option<T>> {
     match outcome {
         Err(Error::ConnectionLoss) if deadline.is_some_and(|d| Instant::now() >= d) => {
             gave_up(session)
@@ -83,7 +85,7 @@ pub(super) fn past_deadline_is_busy(
 
 /// After the deadline: during an outage the caller learns that the lock could not be decided,
 /// not that it is busy. A wait stopped by cancellation or by closing the client says so.
-pub(super) fn gave_up(session: &Session) -> Result<Option<Held>> {
+pub(super) fn gave_up<T>(session: &impl Queue) -> Result<Option<T>> {
     if let Some(stopped) = interruption() {
         return Err(stopped);
     }
@@ -94,14 +96,15 @@ pub(super) fn gave_up(session: &Session) -> Result<Option<Held>> {
     }
 }
 
-async fn contend(
-    session: &Arc<Session>,
+/// The wait loop of [`acquire_on`], on any [`Queue`]: our node, claimed, or `None` (busy).
+pub(super) async fn contend<S: Queue>(
+    session: &Arc<S>,
     lock_path: &str,
     kind: &Kind,
     attempt: &Attempt,
     deadline: Option<Instant>,
     data: &[u8],
-) -> Result<Option<Held>> {
+) -> Result<Option<Claimed<S>>> {
     let lock_name = kind.names[kind.ours].0;
     // The steps before and between waits are boxed: a future is as large as its largest
     // state, and ten thousand waiting tasks should each hold only the wait's.
@@ -117,7 +120,7 @@ async fn contend(
         generation,
     }) = created
     else {
-        return gave_up(session);
+        return gave_up(session.as_ref());
     };
     let lock_names = kind.lock_names();
     // (A name of ours that is no lock node would be missing from every listing.)
@@ -134,11 +137,11 @@ async fn contend(
         let ahead = match (known.take(), shared_since.take()) {
             (Some(ahead), _) => ahead,
             (None, Some(since)) => {
-                let listed = Box::pin(list_shared(session, lock_path, deadline, since)).await?;
+                let listed = Box::pin(session.list_since(lock_path, deadline, since)).await?;
                 Ahead::of(&ours, &listed, &lock_names)
             }
             (None, None) => {
-                let listed = Box::pin(session.list_async(lock_path, deadline)).await?;
+                let listed = Box::pin(session.list(lock_path, deadline)).await?;
                 nodes_ahead(&listed, &ours, &lock_names).map(Ahead::own)
             }
         };
@@ -156,22 +159,28 @@ async fn contend(
         // The queue ahead can be long and the wait too: with many waiters, keeping each one's
         // copy alive grows memory with the square of the queue.
         drop(ahead);
-        let watcher = match Box::pin(session.watch_node_async(&blocker_path, deadline)).await {
+        let watcher = match Box::pin(session.watch_node(&blocker_path, deadline)).await {
             Ok(Some(watcher)) => watcher,
             Ok(None) => continue, // Gone already: re-list at once.
-            Err(Error::ConnectionLoss) => return gave_up(session),
+            Err(Error::ConnectionLoss) => return gave_up(session.as_ref()),
             Err(err) => return Err(err),
         };
         debug!("{} waits for {blocker_path}", contender.node_path);
-        let woken = Box::pin(wait_for_change(session, watcher, &mut contender, deadline)).await?;
+        let woken = Box::pin(wait_for_change(
+            session.as_ref(),
+            watcher,
+            &mut contender,
+            deadline,
+        ))
+        .await?;
         match woken {
             Woken::Deleted if sole_blocker && session.liveness() == Liveness::Connected => {
                 // No listing needed (nothing can be ahead of us now), but our own node must
                 // still be there: someone may have deleted it while we waited. Reading one
                 // node is cheaper than listing a long queue.
-                let own = Box::pin(session.get_data_async(&contender.node_path, deadline)).await?;
+                let own = Box::pin(session.stat(&contender.node_path, deadline)).await?;
                 match own {
-                    Some((_, now)) if now.czxid == stat.czxid => {
+                    Some(now) if now.czxid == stat.czxid => {
                         return claim(contender, lock_path, stat, generation).map(Some)
                     }
                     _ => return Err(node_vanished(&mut contender, lock_path)),
@@ -179,7 +188,7 @@ async fn contend(
             }
             Woken::Deleted | Woken::Recheck => {}
             Woken::Reconnected { since } => shared_since = Some(since),
-            Woken::TimedOut => return gave_up(session),
+            Woken::TimedOut => return gave_up(session.as_ref()),
         }
     }
 }
@@ -245,16 +254,16 @@ enum Wake {
 /// Waits for `watcher` to fire, a reconnect, or the deadline. Session end is an error (and
 /// disarms `contender`: the server already removed the node). Dropping the watcher (on
 /// return, or when the future is dropped) removes the watch from the server.
-pub(super) async fn wait_for_change(
-    session: &Session,
-    watcher: zk::OneshotWatcher,
-    contender: &mut OurNode,
+pub(super) async fn wait_for_change<S: Queue>(
+    session: &S,
+    watcher: S::Watch,
+    contender: &mut OurNode<S>,
     deadline: Option<Instant>,
 ) -> Result<Woken> {
     let mut since = Instant::now();
     let mut disconnected_seen = false;
-    let mut state = session.state_watcher();
-    let mut fired = std::pin::pin!(watcher.changed());
+    let mut state = session.states();
+    let mut fired = std::pin::pin!(S::fired(watcher));
     let mut timer = deadline.map(crate::rt::runtime::sleep_until);
     // A state change may have slipped in before the watch was set: if not connected now,
     // start with a session change pending.
@@ -263,10 +272,10 @@ pub(super) async fn wait_for_change(
         let wake = if std::mem::take(&mut session_changed) {
             Wake::Session
         } else {
-            let mut changed = std::pin::pin!(state.changed());
+            let mut changed = std::pin::pin!(S::state_changed(&mut state));
             std::future::poll_fn(|cx| {
                 if let Poll::Ready(event) = fired.as_mut().poll(cx) {
-                    return Poll::Ready(Wake::Node(event.event_type));
+                    return Poll::Ready(Wake::Node(event));
                 }
                 if changed.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Wake::Session);
@@ -302,4 +311,191 @@ pub(super) async fn wait_for_change(
     // The session ended: expired, or closed by us (a close also cancels, and the waiter may
     // see the session's end before the cancellation): say which.
     Err(interruption().unwrap_or_else(|| session.ended_error()))
+}
+
+#[cfg(test)]
+mod tests {
+    //! The wait loop driven in memory (see `memory.rs`): each test polls a contender until it
+    //! waits, changes the queue or the session under it, and polls again.
+
+    use std::future::Future;
+    use std::pin::Pin;
+
+    use futures_lite::future::{block_on, poll_once};
+
+    use super::*;
+    use crate::core::kind::{nearest_lower_writer, previous_node, Role, READ};
+    use crate::core::memory::Memory;
+    use crate::metrics::Recipe;
+
+    const LOCK: &str = "/lock";
+
+    const EXCLUSIVE: Kind = Kind {
+        names: &[("lock-", Role::Exclusive)],
+        ours: 0,
+        blocker: previous_node,
+        metric: Recipe::Mutex,
+    };
+    const RW_NAMES: &[(&str, Role)] = &[("__READ__", Role::Read), ("__WRIT__", Role::Write)];
+    const READER: Kind = Kind {
+        names: RW_NAMES,
+        ours: READ,
+        blocker: nearest_lower_writer,
+        metric: Recipe::RwLockRead,
+    };
+    const WRITER: Kind = Kind {
+        names: RW_NAMES,
+        ours: 1,
+        blocker: previous_node,
+        metric: Recipe::RwLockWrite,
+    };
+
+    type Outcome = Result<Option<Claimed<Memory>>>;
+
+    /// A contender's acquisition, polled by hand.
+    struct Contender(Pin<Box<dyn Future<Output = Outcome>>>);
+
+    impl Contender {
+        fn new(store: &Arc<Memory>, kind: &'static Kind) -> Contender {
+            let store = store.clone();
+            Contender(Box::pin(async move {
+                let attempt = Attempt::forever();
+                contend(&store, LOCK, kind, &attempt, None, b"").await
+            }))
+        }
+
+        /// Runs the acquisition until it waits (`None`) or ends.
+        fn poll(&mut self) -> Option<Outcome> {
+            block_on(poll_once(self.0.as_mut()))
+        }
+
+        fn waits(&mut self) {
+            if let Some(outcome) = self.poll() {
+                panic!(
+                    "expected a wait, got {:?}",
+                    outcome.map(|c| c.map(|c| c.node_path))
+                );
+            }
+        }
+
+        fn claims(&mut self, store: &Memory) {
+            let claimed = self
+                .poll()
+                .expect("done")
+                .expect("no error")
+                .expect("claimed");
+            assert_eq!(claimed.node_path, format!("{LOCK}/{}", store.ours()[0]));
+        }
+
+        fn loses(&mut self) {
+            match self.poll() {
+                Some(Err(Error::LockLost { path })) => assert_eq!(path, LOCK),
+                other => panic!("expected LockLost, got {:?}", other.map(|o| o.is_ok())),
+            }
+        }
+    }
+
+    #[test]
+    fn the_blockers_deletion_hands_the_lock_over() {
+        let store = Memory::new();
+        let holder = store.add_other("lock-");
+        let mut waiter = Contender::new(&store, &EXCLUSIVE);
+        waiter.waits();
+        assert_eq!(store.last_watched(), Some(holder.clone()));
+        waiter.waits();
+        store.delete(&holder);
+        waiter.claims(&store);
+        assert_eq!(store.ours().len(), 1, "the claimed node stays");
+    }
+
+    #[test]
+    fn a_node_ahead_withdrawing_makes_the_waiter_wait_on_the_next_one() {
+        let store = Memory::new();
+        let holder = store.add_other("lock-");
+        let queued = store.add_other("lock-");
+        let mut waiter = Contender::new(&store, &EXCLUSIVE);
+        waiter.waits();
+        assert_eq!(store.last_watched(), Some(queued.clone()));
+        let listings = store.listings();
+        store.delete(&queued);
+        waiter.waits();
+        assert!(store.listings() > listings, "listed again");
+        assert_eq!(store.last_watched(), Some(holder.clone()));
+        store.delete(&holder);
+        waiter.claims(&store);
+    }
+
+    #[test]
+    fn readers_ignore_readers() {
+        let store = Memory::new();
+        store.add_other("__READ__");
+        store.add_other("__READ__");
+        let mut reader = Contender::new(&store, &READER);
+        reader.claims(&store);
+        assert_eq!(store.last_watched(), None, "never waited");
+
+        // Behind a writer, a reader waits for that writer, not for the reader queued between.
+        let store = Memory::new();
+        store.add_other("__READ__");
+        let writer = store.add_other("__WRIT__");
+        store.add_other("__READ__");
+        let mut reader = Contender::new(&store, &READER);
+        reader.waits();
+        assert_eq!(store.last_watched(), Some(writer.clone()));
+        store.delete(&writer);
+        reader.claims(&store);
+    }
+
+    #[test]
+    fn a_writer_queues_behind_readers() {
+        let store = Memory::new();
+        let first = store.add_other("__READ__");
+        let second = store.add_other("__READ__");
+        let mut writer = Contender::new(&store, &WRITER);
+        writer.waits();
+        assert_eq!(store.last_watched(), Some(second.clone()));
+        store.delete(&second);
+        writer.waits();
+        assert_eq!(store.last_watched(), Some(first.clone()));
+        store.delete(&first);
+        writer.claims(&store);
+    }
+
+    #[test]
+    fn a_reconnect_makes_the_waiter_look_again() {
+        let store = Memory::new();
+        let holder = store.add_other("lock-");
+        let mut waiter = Contender::new(&store, &EXCLUSIVE);
+        waiter.waits();
+        store.set_liveness(Liveness::Disconnected);
+        waiter.waits();
+        // Released during the outage, and the notification lost with the connection.
+        store.remove_unseen(&holder);
+        waiter.waits();
+        store.set_liveness(Liveness::Connected);
+        waiter.claims(&store);
+    }
+
+    #[test]
+    fn our_node_deleted_while_waiting_is_a_lost_lock() {
+        let store = Memory::new();
+        let holder = store.add_other("lock-");
+        let mut waiter = Contender::new(&store, &EXCLUSIVE);
+        waiter.waits();
+        let ours = store.ours().pop().expect("queued");
+        store.delete(&ours);
+        waiter.waits();
+        store.delete(&holder);
+        waiter.loses();
+        assert!(store.ours().is_empty());
+    }
+
+    #[test]
+    fn a_node_of_another_session_is_not_claimed() {
+        let store = Memory::new();
+        store.report_owner(crate::core::memory::OTHER);
+        let mut contender = Contender::new(&store, &EXCLUSIVE);
+        contender.loses();
+        assert!(store.ours().is_empty(), "withdrawn, not held");
+    }
 }

@@ -40,6 +40,15 @@ pub(crate) fn previous_node(ahead: &[LockNode]) -> Option<usize> {
     ahead.len().checked_sub(1)
 }
 
+/// Which of a read/write queue's names a reader's node carries (the first).
+pub(crate) const READ: usize = 0;
+
+/// The read/write lock's rule for a reader: wait only for the nearest writer queued before it
+/// (readers ignore readers).
+pub(crate) fn nearest_lower_writer(ahead: &[LockNode]) -> Option<usize> {
+    ahead.iter().rposition(|n| n.name_index != READ)
+}
+
 /// What a node in a lock's queue stands for, as reported by inspection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

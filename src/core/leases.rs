@@ -5,14 +5,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::session::listing::Children;
 use crate::session::Session;
 use crate::znode::layout::owner_data;
 
-use super::claim::{claim, node_vanished};
+use super::claim::{claim, node_vanished, Claimed};
 use super::contend::{gave_up, past_deadline_is_busy, wait_for_change, Woken};
 use super::held::Held;
 use super::place::{create_node, Created};
+use super::queue::Queue;
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 
@@ -29,18 +29,19 @@ pub(crate) async fn acquire_lease(
     deadline: Option<Instant>,
 ) -> Result<Option<Held>> {
     let taken = take_lease(session, leases_path, lease_name, permits, attempt, deadline).await;
-    past_deadline_is_busy(session, deadline, taken)
+    let claimed = past_deadline_is_busy(session.as_ref(), deadline, taken)?;
+    Ok(claimed.map(|claimed| claimed.held(leases_path)))
 }
 
-/// The steps of [`acquire_lease`], whose errors it has yet to sort.
-async fn take_lease(
-    session: &Arc<Session>,
+/// The steps of [`acquire_lease`], on any [`Queue`], whose errors it has yet to sort.
+pub(super) async fn take_lease<S: Queue>(
+    session: &Arc<S>,
     leases_path: &str,
     lease_name: &str,
     permits: usize,
     attempt: &Attempt,
     deadline: Option<Instant>,
-) -> Result<Option<Held>> {
+) -> Result<Option<Claimed<S>>> {
     let data = owner_data();
     let created = Box::pin(create_node(
         session,
@@ -59,9 +60,9 @@ async fn take_lease(
         generation,
     }) = created
     else {
-        return gave_up(session);
+        return gave_up(session.as_ref());
     };
-    let admitted = |children: &[String], contender: &mut OurNode| {
+    let admitted = |children: &[String], contender: &mut OurNode<S>| {
         if children.contains(&name) {
             Ok(children.len() <= permits)
         } else {
@@ -72,11 +73,7 @@ async fn take_lease(
     loop {
         let listed = match children.take() {
             Some(children) => children,
-            None => {
-                let listed = Box::pin(session.list_with_stat_async(leases_path, deadline));
-                let (names, stat) = listed.await?;
-                Children::new(names, stat)
-            }
+            None => Box::pin(session.list_with_stat(leases_path, deadline)).await?,
         };
         if admitted(&listed.names, &mut contender)? {
             return claim(contender, leases_path, stat, generation).map(Some);
@@ -84,19 +81,42 @@ async fn take_lease(
         if let Patience::DontWait = attempt.patience {
             return Ok(None);
         }
-        let watching = Box::pin(session.watch_children_async(leases_path, deadline));
+        let watching = Box::pin(session.watch_children(leases_path, deadline));
         let (listed, watcher) = match watching.await {
             Ok(watched) => watched,
-            Err(Error::ConnectionLoss) => return gave_up(session),
+            Err(Error::ConnectionLoss) => return gave_up(session.as_ref()),
             Err(err) => return Err(err),
         };
         if admitted(&listed, &mut contender)? {
             return claim(contender, leases_path, stat, generation).map(Some);
         }
         drop(listed);
-        let woken = wait_for_change(session, watcher, &mut contender, deadline).await?;
+        let woken = wait_for_change(session.as_ref(), watcher, &mut contender, deadline).await?;
         if let Woken::TimedOut = woken {
-            return gave_up(session);
+            return gave_up(session.as_ref());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_lite::future::{block_on, poll_once};
+
+    use super::*;
+    use crate::core::memory::Memory;
+
+    #[test]
+    fn a_lease_is_taken_once_a_lease_is_returned() {
+        let store = Memory::new();
+        let other = store.add_other("lease-");
+        let mut taking = Box::pin(async {
+            let attempt = Attempt::forever();
+            take_lease(&store, "/leases", "lease-", 1, &attempt, None).await
+        });
+        assert!(block_on(poll_once(taking.as_mut())).is_none(), "waits");
+        store.delete(&other);
+        let claimed = block_on(poll_once(taking.as_mut())).expect("done");
+        let claimed = claimed.expect("no error").expect("taken");
+        assert_eq!(claimed.node_path, format!("/leases/{}", store.ours()[0]));
     }
 }

@@ -5,7 +5,9 @@
 //!
 //! - [`kind`]: what a recipe contributes (names, roles, blocker rule);
 //! - [`wait`]: how long an acquisition waits, and what stops it;
-//! - [`place`]: creating our node at most once, behind the `NodeStore` seam;
+//! - [`queue`]: the seam between the core and ZooKeeper (requests, watches, session state),
+//!   which the session implements and unit tests drive in memory (`memory.rs`);
+//! - [`place`]: creating our node at most once;
 //! - [`contend`]: the wait for the blocker, and the end of an acquisition's requests;
 //!   [`leases`]: a semaphore's count of leases instead of a blocker;
 //! - [`claim`], [`withdraw`]: the two ends of a wait (ours, or deleted again);
@@ -18,8 +20,11 @@ pub(crate) mod contend;
 pub(crate) mod held;
 pub(crate) mod kind;
 pub(crate) mod leases;
+#[cfg(test)]
+mod memory;
 pub(crate) mod partial;
 pub(crate) mod place;
+pub(crate) mod queue;
 pub(crate) mod standing;
 pub(crate) mod track;
 pub(crate) mod wait;

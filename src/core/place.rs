@@ -2,7 +2,6 @@
 //! whatever replies are lost, behind the [`NodeStore`] seam so that unit tests can drive every
 //! outcome of a create.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -10,11 +9,12 @@ use log::{debug, warn};
 
 use crate::error::{Error, Result};
 use crate::session::create::Create;
-use crate::session::listing::{list_shared, Children, Listed};
-use crate::session::{NodeStat, Session};
+use crate::session::listing::{Children, Listed};
+use crate::session::NodeStat;
 use crate::znode::layout::protected_prefix;
 
 use super::claim::node_vanished;
+use super::queue::{NodeStore, Queue};
 use super::wait::Attempt;
 use super::withdraw::OurNode;
 
@@ -27,8 +27,8 @@ const PARENT_ATTEMPTS: u32 = 5;
 const UNANSWERED_CREATES: u32 = 10;
 
 /// Our freshly created node, deleted on drop unless claimed.
-pub(super) struct Created {
-    pub(super) contender: OurNode,
+pub(super) struct Created<S: Queue> {
+    pub(super) contender: OurNode<S>,
     pub(super) name: String,
     pub(super) stat: NodeStat,
     /// A listing of the lock path sent after the create (with the lock path's stat).
@@ -41,21 +41,21 @@ pub(super) struct Created {
 /// `lock_path` (creating the path if needed), surviving a lost reply without ever leaving two
 /// nodes. `None` if the deadline passed first; a node created late is then deleted in the
 /// background.
-pub(super) async fn create_node(
-    session: &Arc<Session>,
+pub(super) async fn create_node<S: Queue>(
+    session: &Arc<S>,
     lock_path: &str,
     lock_name: &str,
     data: &[u8],
     attempt: &Attempt,
     deadline: Option<Instant>,
-) -> Result<Option<Created>> {
+) -> Result<Option<Created<S>>> {
     let prefix = format!("{}{lock_name}", protected_prefix(&uuid::Uuid::new_v4()));
     let placed = place_node(session.as_ref(), lock_path, &prefix, data, deadline).await?;
     let Some((name, stat, children, parent)) = placed else {
         return Ok(None);
     };
     let node_path = format!("{lock_path}/{name}");
-    debug!("created {node_path} (session {:#x})", session.id);
+    debug!("created {node_path} (session {:#x})", session.id());
     let mut contender = OurNode {
         session: session.clone(),
         node_path,
@@ -67,7 +67,11 @@ pub(super) async fn create_node(
         // No listing came with the create (other creates were in flight on the session, the
         // listing was lost, or the create's reply was, and the node was found by its prefix):
         // one sent after the create was answered, shared with the session's other creates.
-        _ => list_shared(session, lock_path, deadline, Instant::now()).await?,
+        _ => {
+            session
+                .list_since(lock_path, deadline, Instant::now())
+                .await?
+        }
     };
     // While our node exists the lock path cannot be re-created; one created after our node
     // means ours is gone already.
@@ -82,76 +86,6 @@ pub(super) async fn create_node(
         children,
         generation,
     }))
-}
-
-/// The session operations that place our node in a queue: the seam between the waiting
-/// core's decisions and ZooKeeper, so that unit tests can drive every outcome of a create.
-pub(crate) trait NodeStore: Sync {
-    /// See [`Session::create_lock_node`].
-    fn create(
-        &self,
-        lock_path: &str,
-        prefix: &str,
-        data: &[u8],
-        deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<Create>> + Send;
-    fn wait_connected(&self, deadline: Option<Instant>) -> impl Future<Output = Result<()>> + Send;
-    fn sync(
-        &self,
-        path: &str,
-        deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<()>> + Send;
-    fn list(
-        &self,
-        path: &str,
-        deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<Vec<String>>> + Send;
-    fn stat(
-        &self,
-        path: &str,
-        deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<Option<NodeStat>>> + Send;
-    fn ensure_path(
-        &self,
-        path: &str,
-        deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<()>> + Send;
-    /// Deletes, in the background, every child of `lock_path` starting with `prefix`.
-    fn sweep(&self, lock_path: &str, prefix: &str);
-}
-
-impl NodeStore for Session {
-    async fn create(
-        &self,
-        lock_path: &str,
-        prefix: &str,
-        data: &[u8],
-        deadline: Option<Instant>,
-    ) -> Result<Create> {
-        self.create_lock_node_async(lock_path, prefix, data, deadline)
-            .await
-    }
-    async fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
-        self.wait_connected_async(deadline).await
-    }
-    async fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        self.sync_async(path, deadline).await
-    }
-    async fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
-        self.list_async(path, deadline).await
-    }
-    async fn stat(&self, path: &str, deadline: Option<Instant>) -> Result<Option<NodeStat>> {
-        Ok(self
-            .get_data_async(path, deadline)
-            .await?
-            .map(|(_, stat)| stat))
-    }
-    async fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        self.ensure_path_async(path, deadline).await
-    }
-    fn sweep(&self, lock_path: &str, prefix: &str) {
-        self.sweep_in_background(lock_path, prefix);
-    }
 }
 
 /// Our node's name and stat, the listing it was found in, and the lock path's stat from that

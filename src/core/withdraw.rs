@@ -9,17 +9,19 @@ use log::debug;
 
 use crate::session::{Liveness, Session};
 
+use super::queue::Queue;
+
 /// Our node while we wait: withdrawn on every path that does not end holding the lock (an
 /// error, a timeout, a cancellation, or the future being dropped at any await point).
-pub(super) struct OurNode {
-    pub(super) session: Arc<Session>,
+pub(super) struct OurNode<S: Queue = Session> {
+    pub(super) session: Arc<S>,
     pub(super) node_path: String,
     pub(super) armed: bool,
     /// Told when the withdrawal is settled, for a caller who waits for it.
     pub(super) withdrawals: Withdrawals,
 }
 
-impl Drop for OurNode {
+impl<S: Queue> Drop for OurNode<S> {
     fn drop(&mut self) {
         if self.armed && self.session.liveness() != Liveness::Ended {
             // Never waits here: this may run on an async runtime's worker (a dropped future).

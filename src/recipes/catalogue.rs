@@ -9,7 +9,7 @@
 //! catalogue. (A new metric label is a `metrics::Recipe` too, which names the label values the
 //! metrics documentation lists.)
 
-use crate::core::kind::{previous_node, Kind, Role};
+use crate::core::kind::{nearest_lower_writer, previous_node, Kind, Role, READ};
 use crate::metrics::Recipe;
 use crate::znode::layout::LockNode;
 
@@ -37,17 +37,9 @@ pub(crate) const MUTEX: Kind = Kind {
     metric: Recipe::Mutex,
 };
 
-/// Which of [`RW_NAMES`] a reader's node carries.
-const READ: usize = 0;
-
 /// The names of a [`DistributedRwLock`](crate::DistributedRwLock)'s nodes, readers and writers
-/// in one queue (Curator's `InterProcessReadWriteLock`).
+/// in one queue (Curator's `InterProcessReadWriteLock`), the readers' first ([`READ`]).
 const RW_NAMES: &[(&str, Role)] = &[(READ_NAME, Role::Read), (WRITE_NAME, Role::Write)];
-
-/// A reader waits only for the nearest writer queued before it.
-fn nearest_lower_writer(ahead: &[LockNode]) -> Option<usize> {
-    ahead.iter().rposition(|n| n.name_index != READ)
-}
 
 /// A reader of a [`DistributedRwLock`](crate::DistributedRwLock).
 pub(crate) const READER: Kind = Kind {
