@@ -54,8 +54,11 @@
 //!
 //! Unit tests in the crate cover the pure parts (paths, connect strings, node order across the
 //! sequence wrap, the lease arithmetic, the one rule that decides a lock's state,
-//! cancellation, the timers) and, through the `NodeStore` seam, every outcome of placing a node
-//! in the queue with an in-memory store; property tests (proptest) feed arbitrary bytes to the
+//! cancellation, the timers), through the `NodeStore` seam every outcome of placing a node in
+//! the queue, and through the `Queue` seam the wait loop itself against an in-memory ZooKeeper
+//! (`core/memory.rs`): handoff, a node ahead withdrawing, readers ignoring readers, a writer
+//! behind readers, the re-check after a reconnect whose notification was lost, our own node
+//! deleted while waiting, the ownership check at the claim, and a semaphore's lease count; property tests (proptest) feed arbitrary bytes to the
 //! wire's decoders and framing. `cargo test --lib` needs no server. One unit test keeps the
 //! house plan: every `crate::`/`super::` import in `src/` points down the layers (error,
 //! metrics, rt, znode, wire, session, core, client, recipes) and no files import each other.
