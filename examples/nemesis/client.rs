@@ -3,8 +3,8 @@
 //! control register beside it; and nothing but raw facts written to `<dir>/c<id>/client.log`.
 //! The client never judges whether it overlapped anyone; the checker does, from these facts.
 //!
-//! The careless holder. Now and then (see [`PAUSE_PERCENT`]) an exclusive holder freezes its
-//! whole process with `raise(SIGSTOP)` between reading the registers and writing them; a
+//! The careless holder. Now and then (see [`PAUSE_PERCENT`], and twice per client early in
+//! the run, see [`FORCED_PAUSE_AT`]) an exclusive holder freezes its whole process with `raise(SIGSTOP)` between reading the registers and writing them; a
 //! forked child sends the SIGCONT 0.9 to 2.5 session timeouts later. Half of them are
 //! careless: they write without asking `is_held()`, and only once the client has replaced the
 //! expired session (or the old one proved alive), so that the write reaches the server through
@@ -48,9 +48,15 @@ use zklock::{Client, DistributedMutex, DistributedRwLock, Error, LockGuard, Perm
 
 use crate::{lock_spec, mono_ns, parse_register, register_of, Args, Rng};
 
-/// Percent of exclusive holds that freeze themselves between read and write. Measured: at 10 %
-/// a 60 s run has 6-12 such pauses (see examples/nemesis/FINDINGS.md).
-const PAUSE_PERCENT: u64 = 10;
+/// Percent of exclusive holds that freeze themselves between read and write (half of them
+/// careless).
+const PAUSE_PERCENT: u64 = 5;
+
+/// Besides, every client pauses once carelessly (its first exclusive hold from its 6th hold
+/// on) and once carefully (from its 12th): at random alone, 1 run in 5 of 60 s had a single
+/// careless pause or none, one ended with no refusal by the check, and one had no careful
+/// pause, which is what tests the lease (FINDINGS.md).
+const FORCED_PAUSE_AT: [u64; 2] = [6, 12];
 
 /// Pause lengths, in tenths of the session timeout: 0.9 to 2.5 (below 1 the session may
 /// survive; 0.9-1.6 is where a lease longer than the session would show).
@@ -78,6 +84,8 @@ struct Worker {
     log: Log,
     rng: Rng,
     hold: u64,
+    /// The careless and the careful pause every client makes once: still to come.
+    forced_pause: [bool; 2],
 }
 
 /// What a hold read from a register.
@@ -133,6 +141,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         log,
         rng: Rng::new(seed),
         hold: 0,
+        forced_pause: [true, true],
     };
     while !stop.exists() && mono_ns() < deadline {
         w.hold += 1;
@@ -287,13 +296,21 @@ impl Worker {
         // from working on after the lock moved on.
         let long = self.rng.chance(10);
         // The self-pause of this hold, if any: (careless, length).
-        let pause = self.rng.chance(PAUSE_PERCENT).then(|| {
+        let forced = (0..2).find(|&i| self.forced_pause[i] && self.hold >= FORCED_PAUSE_AT[i]);
+        let pause = (forced.is_some() || self.rng.chance(PAUSE_PERCENT)).then(|| {
             let (lo, hi) = (
                 self.session_ms * PAUSE_TENTHS.0 / 10,
                 self.session_ms * PAUSE_TENTHS.1 / 10,
             );
-            (self.rng.chance(50), self.rng.millis(lo, hi))
+            let careless = match forced {
+                Some(i) => i == 0,
+                None => self.rng.chance(50),
+            };
+            (careless, self.rng.millis(lo, hi))
         });
+        if let Some(i) = forced {
+            self.forced_pause[i] = false;
+        }
         let rounds = match (self.unfenced, long) {
             (true, _) => 4 + self.rng.below(3),
             (_, true) => 2 + self.rng.below(2),

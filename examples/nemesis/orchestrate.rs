@@ -652,10 +652,21 @@ impl Run {
                 self.effect = format!("delayed={}", report.trim());
             }
             "pause-client" => {
-                // Mostly a client in the middle of a hold: the pause that matters.
-                let holders = self.holders();
+                // Mostly a client in the middle of a hold: the pause that matters. Never one
+                // that stopped itself (a careless holder): our SIGCONT would end its pause
+                // early, and its own would end ours.
+                let running: Vec<usize> = (1..=self.clients)
+                    .filter(|&c| !stopped(self.client_procs[c - 1].id()))
+                    .collect();
+                let holders: Vec<usize> = self
+                    .holders()
+                    .into_iter()
+                    .filter(|c| running.contains(c))
+                    .collect();
                 let c = if !holders.is_empty() && self.rng.chance(70) {
                     holders[self.rng.below(holders.len() as u64) as usize]
+                } else if !running.is_empty() {
+                    running[self.rng.below(running.len() as u64) as usize]
                 } else {
                     1 + self.rng.below(self.clients as u64) as usize
                 };
@@ -819,6 +830,18 @@ impl Run {
             d.as_secs_f64()
         ));
     }
+}
+
+/// Is process `pid` stopped (state `T` in /proc/<pid>/stat)?
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            // The state follows the command name, which is in parentheses.
+            let rest = &stat[stat.rfind(')')? + 1..];
+            rest.split_whitespace().next().map(|s| s == "T")
+        })
+        .unwrap_or(false)
 }
 
 // ---------------------------------------------------------------- network
