@@ -9,8 +9,8 @@
 //! careless: they write without asking `is_held()`, and only once the client has replaced the
 //! expired session (or the old one proved alive), so that the write reaches the server through
 //! a live session and only the server's check of the lock node can refuse it. The others are
-//! careful: they ask `is_held()` the moment they resume, as a holder that checks before each
-//! step does, which only the lease can answer correctly.
+//! careful: they ask `is_held()` the moment they resume, before zklock's own threads have run
+//! again (freeze.rs), which only the lease can answer correctly.
 //!
 //! Log lines (times: CLOCK_MONOTONIC ns; `h` is the hold number of this client):
 //! ```text
@@ -109,6 +109,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .context("opening the client log")?;
     let mut log = Log(file);
     log.line(format!("B {} {}", mono_ns(), std::process::id()));
+    crate::freeze::install();
 
     // The orchestrator starts clients only once the ensemble serves; still, never give up on
     // a first connect before the run's deadline.
@@ -203,39 +204,6 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // Dropping the last clone closes the session (bounded by the session timeout).
     drop(client);
     Ok(())
-}
-
-/// Stops this whole process (every thread) for `time`: a forked child sends the SIGCONT.
-/// Returns the stamps just before stopping and just after resuming, or `None` if no child
-/// could be made (then nothing was stopped).
-fn freeze(time: Duration) -> Option<(u64, u64)> {
-    // SAFETY: getpid(2) has no preconditions.
-    let parent = unsafe { libc::getpid() };
-    let ts = libc::timespec {
-        tv_sec: time.as_secs() as libc::time_t,
-        tv_nsec: time.subsec_nanos() as libc::c_long,
-    };
-    let t_stop = mono_ns();
-    // SAFETY: the child of a multi-threaded process calls only async-signal-safe functions
-    // (nanosleep, kill, _exit) and touches no memory that another thread could have locked.
-    let child = unsafe { libc::fork() };
-    if child < 0 {
-        return None;
-    }
-    if child == 0 {
-        // SAFETY: as above; `ts` is a valid timespec on this (copied) stack.
-        unsafe {
-            libc::nanosleep(&ts, std::ptr::null_mut());
-            libc::kill(parent, libc::SIGCONT);
-            libc::_exit(0);
-        }
-    }
-    // SAFETY: raise(3) on ourselves; the child above resumes us.
-    unsafe { libc::raise(libc::SIGSTOP) };
-    let t_resume = mono_ns();
-    // SAFETY: waitpid(2) on our own child, so that it leaves no zombie.
-    unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
-    Some((t_stop, t_resume))
 }
 
 impl Worker {
@@ -406,13 +374,16 @@ impl Worker {
     /// waits until its client has a new session (or the old one proved alive) and writes
     /// whatever it was told.
     fn pause(&mut self, guard: &LockGuard, careless: bool, time: Duration) -> bool {
-        let Some((t_stop, t_resume)) = freeze(time) else {
+        // A careful holder's check comes before zklock's threads run again (see freeze.rs).
+        let Some(frozen) = crate::freeze::freeze(time, !careless) else {
             return careless || self.check(|| guard.is_held());
         };
+        let (t_stop, t_resume) = (frozen.t_stop, frozen.t_resume);
         let kind = if careless { "careless" } else { "careful" };
         let ms = time.as_millis();
         if !careless {
             let go = self.check(|| guard.is_held());
+            frozen.release();
             let t = mono_ns();
             self.log.line(format!(
                 "P {} {t_stop} {t_resume} {ms} {kind} {t} same",
@@ -420,6 +391,7 @@ impl Worker {
             ));
             return go;
         }
+        frozen.release();
         // Not a judgement of the holder's (it asks nothing): the harness waits until the write
         // can reach the server through a live session. An expired session is replaced on the
         // next call, so poke the client with a read.

@@ -28,6 +28,7 @@
 mod check;
 mod client;
 mod delay;
+mod freeze;
 mod orchestrate;
 mod plot;
 

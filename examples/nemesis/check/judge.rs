@@ -248,6 +248,7 @@ pub fn judge(h: &History) -> Report {
     for spec in REGISTERS {
         register(h, spec, &mut r);
     }
+    servers(h, &mut r);
     super::live::progress(h, &mut r);
     super::live::timeouts(h, &mut r);
     super::live::coverage(h, &mut r);
@@ -256,6 +257,44 @@ pub fn judge(h: &History) -> Report {
         r.violation(Class::Warmup, "no client acquired anything".to_owned());
     }
     r
+}
+
+/// The servers' own health: epochs seen, log truncations, an ensemble that did not become
+/// whole again. Not judged against the clients; printed so that it is never hidden.
+fn servers(h: &History, r: &mut Report) {
+    let epochs: Vec<u64> = h.health.iter().filter_map(|v| v.epoch()).collect();
+    let (lo, hi) = (epochs.iter().min(), epochs.iter().max());
+    let changes = h
+        .faults
+        .iter()
+        .filter(|f| {
+            let max_in = |phase: &str| {
+                h.health
+                    .iter()
+                    .filter(|v| v.fault == f.n && v.phase == phase)
+                    .filter_map(|v| v.epoch())
+                    .max()
+            };
+            matches!((max_in("before"), max_in("whole").or(max_in("heal"))), (Some(a), Some(b)) if b > a)
+        })
+        .count();
+    r.say(format!(
+        "servers: {} health samples, epochs {}..{}, {changes} faults followed by a new epoch; {} \"Truncating log\" lines in the servers' logs; {} times the ensemble was not whole 60 s after a heal",
+        h.health.len(),
+        lo.map_or("?".to_owned(), |e| e.to_string()),
+        hi.map_or("?".to_owned(), |e| e.to_string()),
+        h.truncations.len(),
+        h.unhealthy.len()
+    ));
+    for x in &h.truncations {
+        r.say(format!("  server {}: {}", x.server, x.line.trim()));
+    }
+    for (t, n, what) in &h.unhealthy {
+        r.say(format!(
+            "  SERVERS NOT WHOLE after fault {n} (at {:.1} s): {what}",
+            (*t as f64 - h.start as f64) / 1e9
+        ));
+    }
 }
 
 fn by_lock(h: &History) -> BTreeMap<&str, Vec<&Hold>> {
