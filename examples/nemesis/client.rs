@@ -53,9 +53,9 @@ use crate::{lock_spec, mono_ns, parse_register, register_of, Args, Rng};
 const PAUSE_PERCENT: u64 = 5;
 
 /// Besides, every client pauses once carelessly (its first exclusive hold from its 6th hold
-/// on) and once carefully (from its 12th): at random alone, 1 run in 5 of 60 s had a single
-/// careless pause or none, one ended with no refusal by the check, and one had no careful
-/// pause, which is what tests the lease (FINDINGS.md).
+/// on) and once carefully (from its 12th). At random alone (10 %, half careless), one 60 s run
+/// in six had a single careless pause and no refusal by the check; with only the careless
+/// pause forced, one in six had no careful pause, which is what tests the lease (FINDINGS.md).
 const FORCED_PAUSE_AT: [u64; 2] = [6, 12];
 
 /// Pause lengths, in tenths of the session timeout: 0.9 to 2.5 (below 1 the session may

@@ -2,7 +2,7 @@
 //!
 //! A careful holder that resumes asks `is_held()` at once. Whether zklock's own threads have
 //! run by then (and seen the connection drop) is a race, which after a SIGSTOP the network
-//! thread mostly won (11 of 13 careful pauses in one run): a check that ignored the lease was
+//! thread mostly won (5 of 7 careful pauses in one run): a check that ignored the lease was
 //! then right by luck. The case the lease exists for is the other one, a holder that looks
 //! before the library's threads have run after a freeze (a GC or VM pause, a loaded host). So a
 //! careful pause also parks every other thread of the process in a signal handler (blocking on
