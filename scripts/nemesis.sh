@@ -23,8 +23,8 @@
 #                checker's report (check.txt) are kept, pass or fail (default
 #                <target dir>/nemesis/seed-<seed>)
 #   --screenshot render the page in headless Chromium (Debian's chromium, installed when
-#                missing), save a screenshot there, and fail unless the DOM holds one lane per
-#                client and lock
+#                missing), save a screenshot there (shrunk by pngquant when installed), and
+#                fail unless the DOM holds one lane per client and lock
 #   --scenario   instead of the random schedule, one targeted scenario, repeated (see
 #                examples/nemesis/orchestrate/scenario.rs): follower-lease
 #   --trials     how many times the scenario is repeated (default 5)
@@ -296,6 +296,10 @@ check_page() {
         return 1
     }
     [[ -s "$png" ]] || { say "ERROR: no screenshot at $png"; return 1; }
+    # A long run's page is dense: a palette PNG is a third of the size (Debian's pngquant).
+    if command -v pngquant >/dev/null 2>&1; then
+        pngquant --quality=70-95 --speed 1 --force --output "$png" "$png" || true
+    fi
     if ((lanes != want)); then
         say "ERROR: the page rendered $lanes lanes, expected $want"
         return 1

@@ -72,6 +72,9 @@ impl Axis {
 
     /// The fault windows, shaded over `[top, bottom]`, labelled if `label`.
     fn faults(&self, out: &mut String, h: &History, top: f64, bottom: f64, label: bool) {
+        // Where the last label ended: in a long run, labels that would overlap are cut to the
+        // fault's number, or left out.
+        let mut free_from = 0.0;
         for f in &h.faults {
             let x0 = self.x(f.start);
             let x1 = self.x(f.heal.unwrap_or(h.stop));
@@ -84,16 +87,30 @@ impl Axis {
                 esc(&f.kind),
                 esc(&f.what)
             );
-            if label {
+            let full = format!(
+                "{} {}{}",
+                f.n,
+                f.kind,
+                if f.stacked() { " (stacked)" } else { "" }
+            );
+            let next = h
+                .faults
+                .iter()
+                .find(|g| g.n > f.n)
+                .map_or(WIDTH, |g| self.x(g.start));
+            let room = next.min(WIDTH) - x0 - 4.0;
+            let text = [full, f.n.to_string()]
+                .into_iter()
+                .find(|t| t.len() as f64 * 5.2 <= room);
+            if let (true, Some(text)) = (label && x0 >= free_from, text) {
                 let _ = write!(
                     out,
-                    r##"<text x="{:.1}" y="{:.1}" font-size="9" fill="#8a6d00">{} {}{}</text>"##,
+                    r##"<text x="{:.1}" y="{:.1}" font-size="9" fill="#8a6d00">{}</text>"##,
                     x0 + 2.0,
                     top + 9.0,
-                    f.n,
-                    esc(&f.kind),
-                    if f.stacked() { " (stacked)" } else { "" }
+                    esc(&text)
                 );
+                free_from = x0 + 4.0 + text.len() as f64 * 5.2;
             }
         }
     }

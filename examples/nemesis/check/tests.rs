@@ -560,3 +560,15 @@ fn without_a_truncation_the_same_history_is_the_clients_lost_update() {
     assert!(r.server_loss.is_empty());
     assert_flags(&r, Class::LostUpdate);
 }
+
+#[test]
+fn the_page_has_a_lane_per_client_and_lock() {
+    let c = clean();
+    let page = crate::plot::page(&c.b.0);
+    assert_eq!(
+        page.matches(r#"<g class="lane""#).count(),
+        c.b.0.clients * crate::LOCKS.len()
+    );
+    assert!(page.contains("fault 1 split") || page.contains(">1 split<"));
+    assert!(page.ends_with("</body></html>\n"));
+}
