@@ -4,9 +4,10 @@
 # Usage:
 #   scripts/nemesis.sh [--duration SECONDS] [--seed N] [--clients N] [--session-timeout-ms MS]
 #                      [--bound SECONDS] [--faults KIND,...] [--keep] [--sabotage MODE]
+#                      [--stack PERCENT] [--out DIR] [--screenshot FILE.png]
 #
-#   --duration   how long faults are injected (default 60); setup, the final quiet period and
-#                the check come on top (about 30-60 s)
+#   --duration   how long faults are injected (default 60); setup, the last fault's recovery,
+#                the idle check and the checker come on top (7-33 s measured on 60 s runs)
 #   --seed       the schedule's seed (default: random); printed first, so a run can be repeated
 #   --clients    client processes (default 5, at most 9)
 #   --session-timeout-ms   the clients' ZooKeeper session timeout (default 3000)
@@ -15,6 +16,15 @@
 #   --faults     only these fault kinds (default: all): isolate-leader, split, cut-client,
 #                loss, latency, pause-client, pause-server, kill-server
 #   --keep       keep the work dir (logs, server data) even when the run passes
+#   --stack      percent of faults injected right after the previous heal, before the ensemble
+#                is whole again (default 0: every fault waits until all three servers are
+#                leader or follower); the schedule says which faults stack
+#   --out        where the run's history (history.jsonl), its page (nemesis.html) and the
+#                checker's report (check.txt) are kept, pass or fail (default
+#                <target dir>/nemesis/seed-<seed>)
+#   --screenshot render the page in headless Chromium (Debian's chromium, installed when
+#                missing), save a screenshot there (shrunk by pngquant when installed), and
+#                fail unless the DOM holds one lane per client and lock
 #   --scenario   instead of the random schedule, one targeted scenario, repeated (see
 #                examples/nemesis/orchestrate/scenario.rs): follower-lease
 #   --trials     how many times the scenario is repeated (default 5)
@@ -38,10 +48,24 @@
 #      between them, then stops the clients and runs the checker (`nemesis check`);
 #   5. kills every process left in the namespace, deletes the namespace and the work dir
 #      (/tmp/zk-nemesis-XXXXXX; kept, minus the servers' data, when the run fails, or with
-#      --keep), and prints the checker's summary as its last line:
-#        nemesis: <holds> holds, <faults> faults, <overlaps> overlaps, <lost> lost updates,
-#        <stale> stale writes accepted, <secs> s max unavailability
-#   Exits non-zero on any violation, and when namespaces (or the packet filter) are refused.
+#      --keep), keeps the history and its page (--out), and prints the checker's summary as
+#      its last line, e.g. (seed 21):
+#        nemesis: 138 holds, 5 faults; unfenced: 8 of 151 increments lost; fenced: 0 lost,
+#        5 stale writes refused (5 by the check, 0 by expiry); 0 overlaps, 0 stale writes
+#        accepted, 0 token, 0 progress, 0 timeout, 0 leftover violations; 9.5 s max
+#        unavailability; no server data loss
+#   The workload: five client processes lock a mutex, a read/write lock, a 2-permit and a
+#   1-permit semaphore; under the exclusive locks they increment a fenced register and, beside
+#   it, an unfenced control register (plain set_data). Now and then a holder freezes itself
+#   (SIGSTOP) for 0.9-2.5 session timeouts between its read and its write; a careless one then
+#   writes through its client's new session, so that only the server's check refuses it.
+#   Exits non-zero on any client violation (overlap, stale write accepted, lost update, token
+#   order, stall per lock or recipe, no progress after a heal, a timeout overrun or one on a
+#   free lock, a warm-up that never completes, leftovers, a client failure, and a run of 50 s
+#   or more in which the fence never refused anything), and when namespaces (or the packet
+#   filter) are refused. ZooKeeper's own data loss (a register that went back across an epoch
+#   change with a "Truncating log" in a server log) is named "SERVER DATA LOSS" with its
+#   evidence and counted on the summary line, but does not fail the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,6 +80,9 @@ sabotage=none
 scenario=none
 sync_limit=10
 trials=5
+stack=0
+out=""
+screenshot=""
 
 say() { printf 'nemesis.sh: %s\n' "$*" >&2; }
 die() { printf 'nemesis.sh: ERROR: %s\n' "$*" >&2; exit 2; }
@@ -76,13 +103,16 @@ while (($#)); do
         --scenario) scenario="${2:?--scenario needs a value}"; shift ;;
         --sync-limit) sync_limit="${2:?--sync-limit needs a value}"; shift ;;
         --trials) trials="${2:?--trials needs a value}"; shift ;;
+        --stack) stack="${2:?--stack needs a value}"; shift ;;
+        --out) out="${2:?--out needs a value}"; shift ;;
+        --screenshot) screenshot="${2:?--screenshot needs a value}"; shift ;;
         --keep) keep=1 ;;
         -h | --help) usage; exit 0 ;;
         *) usage; die "unknown argument: $1" ;;
     esac
     shift
 done
-for v in duration clients session_ms bound sync_limit trials; do
+for v in duration clients session_ms bound sync_limit trials stack; do
     is_uint "${!v}" || die "--${v//_/-} must be a non-negative integer, got '${!v}'"
 done
 ((clients >= 1 && clients <= 9)) || die "--clients must be 1..9"
@@ -103,13 +133,14 @@ command -v iptables-legacy >/dev/null 2>&1 || need+=(iptables)
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 [[ -f /usr/share/java/zookeeper.jar ]] || need+=(zookeeper)
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
+if [[ -n "$screenshot" ]]; then command -v chromium >/dev/null 2>&1 || need+=(chromium); fi
 if ((${#need[@]})); then
     say "installing ${need[*]} (apt-get)"
     apt-get update -qq >&2
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
 fi
 
-say "seed $seed (repeat with: scripts/nemesis.sh --duration $duration --seed $seed --clients $clients --session-timeout-ms $session_ms --faults $faults)"
+say "seed $seed (repeat with: scripts/nemesis.sh --duration $duration --seed $seed --clients $clients --session-timeout-ms $session_ms --faults $faults --stack $stack)"
 echo "nemesis: seed $seed, duration ${duration} s, $clients clients, session timeout ${session_ms} ms"
 
 cargo build --quiet --example nemesis
@@ -117,6 +148,7 @@ target_dir="$(cargo metadata --format-version 1 --no-deps 2>/dev/null |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')"
 bin="${target_dir:-target}/debug/examples/nemesis"
 [[ -x "$bin" ]] || die "built binary not found at $bin"
+[[ -n "$out" ]] || out="${target_dir:-target}/nemesis/seed-$seed"
 
 # ------------------------------------------------------------------ namespace
 work="$(mktemp -d /tmp/zk-nemesis-XXXXXX)"
@@ -200,7 +232,7 @@ for i in 1 2 3; do
 cd "$d"
 exec setpriv --reuid $((61010 + i)) --regid $((61010 + i)) --clear-groups -- env HOME="$d" \\
     "$java" -Xmx160m -XX:+UseSerialGC -XX:-UsePerfData -XX:+ExitOnOutOfMemoryError \\
-    -Djava.awt.headless=true -Djava.net.preferIPv4Stack=true \\
+    -Djava.awt.headless=true -Djava.net.preferIPv4Stack=true -Duser.timezone=UTC \\
     -Dzookeeper.admin.enableServer=false -Dzookeeper.jmx.log4j.disable=true \\
     -Dlog4j.configuration=file:$d/log4j.properties \\
     -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg"
@@ -215,16 +247,58 @@ mkdir -p "$work/bin"
 cp "$bin" "$work/bin/nemesis"
 chmod 755 "$work/bin" "$work/bin/nemesis"
 
+# ------------------------------------------------------------------ the page in a browser
+# Renders the run's page in headless Chromium: a screenshot to $2, and the DOM as Chromium
+# parsed it must hold $3 lanes (one per client and lock: LOCKS in examples/nemesis/main.rs
+# has 4). Chromium runs as root here, hence --no-sandbox, on a page that loads nothing.
+check_page() {
+    local page="$1" png="$2" want="$3" dom lanes height
+    # The page's height: a header, one timeline per lock, four charts.
+    height=$((150 + 4 * (60 + 16 * clients) + 4 * 172))
+    dom="$(timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
+        --dump-dom "file://$(realpath "$page")" 2>/dev/null)" || {
+        say "ERROR: chromium could not load $page"
+        return 1
+    }
+    lanes="$(grep -o '<g class="lane"' <<<"$dom" | wc -l)"
+    timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
+        --window-size="1440,$height" --screenshot="$(realpath -m "$png")" \
+        "file://$(realpath "$page")" >/dev/null 2>&1 || {
+        say "ERROR: chromium could not take a screenshot of $page"
+        return 1
+    }
+    [[ -s "$png" ]] || { say "ERROR: no screenshot at $png"; return 1; }
+    # A long run's page is dense: a palette PNG is a third of the size (Debian's pngquant).
+    if command -v pngquant >/dev/null 2>&1; then
+        pngquant --quality=70-95 --speed 1 --force --output "$png" "$png" || true
+    fi
+    if ((lanes != want)); then
+        say "ERROR: the page rendered $lanes lanes, expected $want"
+        return 1
+    fi
+    say "page checked in Chromium: $lanes lanes as expected; screenshot $png ($(stat -c %s "$png") bytes)"
+}
+
 # ------------------------------------------------------------------ run
 rc=0
 # In the background, so that a signal to this script runs the cleanup at once (bash runs traps
 # only between commands, and `wait` is interruptible where a foreground command is not).
 nsx "$work/bin/nemesis" run --dir "$work" --seed "$seed" --duration "$duration" \
     --clients "$clients" --session-timeout-ms "$session_ms" --bound "$bound" \
-    --faults "$faults" --sabotage "$sabotage" --scenario "$scenario" --trials "$trials" &
+    --faults "$faults" --sabotage "$sabotage" --scenario "$scenario" --trials "$trials" \
+    --stack "$stack" > >(tee "$work/run.txt") &
 wait "$!" || rc=$?
 summary="$(cat "$work/summary" 2>/dev/null || true)"
 [[ -n "$summary" ]] || summary="nemesis: run failed before the check (exit $rc); see the messages above"
+if [[ -f "$work/history.jsonl" ]]; then
+    mkdir -p "$out"
+    cp "$work/history.jsonl" "$work/nemesis.html" "$out/"
+    cp "$work/run.txt" "$out/check.txt" 2>/dev/null || true
+    say "history and page kept: $out/history.jsonl, $out/nemesis.html"
+fi
+if [[ -n "$screenshot" && -f "$work/nemesis.html" ]]; then
+    check_page "$out/nemesis.html" "$screenshot" "$((clients * 4))" || rc=3
+fi
 ((rc == 0)) || say "FAILED (exit $rc); repeat with --seed $seed"
 # Clean up before the last line, so that the summary is the last thing printed.
 trap - EXIT

@@ -10,7 +10,11 @@
 //! nemesis client --dir D --id I --seed N --session-timeout-ms MS --deadline-secs S
 //!                                        one workload process: lock loops, raw facts to a log
 //! nemesis check  --dir D [--connect HOSTS] [--bound SECS]
-//!                                        the independent checker: logs + server state
+//!                                        the independent checker: logs + server state, then
+//!                                        the history (history.jsonl) and its page (nemesis.html)
+//! nemesis check  --history FILE          judge a history.jsonl again, offline
+//! nemesis plot   --history FILE --out HTML
+//!                                        draw a history.jsonl as a self-contained HTML page
 //! nemesis delay  --queue Q --delay-ms MS --until-ms T
 //!                                        hold every packet of NFQUEUE Q for MS (latency)
 //! ```
@@ -24,7 +28,9 @@
 mod check;
 mod client;
 mod delay;
+mod freeze;
 mod orchestrate;
+mod plot;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -35,13 +41,98 @@ use anyhow::{bail, Context};
 pub const SERVERS: usize = 3;
 pub const CLIENT_PORT: u16 = 2181;
 
-/// The lock paths and the registers the workload increments under them.
-pub const MUTEX: &str = "/nemesis/mutex";
-pub const RWLOCK: &str = "/nemesis/rw";
-pub const SEMAPHORE: &str = "/nemesis/sem";
-pub const PERMITS: usize = 2;
-pub const REG_MUTEX: &str = "/nemesis/reg/mutex";
-pub const REG_RW: &str = "/nemesis/reg/rw";
+/// A lock of the workload: its name in the logs, its path, and its permits (0: not a
+/// semaphore).
+#[derive(Clone, Copy, Debug)]
+pub struct LockSpec {
+    pub name: &'static str,
+    pub path: &'static str,
+    pub permits: usize,
+}
+
+/// The locks: a mutex (most of the traffic), a read/write lock, a 2-permit semaphore and a
+/// 1-permit one (so that admitting one holder too many shows as an overlap whenever two
+/// clients want it at once, which a 2-permit semaphore under this load rarely has).
+pub const LOCKS: [LockSpec; 4] = [
+    LockSpec {
+        name: "mutex",
+        path: "/nemesis/mutex",
+        permits: 0,
+    },
+    LockSpec {
+        name: "rw",
+        path: "/nemesis/rw",
+        permits: 0,
+    },
+    LockSpec {
+        name: "sem",
+        path: "/nemesis/sem",
+        permits: 2,
+    },
+    LockSpec {
+        name: "sem1",
+        path: "/nemesis/sem1",
+        permits: 1,
+    },
+];
+
+pub fn lock_spec(name: &str) -> Option<LockSpec> {
+    LOCKS.iter().copied().find(|l| l.name == name)
+}
+
+/// A register incremented under an exclusive lock. It holds `"<token>:<value>:<elements>"`:
+/// the fencing token of its last writer, a counter, and the set of every increment's id
+/// (`<client>.<hold>.<round>`, comma-separated), so that an increment overwritten by a write
+/// built on an older read is missing from the final set: Jepsen's `lock-set`.
+#[derive(Clone, Copy, Debug)]
+pub struct RegisterSpec {
+    pub path: &'static str,
+    /// The lock it is written under.
+    pub lock: &'static str,
+    /// Written with `LockGuard::fenced_set_data`; the unfenced control with the plain
+    /// `Client::set_data`, under the same lock, in the same holds.
+    pub fenced: bool,
+}
+
+pub const REGISTERS: [RegisterSpec; 4] = [
+    RegisterSpec {
+        path: "/nemesis/reg/mutex",
+        lock: "mutex",
+        fenced: true,
+    },
+    RegisterSpec {
+        path: "/nemesis/reg/rw",
+        lock: "rw",
+        fenced: true,
+    },
+    RegisterSpec {
+        path: "/nemesis/unfenced/mutex",
+        lock: "mutex",
+        fenced: false,
+    },
+    RegisterSpec {
+        path: "/nemesis/unfenced/rw",
+        lock: "rw",
+        fenced: false,
+    },
+];
+
+/// The register of `lock` that is written fenced (or not).
+pub fn register_of(lock: &str, fenced: bool) -> &'static str {
+    REGISTERS
+        .iter()
+        .find(|r| r.lock == lock && r.fenced == fenced)
+        .map(|r| r.path)
+        .expect("every exclusive lock has a fenced and an unfenced register")
+}
+
+/// A register's content: `(token, value, elements)`. The elements are kept as written.
+pub fn parse_register(text: &str) -> Option<(i64, u64, &str)> {
+    let mut f = text.splitn(3, ':');
+    let token = f.next()?.parse().ok()?;
+    let value = f.next()?.parse().ok()?;
+    Some((token, value, f.next().unwrap_or("")))
+}
 
 /// Loopback address of server `i` (1-based).
 pub fn server_addr(i: usize) -> String {
@@ -178,6 +269,7 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(if clean { 0 } else { 1 });
         }
         "delay" => delay::run(&args),
-        other => bail!("unknown subcommand {other:?}: run, client, check or delay (see examples/nemesis/main.rs)"),
+        "plot" => plot::run(&args),
+        other => bail!("unknown subcommand {other:?}: run, client, check, plot or delay (see examples/nemesis/main.rs)"),
     }
 }

@@ -11,7 +11,9 @@
 //! whichever side opened the connection, in one direction or both. The harness itself (uid 0)
 //! is never rewritten and never matched: it can always ask the servers `srvr`, `cons`, `wchs`.
 //!
-//! Faults (each healed before the next; the schedule is printed with the seed):
+//! Faults (each healed before the next, and the next one injected only once all three servers
+//! are leader or follower again, unless `--stack PERCENT` makes a fault stack on purpose on
+//! the one before, which the schedule then says; the schedule is printed with the seed):
 //! - `isolate-leader`: the leader cut from the other servers and from every client (drop).
 //! - `split`: one server and some clients cut from the other two servers and clients.
 //! - `cut-client`: one client cut from the server it is connected to, and from nothing else.
@@ -22,6 +24,12 @@
 //! - `pause-client`: SIGSTOP of a client past its session timeout, then SIGCONT.
 //! - `pause-server`: SIGSTOP of a server (the leader half of the time), then SIGCONT.
 //! - `kill-server`: SIGKILL of one server (sometimes two: no quorum), restart after 1-5 s.
+//!
+//! The servers' own health is recorded around every fault (`V` lines of `nemesis.log`): each
+//! server's mode and last zxid (`srvr`) and its `currentEpoch`/`acceptedEpoch` files, before
+//! the fault, right after the heal, and once the ensemble is whole again. The checker needs
+//! them to tell a register that went back because ZooKeeper lost committed transactions
+//! (a new epoch, a "Truncating log" in a server log) from a client's lost update.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -35,8 +43,8 @@ use anyhow::{bail, Context};
 use zklock::{Client, DistributedMutex, DistributedRwLock, Semaphore};
 
 use crate::{
-    client_addr, client_uid, connect_string, mono_ns, server_addr, Args, Rng, CLIENT_PORT, MUTEX,
-    PERMITS, REG_MUTEX, REG_RW, RWLOCK, SEMAPHORE, SERVERS,
+    client_addr, client_uid, connect_string, mono_ns, server_addr, Args, Rng, CLIENT_PORT, LOCKS,
+    REGISTERS, SERVERS,
 };
 
 mod scenario;
@@ -63,6 +71,9 @@ struct Run {
     clients: usize,
     kinds: Vec<&'static str>,
     sabotage: String,
+    /// Percent of faults injected right after the previous heal, without waiting for the
+    /// ensemble to be whole again (stacked on purpose; 0 by default).
+    stack: u64,
     session_ms: u64,
     bound_ns: u64,
     log: File,
@@ -71,6 +82,8 @@ struct Run {
     client_procs: Vec<Child>,
     /// What the fault just healed did (packets dropped or delayed), for the log.
     effect: String,
+    /// Set when the next fault stacks on purpose: what the schedule says about it.
+    stacked_on: Option<String>,
     /// Per client: bytes of its log already read, acquisition stamps seen.
     progress: Vec<(u64, Vec<u64>)>,
 }
@@ -96,6 +109,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .collect::<anyhow::Result<_>>()?,
     };
     let sabotage = args.get_or("sabotage", "none").to_owned();
+    let stack: u64 = args.num("stack", Some(0))?;
     if !(1..=9).contains(&clients) {
         bail!("--clients must be 1..9 (addresses 127.0.0.21-29)");
     }
@@ -112,6 +126,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         clients,
         kinds,
         sabotage,
+        stack,
         session_ms,
         bound_ns: bound * 1_000_000_000,
         log,
@@ -120,6 +135,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         client_procs: Vec::new(),
         progress: vec![(0, Vec::new()); clients],
         effect: String::new(),
+        stacked_on: None,
     };
     let result = match args.get_or("scenario", "none") {
         "none" => run.go(duration),
@@ -165,35 +181,43 @@ impl Run {
             .session_timeout(Duration::from_secs(10))
             .connect()
             .context("connecting to the fresh ensemble")?;
-        setup.set_data(REG_MUTEX, b"0:0")?;
-        setup.set_data(REG_RW, b"0:0")?;
+        for register in REGISTERS {
+            setup.set_data(register.path, b"0:0:")?;
+        }
         drop(setup);
 
         self.start = mono_ns();
         self.note(format!(
-            "S {} clients {} session_ms {} bound_ns {}",
+            "S {} clients {} session_ms {} bound_ns {} duration_s {duration}",
             self.start, self.clients, self.session_ms, self.bound_ns
         ));
         for i in 1..=self.clients {
             self.start_client(i)?;
         }
         let warm = self.start;
+        // A warm-up that never completes is a failure of the run (the checker says so), not a
+        // warning: a rig whose clients never start proves nothing.
         if let Some(waited) = self.wait_progress(warm, Duration::from_secs(60)) {
+            self.note(format!("U {} ok {waited}", mono_ns()));
             self.say(&format!(
                 "{} clients running; every one acquired within {:.1} s",
                 self.clients,
                 waited as f64 / 1e9
             ));
         } else {
-            self.say("WARNING: not every client acquired a lock within 60 s of starting");
+            self.note(format!("U {} fail 0", mono_ns()));
+            self.say("not every client acquired a lock within 60 s of starting: warm-up failed");
         }
 
         let end = mono_ns() + duration * 1_000_000_000;
         let mut bag: Vec<&str> = Vec::new();
         let mut n = 0;
+        let mut stacked = false;
         while mono_ns() < end {
-            let quiet = self.rng.millis(1000, 3000);
-            sleep(quiet.min(Duration::from_nanos(end.saturating_sub(mono_ns()))));
+            if !stacked {
+                let quiet = self.rng.millis(1000, 3000);
+                sleep(quiet.min(Duration::from_nanos(end.saturating_sub(mono_ns()))));
+            }
             if mono_ns() >= end {
                 break;
             }
@@ -203,10 +227,32 @@ impl Run {
             }
             let kind = bag.pop().unwrap();
             n += 1;
+            self.health("before", n);
+            if stacked {
+                let modes: Vec<String> = (1..=SERVERS).map(mode).collect();
+                self.stacked_on = Some(format!(
+                    "[stacked on purpose on fault {}: modes {}] ",
+                    n - 1,
+                    modes.join(",")
+                ));
+            }
             self.fault(n, kind)?;
             let healed = mono_ns();
             let effect = std::mem::take(&mut self.effect);
             self.note(format!("H {healed} {n} {kind} {effect}"));
+            self.health("heal", n);
+            stacked = self.stack > 0 && self.rng.chance(self.stack);
+            if stacked {
+                continue;
+            }
+            // The next fault only once all three servers are leader or follower again: a
+            // fault on an ensemble still syncing is a different (and, on ZooKeeper 3.8.0, a
+            // data-losing) experiment, run only on purpose (--stack).
+            if let Err(err) = self.wait_ensemble(Duration::from_secs(60)) {
+                self.note(format!("Y {} {n} {err}", mono_ns()));
+                self.say(&format!("WARNING: {err}"));
+            }
+            self.health("whole", n);
             let bound = Duration::from_nanos(self.bound_ns);
             match self.wait_progress(healed, bound) {
                 Some(ns) => {
@@ -606,10 +652,21 @@ impl Run {
                 self.effect = format!("delayed={}", report.trim());
             }
             "pause-client" => {
-                // Mostly a client in the middle of a hold: the pause that matters.
-                let holders = self.holders();
+                // Mostly a client in the middle of a hold: the pause that matters. Never one
+                // that stopped itself (a careless holder): our SIGCONT would end its pause
+                // early, and its own would end ours.
+                let running: Vec<usize> = (1..=self.clients)
+                    .filter(|&c| !stopped(self.client_procs[c - 1].id()))
+                    .collect();
+                let holders: Vec<usize> = self
+                    .holders()
+                    .into_iter()
+                    .filter(|c| running.contains(c))
+                    .collect();
                 let c = if !holders.is_empty() && self.rng.chance(70) {
                     holders[self.rng.below(holders.len() as u64) as usize]
+                } else if !running.is_empty() {
+                    running[self.rng.below(running.len() as u64) as usize]
                 } else {
                     1 + self.rng.below(self.clients as u64) as usize
                 };
@@ -722,7 +779,33 @@ impl Run {
         heal_network();
     }
 
+    /// Records each server's mode, last zxid and epochs (`V` lines): around every fault.
+    fn health(&mut self, phase: &str, n: usize) {
+        for i in 1..=SERVERS {
+            let srvr = four(i, "srvr");
+            let field = |name: &str| {
+                srvr.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map_or("-".to_owned(), |v| v.trim().to_owned())
+            };
+            let epoch = |file: &str| {
+                std::fs::read_to_string(self.dir.join(format!("s{i}/data/version-2/{file}")))
+                    .map_or("-".to_owned(), |v| v.trim().to_owned())
+            };
+            let line = format!(
+                "V {} {phase} {n} {i} {} {} {} {}",
+                mono_ns(),
+                field("Mode:"),
+                field("Zxid:"),
+                epoch("currentEpoch"),
+                epoch("acceptedEpoch")
+            );
+            self.note(line);
+        }
+    }
+
     fn begin(&mut self, n: usize, kind: &str, t: u64, what: &str, d: Duration) {
+        let what = format!("{}{what}", self.stacked_on.take().unwrap_or_default());
         // Who was connected where, and the wall clock, to read the servers' logs against.
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -747,6 +830,18 @@ impl Run {
             d.as_secs_f64()
         ));
     }
+}
+
+/// Is process `pid` stopped (state `T` in /proc/<pid>/stat)?
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            // The state follows the command name, which is in parentheses.
+            let rest = &stat[stat.rfind(')')? + 1..];
+            rest.split_whitespace().next().map(|s| s == "T")
+        })
+        .unwrap_or(false)
 }
 
 // ---------------------------------------------------------------- network
@@ -835,31 +930,44 @@ fn idle_nodes() -> anyhow::Result<String> {
         .session_timeout(Duration::from_secs(10))
         .connect()?;
     let mut out = String::new();
-    let gate = format!("{SEMAPHORE}/locks");
-    let lists = [
-        (
-            MUTEX,
-            DistributedMutex::new(&observer, MUTEX)?.contenders()?,
-        ),
-        (
-            gate.as_str(),
-            DistributedMutex::new(&observer, &gate)?.contenders()?,
-        ),
-        (
-            RWLOCK,
-            DistributedRwLock::new(&observer, RWLOCK)?.contenders()?,
-        ),
-        (
-            "/nemesis/sem/leases",
-            Semaphore::new(&observer, SEMAPHORE, PERMITS)?.leases()?,
-        ),
-    ];
-    for (path, nodes) in lists {
-        for c in nodes {
-            out += &format!(
-                "{path}/{} session {:#x} owner {}\n",
-                c.node_name, c.session_id, c.owner
-            );
+    for (path, c) in lock_nodes(&observer)? {
+        out += &format!(
+            "{path}/{} session {:#x} owner {}\n",
+            c.node_name, c.session_id, c.owner
+        );
+    }
+    Ok(out)
+}
+
+/// Every node under the locks of the workload: (the directory it is in, the node).
+pub fn lock_nodes(observer: &Client) -> anyhow::Result<Vec<(String, zklock::Contender)>> {
+    let mut out = Vec::new();
+    for lock in LOCKS {
+        let lists = match lock.name {
+            "mutex" => vec![(
+                lock.path.to_owned(),
+                DistributedMutex::new(observer, lock.path)?.contenders()?,
+            )],
+            "rw" => vec![(
+                lock.path.to_owned(),
+                DistributedRwLock::new(observer, lock.path)?.contenders()?,
+            )],
+            _ => {
+                let gate = format!("{}/locks", lock.path);
+                vec![
+                    (
+                        gate.clone(),
+                        DistributedMutex::new(observer, &gate)?.contenders()?,
+                    ),
+                    (
+                        format!("{}/leases", lock.path),
+                        Semaphore::new(observer, lock.path, lock.permits)?.leases()?,
+                    ),
+                ]
+            }
+        };
+        for (path, nodes) in lists {
+            out.extend(nodes.into_iter().map(|c| (path.clone(), c)));
         }
     }
     Ok(out)

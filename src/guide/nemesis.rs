@@ -214,3 +214,4 @@
 //! Nothing else: in every run so far (60 s to 10 min, 5 or 9 clients, 2-3 s sessions) no
 //! overlap, no lost update, no stale write accepted, no token out of order, no orphan node or
 //! watch; the fence refused every stale write that reached the server.
+#![doc = include_str!("../../examples/nemesis/FINDINGS.md")]
