@@ -1244,7 +1244,11 @@ fn reconnect(
 ) -> Result<Established, SessionState> {
     let timeout = shared.timeout();
     // The server expires the session one timeout after it last heard from us; past 7/5 of
-    // it, no server will take it back.
+    // it, no server will take it back. Giving it up here is the client's decision only: a
+    // leader elected meanwhile gives every session a fresh timeout, so the abandoned session
+    // (and its lock nodes) can outlive this point by up to one more timeout (seen by the
+    // nemesis, seed 5). Nothing here relies on the session being gone: holders were told
+    // `Lost`, and a fenced write goes through the new session's check of the lock node.
     let hopeless = last_recv + timeout * 7 / 5;
     let mut pause = Duration::from_millis(50);
     loop {
