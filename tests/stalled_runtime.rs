@@ -90,7 +90,7 @@ mod stall {
     }
 
     /// The ids of this process's threads named one of `names`.
-    fn threads_named(names: &[&str]) -> Vec<libc::pid_t> {
+    pub fn threads_named(names: &[&str]) -> Vec<libc::pid_t> {
         std::fs::read_dir("/proc/self/task")
             .unwrap()
             .filter_map(|task| {
@@ -121,6 +121,25 @@ mod stall {
 /// Stalls zklock's network threads for `stall`; they must exist (one runtime thread and at
 /// least one session's I/O thread).
 fn stall_network(stall: Duration) {
+    // Each must be there and named before it is signalled: a thread of a client that was just
+    // made (or of the shared runtime, restarted when another test dropped the last client)
+    // may not be yet.
+    let missing = || -> Vec<&str> {
+        NETWORK_THREADS
+            .iter()
+            .copied()
+            .filter(|name| stall::threads_named(&[name]).is_empty())
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !missing().is_empty() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        missing().is_empty(),
+        "no zklock thread named {:?}",
+        missing()
+    );
     let stalled = stall::threads(&NETWORK_THREADS, stall);
     assert!(stalled >= 2, "only {stalled} zklock network threads found");
 }
