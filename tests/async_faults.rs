@@ -7,11 +7,13 @@
 
 mod common;
 
+use common::{two_worker_runtime, Exclusion};
+
 use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::pin::Pin;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -19,35 +21,6 @@ use std::time::{Duration, Instant};
 use common::proxy::Proxy;
 use common::servers::PrivateServer;
 use zklock::{DistributedMutex, Error, LockState, MultiLock, Semaphore};
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// Counts who is inside a critical section, and how often two were.
-#[derive(Default)]
-struct Exclusion {
-    inside: AtomicUsize,
-    entered: AtomicUsize,
-    overlaps: AtomicUsize,
-}
-
-impl Exclusion {
-    fn enter(&self) {
-        self.entered.fetch_add(1, Ordering::SeqCst);
-        if self.inside.fetch_add(1, Ordering::SeqCst) != 0 {
-            self.overlaps.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn leave(&self) {
-        self.inside.fetch_sub(1, Ordering::SeqCst);
-    }
-}
 
 /// Polls `future` once with a waker that does nothing; `Some(output)` if it completed.
 fn poll_once<F: Future + Unpin>(future: &mut F) -> Option<F::Output> {
@@ -194,7 +167,7 @@ fn an_unlock_async_cut_short_by_a_timeout_while_blackholed_releases_after_recove
     let path = common::lock_path("afault-unlock-timeout");
     let mutex = DistributedMutex::new(&client, &path).unwrap();
     let session = client.session_id();
-    runtime().block_on(async {
+    two_worker_runtime().block_on(async {
         let guard = mutex.lock_async().await.unwrap();
         proxy.blackhole(true);
         // The holder looks at its lock as the network goes silent: that sets the watch on its
@@ -226,7 +199,7 @@ fn an_async_guard_dropped_while_blackholed_is_released_after_recovery() {
     let path = common::lock_path("afault-guard-blackhole");
     let mutex = DistributedMutex::new(&client, &path).unwrap();
     let session = client.session_id();
-    let guard = runtime().block_on(mutex.lock_async()).unwrap();
+    let guard = two_worker_runtime().block_on(mutex.lock_async()).unwrap();
     proxy.blackhole(true);
     let started = Instant::now();
     drop(guard);
@@ -254,7 +227,7 @@ fn fenced_writes_cut_short_by_a_timeout_leave_the_guard_usable() {
     let path = common::lock_path("afault-fenced");
     let data = format!("{path}-data");
     let mutex = DistributedMutex::new(&client, &path).unwrap();
-    runtime().block_on(async {
+    two_worker_runtime().block_on(async {
         let guard = mutex.lock_async().await.unwrap();
         guard.fenced_set_data_async(&data, b"one").await.unwrap();
         proxy.blackhole(true);
@@ -317,7 +290,7 @@ fn queued_futures_dropped_during_blackhole_and_sever_leave_nothing() {
         .lock()
         .unwrap();
     let mutex = DistributedMutex::new(&client, &path).unwrap();
-    let rt = runtime();
+    let rt = two_worker_runtime();
     rt.block_on(async {
         // Blackholed.
         let waiters = spawn_waiters(&mutex, 40);
@@ -368,7 +341,7 @@ fn futures_dropped_while_create_replies_are_lost_leave_nothing() {
         .unwrap();
     let mutex = DistributedMutex::new(&client, &path).unwrap();
     drop(mutex.try_lock().unwrap()); // The session is warm.
-    runtime().block_on(async {
+    two_worker_runtime().block_on(async {
         proxy.drop_replies(true);
         let waiters = spawn_waiters(&mutex, 30);
         // The creates reach the server.
@@ -400,7 +373,7 @@ fn queued_futures_dropped_during_a_server_restart_leave_nothing() {
         .lock()
         .unwrap();
     let mutex = DistributedMutex::new(&client, &path).unwrap();
-    let rt = runtime();
+    let rt = two_worker_runtime();
     rt.block_on(async {
         let waiters = spawn_waiters(&mutex, 50);
         assert!(common::wait_contenders(&mutex, 51, Duration::from_secs(10)));
@@ -431,7 +404,7 @@ fn two_thousand_async_waiters_survive_a_server_restart() {
     let exclusion = Arc::new(Exclusion::default());
     let failures = Arc::new(Mutex::new(Vec::<String>::new()));
     let started = Instant::now();
-    runtime().block_on(async {
+    two_worker_runtime().block_on(async {
         let tasks: Vec<_> = (0..TASKS)
             .map(|_| {
                 let (mutex, exclusion, failures) =
@@ -506,7 +479,7 @@ fn session_expiry_under_async_waiters_and_holder_ends_every_future() {
     let first_session = client.session_id();
     let exclusion = Arc::new(Exclusion::default());
     let outcomes = Arc::new(Mutex::new(Vec::<String>::new()));
-    runtime().block_on(async {
+    two_worker_runtime().block_on(async {
         let guard = mutex.lock_async().await.unwrap();
         exclusion.enter();
         let waiters: Vec<_> = (0..30)
@@ -600,7 +573,7 @@ fn close_async_ends_every_async_waiter_and_holder_promptly() {
         .map(|p| DistributedMutex::new(&client, p).unwrap())
         .collect();
     let semaphore = Semaphore::new(&client, &common::lock_path("afault-close-sem"), 1).unwrap();
-    runtime().block_on(async {
+    two_worker_runtime().block_on(async {
         let mut holders = Vec::new();
         for mutex in &mutexes {
             holders.push(mutex.lock_async().await.unwrap());
@@ -687,7 +660,7 @@ fn lock_timeout_async_is_honoured_during_an_outage() {
         .unwrap()
         .lock()
         .unwrap();
-    runtime().block_on(async {
+    two_worker_runtime().block_on(async {
         // Queued before the outage, with 1.5 s to go.
         let queued: Vec<_> = (0..10)
             .map(|_| {
@@ -770,7 +743,7 @@ fn semaphore_and_multi_futures_dropped_half_way_leave_nothing() {
         .unwrap();
     let observed = Semaphore::new(&observer, &sem_path, 3).unwrap();
     let gate = format!("{sem_path}/locks");
-    runtime().block_on(async {
+    two_worker_runtime().block_on(async {
         for round in 0..3 {
             let taking = tokio::spawn({
                 let semaphore = semaphore.clone();
@@ -827,7 +800,7 @@ fn worker_async_holder() {
     let path = std::env::var("LOCK").unwrap();
     let client = common::client_with(Duration::from_secs(2));
     let mutex = DistributedMutex::new(&client, &path).unwrap();
-    runtime().block_on(async {
+    two_worker_runtime().block_on(async {
         let guard = mutex.lock_async().await.unwrap();
         println!("acquired {}", guard.is_held());
         let state = tokio::time::timeout(Duration::from_secs(30), guard.wait_lost_async()).await;

@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::{two_worker_runtime, Exclusion};
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,40 +19,11 @@ use zklock::{
     MultiLock, Semaphore, Wait,
 };
 
-fn multi_thread() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap()
-}
-
-/// Counts who is inside a critical section, and how often two were.
-#[derive(Default)]
-struct Exclusion {
-    inside: AtomicUsize,
-    entered: AtomicUsize,
-    overlaps: AtomicUsize,
-}
-
-impl Exclusion {
-    fn enter(&self) {
-        self.entered.fetch_add(1, Ordering::SeqCst);
-        if self.inside.fetch_add(1, Ordering::SeqCst) != 0 {
-            self.overlaps.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn leave(&self) {
-        self.inside.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 /// `tasks` tasks each lock `mutex` `rounds` times with `lock_async`, holding it across an await.
@@ -82,7 +55,7 @@ fn many_tasks_on_two_workers_take_turns() {
     let client = common::client();
     let mutex = DistributedMutex::new(&client, &common::lock_path("async-many")).unwrap();
     // With blocking calls in the tasks, three tasks on two workers already deadlock.
-    let exclusion = multi_thread().block_on(tasks_take_turns(&mutex, 300, 2));
+    let exclusion = two_worker_runtime().block_on(tasks_take_turns(&mutex, 300, 2));
     assert_eq!(exclusion.entered.load(Ordering::SeqCst), 600);
     assert_eq!(exclusion.overlaps.load(Ordering::SeqCst), 0);
     assert_eq!(common::children_count(&client, mutex.path()), 0);
@@ -153,7 +126,7 @@ fn blocking_and_async_callers_share_one_lock() {
         .collect();
     let client = common::client();
     let mutex = DistributedMutex::new(&client, &path).unwrap();
-    let runtime = multi_thread();
+    let runtime = two_worker_runtime();
     runtime.block_on(async {
         let tasks: Vec<_> = (0..20)
             .map(|_| {
@@ -189,7 +162,7 @@ fn a_timeout_withdraws_the_waiter() {
     let path = common::lock_path("async-timeout");
     let mutex = DistributedMutex::new(&client, &path).unwrap();
     let holder = mutex.lock().unwrap();
-    multi_thread().block_on(async {
+    two_worker_runtime().block_on(async {
         // The runtime's timeout drops the future: its queued node goes in the background.
         let waited = tokio::time::timeout(Duration::from_millis(300), mutex.lock_async()).await;
         assert!(waited.is_err(), "timed out");
@@ -218,7 +191,7 @@ fn select_with_a_shutdown_leaves_no_node() {
     let path = common::lock_path("async-select");
     let mutex = DistributedMutex::new(&client, &path).unwrap();
     let holder = mutex.lock().unwrap();
-    multi_thread().block_on(async {
+    two_worker_runtime().block_on(async {
         let shutdown = Arc::new(tokio::sync::Notify::new());
         let trigger = shutdown.clone();
         tokio::spawn(async move {
@@ -243,7 +216,7 @@ fn a_cancelled_token_stops_an_async_acquisition() {
     let mutex = DistributedMutex::new(&client, &path).unwrap();
     let holder = mutex.lock().unwrap();
     let token = CancelToken::new();
-    multi_thread().block_on(async {
+    two_worker_runtime().block_on(async {
         let cancel = token.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -358,7 +331,7 @@ fn guards_move_between_tasks_and_threads() {
     let client = common::client();
     let path = common::lock_path("async-move");
     let mutex = DistributedMutex::new(&client, &path).unwrap();
-    let runtime = multi_thread();
+    let runtime = two_worker_runtime();
     runtime.block_on(async {
         let (send, receive) = tokio::sync::oneshot::channel();
         let m = mutex.clone();
@@ -381,7 +354,7 @@ fn wait_lost_async_tells_a_holder_its_node_was_broken() {
     let client = common::client();
     let path = common::lock_path("async-lost");
     let mutex = DistributedMutex::new(&client, &path).unwrap();
-    multi_thread().block_on(async {
+    two_worker_runtime().block_on(async {
         let guard = mutex.lock_async().await.unwrap();
         let not_yet = tokio::time::timeout(Duration::from_millis(200), guard.wait_lost_async());
         assert!(not_yet.await.is_err(), "still held");
@@ -433,7 +406,7 @@ fn fenced_writes_and_transactions_await() {
 #[test]
 fn every_recipe_has_async_acquisitions() {
     let client = common::client();
-    multi_thread().block_on(async {
+    two_worker_runtime().block_on(async {
         // Readers ignore readers; a writer waits for them.
         let rw = DistributedRwLock::new(&client, &common::lock_path("async-rw")).unwrap();
         let first = rw.read_async().await.unwrap();

@@ -196,3 +196,35 @@ pub fn spawn_worker(entry: &str, vars: &[(&str, String)]) -> std::process::Child
     }
     cmd.spawn().unwrap()
 }
+
+/// A tokio runtime with two worker threads, as the async tests' services run on.
+pub fn two_worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Counts who is inside a critical section, and how often two were.
+#[derive(Default)]
+pub struct Exclusion {
+    inside: std::sync::atomic::AtomicUsize,
+    pub entered: std::sync::atomic::AtomicUsize,
+    pub overlaps: std::sync::atomic::AtomicUsize,
+}
+
+impl Exclusion {
+    pub fn enter(&self) {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.entered.fetch_add(1, SeqCst);
+        if self.inside.fetch_add(1, SeqCst) != 0 {
+            self.overlaps.fetch_add(1, SeqCst);
+        }
+    }
+
+    pub fn leave(&self) {
+        self.inside
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
