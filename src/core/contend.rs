@@ -12,6 +12,7 @@ use log::debug;
 
 use crate::error::{Error, Result};
 use crate::rt::cancel::interruption;
+use crate::session::floors::{Floors, QueueId};
 use crate::session::listing::Children;
 use crate::session::{Liveness, Session};
 use crate::wire as zk;
@@ -129,6 +130,13 @@ pub(super) async fn contend<S: Queue>(
     };
     // The nodes ahead of ours, as the listing taken with the create shows them.
     let mut known: Option<Option<Ahead>> = Some(Ahead::of(&ours, &children, &lock_names));
+    // Our node lives in this incarnation of the lock path as long as it lives at all.
+    let queue = QueueId {
+        path: lock_path.to_owned(),
+        dir: children.stat.czxid,
+        name: lock_names[0],
+    };
+    let floors = session.floors();
     drop(children);
     // Set when woken by a reconnect: the listing may be shared with the session's other
     // waiters woken by it, if asked for since (see `listing.rs`).
@@ -148,13 +156,23 @@ pub(super) async fn contend<S: Queue>(
         let Some(ahead) = ahead else {
             return Err(node_vanished(&mut contender, lock_path));
         };
+        // Every node below the lowest one listed is gone for good.
+        floors.learn(&queue, ahead.first().map_or(ours.sequence, |n| n.sequence));
         let Some(blocker) = (kind.blocker)(&ahead) else {
             return claim(contender, lock_path, stat, generation).map(Some);
         };
         if let Patience::DontWait = attempt.patience {
             return Ok(None);
         }
-        let sole_blocker = kind.sole_blocker(&ahead, blocker);
+        // What must be gone besides the blocker: for us to hold the lock, the next node in our
+        // way (by the rule, every one in our way before it too); for the queue to be empty
+        // below us, the highest other node ahead. Others on the session may learn that they
+        // are (see `floors.rs`) while we wait, which spares a listing when the blocker goes.
+        let next_in_way = kind.next_in_way(&ahead, blocker).map(|i| ahead[i].sequence);
+        let highest_other = match ahead.len() - 1 {
+            last if last != blocker => Some(ahead[last].sequence),
+            _ => blocker.checked_sub(1).map(|i| ahead[i].sequence),
+        };
         let blocker_path = format!("{lock_path}/{}", ahead[blocker].name);
         // The queue ahead can be long and the wait too: with many waiters, keeping each one's
         // copy alive grows memory with the square of the queue.
@@ -174,14 +192,20 @@ pub(super) async fn contend<S: Queue>(
         ))
         .await?;
         match woken {
-            Woken::Deleted if sole_blocker && session.liveness() == Liveness::Connected => {
-                // No listing needed (nothing can be ahead of us now), but our own node must
+            Woken::Deleted
+                if gone(floors, &queue, next_in_way)
+                    && session.liveness() == Liveness::Connected =>
+            {
+                // No listing needed (nothing can be in our way now), but our own node must
                 // still be there: someone may have deleted it while we waited. Reading one
                 // node is cheaper than listing a long queue.
                 let own = Box::pin(session.stat(&contender.node_path, deadline)).await?;
                 match own {
                     Some(now) if now.czxid == stat.czxid => {
-                        return claim(contender, lock_path, stat, generation).map(Some)
+                        if gone(floors, &queue, highest_other) {
+                            floors.learn(&queue, ours.sequence);
+                        }
+                        return claim(contender, lock_path, stat, generation).map(Some);
                     }
                     _ => return Err(node_vanished(&mut contender, lock_path)),
                 }
@@ -191,6 +215,11 @@ pub(super) async fn contend<S: Queue>(
             Woken::TimedOut => return gave_up(session.as_ref()),
         }
     }
+}
+
+/// Whether the node numbered `sequence` (none: `true`) of `queue` is known to be gone.
+fn gone(floors: &Floors, queue: &QueueId, sequence: Option<i64>) -> bool {
+    sequence.is_none_or(|sequence| sequence < floors.gone_below(queue))
 }
 
 /// The lock nodes ahead of ours, in queue order: a view into a listing's sorted nodes, which
@@ -488,6 +517,63 @@ mod tests {
         store.delete(&holder);
         waiter.loses();
         assert!(store.ours().is_empty());
+    }
+
+    /// Our session's nodes, in queue order.
+    fn ours_in_order(store: &Memory) -> Vec<String> {
+        let mut ours = store.ours();
+        ours.sort_by(|a, b| a[a.len() - 10..].cmp(&b[b.len() - 10..]));
+        ours
+    }
+
+    impl Contender {
+        /// The node claimed, now that the acquisition ends.
+        fn claimed(&mut self) -> String {
+            let claimed = self.poll().expect("done").expect("no error");
+            let node_path = claimed.expect("claimed").node_path;
+            node_path.rsplit('/').next().unwrap().to_owned()
+        }
+    }
+
+    #[test]
+    fn what_the_session_learnt_spares_the_listing_at_a_handoff() {
+        let store = Memory::new();
+        let holder = store.add_other("lock-");
+        let mut first = Contender::new(&store, &EXCLUSIVE);
+        first.waits();
+        let mut second = Contender::new(&store, &EXCLUSIVE);
+        second.waits();
+        let [first_node, second_node] = <[String; 2]>::try_from(ours_in_order(&store)).unwrap();
+        assert_eq!(store.last_watched(), Some(first_node.clone()));
+        let listings = store.listings();
+        store.delete(&holder);
+        assert_eq!(first.claimed(), first_node);
+        // `first` held the lock with nothing ahead, so the holder's node, which `second`
+        // listed ahead of `first`'s, is gone: `first`'s release hands over without a listing.
+        store.delete(&first_node);
+        assert_eq!(second.claimed(), second_node);
+        assert_eq!(store.listings(), listings, "no listing at either handoff");
+    }
+
+    #[test]
+    fn a_node_ahead_withdrawing_is_no_handoff_even_with_what_was_learnt() {
+        let store = Memory::new();
+        let holder = store.add_other("lock-");
+        let mut first = Contender::new(&store, &EXCLUSIVE);
+        first.waits();
+        let mut second = Contender::new(&store, &EXCLUSIVE);
+        second.waits();
+        let first_node = ours_in_order(&store)[0].clone();
+        // `first` gives up (its node is withdrawn) while the holder still holds: `second`
+        // must wait for the holder.
+        drop(first);
+        assert!(!store.ours().contains(&first_node));
+        let listings = store.listings();
+        second.waits();
+        assert!(store.listings() > listings, "listed again");
+        assert_eq!(store.last_watched(), Some(holder.clone()));
+        store.delete(&holder);
+        second.claims(&store);
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub(crate) struct Kind {
     pub(crate) ours: usize,
     /// Given the lock nodes ahead of ours, in order, the index of the one we must wait for,
     /// or `None` if we hold the lock. A rule looks at no node after the one it picks (those
-    /// are nodes it lets pass), which [`sole_blocker`](Self::sole_blocker) relies on.
+    /// are nodes it lets pass), which [`next_in_way`](Self::next_in_way) relies on.
     pub(crate) blocker: fn(&[LockNode]) -> Option<usize>,
     /// The `recipe` label of this kind's acquisitions in the metrics.
     pub(crate) metric: Recipe,
@@ -25,13 +25,15 @@ impl Kind {
         self.names.iter().map(|(name, _)| *name).collect()
     }
 
-    /// Whether, with `blocker` gone, we would hold the lock. Sequence numbers only grow and our
-    /// listing holds every node created before ours, so no new node can get in our way: the
-    /// blocker's deletion alone then makes us the holder, without listing again (we only check
-    /// that our own node still exists).
-    pub(crate) fn sole_blocker(&self, ahead: &[LockNode], blocker: usize) -> bool {
+    /// The node we would wait for next once `blocker` is gone, as far as `ahead` shows:
+    /// `None` if the blocker is the only node in our way. Sequence numbers only grow and our
+    /// listing holds every node created before ours, so no new node can get in our way: once
+    /// the blocker and this one (and so, by the rule, every node in our way before it) are
+    /// gone, we hold the lock without listing again (we only check that our own node still
+    /// exists).
+    pub(crate) fn next_in_way(&self, ahead: &[LockNode], blocker: usize) -> Option<usize> {
         // Without the blocker, the rule would look at the nodes before it only.
-        (self.blocker)(&ahead[..blocker]).is_none()
+        (self.blocker)(&ahead[..blocker])
     }
 }
 

@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::session::create::Create;
+use crate::session::floors::Floors;
 use crate::session::listing::{Children, Listed};
 use crate::session::{Liveness, NodeStat};
 use crate::wire as zk;
@@ -32,6 +33,7 @@ pub(super) const OTHER: i64 = 2;
 pub(super) struct Memory {
     nodes: Mutex<Nodes>,
     state: Arc<StateCell>,
+    floors: Floors,
 }
 
 #[derive(Default)]
@@ -62,6 +64,7 @@ impl Memory {
             state: Arc::new(StateCell {
                 inner: Mutex::new((Liveness::Connected, 0, Vec::new())),
             }),
+            floors: Floors::default(),
         })
     }
 
@@ -299,5 +302,8 @@ impl Queue for Memory {
             nodes.fire(name);
         }
         drop(done);
+    }
+    fn floors(&self) -> &Floors {
+        &self.floors
     }
 }

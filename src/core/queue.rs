@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::session::create::Create;
+use crate::session::floors::Floors;
 use crate::session::listing::{list_shared, Children, Listed};
 use crate::session::{Liveness, NodeStat, Session};
 use crate::wire as zk;
@@ -100,6 +101,8 @@ pub(crate) trait Queue: NodeStore + Send + Sized + 'static {
     /// Deletes our node `path` in the background, until it is gone or the session has ended;
     /// `done` is dropped once that is settled.
     fn withdraw_in_background(&self, path: &str, done: impl Send + 'static);
+    /// What the session has learnt of its queues (see [`Floors`]).
+    fn floors(&self) -> &Floors;
 }
 
 impl NodeStore for Session {
@@ -186,5 +189,8 @@ impl Queue for Session {
     }
     fn withdraw_in_background(&self, path: &str, done: impl Send + 'static) {
         Session::withdraw_in_background(self, path, done);
+    }
+    fn floors(&self) -> &Floors {
+        &self.floors
     }
 }

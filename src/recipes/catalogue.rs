@@ -303,12 +303,14 @@ mod tests {
     }
 
     #[test]
-    fn sole_blocker_decides_handoff_without_relist() {
+    fn next_in_way_decides_handoff_without_relist() {
         let nodes = queue(&[1, 0, 0]); // W R R: both readers go when the writer leaves
-        assert!(READER.sole_blocker(&nodes[..2], 0));
+        assert_eq!(READER.next_in_way(&nodes[..2], 0), None);
         let nodes = queue(&[1, 1, 0]); // W W R: the first writer leaving is not enough
-        assert!(!READER.sole_blocker(&nodes[..2], 1));
+        assert_eq!(READER.next_in_way(&nodes[..2], 1), Some(0));
         let nodes = queue(&[0, 0, 1]); // R R W: the writer needs both readers gone
-        assert!(!WRITER.sole_blocker(&nodes[..2], 1));
+        assert_eq!(WRITER.next_in_way(&nodes[..2], 1), Some(0));
+        let nodes = queue(&[1, 0, 1, 0]); // W R W R: a reader waits for the nearest writer
+        assert_eq!(READER.next_in_way(&nodes[..3], 2), Some(0));
     }
 }

@@ -19,6 +19,7 @@ pub(crate) mod connect_string;
 pub(crate) mod create;
 pub(crate) mod dial;
 pub(crate) mod errors;
+pub(crate) mod floors;
 pub(crate) mod lease;
 pub(crate) mod listing;
 pub(crate) mod op;
@@ -91,6 +92,8 @@ pub(crate) struct Session {
     /// Lock-node creates in flight: while others are, a create does not pipeline a listing
     /// of its own but shares one (see `listing.rs`).
     creating: std::sync::atomic::AtomicUsize,
+    /// Below which sequence number each of its queues is known to be empty (see `floors.rs`).
+    pub(crate) floors: floors::Floors,
 }
 
 /// How the state of a session looks to a lock holder.

@@ -88,6 +88,7 @@ pub(crate) fn open_session(
         handle: runtime.handle().clone(),
         releases: releases.clone(),
         creating: Default::default(),
+        floors: Default::default(),
     };
     // A reconnect's handshake proves the session alive as a sync would (the leader validates
     // a session that moves), so holders read Held again without waiting behind other traffic.
