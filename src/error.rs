@@ -86,11 +86,23 @@ pub enum Error {
         path: String,
     },
 
-    /// The server refused an operation on `path` for lack of permission (ACL).
-    #[error("not authorized to access {path}")]
+    /// The server refused an operation on `path` for lack of permission (ACL): `identity`
+    /// lacks `permission` there.
+    #[error("not authorized (ACL): {} refused for identity {identity}", refused(.path, .permission))]
     NoAuth {
-        /// The path of the refused operation.
+        /// The path of the refused operation: the node read, written, created or deleted (for
+        /// a lock node, the name it was created with, before the server appended its sequence
+        /// number).
         path: String,
+        /// The permission the operation needed: on `path` itself, except for
+        /// [`Permission::Create`] and [`Permission::Delete`], which ZooKeeper checks on its
+        /// parent. `None` when the server did not say which operation of a transaction it
+        /// refused.
+        permission: Option<Permission>,
+        /// Who the session was to ZooKeeper, as configured on its client: `digest:<user>`
+        /// (never the password), `sasl:<user>`, `x509 client certificate`, another scheme's
+        /// name, or `anonymous (world)`; several are comma-separated.
+        identity: String,
     },
 
     /// TLS could not be set up: invalid certificate or key material, or servers that accept
@@ -191,6 +203,57 @@ pub enum Error {
     },
 }
 
+/// A ZooKeeper ACL permission, as a refused operation needed it (see [`Error::NoAuth`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Permission {
+    /// Read a node's data or list its children (also checked by a transaction's version
+    /// check).
+    Read,
+    /// Write a node's data.
+    Write,
+    /// Create a child: checked on the parent of the node created.
+    Create,
+    /// Delete a child: checked on the parent of the node deleted.
+    Delete,
+    /// Change a node's ACL.
+    Admin,
+}
+
+impl fmt::Display for Permission {
+    /// ZooKeeper's name of the permission, as in `ZooDefs.Perms`: `READ`, `CREATE`, ...
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Permission::Read => "READ",
+            Permission::Write => "WRITE",
+            Permission::Create => "CREATE",
+            Permission::Delete => "DELETE",
+            Permission::Admin => "ADMIN",
+        })
+    }
+}
+
+/// What [`Error::NoAuth`] says was refused: the permission and the node whose ACL lacks it.
+fn refused(path: &str, permission: &Option<Permission>) -> String {
+    match permission {
+        None => format!("an operation of a transaction on {path}"),
+        // Creating and deleting a node are rights over its parent: that is the ACL to look at.
+        Some(p @ (Permission::Create | Permission::Delete)) => {
+            let parent = match path.rfind('/') {
+                Some(0) | None => "/",
+                Some(at) => &path[..at],
+            };
+            let verb = if *p == Permission::Create {
+                "create"
+            } else {
+                "delete"
+            };
+            format!("{p} on {parent} (to {verb} {path})")
+        }
+        Some(p) => format!("{p} on {path}"),
+    }
+}
+
 /// Why one host of the connect string gave no session, as found out when connecting failed
 /// (see [`Error::Connect`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,5 +315,32 @@ mod tests {
     fn error_is_send_sync_static() {
         fn check<E: std::error::Error + Send + Sync + 'static>() {}
         check::<Error>();
+    }
+
+    #[test]
+    fn no_auth_names_the_permission_the_node_and_the_identity() {
+        let refused = |path: &str, permission| Error::NoAuth {
+            path: path.into(),
+            permission,
+            identity: "digest:alice".into(),
+        };
+        assert_eq!(
+            refused("/locks/job/_c_1-lock-", Some(Permission::Create)).to_string(),
+            "not authorized (ACL): CREATE on /locks/job (to create /locks/job/_c_1-lock-) \
+             refused for identity digest:alice"
+        );
+        assert_eq!(
+            refused("/top", Some(Permission::Delete)).to_string(),
+            "not authorized (ACL): DELETE on / (to delete /top) refused for identity digest:alice"
+        );
+        assert_eq!(
+            refused("/locks/job", Some(Permission::Read)).to_string(),
+            "not authorized (ACL): READ on /locks/job refused for identity digest:alice"
+        );
+        assert_eq!(
+            refused("/data", None).to_string(),
+            "not authorized (ACL): an operation of a transaction on /data refused for identity \
+             digest:alice"
+        );
     }
 }

@@ -84,6 +84,8 @@ pub(crate) struct Session {
     acl: NodeAcl,
     /// The ACL of the parents (and chroot) this session creates on the way to a lock path.
     parent_acl: zk::Acls,
+    /// Who the session is to the server, for [`Error::NoAuth`].
+    identity: String,
     /// The process that opened the session: after a fork, the child has no runtime thread.
     pid: u32,
     handle: Handle,
@@ -158,7 +160,7 @@ fn proves_alive<T>(outcome: &ZkResult<T>) -> bool {
     use zk::Error as E;
     match outcome {
         Ok(_) => true,
-        Err(E::NoNode | E::NoAuth | E::BadVersion | E::NodeExists | E::NotEmpty) => true,
+        Err(E::NoNode | E::NoAuth(_) | E::BadVersion | E::NodeExists | E::NotEmpty) => true,
         Err(E::NoChildrenForEphemerals | E::InvalidAcl) => true,
         Err(_) => false,
     }
@@ -235,6 +237,11 @@ impl Session {
         self.check_process()?;
         let handles = self.handles.lock();
         handles.as_ref().map(|h| h.zk.clone()).ok_or(Error::Closed)
+    }
+
+    /// A transport error from a request on `path`, in zklock's terms.
+    fn error(&self, err: zk::Error, path: &str) -> Error {
+        Error::from_zk(err, path, &self.identity)
     }
 
     fn chroot(&self) -> Option<Chroot> {
@@ -346,7 +353,7 @@ impl Session {
                     debug!("request on {path} failed without an answer ({err}); retrying");
                     self.pause_before_retry_async(deadline).await?;
                 }
-                Ok(Err(err)) => return Err(Error::from_zk(err, path)),
+                Ok(Err(err)) => return Err(self.error(err, path)),
                 Err(_) => return Err(gave_up_waiting()),
             }
         }

@@ -57,7 +57,7 @@ impl Session {
             }
             Some(Err(err)) if !outcome_unknown(&err) => {
                 pending.op = None;
-                return Err(Error::from_zk(err, path));
+                return Err(self.error(err, path));
             }
             Some(Err(_)) => pending.op = None,
             None => {}
