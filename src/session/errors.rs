@@ -46,7 +46,7 @@ impl Error {
                 path: path.to_owned(),
             },
             zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::NoSession(_) => {
-                Error::ConnectionLoss
+                Error::connection_loss()
             }
             other => Error::ZooKeeper {
                 code: other.code(),
@@ -86,7 +86,7 @@ mod tests {
     fn maps_client_errors_to_typed_variants() {
         let from_zk = |err| Error::from_zk(err, "/a", "anonymous (world)");
         assert_eq!(from_zk(zk::Error::SessionExpired), Error::SessionExpired);
-        assert_eq!(from_zk(zk::Error::ConnectionLoss), Error::ConnectionLoss);
+        assert_eq!(from_zk(zk::Error::ConnectionLoss), Error::connection_loss());
         assert_eq!(
             from_zk(zk::Error::NodeExists),
             Error::NodeExists { path: "/a".into() }

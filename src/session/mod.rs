@@ -152,7 +152,7 @@ const PARENT_SWEPT_RETRIES: u32 = 3;
 /// The error of a wait that ended without an answer: the caller's cancellation or its client's
 /// closing if that is what stopped it, else the deadline during an outage.
 fn gave_up_waiting() -> Error {
-    crate::rt::cancel::interruption().unwrap_or(Error::ConnectionLoss)
+    crate::rt::cancel::interruption().unwrap_or_else(Error::connection_loss)
 }
 
 /// Whether a request's outcome is an answer from a server that still serves our session.
@@ -237,6 +237,12 @@ impl Session {
         self.check_process()?;
         let handles = self.handles.lock();
         handles.as_ref().map(|h| h.zk.clone()).ok_or(Error::Closed)
+    }
+
+    /// The server the session is, or was last, connected to; `None` once closed.
+    pub(crate) fn server(&self) -> Option<String> {
+        let handles = self.handles.lock();
+        handles.as_ref().map(|h| h.zk.server())
     }
 
     /// A transport error from a request on `path`, in zklock's terms.

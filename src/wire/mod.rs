@@ -304,6 +304,12 @@ impl Client {
         StateWatcher::new(self.shared.state.clone())
     }
 
+    /// The server the session is, or was last, connected to: the connect string's host, with
+    /// the address dialled when that differs.
+    pub fn server(&self) -> String {
+        self.shared.server()
+    }
+
     /// A handle on the same session whose paths are under `root`.
     pub fn chroot(&self, root: &str) -> Result<Client> {
         if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') {
