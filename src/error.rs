@@ -62,8 +62,25 @@ pub enum Error {
     /// A timed acquisition returns it only when the connection is down at its deadline: a
     /// request that merely ran into the deadline on a live connection makes it return
     /// `Ok(None)`, as contention does.
-    #[error("connection to ZooKeeper lost and not restored within the deadline")]
-    ConnectionLoss,
+    ///
+    /// It says what the call knows: acquisitions, fenced writes, inspections and the client's
+    /// own reads and writes name their path, their timeout and the server last connected to
+    /// (for example `connection to ZooKeeper lost (last server 10.0.0.5:2181) and not restored
+    /// within 2s (call on /locks/job)`); [`Client::close`](crate::Client::close) knows none of
+    /// them. More fields may be added: match it with `ConnectionLoss { .. }`.
+    #[error("{}", connection_loss_message(.path, .server, .timeout))]
+    #[non_exhaustive]
+    ConnectionLoss {
+        /// What the call was about: the lock path (a multi-lock's paths, comma-separated) or
+        /// the node read or written; `None` when not known.
+        path: Option<String>,
+        /// The server the session was last connected to (`host:port` as in the connect
+        /// string, with the address dialled when it differs); `None` when not known.
+        server: Option<String>,
+        /// How long the call was allowed to wait (an acquisition's timeout; the session
+        /// timeout for a one-off call); `None` when not known.
+        timeout: Option<Duration>,
+    },
 
     /// The ZooKeeper session expired: every ephemeral node of it, held locks included, is gone.
     ///
@@ -86,11 +103,23 @@ pub enum Error {
         path: String,
     },
 
-    /// The server refused an operation on `path` for lack of permission (ACL).
-    #[error("not authorized to access {path}")]
+    /// The server refused an operation on `path` for lack of permission (ACL): `identity`
+    /// lacks `permission` there.
+    #[error("not authorized (ACL): {} refused for identity {identity}", refused(.path, .permission))]
     NoAuth {
-        /// The path of the refused operation.
+        /// The path of the refused operation: the node read, written, created or deleted (for
+        /// a lock node, the name it was created with, before the server appended its sequence
+        /// number).
         path: String,
+        /// The permission the operation needed: on `path` itself, except for
+        /// [`Permission::Create`] and [`Permission::Delete`], which ZooKeeper checks on its
+        /// parent. `None` when the server did not say which operation of a transaction it
+        /// refused.
+        permission: Option<Permission>,
+        /// Who the session was to ZooKeeper, as configured on its client: `digest:<user>`
+        /// (never the password), `sasl:<user>`, `x509 client certificate`, another scheme's
+        /// name, or `anonymous (world)`; several are comma-separated.
+        identity: String,
     },
 
     /// TLS could not be set up: invalid certificate or key material, or servers that accept
@@ -191,6 +220,113 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// A [`Error::ConnectionLoss`] that knows nothing more; callers that know the call's path,
+    /// server or timeout add them with [`Error::during`].
+    pub(crate) fn connection_loss() -> Error {
+        Error::ConnectionLoss {
+            path: None,
+            server: None,
+            timeout: None,
+        }
+    }
+
+    /// Adds to a [`Error::ConnectionLoss`] what the call knows and the error does not say yet:
+    /// its `path`, the `server` it was last connected to and its `timeout`. Other errors are
+    /// returned unchanged.
+    pub(crate) fn during(
+        mut self,
+        call_path: &str,
+        last_server: impl FnOnce() -> Option<String>,
+        call_timeout: Option<Duration>,
+    ) -> Error {
+        if let Error::ConnectionLoss {
+            path,
+            server,
+            timeout,
+        } = &mut self
+        {
+            path.get_or_insert_with(|| call_path.to_owned());
+            if server.is_none() {
+                *server = last_server();
+            }
+            *timeout = timeout.or(call_timeout);
+        }
+        self
+    }
+}
+
+/// [`Error::ConnectionLoss`]'s message: as much of where and how long as it knows.
+fn connection_loss_message(
+    path: &Option<String>,
+    server: &Option<String>,
+    timeout: &Option<Duration>,
+) -> String {
+    let mut message = String::from("connection to ZooKeeper lost");
+    if let Some(server) = server {
+        message += &format!(" (last server {server})");
+    }
+    match timeout {
+        Some(timeout) => message += &format!(" and not restored within {timeout:?}"),
+        None => message += " and not restored within the deadline",
+    }
+    if let Some(path) = path {
+        message += &format!(" (call on {path})");
+    }
+    message
+}
+
+/// A ZooKeeper ACL permission, as a refused operation needed it (see [`Error::NoAuth`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Permission {
+    /// Read a node's data or list its children (also checked by a transaction's version
+    /// check).
+    Read,
+    /// Write a node's data.
+    Write,
+    /// Create a child: checked on the parent of the node created.
+    Create,
+    /// Delete a child: checked on the parent of the node deleted.
+    Delete,
+    /// Change a node's ACL.
+    Admin,
+}
+
+impl fmt::Display for Permission {
+    /// ZooKeeper's name of the permission, as in `ZooDefs.Perms`: `READ`, `CREATE`, ...
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Permission::Read => "READ",
+            Permission::Write => "WRITE",
+            Permission::Create => "CREATE",
+            Permission::Delete => "DELETE",
+            Permission::Admin => "ADMIN",
+        })
+    }
+}
+
+/// What [`Error::NoAuth`] says was refused: the permission and the node whose ACL lacks it.
+fn refused(path: &str, permission: &Option<Permission>) -> String {
+    match permission {
+        None => format!("an operation of a transaction on {path}"),
+        // Creating and deleting a node are rights over its parent: that is the ACL to look at.
+        Some(p @ (Permission::Create | Permission::Delete)) => {
+            let parent = match path.rfind('/') {
+                Some(0) | None => "/",
+                Some(at) => &path[..at],
+            };
+            let verb = if *p == Permission::Create {
+                "create"
+            } else {
+                "delete"
+            };
+            format!("{p} on {parent} (to {verb} {path})")
+        }
+        Some(p) => format!("{p} on {path}"),
+    }
+}
+
 /// Why one host of the connect string gave no session, as found out when connecting failed
 /// (see [`Error::Connect`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,5 +388,62 @@ mod tests {
     fn error_is_send_sync_static() {
         fn check<E: std::error::Error + Send + Sync + 'static>() {}
         check::<Error>();
+    }
+
+    #[test]
+    fn no_auth_names_the_permission_the_node_and_the_identity() {
+        let refused = |path: &str, permission| Error::NoAuth {
+            path: path.into(),
+            permission,
+            identity: "digest:alice".into(),
+        };
+        assert_eq!(
+            refused("/locks/job/_c_1-lock-", Some(Permission::Create)).to_string(),
+            "not authorized (ACL): CREATE on /locks/job (to create /locks/job/_c_1-lock-) \
+             refused for identity digest:alice"
+        );
+        assert_eq!(
+            refused("/top", Some(Permission::Delete)).to_string(),
+            "not authorized (ACL): DELETE on / (to delete /top) refused for identity digest:alice"
+        );
+        assert_eq!(
+            refused("/locks/job", Some(Permission::Read)).to_string(),
+            "not authorized (ACL): READ on /locks/job refused for identity digest:alice"
+        );
+        assert_eq!(
+            refused("/data", None).to_string(),
+            "not authorized (ACL): an operation of a transaction on /data refused for identity \
+             digest:alice"
+        );
+    }
+
+    #[test]
+    fn connection_loss_says_what_it_knows() {
+        assert_eq!(
+            Error::connection_loss().to_string(),
+            "connection to ZooKeeper lost and not restored within the deadline"
+        );
+        let known = Error::connection_loss().during(
+            "/locks/job",
+            || Some("127.0.0.1:2181".into()),
+            Some(Duration::from_secs(2)),
+        );
+        assert_eq!(
+            known.to_string(),
+            "connection to ZooKeeper lost (last server 127.0.0.1:2181) and not restored within \
+             2s (call on /locks/job)"
+        );
+        // What the error says already stays; other errors pass unchanged.
+        let again = known.clone().during("/other", || None, None);
+        assert_eq!(again, known);
+        assert_eq!(
+            Error::Closed.during("/a", || Some("x".into()), None),
+            Error::Closed
+        );
+        let path_only = Error::connection_loss().during("/a", || None, None);
+        assert_eq!(
+            path_only.to_string(),
+            "connection to ZooKeeper lost and not restored within the deadline (call on /a)"
+        );
     }
 }

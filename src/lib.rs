@@ -188,7 +188,7 @@ pub use client::builder::{ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSIO
 pub use client::shutdown::CloseOnSignals;
 pub use client::state::{SessionState, StateChange};
 pub use client::{Client, WeakClient};
-pub use error::{ConnectCause, Error, HostFailure, Result};
+pub use error::{ConnectCause, Error, HostFailure, Permission, Result};
 pub use recipes::catalogue::LockKind;
 pub use recipes::election::{LeaderElection, Leadership};
 pub use recipes::fence::FencedTransaction;

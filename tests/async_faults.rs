@@ -690,7 +690,7 @@ fn lock_timeout_async_is_honoured_during_an_outage() {
                 let ended = tokio::time::timeout(Duration::from_secs(5), task).await;
                 let (took, outcome) = ended.expect("lock_timeout_async hangs").unwrap();
                 assert!(
-                    matches!(outcome, Ok(false) | Err(Error::ConnectionLoss)),
+                    matches!(outcome, Ok(false) | Err(Error::ConnectionLoss { .. })),
                     "{outcome:?}"
                 );
                 assert!(

@@ -637,8 +637,8 @@ fn break_as_another_digest_identity_fails_on_a_creator_only_lock() {
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     // Who was refused, and for what.
     assert!(
-        stderr(&out).contains(r#"not authorized to access "#)
-            && stderr(&out).contains(r#"as digest user "bob" to create and delete its nodes"#),
+        stderr(&out).contains(&format!("not authorized (ACL): CREATE on {path} "))
+            && stderr(&out).contains("refused for identity digest:bob"),
         "{}",
         stderr(&out)
     );

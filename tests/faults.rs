@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::client_via;
 use common::proxy::Proxy;
 use common::servers::PrivateServer;
-use zklock::{DistributedMutex, Error, LockState};
+use zklock::{DistributedMutex, Error, LockState, SessionState};
 
 #[test]
 fn silenced_holder_knows_before_the_next_holder_acquires() {
@@ -126,6 +126,73 @@ fn holder_suspended_during_outage_keeps_lock_after_reconnect() {
     assert_eq!(common::children_count(&common::client(), &path), 0);
 }
 
+/// An outage at a call's deadline says where and for how long: the lock path or the node
+/// written, the server the session was last connected to, and the call's timeout.
+#[test]
+fn an_outage_at_the_deadline_names_the_path_the_server_and_the_timeout() {
+    let proxy = Proxy::start(&common::connect_string());
+    let server = proxy.connect_string();
+    let path = common::lock_path("outage-named");
+    // A short session: the fenced write waits for the connection up to one session timeout,
+    // which must end before the client gives the session up (7/5 of it).
+    let client = client_via(&proxy, Duration::from_secs(2));
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    let guard = mutex.lock().unwrap();
+    let other = DistributedMutex::new(&client, &format!("{path}-other")).unwrap();
+    drop(other.lock().unwrap()); // Its lock path exists: the acquisition's first step is a create.
+
+    proxy.refuse(true);
+    proxy.sever();
+    assert!(common::eventually(Duration::from_secs(2), || {
+        client.state() == SessionState::Suspended
+    }));
+    let outcome = other.lock_timeout(Duration::from_millis(300));
+    let Err(
+        err @ Error::ConnectionLoss {
+            path: Some(lock_path),
+            server: Some(last_server),
+            timeout,
+            ..
+        },
+    ) = &outcome
+    else {
+        panic!("expected a ConnectionLoss naming path and server, got {outcome:?}");
+    };
+    assert_eq!(lock_path, other.path());
+    assert_eq!(last_server, &server);
+    assert_eq!(*timeout, Some(Duration::from_millis(300)));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "connection to ZooKeeper lost (last server {server}) and not restored within \
+             300ms (call on {})",
+            other.path()
+        )
+    );
+
+    let data_path = format!("{path}-data");
+    let written = guard.fenced_set_data(&data_path, b"x");
+    assert!(
+        matches!(
+            &written,
+            Err(Error::ConnectionLoss { path: Some(p), server: Some(s), timeout: Some(t), .. })
+                if *p == data_path && *s == server && *t == Duration::from_secs(2)
+        ),
+        "{written:?}"
+    );
+
+    // (The session may not outlive this outage: the guard's state is not this test's point.)
+    proxy.refuse(false);
+    drop(guard);
+    // The abandoned acquisition left nothing behind.
+    let observer = common::client();
+    assert!(common::wait_contenders(
+        &DistributedMutex::new(&observer, other.path()).unwrap(),
+        0,
+        Duration::from_secs(5)
+    ));
+}
+
 #[test]
 fn timeouts_are_honoured_while_no_server_answers() {
     let proxy = Proxy::start(&common::connect_string());
@@ -138,7 +205,7 @@ fn timeouts_are_honoured_while_no_server_answers() {
     let outcome = mutex.lock_timeout(Duration::from_millis(500));
     let took = started.elapsed();
     assert!(
-        matches!(outcome, Err(Error::ConnectionLoss) | Ok(None)),
+        matches!(outcome, Err(Error::ConnectionLoss { .. }) | Ok(None)),
         "{outcome:?}"
     );
     assert!(

@@ -258,7 +258,12 @@ mod sasl {
         assert_eq!(holder.session_id, alice.session_id());
         // ...but can neither delete it, nor overwrite it, nor queue behind it.
         let no_auth = |what: &str, outcome: zklock::Result<()>| match outcome {
-            Err(Error::NoAuth { path: p }) => assert!(p.starts_with(&path), "{what}: {p}"),
+            Err(Error::NoAuth {
+                path: p, identity, ..
+            }) => {
+                assert!(p.starts_with(&path), "{what}: {p}");
+                assert_eq!(identity, "sasl:bob", "{what}");
+            }
             other => panic!("{what}: expected NoAuth, got {other:?}"),
         };
         no_auth("break", theirs.break_contender(&holder).map(drop));

@@ -323,7 +323,7 @@ impl Worker {
                 .set_data(plain_reg, data.as_bytes())
                 .map_err(|e| match e {
                     // A lost reply leaves the outcome open, as for a fenced write.
-                    Error::ConnectionLoss => Error::OutcomeUnknown {
+                    Error::ConnectionLoss { .. } => Error::OutcomeUnknown {
                         path: plain_reg.to_owned(),
                     },
                     other => other,
@@ -335,7 +335,7 @@ impl Worker {
                 self.client
                     .set_data(fenced_reg, data.as_bytes())
                     .map_err(|e| match e {
-                        Error::ConnectionLoss => Error::OutcomeUnknown {
+                        Error::ConnectionLoss { .. } => Error::OutcomeUnknown {
                             path: fenced_reg.to_owned(),
                         },
                         other => other,
@@ -431,7 +431,7 @@ impl Worker {
             Ok(()) => ("acked", String::new()),
             Err(Error::LockLost { .. }) => ("refused", String::new()),
             Err(Error::OutcomeUnknown { .. }) => ("unknown", String::new()),
-            Err(Error::ConnectionLoss) => ("notsent", String::new()),
+            Err(Error::ConnectionLoss { .. }) => ("notsent", String::new()),
             Err(err) => ("error", format!(" {err}")),
         };
         let session = self.client.session_id();

@@ -511,13 +511,6 @@ fn main() -> ExitCode {
     if !matches!(cli.command, Command::Run(_) | Command::Leader(_)) {
         die_quietly_on_broken_pipe();
     }
-    security::needs(match cli.command {
-        Command::Run(_) | Command::Leader(_) => "create and delete its nodes",
-        Command::Status(_) => "read it",
-        Command::Break(_) => "delete its nodes",
-        Command::Revoke(_) => "write its nodes",
-        Command::Completions(_) | Command::Man(_) => "use it",
-    });
     let outcome = match &cli.command {
         Command::Run(args) => run::run(&cli.global, args),
         Command::Leader(args) => run::leader(&cli.global, args),

@@ -100,9 +100,9 @@ impl Client {
     /// [`Error::NoAuth`], or another [`Error::ZooKeeper`].
     pub fn get_data(&self, path: &str) -> Result<Option<Vec<u8>>> {
         crate::znode::path::validate_lock_path(path)?;
-        let deadline = Some(self.call_deadline());
-        let session = self.session(deadline)?;
-        Ok(session.get_data(path, deadline)?.map(|(data, _)| data))
+        self.one_call(path, |session, deadline| {
+            Ok(session.get_data(path, deadline)?.map(|(data, _)| data))
+        })
     }
 
     /// The names of the children of the node at `path` (in no particular order), or `None` if
@@ -116,13 +116,13 @@ impl Client {
     /// As [`Client::get_data`].
     pub fn children(&self, path: &str) -> Result<Option<Vec<String>>> {
         crate::znode::path::validate_lock_path(path)?;
-        let deadline = Some(self.call_deadline());
-        let session = self.session(deadline)?;
-        match session.list(path, deadline) {
-            Ok(children) => Ok(Some(children)),
-            Err(Error::NoNode { .. }) => Ok(None),
-            Err(err) => Err(err),
-        }
+        self.one_call(path, |session, deadline| {
+            match session.list(path, deadline) {
+                Ok(children) => Ok(Some(children)),
+                Err(Error::NoNode { .. }) => Ok(None),
+                Err(err) => Err(err),
+            }
+        })
     }
 
     /// Writes `data` to the node at `path`, creating it (and missing parents, as persistent
@@ -138,9 +138,7 @@ impl Client {
     pub fn set_data(&self, path: &str, data: &[u8]) -> Result<()> {
         crate::znode::path::validate_lock_path(path)?;
         crate::znode::layout::check_data_size(data)?;
-        let deadline = Some(self.call_deadline());
-        let session = self.session(deadline)?;
-        session.put(path, data, deadline)
+        self.one_call(path, |session, deadline| session.put(path, data, deadline))
     }
 
     /// The current session for a call, replacing it first if the server expired it.
@@ -182,7 +180,7 @@ impl Client {
                 .inner
                 .reconnect
                 .try_lock_until(deadline)
-                .ok_or(Error::ConnectionLoss)?,
+                .ok_or_else(Error::connection_loss)?,
         };
         let current = self.current_session()?;
         if current.state() != zk::SessionState::Expired {
@@ -214,7 +212,7 @@ impl Client {
             // The caller's deadline, not the connect timeout, ran out: an outage.
             Err(_) if self.is_closed() => return Err(Error::Closed),
             Err(Error::Connect { .. }) if deadline.is_some_and(|d| Instant::now() >= d) => {
-                return Err(Error::ConnectionLoss)
+                return Err(Error::connection_loss())
             }
             Err(err) => return Err(err),
         };
@@ -230,9 +228,37 @@ impl Client {
         Ok(fresh)
     }
 
-    /// The deadline of a one-off call: one session timeout (as requested) from now.
+    /// The deadline of a one-off call: one [`call_timeout`](Self::call_timeout) from now.
     pub(crate) fn call_deadline(&self) -> Instant {
-        deadline_after(self.inner.config.session_timeout)
+        deadline_after(self.call_timeout())
+    }
+
+    /// How long a one-off call waits at most: one session timeout (as requested).
+    pub(crate) fn call_timeout(&self) -> Duration {
+        self.inner.config.session_timeout
+    }
+
+    /// Names in an [`Error::ConnectionLoss`] the call's `path` and `timeout`, and the server
+    /// the session was last connected to, unless it says them already; other errors pass
+    /// unchanged. The front ends call it on their way out, so the layers below need not carry
+    /// what only the call knows.
+    pub(crate) fn outage(&self, err: Error, path: &str, timeout: Option<Duration>) -> Error {
+        let server = || self.inner.session.lock().as_ref().and_then(|s| s.server());
+        err.during(path, server, timeout)
+    }
+
+    /// Runs a one-off call about `path` on the current session, within one call timeout; an
+    /// outage names the path, the timeout and the server.
+    fn one_call<T>(
+        &self,
+        path: &str,
+        call: impl FnOnce(&Session, Option<Instant>) -> Result<T>,
+    ) -> Result<T> {
+        let deadline = Some(self.call_deadline());
+        let outcome = self
+            .session(deadline)
+            .and_then(|session| call(&session, deadline));
+        outcome.map_err(|err| self.outage(err, path, Some(self.call_timeout())))
     }
 
     fn current_session(&self) -> Result<Arc<Session>> {
@@ -312,7 +338,7 @@ impl Client {
                 Some(outcome) => outcome,
                 None => {
                     self.inner.closed.cancel(); // Closed either way, as documented.
-                    return Err(Error::ConnectionLoss);
+                    return Err(Error::connection_loss());
                 }
             },
         };
@@ -334,7 +360,7 @@ impl Client {
                         "session {:#x} closed without the server's confirmation; it expires there after its timeout",
                         session.id
                     );
-                    Err(Error::ConnectionLoss)
+                    Err(Error::connection_loss())
                 }
             }
         };

@@ -77,7 +77,7 @@ pub(super) fn past_deadline_is_busy<T>(
     outcome: Result<Option<T>>,
 ) -> Result<Option<T>> {
     match outcome {
-        Err(Error::ConnectionLoss) if deadline.is_some_and(|d| Instant::now() >= d) => {
+        Err(Error::ConnectionLoss { .. }) if deadline.is_some_and(|d| Instant::now() >= d) => {
             gave_up(session)
         }
         outcome => outcome,
@@ -93,7 +93,7 @@ pub(super) fn gave_up<T>(session: &impl Queue) -> Result<Option<T>> {
     if session.liveness() == Liveness::Connected {
         Ok(None)
     } else {
-        Err(Error::ConnectionLoss)
+        Err(Error::connection_loss())
     }
 }
 
@@ -180,7 +180,7 @@ pub(super) async fn contend<S: Queue>(
         let watcher = match Box::pin(session.watch_node(&blocker_path, deadline)).await {
             Ok(Some(watcher)) => watcher,
             Ok(None) => continue, // Gone already: re-list at once.
-            Err(Error::ConnectionLoss) => return gave_up(session.as_ref()),
+            Err(Error::ConnectionLoss { .. }) => return gave_up(session.as_ref()),
             Err(err) => return Err(err),
         };
         debug!("{} waits for {blocker_path}", contender.node_path);

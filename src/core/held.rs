@@ -247,7 +247,7 @@ impl Held {
             // `delete_node`'s word for "not confirmed in time, retried in the background",
             // whether the connection is down or the server merely slow: the caller cannot
             // know whether the lock is free yet, and the connection may be healthy.
-            Err(Error::ConnectionLoss) => Err(Error::OutcomeUnknown {
+            Err(Error::ConnectionLoss { .. }) => Err(Error::OutcomeUnknown {
                 path: self.node_path.clone(),
             }),
             Err(err) => Err(err),

@@ -84,7 +84,7 @@ pub(super) async fn take_lease<S: Queue>(
         let watching = Box::pin(session.watch_children(leases_path, deadline));
         let (listed, watcher) = match watching.await {
             Ok(watched) => watched,
-            Err(Error::ConnectionLoss) => return gave_up(session.as_ref()),
+            Err(Error::ConnectionLoss { .. }) => return gave_up(session.as_ref()),
             Err(err) => return Err(err),
         };
         if admitted(&listed, &mut contender)? {

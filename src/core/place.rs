@@ -122,7 +122,7 @@ async fn place_node(
                 unanswered += 1;
                 if unanswered >= UNANSWERED_CREATES {
                     store.sweep(lock_path, prefix);
-                    return Err(Error::ConnectionLoss);
+                    return Err(Error::connection_loss());
                 }
             }
             Create::ParentMissing if parent_attempts < PARENT_ATTEMPTS => {
@@ -279,7 +279,7 @@ mod tests {
         async fn list(&self, _: &str, _: Option<Instant>) -> Result<Vec<String>> {
             self.calls.lock().push("list");
             if self.fail_listing {
-                return Err(Error::ConnectionLoss);
+                return Err(Error::connection_loss());
             }
             Ok(self.children.lock().clone())
         }
@@ -303,7 +303,8 @@ mod tests {
 
     fn place(store: &MemoryStore) -> Result<Option<FoundNode>> {
         let mut placing = std::pin::pin!(place_node(store, "/lock", "_c_1-lock-", b"", None));
-        crate::rt::runtime::block_on(placing.as_mut(), None).unwrap_or(Err(Error::ConnectionLoss))
+        crate::rt::runtime::block_on(placing.as_mut(), None)
+            .unwrap_or_else(|_| Err(Error::connection_loss()))
     }
 
     #[test]
@@ -328,7 +329,7 @@ mod tests {
     #[test]
     fn a_create_that_is_never_answered_gives_up_and_sweeps() {
         let store = MemoryStore::scripted(&[Step::Lost; UNANSWERED_CREATES as usize]);
-        assert!(matches!(place(&store), Err(Error::ConnectionLoss)));
+        assert!(matches!(place(&store), Err(Error::ConnectionLoss { .. })));
         assert_eq!(store.swept.lock().as_slice(), ["_c_1-lock-"]);
     }
 
@@ -360,7 +361,7 @@ mod tests {
             fail_listing: true,
             ..MemoryStore::scripted(&[Step::ApplyLost])
         };
-        assert!(matches!(place(&store), Err(Error::ConnectionLoss)));
+        assert!(matches!(place(&store), Err(Error::ConnectionLoss { .. })));
         assert_eq!(store.swept.lock().as_slice(), ["_c_1-lock-"]);
     }
 }

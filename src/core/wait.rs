@@ -74,38 +74,40 @@ pub(crate) enum Patience {
 #[derive(Clone)]
 pub(crate) struct Attempt {
     pub(crate) patience: Patience,
+    /// The caller's timeout, for messages: [`Patience::Until`] keeps only its deadline.
+    timeout: Option<Duration>,
     cancel: Option<CancelToken>,
     pub(crate) withdrawals: Withdrawals,
 }
 
 impl Attempt {
     pub(crate) fn forever() -> Attempt {
-        Attempt::new(Patience::Forever, None)
+        Attempt::with(Wait::forever())
     }
 
     pub(crate) fn dont_wait() -> Attempt {
-        Attempt::new(Patience::DontWait, None)
+        Attempt {
+            patience: Patience::DontWait,
+            ..Attempt::forever()
+        }
     }
 
     pub(crate) fn timeout(timeout: Duration) -> Attempt {
-        Attempt::new(Patience::Until(deadline_after(timeout)), None)
+        Attempt::with(Wait::timeout(timeout))
     }
 
     pub(crate) fn cancellable(token: &CancelToken) -> Attempt {
-        Attempt::new(Patience::Forever, Some(token.clone()))
+        Attempt::with(Wait::forever().cancel_on(token))
     }
 
     pub(crate) fn with(wait: Wait) -> Attempt {
         let patience = wait
             .timeout
             .map_or(Patience::Forever, |t| Patience::Until(deadline_after(t)));
-        Attempt::new(patience, wait.cancel)
-    }
-
-    fn new(patience: Patience, cancel: Option<CancelToken>) -> Attempt {
         Attempt {
             patience,
-            cancel,
+            timeout: wait.timeout,
+            cancel: wait.cancel,
             withdrawals: Withdrawals::default(),
         }
     }
@@ -117,6 +119,16 @@ impl Attempt {
             Patience::Forever => None,
             Patience::Until(deadline) => Some(deadline),
             // Not waiting on other holders still takes round trips: bound them.
+            Patience::DontWait => Some(one_call()),
+        }
+    }
+
+    /// How long the acquisition may wait, for messages; `one_call` gives a one-off call's
+    /// timeout, as [`deadline`](Self::deadline) its deadline.
+    pub(crate) fn time_allowed(&self, one_call: impl FnOnce() -> Duration) -> Option<Duration> {
+        match self.patience {
+            Patience::Forever => None,
+            Patience::Until(_) => self.timeout,
             Patience::DontWait => Some(one_call()),
         }
     }
@@ -181,5 +193,5 @@ fn stopped_already(tokens: &[CancelToken]) -> Option<Error> {
 /// never gives up, so `None` cannot come back; should it ever, that is reported as a lost
 /// connection rather than a panic.
 pub(crate) fn never_gives_up<T>(outcome: Option<T>) -> Result<T> {
-    outcome.ok_or(Error::ConnectionLoss)
+    outcome.ok_or_else(Error::connection_loss)
 }

@@ -10,7 +10,7 @@
 //! | [`guarantees`] | what a guard promises; the failure table (what holders and waiters see when processes crash, connections drop, servers fail, sessions expire); the three layers against a stale holder: the lease, fenced writes and fencing tokens |
 //! | [`protocol`] | ZooKeeper's lock recipe as zklock runs it, compatibility with Apache Curator, and why zklock speaks the wire protocol itself; its threads |
 //! | [`security`] | authentication, ACLs and TLS from the library |
-//! | [`operating`] | session state, graceful shutdown, metrics, log lines and connect errors |
+//! | [`operating`] | session state, graceful shutdown, metrics, log lines, connect and outage errors |
 //! | [`cli`] | the `zklock` command-line tool: `run`, `leader`, `status`, `break`, `revoke`, exit codes, its security flags, and recipes (a cron job, a deploy lock, an incident) |
 //! | [`performance`] | measured latency, throughput, requests and notifications against Apache Curator, kazoo and a bare-socket floor, and how they were measured |
 //! | [`testing`] | how the test suite runs against real servers, what each test file proves, the minimum Rust version |

@@ -1,5 +1,5 @@
-//! Running zklock in production: session state, graceful shutdown, metrics, log lines and
-//! connect errors.
+//! Running zklock in production: session state, graceful shutdown, metrics, log lines,
+//! connect errors and outage errors.
 //!
 //! # Session state
 //!
@@ -122,6 +122,19 @@
 //! command-line tools; a host that does not answer, does not resolve or accepts the connection
 //! keeps it trying.
 //!
+//! # Outage errors
+//!
+//! A call whose deadline passes while the connection is down returns
+//! [`Error::ConnectionLoss`], which names what the call was about, the server the session was
+//! last connected to and how long the call was allowed to wait:
+//!
+//! ```text
+//! connection to ZooKeeper lost (last server 10.0.0.5:2181) and not restored within 2s (call on /locks/orders)
+//! ```
+//!
+//! Match it as `Error::ConnectionLoss { .. }`: its fields (`path`, `server`, `timeout`) are
+//! `Option`s, `None` where a call does not know them, and more may be added.
+//!
 //! [`SessionState`]: crate::SessionState
 //! [`StateChange`]: crate::StateChange
 //! [`ClientBuilder::on_state_change`]: crate::ClientBuilder::on_state_change
@@ -131,5 +144,6 @@
 //! [`Client::close_async`]: crate::Client::close_async
 //! [`Error::Closed`]: crate::Error::Closed
 //! [`Error::Connect`]: crate::Error::Connect
+//! [`Error::ConnectionLoss`]: crate::Error::ConnectionLoss
 //! [`HostFailure`]: crate::HostFailure
 //! [`ConnectCause`]: crate::ConnectCause

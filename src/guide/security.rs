@@ -23,7 +23,10 @@
 //!   [`NodeAcl::CreatorOnlyAnyoneRead`] adds READ for everyone so operators and `zklock status`
 //!   can still inspect. ZooKeeper checks the parent's ACL to create or delete a child, so a lock
 //!   path created creator-only cannot be joined, released or broken by another identity
-//!   ([`Error::NoAuth`]): all processes sharing a lock must share its identity.
+//!   ([`Error::NoAuth`]): all processes sharing a lock must share its identity. The error
+//!   names the identity refused (never a password), the permission and the node whose ACL
+//!   lacks it: `not authorized (ACL): CREATE on /locks/orders (to create
+//!   /locks/orders/_c_…-lock-) refused for identity digest:billing`.
 //! - Parents created on the way to a lock path (and the chroot) are not made creator-only: by
 //!   default ([`ParentAcl::Shared`]) anyone may read them and create children in them, and only
 //!   the creating identity may change or delete them, so one service's `/shared/a` does not lock

@@ -18,6 +18,7 @@ use crate::metrics::{self, Outcome, Recipe};
 
 /// One acquisition call, measured from its start.
 pub(crate) struct Acquisition {
+    client: Client,
     started: Instant,
     recipe: Recipe,
     path: String,
@@ -45,6 +46,7 @@ impl Acquisition {
         let label = path_label.then(|| path.to_owned());
         metrics::waiting(recipe, label.as_deref(), 1.0);
         Acquisition {
+            client: client.clone(),
             started: Instant::now(),
             recipe,
             path: path.to_owned(),
@@ -57,13 +59,18 @@ impl Acquisition {
     }
 
     /// Records how the call ended and, when it acquired, starts following what it took
-    /// (`nodes` picks the nodes out of the guard).
+    /// (`nodes` picks the nodes out of the guard). An outage is reported with the lock path,
+    /// the call's timeout and the server.
     pub(crate) fn finish<G>(
         self,
         attempt: &Attempt,
-        mut outcome: Result<Option<G>>,
+        outcome: Result<Option<G>>,
         nodes: impl FnOnce(&mut G) -> Vec<&mut Held>,
     ) -> Result<Option<G>> {
+        let mut outcome = outcome.map_err(|err| {
+            let timeout = attempt.time_allowed(|| self.client.call_timeout());
+            self.client.outage(err, &self.path, timeout)
+        });
         let waited = self.started.elapsed();
         let label = self.path_label.then_some(self.path.as_str());
         let (recipe, path) = (self.recipe.label(), &self.path);

@@ -107,6 +107,12 @@ impl Fence<'_> {
 
     /// See [`LockGuard::fenced_set_data`](crate::LockGuard::fenced_set_data).
     pub(crate) async fn set_data(&self, path: &str, data: &[u8]) -> Result<()> {
+        let written = self.write_data(path, data).await;
+        written.map_err(|err| self.outage(err, path))
+    }
+
+    /// [`set_data`](Self::set_data), before an outage is named.
+    async fn write_data(&self, path: &str, data: &[u8]) -> Result<()> {
         validate_lock_path(path)?;
         check_data_size(data)?;
         let deadline = Some(self.client.call_deadline());
@@ -165,26 +171,40 @@ impl Fence<'_> {
     /// See [`LockGuard::fenced_delete`](crate::LockGuard::fenced_delete).
     pub(crate) async fn delete(&self, path: &str) -> Result<bool> {
         validate_lock_path(path)?;
-        let deadline = Some(self.client.call_deadline());
-        let session = self.client.session_async(deadline).await?;
-        let ops = vec![TxnOp::Delete {
-            path: path.to_owned(),
-        }];
-        match self.commit(&session, ops, path, deadline).await? {
-            Ok(()) => Ok(true),
-            Err((_, Error::NoNode { .. })) => Ok(false),
-            Err((_, err)) => Err(err),
-        }
+        let deleted = async {
+            let deadline = Some(self.client.call_deadline());
+            let session = self.client.session_async(deadline).await?;
+            let ops = vec![TxnOp::Delete {
+                path: path.to_owned(),
+            }];
+            match self.commit(&session, ops, path, deadline).await? {
+                Ok(()) => Ok(true),
+                Err((_, Error::NoNode { .. })) => Ok(false),
+                Err((_, err)) => Err(err),
+            }
+        };
+        deleted.await.map_err(|err| self.outage(err, path))
     }
 
     /// See [`FencedTransaction::commit`].
     async fn transaction(&self, ops: Vec<TxnOp>) -> Result<()> {
         let unknown_path = ops.first().map_or(self.node_path, TxnOp::path).to_owned();
-        let deadline = Some(self.client.call_deadline());
-        let session = self.client.session_async(deadline).await?;
-        self.commit(&session, ops, &unknown_path, deadline)
-            .await?
-            .map_err(|(_, err)| err)
+        let committed = async {
+            let deadline = Some(self.client.call_deadline());
+            let session = self.client.session_async(deadline).await?;
+            self.commit(&session, ops, &unknown_path, deadline)
+                .await?
+                .map_err(|(_, err)| err)
+        };
+        committed
+            .await
+            .map_err(|err| self.outage(err, &unknown_path))
+    }
+
+    /// Names in an outage the written `path`, the call's timeout and the server.
+    fn outage(&self, err: Error, path: &str) -> Error {
+        let timeout = Some(self.client.call_timeout());
+        self.client.outage(err, path, timeout)
     }
 }
 

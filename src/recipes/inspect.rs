@@ -78,11 +78,14 @@ pub(crate) fn contenders(
     holds: impl Fn(&[LockNode], usize) -> bool,
 ) -> Result<Vec<Contender>> {
     let deadline = Some(client.call_deadline());
-    let session = client.session(deadline)?;
-    match list(&session, path, deadline)? {
-        Some(children) => read_contenders(&session, path, children, names, holds, deadline),
-        None => Ok(Vec::new()),
-    }
+    let found =
+        client
+            .session(deadline)
+            .and_then(|session| match list(&session, path, deadline)? {
+                Some(children) => read_contenders(&session, path, children, names, holds, deadline),
+                None => Ok(Vec::new()),
+            });
+    found.map_err(|err| client.outage(err, path, Some(client.call_timeout())))
 }
 
 /// The children of `path`, `None` if there is no such node.
@@ -133,8 +136,9 @@ fn read_contenders(
 /// Deletes `path/<contender>` if unchanged since it was inspected; `Ok(false)` if gone.
 pub(crate) fn break_contender(client: &Client, path: &str, contender: &Contender) -> Result<bool> {
     let (session, node, deadline) = reach(client, path, contender)?;
-    let deleted =
-        session.delete_if_unchanged(&node, contender.fencing_token, contender.version, deadline)?;
+    let deleted = session
+        .delete_if_unchanged(&node, contender.fencing_token, contender.version, deadline)
+        .map_err(|err| client.outage(err, &node, Some(client.call_timeout())))?;
     if deleted {
         log::info!(
             "broke lock node {node} (owner {:?}, session {:#x})",
@@ -153,7 +157,9 @@ pub(crate) fn request_revocation(
     contender: &Contender,
 ) -> Result<bool> {
     let (session, node, deadline) = reach(client, path, contender)?;
-    session.set_existing(&node, REVOKE_MESSAGE, deadline)
+    session
+        .set_existing(&node, REVOKE_MESSAGE, deadline)
+        .map_err(|err| client.outage(err, &node, Some(client.call_timeout())))
 }
 
 /// The session, full node path and deadline for one operation on an inspected contender.
@@ -170,11 +176,10 @@ fn reach(
         });
     }
     let deadline = Some(client.call_deadline());
-    Ok((
-        client.session(deadline)?,
-        format!("{path}/{name}"),
-        deadline,
-    ))
+    let session = client
+        .session(deadline)
+        .map_err(|err| client.outage(err, path, Some(client.call_timeout())))?;
+    Ok((session, format!("{path}/{name}"), deadline))
 }
 
 /// What [`Client::inspect`] found at a path.
@@ -228,6 +233,12 @@ impl Client {
     /// error: nothing is there.
     pub fn inspect(&self, path: &str, permits: Option<usize>) -> Result<Inspection> {
         validate_lock_path(path)?;
+        self.look_at(path, permits)
+            .map_err(|err| self.outage(err, path, Some(self.call_timeout())))
+    }
+
+    /// [`inspect`](Self::inspect), before an outage is named.
+    fn look_at(&self, path: &str, permits: Option<usize>) -> Result<Inspection> {
         let deadline = Some(self.call_deadline());
         let session = self.session(deadline)?;
         let Some(children) = list(&session, path, deadline)? else {

@@ -137,8 +137,9 @@ macro_rules! acquisitions {
         /// On timeout our queued node is deleted first (waiting at most one second for that
         /// delete; a slow one finishes in the background), so nothing is left behind. The
         /// timeout holds during outages too: if the connection is down when it runs out, the
-        /// call returns [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) instead of
-        /// `None`, and a node created meanwhile is deleted once the connection returns.
+        /// call returns [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) (naming the lock
+        /// path, the timeout and the server last connected to) instead of `None`, and a node
+        /// created meanwhile is deleted once the connection returns.
         ///
         /// # Errors
         /// As the blocking call, plus [`Error::ConnectionLoss`](crate::Error::ConnectionLoss).

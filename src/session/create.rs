@@ -4,7 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::wire as zk;
 
 use super::errors::outcome_unknown;
@@ -110,8 +110,8 @@ impl Session {
             }
             Ok((Err(err), _)) if outcome_unknown(&err) => Ok(Create::Unknown),
             Ok((Err(zk::Error::NoNode), _)) => Ok(Create::ParentMissing),
-            Ok((Err(err), _)) => Err(Error::from_zk(err, lock_path)),
-            Err(err) => Err(Error::from_zk(err, lock_path)),
+            Ok((Err(err), _)) => Err(self.error(err, lock_path)),
+            Err(err) => Err(self.error(err, lock_path)),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The transport's errors in zklock's terms: which leave a request's outcome unknown, and the
 //! [`Error`] each one is for the caller.
 
-use crate::error::Error;
+use crate::error::{Error, Permission};
 use crate::wire as zk;
 
 /// Whether a request failed without a definite answer from the server, so that it may or may
@@ -16,14 +16,19 @@ pub(crate) fn outcome_unknown(err: &zk::Error) -> bool {
 }
 
 impl Error {
-    /// Converts a transport error from an operation on `path`.
-    pub(crate) fn from_zk(err: zk::Error, path: &str) -> Error {
+    /// Converts a transport error from an operation on `path` by a session that is `identity`
+    /// to the server (see [`Security::identity`](super::security::Security::identity)).
+    pub(crate) fn from_zk(err: zk::Error, path: &str, identity: &str) -> Error {
         match err {
             zk::Error::SessionExpired | zk::Error::SessionMoved => Error::SessionExpired,
             zk::Error::AuthFailed => Error::AuthFailed,
             zk::Error::ClientClosed => Error::Closed,
-            zk::Error::NoAuth => Error::NoAuth {
-                path: path.to_owned(),
+            // The transport names the request refused, which may be one step of `path`'s
+            // (a parent created on the way, one node of several read).
+            zk::Error::NoAuth(refused) => Error::NoAuth {
+                permission: refused.as_ref().and_then(|r| permission(r.perm)),
+                path: refused.map_or_else(|| path.to_owned(), |r| r.path),
+                identity: identity.to_owned(),
             },
             zk::Error::NoChildrenForEphemerals => Error::EphemeralParent {
                 path: path.to_owned(),
@@ -41,7 +46,7 @@ impl Error {
                 path: path.to_owned(),
             },
             zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::NoSession(_) => {
-                Error::ConnectionLoss
+                Error::connection_loss()
             }
             other => Error::ZooKeeper {
                 code: other.code(),
@@ -50,6 +55,18 @@ impl Error {
             },
         }
     }
+}
+
+/// The permission a [`zk::perms`] bit stands for.
+fn permission(perm: i32) -> Option<Permission> {
+    Some(match perm {
+        zk::perms::READ => Permission::Read,
+        zk::perms::WRITE => Permission::Write,
+        zk::perms::CREATE => Permission::Create,
+        zk::perms::DELETE => Permission::Delete,
+        zk::perms::ADMIN => Permission::Admin,
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -67,29 +84,55 @@ mod tests {
 
     #[test]
     fn maps_client_errors_to_typed_variants() {
+        let from_zk = |err| Error::from_zk(err, "/a", "anonymous (world)");
+        assert_eq!(from_zk(zk::Error::SessionExpired), Error::SessionExpired);
+        assert_eq!(from_zk(zk::Error::ConnectionLoss), Error::connection_loss());
         assert_eq!(
-            Error::from_zk(zk::Error::SessionExpired, "/a"),
-            Error::SessionExpired
-        );
-        assert_eq!(
-            Error::from_zk(zk::Error::ConnectionLoss, "/a"),
-            Error::ConnectionLoss
-        );
-        assert_eq!(
-            Error::from_zk(zk::Error::NoAuth, "/a"),
-            Error::NoAuth { path: "/a".into() }
-        );
-        assert_eq!(
-            Error::from_zk(zk::Error::NodeExists, "/a"),
+            from_zk(zk::Error::NodeExists),
             Error::NodeExists { path: "/a".into() }
         );
         assert_eq!(
-            Error::from_zk(zk::Error::BadVersion, "/a"),
+            from_zk(zk::Error::BadVersion),
             Error::NodeChanged { path: "/a".into() }
         );
-        match Error::from_zk(zk::Error::QuotaExceeded, "/a") {
+        match from_zk(zk::Error::QuotaExceeded) {
             Error::ZooKeeper { code, path, .. } => assert_eq!((code, path.as_str()), (-125, "/a")),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn no_auth_names_the_refused_request_its_permission_and_the_identity() {
+        // The transport names the request: here a parent created on the way to `/a/b`.
+        let refused = zk::Error::NoAuth(Some(zk::Refused {
+            perm: zk::perms::CREATE,
+            path: "/a".into(),
+        }));
+        assert_eq!(
+            Error::from_zk(refused, "/a/b", "digest:alice"),
+            Error::NoAuth {
+                path: "/a".into(),
+                permission: Some(Permission::Create),
+                identity: "digest:alice".into(),
+            }
+        );
+        // A transaction refused whole: the caller's path, the permission unknown.
+        assert_eq!(
+            Error::from_zk(zk::Error::NoAuth(None), "/a/b", "anonymous (world)"),
+            Error::NoAuth {
+                path: "/a/b".into(),
+                permission: None,
+                identity: "anonymous (world)".into(),
+            }
+        );
+        for (perm, permission) in [
+            (zk::perms::READ, Permission::Read),
+            (zk::perms::WRITE, Permission::Write),
+            (zk::perms::DELETE, Permission::Delete),
+            (zk::perms::ADMIN, Permission::Admin),
+        ] {
+            assert_eq!(super::permission(perm), Some(permission));
+        }
+        assert_eq!(super::permission(zk::perms::ALL), None);
     }
 }

@@ -211,7 +211,7 @@ impl Drop for Publish<'_> {
         self.listing
             .outcome
             .lock()
-            .get_or_insert(Err(Error::ConnectionLoss));
+            .get_or_insert(Err(Error::connection_loss()));
         self.listing.done.notify(usize::MAX);
     }
 }

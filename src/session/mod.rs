@@ -85,6 +85,8 @@ pub(crate) struct Session {
     acl: NodeAcl,
     /// The ACL of the parents (and chroot) this session creates on the way to a lock path.
     parent_acl: zk::Acls,
+    /// Who the session is to the server, for [`Error::NoAuth`].
+    identity: String,
     /// The process that opened the session: after a fork, the child has no runtime thread.
     pid: u32,
     handle: Handle,
@@ -153,7 +155,7 @@ const PARENT_SWEPT_RETRIES: u32 = 3;
 /// The error of a wait that ended without an answer: the caller's cancellation or its client's
 /// closing if that is what stopped it, else the deadline during an outage.
 fn gave_up_waiting() -> Error {
-    crate::rt::cancel::interruption().unwrap_or(Error::ConnectionLoss)
+    crate::rt::cancel::interruption().unwrap_or_else(Error::connection_loss)
 }
 
 /// Whether a request's outcome is an answer from a server that still serves our session.
@@ -161,7 +163,7 @@ fn proves_alive<T>(outcome: &ZkResult<T>) -> bool {
     use zk::Error as E;
     match outcome {
         Ok(_) => true,
-        Err(E::NoNode | E::NoAuth | E::BadVersion | E::NodeExists | E::NotEmpty) => true,
+        Err(E::NoNode | E::NoAuth(_) | E::BadVersion | E::NodeExists | E::NotEmpty) => true,
         Err(E::NoChildrenForEphemerals | E::InvalidAcl) => true,
         Err(_) => false,
     }
@@ -238,6 +240,17 @@ impl Session {
         self.check_process()?;
         let handles = self.handles.lock();
         handles.as_ref().map(|h| h.zk.clone()).ok_or(Error::Closed)
+    }
+
+    /// The server the session is, or was last, connected to; `None` once closed.
+    pub(crate) fn server(&self) -> Option<String> {
+        let handles = self.handles.lock();
+        handles.as_ref().map(|h| h.zk.server())
+    }
+
+    /// A transport error from a request on `path`, in zklock's terms.
+    fn error(&self, err: zk::Error, path: &str) -> Error {
+        Error::from_zk(err, path, &self.identity)
     }
 
     fn chroot(&self) -> Option<Chroot> {
@@ -349,7 +362,7 @@ impl Session {
                     debug!("request on {path} failed without an answer ({err}); retrying");
                     self.pause_before_retry_async(deadline).await?;
                 }
-                Ok(Err(err)) => return Err(Error::from_zk(err, path)),
+                Ok(Err(err)) => return Err(self.error(err, path)),
                 Err(_) => return Err(gave_up_waiting()),
             }
         }

@@ -32,6 +32,7 @@ pub(crate) fn open_session(
     let (zk, connect_sent) = dial::dial(config, hosts, deadline)?;
     let acl = config.security.acl;
     let parent_acl = config.security.parents();
+    let identity = config.security.identity();
     let (zk, chroot) = match chroot {
         None => (zk, None),
         Some(root) => {
@@ -47,12 +48,12 @@ pub(crate) fn open_session(
                             chroot: root.to_owned(),
                         }),
                         Ok(Some(_)) => Ok(()),
-                        Err(err) => Err(Error::from_zk(err, root)),
+                        Err(err) => Err(Error::from_zk(err, root, &identity)),
                     })
                     .map_err(drop)
             } else {
                 block_on(chroot.create(parent_acl), Some(deadline))
-                    .map(|made| made.map_err(|err| Error::from_zk(err, root)))
+                    .map(|made| made.map_err(|err| Error::from_zk(err, root, &identity)))
                     .map_err(drop)
             };
             match made {
@@ -84,6 +85,7 @@ pub(crate) fn open_session(
         state,
         acl,
         parent_acl,
+        identity,
         pid: std::process::id(),
         handle: runtime.handle().clone(),
         releases: releases.clone(),

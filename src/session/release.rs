@@ -57,7 +57,7 @@ impl Session {
             }
             Some(Err(err)) if !outcome_unknown(&err) => {
                 pending.op = None;
-                return Err(Error::from_zk(err, path));
+                return Err(self.error(err, path));
             }
             Some(Err(_)) => pending.op = None,
             None => {}
@@ -72,7 +72,7 @@ impl Session {
         // Whether the delete went out or failed unsent, retried until the node is gone.
         let sent = pending.op.take();
         self.delete_in_background(path, sent);
-        Err(Error::ConnectionLoss)
+        Err(Error::connection_loss())
     }
 
     /// Deletes `path` in the background after `pending` (a delete already sent, if any)

@@ -274,7 +274,7 @@ impl Session {
                         }
                     }
                 }
-                Ok(Err(err)) => return Err(Error::from_zk(err, path)),
+                Ok(Err(err)) => return Err(self.error(err, path)),
                 Err(_) => {
                     return Err(Error::OutcomeUnknown {
                         path: path.to_owned(),

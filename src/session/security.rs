@@ -143,6 +143,37 @@ impl Security {
         !self.auth.is_empty()
     }
 
+    /// Who a session with these credentials is to the server, for messages: `digest:<user>`
+    /// (never the password), `sasl:<user>`, `x509 client certificate`, another scheme's name
+    /// alone (its credential may be secret), comma-separated; `anonymous (world)` with none.
+    pub(crate) fn identity(&self) -> String {
+        let mut ids: Vec<String> = self
+            .auth
+            .iter()
+            .map(|(scheme, credential)| match scheme.as_str() {
+                // `user:password`: the user alone.
+                "digest" => {
+                    let user = credential.split(|&b| b == b':').next().unwrap_or_default();
+                    format!("digest:{}", String::from_utf8_lossy(user))
+                }
+                other => other.to_owned(),
+            })
+            .collect();
+        #[cfg(feature = "sasl")]
+        if let Some((user, _)) = &self.sasl_digest {
+            ids.push(format!("sasl:{user}"));
+        }
+        #[cfg(feature = "tls")]
+        if self.tls.as_ref().is_some_and(|t| t.identity.is_some()) {
+            // Its subject would need an X.509 parser; the server's `x509:` id is that subject.
+            ids.push("x509 client certificate".to_owned());
+        }
+        if ids.is_empty() {
+            return "anonymous (world)".to_owned();
+        }
+        ids.join(", ")
+    }
+
     pub(crate) fn is_tls(&self) -> bool {
         #[cfg(feature = "tls")]
         return self.tls.is_some();
@@ -203,6 +234,27 @@ mod tests {
             shown.contains("digest") && !shown.contains("s3cret") && !shown.contains("alice"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn identity_names_users_never_secrets() {
+        assert_eq!(Security::default().identity(), "anonymous (world)");
+        let security = Security {
+            auth: vec![
+                ("digest".into(), b"alice:s3cret".to_vec()),
+                ("ldap".into(), b"token-s3cret".to_vec()),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(security.identity(), "digest:alice, ldap");
+        #[cfg(feature = "sasl")]
+        {
+            let sasl = Security {
+                sasl_digest: Some(("bob".into(), "s3cret".into())),
+                ..Default::default()
+            };
+            assert_eq!(sasl.identity(), "sasl:bob");
+        }
     }
 
     #[test]

@@ -126,7 +126,7 @@ impl Session {
                     let path = ops.get(index).map_or(first_path, TxnOp::path);
                     return Ok(TxnOutcome::Refused {
                         index,
-                        error: Error::from_zk(source, path),
+                        error: self.error(source, path),
                     });
                 }
                 Ok(Err(zk::Error::Throttled)) => {
@@ -140,7 +140,7 @@ impl Session {
                     );
                     return Ok(TxnOutcome::Unknown);
                 }
-                Ok(Err(source)) => return Err(Error::from_zk(source, first_path)),
+                Ok(Err(source)) => return Err(self.error(source, first_path)),
                 Err(_abandoned) => {
                     warn!("transaction on {first_path} (session {:#x}) unanswered at the deadline; it may still be applied", self.id);
                     return Ok(TxnOutcome::Unknown);

@@ -124,6 +124,8 @@ pub(crate) struct Shared {
     timeout_ms: AtomicU64,
     last_zxid: AtomicI64,
     closing: AtomicBool,
+    /// The server of the latest connection (see [`Established::server`]), for messages.
+    server: Mutex<String>,
     /// The server answered our CloseSession: the session and its ephemeral nodes are gone.
     close_confirmed: AtomicBool,
     /// The server answered our CloseSession (whatever it said).
@@ -419,6 +421,11 @@ impl Shared {
         *self.on_proof.lock() = Some(hook);
     }
 
+    /// The server of the latest connection, for messages.
+    pub(crate) fn server(&self) -> String {
+        self.server.lock().clone()
+    }
+
     /// The session timeout the server granted on the latest connection.
     pub(crate) fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms.load(Ordering::SeqCst))
@@ -708,6 +715,9 @@ pub(crate) struct Established {
     pub(crate) response: ConnectResponse,
     /// When the connect request was sent: the session was alive then.
     pub(crate) sent: Instant,
+    /// The server, for messages: the host as in the connect string, with the address dialled
+    /// when that differs.
+    pub(crate) server: String,
 }
 
 /// Connects to one host and establishes (or re-establishes) the session, authenticating it,
@@ -735,7 +745,14 @@ pub(crate) fn attempt(
             }
         };
         let link = open_link(config, host, stream, deadline)?;
-        return handshake(config, link, session, last_zxid, deadline);
+        let mut established = handshake(config, link, session, last_zxid, deadline)?;
+        let dialled = addr.to_string();
+        established.server = if host.entry.ends_with(&dialled) {
+            host.entry.clone()
+        } else {
+            format!("{} ({dialled})", host.entry)
+        };
+        return Ok(established);
     }
     Err(AttemptError::Io(last))
 }
@@ -841,6 +858,7 @@ fn handshake(
         frames,
         response,
         sent,
+        server: String::new(),
     })
 }
 
@@ -926,6 +944,7 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         link,
         frames,
         response,
+        server,
         ..
     } = established;
     let shared = Arc::new(Shared {
@@ -948,6 +967,7 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
         last_zxid: AtomicI64::new(0),
         closing: AtomicBool::new(false),
+        server: Mutex::new(server),
         close_confirmed: AtomicBool::new(false),
         close_answered: AtomicBool::new(false),
         closed: (Mutex::new(false), Condvar::new()),
@@ -1061,7 +1081,9 @@ fn run(
                     frames: f,
                     sent,
                     response,
+                    server,
                 } = established;
+                *shared.server.lock() = server;
                 let granted = Duration::from_millis(response.timeout_ms as u64);
                 shared
                     .timeout_ms

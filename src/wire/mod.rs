@@ -73,8 +73,9 @@ pub enum Error {
     BadArguments(String),
     #[error("no node")]
     NoNode,
+    /// The request the server refused, when known (not for a transaction refused whole).
     #[error("not authorized")]
-    NoAuth,
+    NoAuth(Option<Refused>),
     #[error("bad version")]
     BadVersion,
     #[error("ephemeral nodes may not have children")]
@@ -119,7 +120,7 @@ impl Error {
             Error::Timeout => -7,
             Error::BadArguments(_) => -8,
             Error::NoNode => -101,
-            Error::NoAuth => -102,
+            Error::NoAuth(_) => -102,
             Error::BadVersion => -103,
             Error::NoChildrenForEphemerals => -108,
             Error::NodeExists => -110,
@@ -140,6 +141,23 @@ impl Error {
 }
 
 type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A request refused with NoAuth: the permission it needs (a [`perms`] bit; ZooKeeper checks
+/// CREATE and DELETE on the parent of `path`) and its path, below the handle's chroot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub perm: i32,
+    pub path: String,
+}
+
+impl Refused {
+    fn new(perm: i32, path: &str) -> Refused {
+        Refused {
+            perm,
+            path: path.to_owned(),
+        }
+    }
+}
 
 /// One operation of a [`Client::multi`] transaction.
 #[derive(Debug, Clone)]
@@ -162,6 +180,19 @@ pub enum TxnRequest {
         path: String,
         version: i32,
     },
+}
+
+impl TxnRequest {
+    /// What the operation asks of the ACLs, should the server refuse it.
+    fn asked(&self) -> Refused {
+        match self {
+            // A version check reads the node.
+            TxnRequest::Check { path, .. } => Refused::new(perms::READ, path),
+            TxnRequest::Create { path, .. } => Refused::new(perms::CREATE, path),
+            TxnRequest::SetData { path, .. } => Refused::new(perms::WRITE, path),
+            TxnRequest::Delete { path, .. } => Refused::new(perms::DELETE, path),
+        }
+    }
 }
 
 /// How to open a session.
@@ -273,6 +304,12 @@ impl Client {
         StateWatcher::new(self.shared.state.clone())
     }
 
+    /// The server the session is, or was last, connected to: the connect string's host, with
+    /// the address dialled when that differs.
+    pub fn server(&self) -> String {
+        self.shared.server()
+    }
+
     /// A handle on the same session whose paths are under `root`.
     pub fn chroot(&self, root: &str) -> Result<Client> {
         if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') {
@@ -334,11 +371,12 @@ impl Client {
         let server = self.server_path(path);
         let strip = self.chroot_len();
         let mode = options.mode;
+        let asked = Refused::new(perms::CREATE, path);
         self.shared.request(
             mode.op(),
             |w| proto::write_create(w, &server, data, options.acls, mode),
             move |err, mut r, _| {
-                on_ok(err, || {
+                on_ok(err, asked, || {
                     let created = r.string()?;
                     Ok((Stat::read(&mut r)?, strip_root(&created, strip)))
                 })
@@ -349,35 +387,39 @@ impl Client {
     /// Deletes a node, if `version` is given only at that data version.
     pub fn delete(&self, path: &str, version: Option<i32>) -> Completion<()> {
         let server = self.server_path(path);
+        let asked = Refused::new(perms::DELETE, path);
         self.shared.request(
             op::DELETE,
             |w| {
                 w.string(&server).int(version.unwrap_or(-1));
             },
-            |err, _, _| Ok(proto::error_of(err).map_or(Ok(()), Err)),
+            |err, _, _| Ok(error_for(err, asked).map_or(Ok(()), Err)),
         )
     }
 
     pub fn get_data(&self, path: &str) -> Completion<(Vec<u8>, Stat)> {
         let server = self.server_path(path);
+        let asked = Refused::new(perms::READ, path);
         self.shared.request(
             op::GET_DATA,
             |w| {
                 w.string(&server).boolean(false);
             },
-            |err, mut r, _| on_ok(err, || read_data(&mut r)),
+            |err, mut r, _| on_ok(err, asked, || read_data(&mut r)),
         )
     }
 
     /// The node's stat, `None` if it does not exist.
     pub fn check_stat(&self, path: &str) -> Completion<Option<Stat>> {
         let server = self.server_path(path);
+        // ZooKeeper checks no permission for exists; READ is what it reads.
+        let asked = Refused::new(perms::READ, path);
         self.shared.request(
             op::EXISTS,
             |w| {
                 w.string(&server).boolean(false);
             },
-            |err, mut r, _| match proto::error_of(err) {
+            |err, mut r, _| match error_for(err, asked) {
                 Some(Error::NoNode) => Ok(Ok(None)),
                 Some(e) => Ok(Err(e)),
                 None => Ok(Ok(Some(Stat::read(&mut r)?))),
@@ -396,12 +438,13 @@ impl Client {
     /// Children and the node's stat (getChildren2).
     pub fn get_children(&self, path: &str) -> Completion<(Vec<String>, Stat)> {
         let server = self.server_path(path);
+        let asked = Refused::new(perms::READ, path);
         self.shared.request(
             op::GET_CHILDREN2,
             |w| {
                 w.string(&server).boolean(false);
             },
-            |err, mut r, _| on_ok(err, || read_children(&mut r)),
+            |err, mut r, _| on_ok(err, asked, || read_children(&mut r)),
         )
     }
 
@@ -444,6 +487,7 @@ impl Client {
         let strip = self.chroot_len();
         let (slot, completion) = completion::pair();
         let key = server.clone();
+        let asked = Refused::new(perms::READ, path);
         let owner: std::sync::Weak<dyn Unwatch> = {
             let strong: Arc<dyn Unwatch> = self.shared.clone();
             Arc::downgrade(&strong)
@@ -467,7 +511,7 @@ impl Client {
                 slot.fill(Err(Error::ClientClosed));
                 return Ok(());
             };
-            if let Some(e) = proto::error_of(err) {
+            if let Some(e) = error_for(err, asked) {
                 shared
                     .watches
                     .lock()
@@ -519,12 +563,13 @@ impl Client {
 
     pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Completion<Stat> {
         let server = self.server_path(path);
+        let asked = Refused::new(perms::WRITE, path);
         self.shared.request(
             op::SET_DATA,
             |w| {
                 w.string(&server).buffer(data).int(version.unwrap_or(-1));
             },
-            |err, mut r, _| on_ok(err, || Stat::read(&mut r)),
+            |err, mut r, _| on_ok(err, asked, || Stat::read(&mut r)),
         )
     }
 
@@ -542,13 +587,15 @@ impl Client {
 
     fn sync_as(&self, path: &str, urgent: bool) -> Completion<()> {
         let server = self.server_path(path);
+        // ZooKeeper checks no permission for sync; READ is what it serves.
+        let asked = Refused::new(perms::READ, path);
         self.shared.request_as(
             op::SYNC,
             urgent,
             |w| {
                 w.string(&server);
             },
-            |err, mut r, _| on_ok(err, || r.string().map(drop)),
+            |err, mut r, _| on_ok(err, asked, || r.string().map(drop)),
         )
     }
 
@@ -593,6 +640,7 @@ impl Client {
     /// if the server refused operation `index` (nothing was applied), `Err` if the request
     /// itself failed.
     pub fn multi(&self, ops: &[TxnRequest]) -> Completion<Option<(usize, Error)>> {
+        let asked: Vec<Refused> = ops.iter().map(TxnRequest::asked).collect();
         let ops: Vec<TxnRequest> = ops
             .iter()
             .map(|op| match op.clone() {
@@ -627,7 +675,7 @@ impl Client {
         self.shared.request(
             op::MULTI,
             |w| write_multi(w, &ops),
-            |err, mut r, _| {
+            move |err, mut r, _| {
                 if err != 0 && r.remaining() == 0 {
                     return Ok(Err(proto::error_of(err).unwrap_or(Error::Code(err))));
                 }
@@ -637,7 +685,12 @@ impl Client {
                     .enumerate()
                     .find_map(|(i, result)| match result {
                         proto::MultiResult::Error(code) if *code != 0 && *code != -2 => {
-                            Some((i, proto::error_of(*code).unwrap_or(Error::Code(*code))))
+                            let asked = asked.get(i).cloned();
+                            let error = match asked {
+                                Some(asked) => error_for(*code, asked),
+                                None => proto::error_of(*code),
+                            };
+                            Some((i, error.unwrap_or(Error::Code(*code))))
                         }
                         _ => None,
                     });
@@ -686,11 +739,21 @@ fn write_multi(w: &mut Writer, ops: &[TxnRequest]) {
 /// A reply's value, read by `read` if the server said OK, else the server's error.
 fn on_ok<T>(
     err: i32,
+    asked: Refused,
     read: impl FnOnce() -> Result<T, jute::Malformed>,
 ) -> Result<Result<T, Error>, jute::Malformed> {
-    match proto::error_of(err) {
+    match error_for(err, asked) {
         Some(e) => Ok(Err(e)),
         None => read().map(Ok),
+    }
+}
+
+/// The error of a reply to the request `asked` describes, `None` for OK: a NoAuth names the
+/// request, so that the caller can say who needed what where.
+fn error_for(err: i32, asked: Refused) -> Option<Error> {
+    match proto::error_of(err)? {
+        Error::NoAuth(_) => Some(Error::NoAuth(Some(asked))),
+        other => Some(other),
     }
 }
 

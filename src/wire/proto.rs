@@ -207,7 +207,10 @@ impl Acl {
 /// Permission bits (`ZooDefs.Perms`).
 pub mod perms {
     pub const READ: i32 = 1;
+    pub const WRITE: i32 = 2;
     pub const CREATE: i32 = 4;
+    pub const DELETE: i32 = 8;
+    pub const ADMIN: i32 = 16;
     pub const ALL: i32 = 31;
 }
 
@@ -268,7 +271,8 @@ pub(crate) fn error_of(code: i32) -> Option<Error> {
         -7 => Error::Timeout,
         -8 => Error::BadArguments("refused by the server".into()),
         -101 => Error::NoNode,
-        -102 => Error::NoAuth,
+        // Which request needed what is for the caller to add (see `Refused`).
+        -102 => Error::NoAuth(None),
         -103 => Error::BadVersion,
         -108 => Error::NoChildrenForEphemerals,
         -110 => Error::NodeExists,

@@ -159,7 +159,7 @@ fn acquire<G>(
                 );
             }
             // An outage at the deadline: say where, and which deadline.
-            Err(Error::ConnectionLoss) => {
+            Err(Error::ConnectionLoss { .. }) => {
                 return Err(Failure::error(format!(
                     "waiting for {}: the connection to ZooKeeper at {hosts} was down and not \
                      back {}",

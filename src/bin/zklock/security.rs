@@ -4,7 +4,6 @@
 //! every user of the machine can read them (`ps`, /proc/PID/cmdline).
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use clap::{Args, ValueEnum};
 use zklock::{ClientBuilder, NodeAcl};
@@ -96,12 +95,6 @@ impl SecurityArgs {
         }
 
         let authenticated = self.auth_digest.is_some() || sasl_user.is_some();
-        let identity = match (&self.auth_digest, sasl_user) {
-            (Some(user), _) => format!("as digest user {user:?}"),
-            (None, Some(user)) => format!("as SASL user {user:?}"),
-            (None, None) => "without credentials (as anyone)".to_owned(),
-        };
-        let _ = IDENTITY.set(identity);
         builder = builder.acl(match self.acl {
             Acl::Open => NodeAcl::Open,
             Acl::Creator => NodeAcl::CreatorOnly,
@@ -200,28 +193,13 @@ fn warn_if_shared(option: &str, file: &Path) {
     }
 }
 
-/// Who this process is to ZooKeeper, for messages: set once the options are read.
-static IDENTITY: OnceLock<String> = OnceLock::new();
-/// What the subcommand needs permission for, for messages.
-static NEEDS: OnceLock<&'static str> = OnceLock::new();
-
-/// Records what the subcommand needs to be allowed to do (e.g. "read"), for NoAuth messages.
-pub fn needs(permission: &'static str) {
-    let _ = NEEDS.set(permission);
-}
-
 /// A one-line explanation of a library error, with a hint for the security ones.
 pub fn explain(err: &zklock::Error) -> String {
     match err {
+        // The error names the identity, the permission and the node already.
         zklock::Error::NoAuth { .. } => format!(
-            "{err} {}{}: its ACL does not admit this identity (authenticate as an identity \
-             it admits with --auth-digest or --sasl-user)",
-            IDENTITY
-                .get()
-                .map_or("without credentials (as anyone)", String::as_str),
-            NEEDS
-                .get()
-                .map_or_else(String::new, |needs| format!(" to {needs}")),
+            "{err}: its ACL does not admit this identity (authenticate as an identity it admits \
+             with --auth-digest or --sasl-user)"
         ),
         zklock::Error::AuthFailed => format!(
             "{err}: the server rejected the credentials (check the user and the password in \
