@@ -87,6 +87,17 @@ pub fn client_via(proxy: &proxy::Proxy, session_timeout: Duration) -> Client {
 /// A client of the test server authenticated as digest user `user` (password
 /// `<user>-password`) that creates its nodes with `acl`, with a short session.
 pub fn client_as(user: &str, acl: NodeAcl) -> Client {
+    // `/zklock-tests` is every test's parent: made by a restricted user first, it would carry
+    // that user's ACL, and later tests of other users could not delete below it. A chroot is
+    // made, open, when missing.
+    static OPEN_PARENT: std::sync::Once = std::sync::Once::new();
+    OPEN_PARENT.call_once(|| {
+        let _ = client_at(
+            &format!("{}/zklock-tests", connect_string()),
+            SESSION_TIMEOUT,
+        )
+        .close();
+    });
     builder(&connect_string(), SESSION_TIMEOUT)
         .auth_digest(user, &format!("{user}-password"))
         .acl(acl)
