@@ -55,6 +55,28 @@
 //! 163 against 296 µs; zklock/floor 1.06 over five rounds (target 1.10), zklock/Curator 0.75
 //! (target 0.60: **not met** in this run).
 //!
+//! # Three runs on 2026-11-24, 08:00–08:29 UTC
+//!
+//! `BENCH_EXTRAS=0 scripts/bench.sh` three times on a quiet machine (load average 0.4–1.5; the
+//! third on the code of the error-context change, which adds a few bytes per request), each
+//! with its own anchors table and five floor rounds:
+//!
+//! | run | Curator µs | zklock µs (anchors row) | zklock µs (floor rounds) | floor µs | zklock / floor | zklock / Curator | floor / Curator |
+//! |---|---|---|---|---|---|---|---|
+//! | 08:00 | 481.0 | 280.4 | 285.7 | 267.1 | 1.07 | **0.58** | 0.56 |
+//! | 08:03 | 381.0 | 322.0 | 285.2 | 265.0 | 1.08 | 0.85 | 0.70 |
+//! | 08:28 | 359.2 | 293.3 | 305.1 | 271.9 | 1.12 | 0.82 | 0.76 |
+//!
+//! zklock's own figure is steady (280–322 µs) and so is the floor's (265–272 µs); Curator's
+//! moves from 359 to 481 µs, and with it the ratio. The last column is the point: in two of
+//! the three runs even the floor (two round trips, nothing but a socket) is above 0.6×
+//! Curator, so no client that waits for its release to be confirmed can reach that target in
+//! those runs; zklock reaches it only when Curator runs slow. Against the floor zklock is
+//! 1.07–1.12×, the difference still being the thread hop described above. Contended, in the
+//! same runs: 1,999–3,542 acquisitions/s against Curator's 1,140–1,370 (1.75–2.81×), handoff
+//! median 128–212 µs against 259–297 µs (0.46–0.71×), 5.01 requests and 1.00 notification per
+//! acquisition for both, client RSS 4 MB against 94–95 MB.
+//!
 //! # Against Curator
 //!
 //! Against Curator in that run: 2.66× the acquisitions per second, 0.52× the handoff median, at
