@@ -147,6 +147,8 @@ impl Security {
     /// (never the password), `sasl:<user>`, `x509 client certificate`, another scheme's name
     /// alone (its credential may be secret), comma-separated; `anonymous (world)` with none.
     pub(crate) fn identity(&self) -> String {
+        // Added to only with the `sasl` or `tls` feature.
+        #[cfg_attr(not(any(feature = "sasl", feature = "tls")), allow(unused_mut))]
         let mut ids: Vec<String> = self
             .auth
             .iter()
