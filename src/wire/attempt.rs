@@ -1,7 +1,7 @@
-//! One connection attempt's vocabulary, shared by the session engine (`conn.rs`) and the SASL
-//! exchange it runs during a handshake (`sasl.rs`): why an attempt gave no session, and the
-//! blocking read of one frame before the attempt's deadline. Kept apart so that neither of the
-//! two has to import the other.
+//! One connection attempt's vocabulary, shared by the session engine (`conn/handshake.rs`) and
+//! the SASL exchange it runs during a handshake (`sasl.rs`): why an attempt gave no session, and
+//! the blocking read of one frame before the attempt's deadline. Kept apart so that neither of
+//! the two has to import the other.
 
 use std::io;
 use std::time::Instant;

@@ -480,8 +480,9 @@ mod client_replies {
     use proptest::collection::vec;
     use proptest::prelude::*;
 
+    use super::super::client::{Client, Connector};
     use super::super::proto::op;
-    use super::super::{Client, Connector, CreateMode, Error, SessionState, TxnRequest, OPEN_ACL};
+    use super::super::{CreateMode, Error, SessionState, TxnRequest, OPEN_ACL};
     use super::{body, cases};
     use crate::rt::runtime::block_on;
 

@@ -1,0 +1,313 @@
+//! The I/O thread: reads a connection's replies and notifications and sends its pings; when
+//! the connection fails, reconnects, until the session ends.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::handshake::{attempt, Established};
+use super::{Answer, Shared, CLOSE_WAIT};
+use crate::rt::relay::io_log;
+use crate::wire::attempt::AttemptError;
+use crate::wire::hosts::Rotation;
+use crate::wire::jute::{Malformed, Reader};
+use crate::wire::link::{self, Closer, Frames, Read1};
+use crate::wire::proto::{xid, Notification, ReplyHeader};
+use crate::wire::watches::{self, SessionState};
+use crate::wire::Error;
+
+/// A connection that dies sooner than this after its handshake counts toward a reconnect storm.
+const STORM_LIFETIME: Duration = Duration::from_secs(1);
+
+/// The I/O thread: serves each connection until it fails, then reconnects, until the session
+/// ends.
+pub(super) fn run(
+    shared: Arc<Shared>,
+    mut rotation: Rotation,
+    mut source: Box<dyn link::Source>,
+    mut frames: Frames,
+    mut closer: Closer,
+) {
+    let id = shared.session_id;
+    let mut last_recv = Instant::now();
+    let mut connected_at = Instant::now();
+    // Grows while connections die as soon as they are made (a server that answers the
+    // handshake, then garbage): without it the client would reconnect thousands of times a
+    // second.
+    let mut storm_pause = Duration::ZERO;
+    loop {
+        let why = serve(&shared, source.as_mut(), &mut frames, &mut last_recv);
+        closer.close();
+        if shared.state.get().is_terminated() {
+            shared.finish(shared.state.get());
+            return;
+        }
+        if shared.closing.load(Ordering::SeqCst) {
+            shared.finish(SessionState::Closed);
+            return;
+        }
+        io_log!(
+            Info,
+            "session {id:#x}: connection lost ({why}); reconnecting"
+        );
+        shared.disconnected();
+        storm_pause = if connected_at.elapsed() < STORM_LIFETIME {
+            (storm_pause * 2).clamp(Duration::from_millis(50), Duration::from_secs(1))
+        } else {
+            Duration::ZERO
+        };
+        if !storm_pause.is_zero() {
+            let mut closed = shared.closed.0.lock();
+            if !*closed {
+                shared.closed.1.wait_for(&mut closed, storm_pause);
+            }
+        }
+        match reconnect(&shared, &mut rotation, last_recv) {
+            Ok(established) => {
+                last_recv = Instant::now();
+                connected_at = Instant::now();
+                io_log!(
+                    Info,
+                    "session {id:#x}: reconnected to {}",
+                    established.link.closer.peer()
+                );
+                let Established {
+                    link,
+                    frames: f,
+                    sent,
+                    response,
+                    server,
+                } = established;
+                *shared.server.lock() = server;
+                let granted = Duration::from_millis(response.timeout_ms as u64);
+                shared
+                    .timeout_ms
+                    .store(granted.as_millis() as u64, Ordering::SeqCst);
+                let hook = shared.on_proof.lock().clone();
+                if let Some(hook) = hook {
+                    hook(sent, granted);
+                }
+                closer = Closer::clone_of(&link.closer);
+                source = link.source;
+                frames = f;
+                shared.connected(link.sink, link.closer);
+            }
+            Err(state) => {
+                io_log!(Warn, "session {id:#x} ended: {state:?}");
+                shared.finish(state);
+                return;
+            }
+        }
+    }
+}
+
+/// Reads one connection until it fails; returns why.
+fn serve(
+    shared: &Arc<Shared>,
+    source: &mut dyn link::Source,
+    frames: &mut Frames,
+    last_recv: &mut Instant,
+) -> String {
+    let timeout = shared.timeout();
+    // Silence for 2/5 of the session timeout means the connection is dead (a frozen server
+    // or a blackhole): a ping goes out after 1/5 without a word, so a live server has had
+    // time to answer it.
+    let dead_after = timeout * 2 / 5;
+    let probe_after = timeout / 5;
+    let ping_every = timeout / 3;
+    let tick = (timeout / 15).clamp(Duration::from_millis(10), Duration::from_millis(200));
+    if let Err(e) = source.set_timeout(tick) {
+        return e.to_string();
+    }
+    let mut ping_out = false;
+    let mut close_by: Option<Instant> = None;
+    loop {
+        match frames.next(source) {
+            Ok(Read1::Frame(frame)) => {
+                *last_recv = Instant::now();
+                match handle(shared, &frame, &mut ping_out) {
+                    Ok(Handled::Going) => {}
+                    Ok(Handled::Closed) => {
+                        shared.state.set(SessionState::Closed);
+                        return "closed".into();
+                    }
+                    Ok(Handled::AuthFailed) => {
+                        shared.state.set(SessionState::AuthFailed);
+                        return "authentication failed".into();
+                    }
+                    Ok(Handled::Expired) => {
+                        shared.state.set(SessionState::Expired);
+                        return "the server says the session expired".into();
+                    }
+                    Err(malformed) => {
+                        io_log!(
+                            Warn,
+                            "session {:#x}: {malformed}; resetting the connection",
+                            shared.session_id
+                        );
+                        return malformed.to_string();
+                    }
+                }
+            }
+            Ok(Read1::Idle) => {}
+            Err(e) => return e.to_string(),
+        }
+        let now = Instant::now();
+        if shared.closing.load(Ordering::SeqCst) {
+            let by = *close_by.get_or_insert(now + CLOSE_WAIT.min(timeout));
+            if now >= by {
+                shared.state.set(SessionState::Closed);
+                return "closed (no reply to CloseSession)".into();
+            }
+        }
+        let silent = now.saturating_duration_since(*last_recv);
+        if silent >= dead_after {
+            return format!("no word from the server for {silent:?}");
+        }
+        let quiet = now.saturating_duration_since(shared.last_send());
+        if quiet >= ping_every || (silent >= probe_after && !ping_out) {
+            if !shared.send_ping() {
+                return "cannot send a ping".into();
+            }
+            ping_out = true;
+        }
+    }
+}
+
+enum Handled {
+    Going,
+    Closed,
+    AuthFailed,
+    Expired,
+}
+
+fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Handled, Malformed> {
+    let mut r = Reader::new(frame);
+    let header = ReplyHeader::read(&mut r)?;
+    match header.xid {
+        xid::NOTIFICATION => {
+            let note = Notification::read(&mut r)?;
+            let Some(event_type) = note.event_type() else {
+                return Ok(Handled::Going); // A state event or a type we never watch for.
+            };
+            let fired = shared.watches.lock().fire(&note.path, event_type);
+            watches::deliver(fired, &note.path);
+            Ok(Handled::Going)
+        }
+        xid::PING => {
+            *ping_out = false;
+            Ok(Handled::Going)
+        }
+        xid::AUTH => {
+            if header.err != 0 {
+                return Ok(Handled::AuthFailed);
+            }
+            Ok(Handled::Going)
+        }
+        xid => {
+            // Only replies to requests move the zxid we have seen (as ZooKeeper's own client
+            // does): a ping's is the server's own, and a lagging server we move to next must
+            // not refuse us for a zxid we never read.
+            if header.zxid > 0 {
+                shared.last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
+            }
+            let pending = {
+                let mut pending = shared.pending.lock();
+                match pending.front() {
+                    Some(p) if p.xid == xid => pending.pop_front(),
+                    Some(p) => {
+                        return Err(Malformed(format!("reply xid {xid}, expected {}", p.xid)))
+                    }
+                    None => return Err(Malformed(format!("reply xid {xid} with none pending"))),
+                }
+            };
+            let pending = pending.expect("front checked");
+            if header.err == -115 || header.err == -124 {
+                // Refused credentials end the session: the server closes the connection.
+                let _ = (pending.on_reply)(Answer::Lost(Error::AuthFailed));
+                return Ok(Handled::AuthFailed);
+            }
+            if header.err == -112 {
+                // Our session expired under us (the server answers this before closing).
+                let _ = (pending.on_reply)(Answer::Lost(Error::SessionExpired));
+                return Ok(Handled::Expired);
+            }
+            (pending.on_reply)(Answer::Reply {
+                err: header.err,
+                body: r,
+                shared,
+            })?;
+            // A reply makes room on the wire for what waits in the outbox.
+            if shared.ready() {
+                shared.kick_writer();
+            }
+            // The session ends with the answer to our CloseSession, the last request: not at
+            // an empty queue, which a reply can leave before the CloseSession is even queued.
+            if shared.close_answered.load(Ordering::SeqCst) {
+                return Ok(Handled::Closed);
+            }
+            Ok(Handled::Going)
+        }
+    }
+}
+
+/// Reconnects the session: passes over the hosts with a growing pause between them, until a
+/// server takes the session back, says it has expired, or the session has been silent so long
+/// that the server must have expired it.
+fn reconnect(
+    shared: &Arc<Shared>,
+    rotation: &mut Rotation,
+    last_recv: Instant,
+) -> Result<Established, SessionState> {
+    let timeout = shared.timeout();
+    // The server expires the session one timeout after it last heard from us; past 7/5 of
+    // it, no server will take it back. Giving it up here is the client's decision only: a
+    // leader elected meanwhile gives every session a fresh timeout, so the abandoned session
+    // (and its lock nodes) can outlive this point by up to one more timeout (seen by the
+    // nemesis, seed 5). Nothing here relies on the session being gone: holders were told
+    // `Lost`, and a fenced write goes through the new session's check of the lock node.
+    let hopeless = last_recv + timeout * 7 / 5;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        for _ in 0..rotation.len() {
+            if shared.closing.load(Ordering::SeqCst) {
+                return Err(SessionState::Closed);
+            }
+            let now = Instant::now();
+            if now >= hopeless {
+                return Err(SessionState::Expired);
+            }
+            let host = rotation.next();
+            // A handshake takes a round trip; one that hangs (a blackholed path) must leave
+            // time for more attempts before the session is given up.
+            let per_host =
+                (timeout * 2 / 5 / rotation.len() as u32).max(Duration::from_millis(250));
+            let deadline = (now + per_host).min(hopeless);
+            let session = (shared.session_id, shared.password.as_slice());
+            match attempt(
+                &shared.config,
+                rotation,
+                &host,
+                session,
+                shared.last_zxid(),
+                deadline,
+            ) {
+                Ok(established) => return Ok(established),
+                Err(AttemptError::Expired) => return Err(SessionState::Expired),
+                Err(AttemptError::AuthFailed) => return Err(SessionState::AuthFailed),
+                Err(e) => io_log!(
+                    Debug,
+                    "session {:#x}: {} gave no session: {e:?}",
+                    shared.session_id,
+                    host.entry
+                ),
+            }
+        }
+        // Every host tried: pause, unless the session is being closed.
+        let mut closed = shared.closed.0.lock();
+        if !*closed {
+            shared.closed.1.wait_for(&mut closed, pause);
+        }
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
