@@ -117,7 +117,8 @@ pub enum Error {
         /// refused.
         permission: Option<Permission>,
         /// Who the session was to ZooKeeper, as configured on its client: `digest:<user>`
-        /// (never the password), `sasl:<user>`, `x509 client certificate`, another scheme's
+        /// (never the password), `sasl:<user>`, `x509:<certificate subject>` (RFC 2253, as
+        /// the server names a TLS client, e.g. `x509:CN=svc-a,O=Acme`), another scheme's
         /// name, or `anonymous (world)`; several are comma-separated.
         identity: String,
     },

@@ -387,6 +387,40 @@ mod tls {
     }
 
     #[test]
+    fn a_refusal_names_the_certificate_subject() {
+        let Some(server) = tls_server("a_refusal_names_the_certificate_subject") else {
+            return;
+        };
+        // Alice, on the plain port with a password, keeps everyone else from queueing.
+        let path = lock_path("x509");
+        let alice = Client::builder(&format!("127.0.0.1:{}", server.port))
+            .auth_digest("alice", "alice-password")
+            .acl(zklock::NodeAcl::CreatorOnlyAnyoneRead)
+            .connect()
+            .unwrap();
+        let guard = DistributedMutex::new(&alice, &path)
+            .unwrap()
+            .lock()
+            .unwrap();
+        // The TLS client is `x509:<its certificate's subject>` to the server, as an ACL
+        // would have to name it (scripts/lib/secure.sh: /O=zklock tests/CN=zklock-client).
+        let theirs = DistributedMutex::new(&client(server), &path).unwrap();
+        match theirs.try_lock() {
+            Err(Error::NoAuth {
+                permission,
+                identity,
+                ..
+            }) => {
+                assert_eq!(permission, Some(zklock::Permission::Create));
+                assert_eq!(identity, "x509:CN=zklock-client,O=zklock tests");
+            }
+            other => panic!("expected NoAuth, got {:?}", other.map(|g| g.is_some())),
+        }
+        assert_eq!(theirs.contenders().unwrap().len(), 1, "nothing left behind");
+        drop(guard);
+    }
+
+    #[test]
     fn untrusted_server_certificate_is_a_tls_error_not_a_hang() {
         let Some(server) = tls_server("untrusted_server_certificate_is_a_tls_error_not_a_hang")
         else {

@@ -144,7 +144,7 @@ impl Security {
     }
 
     /// Who a session with these credentials is to the server, for messages: `digest:<user>`
-    /// (never the password), `sasl:<user>`, `x509 client certificate`, another scheme's name
+    /// (never the password), `sasl:<user>`, `x509:<certificate subject>`, another scheme's name
     /// alone (its credential may be secret), comma-separated; `anonymous (world)` with none.
     pub(crate) fn identity(&self) -> String {
         // Added to only with the `sasl` or `tls` feature.
@@ -166,9 +166,12 @@ impl Security {
             ids.push(format!("sasl:{user}"));
         }
         #[cfg(feature = "tls")]
-        if self.tls.as_ref().is_some_and(|t| t.identity.is_some()) {
-            // Its subject would need an X.509 parser; the server's `x509:` id is that subject.
-            ids.push("x509 client certificate".to_owned());
+        if let Some((chain_pem, _)) = self.tls.as_ref().and_then(|t| t.identity.as_ref()) {
+            // The server's `x509:` id is the certificate's subject, as ACLs must name it.
+            ids.push(match zk::subject::subject_of_pem(chain_pem) {
+                Some(subject) => format!("x509:{subject}"),
+                None => "x509 client certificate".to_owned(),
+            });
         }
         if ids.is_empty() {
             return "anonymous (world)".to_owned();

@@ -21,6 +21,8 @@ mod requests;
 #[cfg(feature = "sasl")]
 mod sasl;
 #[cfg(feature = "tls")]
+pub(crate) mod subject;
+#[cfg(feature = "tls")]
 pub(crate) mod tls;
 mod watches;
 
