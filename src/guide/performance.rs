@@ -144,10 +144,17 @@
 //! With 1,000 waiters on one lock (`scale`): handoff median 316 µs old, 233 µs new; p99 1,428
 //! µs old, 409 µs new (one run each).
 //!
-//! # Long queues and many locks (old transport)
+//! # Long queues and many locks
 //!
-//! The figures from here to the end of this page are from the 2026-11-23 run, on the old
-//! transport; they were not rerun with the new one. With 10, 100 and 1,000 waiters on one lock
+//! Rerun on the new transport (`BENCH_ANCHORS=0 BENCH_FLOOR=0 scripts/bench.sh`, 2026-11-24
+//! 08:58 UTC, load average 0.8):
+//!
+//! | scenario | figures |
+//! |---|---|
+//! | `scale`, 10 / 100 / 1,000 waiters on one lock (over 8 sessions) | handoff median 177 / 141 / 228 µs, p99 2,090 / 275 / 421 µs; 1.00 notification per release and 2.10 / 2.01 / 2.00 requests per handoff; with 1,000 waiting, 311 µs in the first tenth of the drain and 145 µs in the last; peak RSS 39.9 MB with 1,000 waiter threads |
+//! | `many_locks`, 10,000 distinct locks by 8 threads on one session | 3,506 cycles/s when each first use creates the lock path (6.05 requests each), 7,719 cycles/s once the paths exist (3.00 requests each); peak RSS 7.2 MB |
+//!
+//! The rest of this section is from the 2026-11-23 run, on the old transport. With 10, 100 and 1,000 waiters on one lock
 //! (1,000 waiter threads over 8 sessions) every release still fires exactly one notification
 //! and costs 2 requests. The handoff median grows
 //! from 197 µs (10 waiters) to 331 µs (1,000; 1.68×) because each woken waiter lists the remaining
