@@ -88,6 +88,25 @@ pub enum Error {
     #[error("ZooKeeper session expired")]
     SessionExpired,
 
+    /// The lock path has used up ZooKeeper's sequence numbers, so its queue can no longer be
+    /// ordered: nothing was queued, and no node is left behind.
+    ///
+    /// A sequential node's number is its parent's child counter (`cversion`), a signed 32-bit
+    /// number that every create and delete below the parent advances: a lock path that is
+    /// never empty long enough for the server's container sweep to remove it reaches 2^31
+    /// after about a billion acquisitions. ZooKeeper 3.8 then numbers every new node
+    /// `2147483647` (and, in bursts, negative numbers), so two contenders could each find
+    /// themselves first. zklock refuses to queue there instead. Delete the lock path while no
+    /// one holds or waits on it (ZooKeeper's `deleteall`); it is made again, numbering from 0.
+    #[error(
+        "lock path {path} has used up ZooKeeper's sequence numbers (its child counter reached 2^31); \
+         delete it while no one holds or waits on it and it numbers from 0 again"
+    )]
+    SequenceExhausted {
+        /// The lock path.
+        path: String,
+    },
+
     /// The lock was lost while held: the session expired or our node was deleted by someone else.
     /// Whatever the lock protected may already be used by another holder.
     #[error("lock {path} was lost (session expired or node deleted)")]

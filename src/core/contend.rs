@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-use log::debug;
+use log::{debug, error};
 
 use crate::error::{Error, Result};
 use crate::rt::cancel::interruption;
@@ -128,6 +128,17 @@ pub(super) async fn contend<S: Queue>(
     let Some(ours) = LockNode::parse(name, &lock_names) else {
         return Err(node_vanished(&mut contender, lock_path));
     };
+    if !orderable(ours.sequence) {
+        // Dropping `contender` withdraws the node.
+        error!(
+            "{}: the lock path has used up its sequence numbers; delete it while no one holds \
+             or waits on it",
+            contender.node_path
+        );
+        return Err(Error::SequenceExhausted {
+            path: lock_path.to_owned(),
+        });
+    }
     // The nodes ahead of ours, as the listing taken with the create shows them.
     let mut known: Option<Option<Ahead>> = Some(Ahead::of(&ours, &children, &lock_names));
     // Our node lives in this incarnation of the lock path as long as it lives at all.
@@ -215,6 +226,16 @@ pub(super) async fn contend<S: Queue>(
             Woken::TimedOut => return gave_up(session.as_ref()),
         }
     }
+}
+
+/// Whether a node of ours numbered `sequence` has a place of its own in the queue. Past 2^31
+/// the parent's counter no longer advances: ZooKeeper 3.8 raises `cversion` only to a larger
+/// value, so once it reaches `i32::MAX` every new node is numbered `2147483647` (and creates
+/// pipelined behind one another are numbered past it, negative); nodes sharing a number
+/// would be ordered by their random prefixes, and two could each find themselves first.
+/// The one node that was given `2147483647` first cannot be told apart from those after it.
+fn orderable(sequence: i64) -> bool {
+    (0..i64::from(i32::MAX)).contains(&sequence)
 }
 
 /// Whether the node numbered `sequence` (none: `true`) of `queue` is known to be gone.
@@ -574,6 +595,33 @@ mod tests {
         assert_eq!(store.last_watched(), Some(holder.clone()));
         store.delete(&holder);
         second.claims(&store);
+    }
+
+    #[test]
+    fn a_used_up_counter_queues_nothing() {
+        let store = Memory::new();
+        store.set_counter(i32::MAX - 1);
+        let holder = store.add_other("lock-");
+        // Numbered 2147483647, as every node after it would be: refused, and withdrawn.
+        let mut late = Contender::new(&store, &EXCLUSIVE);
+        match late.poll() {
+            Some(Err(Error::SequenceExhausted { path })) => assert_eq!(path, LOCK),
+            other => panic!(
+                "expected SequenceExhausted, got {:?}",
+                other.map(|o| o.is_ok())
+            ),
+        }
+        drop(late);
+        assert!(store.ours().is_empty(), "withdrawn");
+        // Nor is the holder's place taken by a node numbered like the ones after it.
+        let mut later = Contender::new(&store, &EXCLUSIVE);
+        assert!(matches!(
+            later.poll(),
+            Some(Err(Error::SequenceExhausted { .. }))
+        ));
+        drop(later);
+        store.delete(&holder);
+        assert!(store.ours().is_empty());
     }
 
     #[test]

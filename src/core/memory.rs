@@ -42,7 +42,7 @@ struct Nodes {
     children: BTreeMap<String, NodeStat>,
     /// The last zxid and sequence number handed out.
     zxid: i64,
-    sequence: u32,
+    sequence: i32,
     /// Set watches: on a child's name, or on the lock path's children (`None`).
     watches: Vec<(Option<String>, Arc<WatchCell>)>,
     /// Every node watched, in order.
@@ -72,6 +72,11 @@ impl Memory {
     pub(super) fn add_other(&self, lock_name: &str) -> String {
         let prefix = format!("{}{lock_name}", protected_prefix(&uuid::Uuid::new_v4()));
         self.nodes.lock().add(&prefix, OTHER)
+    }
+
+    /// Sets the lock path's child counter: the next node is numbered `next`.
+    pub(super) fn set_counter(&self, next: i32) {
+        self.nodes.lock().sequence = next;
     }
 
     /// Deletes the child `name`, firing the watches on it and on the lock path's children.
@@ -138,7 +143,8 @@ const PATH_STAT: NodeStat = NodeStat {
 impl Nodes {
     fn add(&mut self, prefix: &str, owner: i64) -> String {
         let name = format!("{prefix}{:010}", self.sequence);
-        self.sequence += 1;
+        // As ZooKeeper 3.8: the counter never goes down, so it sticks at i32::MAX.
+        self.sequence = self.sequence.saturating_add(1);
         self.zxid += 1;
         let stat = NodeStat {
             czxid: self.zxid,

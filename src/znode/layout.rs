@@ -131,13 +131,15 @@ impl LockNode {
 /// the names, as Curator's `fixForSorting` does.
 ///
 /// The parent's counter is a signed 32-bit integer that every create and every delete
-/// advances, so a busy lock path that is never emptied wraps (after about 1.07e9
-/// acquisitions): `2147483647` is followed by `-2147483648`, and later `-1` by `0`. Sequences
-/// are therefore compared as serial numbers (RFC 1982): the live queue always spans far less
-/// than 2^31 values, so it is ordered from the node that follows the largest gap on the
-/// 2^32 circle. (Curator compares the suffixes as text, which puts wrapped, negative
-/// sequences first: a Curator peer on a wrapped path can disagree with zklock about who
-/// holds the lock. Recreating an idle lock path resets its counter.)
+/// advances, so a busy lock path that is never emptied reaches 2^31 (after about 1.07e9
+/// acquisitions). A server that wrapped it cleanly would follow `2147483647` with
+/// `-2147483648`, and later `-1` with `0`, and sequences are compared as serial numbers
+/// (RFC 1982) so that such a queue still sorts: the live queue always spans far less than
+/// 2^31 values, so it is ordered from the node that follows the largest gap on the 2^32
+/// circle. ZooKeeper 3.8 does not wrap cleanly (it numbers every later node `2147483647`, and
+/// some negative), so zklock refuses to queue a node of its own numbered `2147483647` or
+/// below 0 (`Error::SequenceExhausted`). (Curator compares the suffixes as text, which puts
+/// negative sequences first. Recreating an idle lock path resets its counter.)
 pub(crate) fn sorted_lock_nodes(children: Vec<String>, lock_names: &[&str]) -> Vec<LockNode> {
     let mut nodes: Vec<LockNode> = children
         .into_iter()
