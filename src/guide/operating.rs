@@ -135,6 +135,20 @@
 //! Match it as `Error::ConnectionLoss { .. }`: its fields (`path`, `server`, `timeout`) are
 //! `Option`s, `None` where a call does not know them, and more may be added.
 //!
+//! # A lock path that runs out of numbers
+//!
+//! Every create and delete under a lock path advances its child counter, a signed 32-bit
+//! number from which each node's sequence number comes. A lock path that is never empty long
+//! enough for the server's container sweep (`znode.container.checkIntervalMs`, 60 s by
+//! default) to remove it reaches 2^31 after about a billion acquisitions: weeks for a lock
+//! taken a thousand times a second. ZooKeeper 3.8 then gives every new node the number
+//! `2147483647`, so the queue has no order left and two contenders could each find themselves
+//! first (Curator's recipe, like any other, breaks there). zklock refuses instead: such a
+//! node is withdrawn and the call fails with [`Error::SequenceExhausted`], logged at `error`.
+//! To recover, stop the contenders of that path until it is empty and delete it (`deleteall`
+//! in ZooKeeper's CLI); the next acquisition makes it again, numbering from 0. To see it
+//! coming, read the lock path's `cversion` (`stat <path>` in ZooKeeper's CLI).
+//!
 //! [`SessionState`]: crate::SessionState
 //! [`StateChange`]: crate::StateChange
 //! [`ClientBuilder::on_state_change`]: crate::ClientBuilder::on_state_change
@@ -145,5 +159,6 @@
 //! [`Error::Closed`]: crate::Error::Closed
 //! [`Error::Connect`]: crate::Error::Connect
 //! [`Error::ConnectionLoss`]: crate::Error::ConnectionLoss
+//! [`Error::SequenceExhausted`]: crate::Error::SequenceExhausted
 //! [`HostFailure`]: crate::HostFailure
 //! [`ConnectCause`]: crate::ConnectCause
