@@ -140,7 +140,7 @@
 //! Every create and delete under a lock path advances its child counter, a signed 32-bit
 //! number from which each node's sequence number comes. A lock path that is never empty long
 //! enough for the server's container sweep (`znode.container.checkIntervalMs`, 60 s by
-//! default) to remove it reaches 2^31 after about a billion acquisitions: weeks for a lock
+//! default) to remove it reaches 2^31 after about a billion acquisitions: 12 days for a lock
 //! taken a thousand times a second. ZooKeeper 3.8 then gives every new node the number
 //! `2147483647`, so the queue has no order left and two contenders could each find themselves
 //! first (Curator's recipe, like any other, breaks there). zklock refuses instead: such a
