@@ -9,6 +9,7 @@ pub mod ensemble;
 pub mod proxy;
 pub mod raw;
 pub mod servers;
+pub mod snapshot;
 
 // Under their old names; each test binary uses some of them, so unused ones are no warning.
 #[allow(unused_imports)]

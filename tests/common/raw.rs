@@ -497,6 +497,18 @@ impl RawClient {
         }
     }
 
+    /// Creates the persistent node `path` (world:anyone ALL, no data), whose parent must
+    /// exist: unlike a container, it stays when empty, whatever its child counter says.
+    pub fn create_persistent(&self, path: &str) {
+        let reply = self.call_one(OP_CREATE, Out::default().create(path, 0));
+        if reply.err != OK {
+            panic!(
+                "raw client: creating persistent {path}: {}",
+                code_name(reply.err)
+            );
+        }
+    }
+
     /// Creates the ephemeral node `path` (world:anyone ALL, no data) in this session.
     fn create_ephemeral(&self, path: &str) {
         let reply = self.call_one(OP_CREATE, Out::default().create(path, FLAG_EPHEMERAL));

@@ -258,6 +258,11 @@ impl PrivateServer {
         root.join(self.port.to_string())
     }
 
+    /// Where the server keeps its snapshots (`snapshot.<zxid>`): `version-2` in its dataDir.
+    pub fn snapshot_dir(&self) -> PathBuf {
+        self.dir().join("data").join("version-2")
+    }
+
     /// The server's process id, from the pid file start-zk.sh wrote.
     pub fn pid(&self) -> i32 {
         let file = self.dir().join("zk.pid");
