@@ -16,6 +16,8 @@ mod fuzz_tests;
 mod hosts;
 mod jute;
 mod link;
+#[cfg(all(test, feature = "tls"))]
+mod openssl;
 mod proto;
 mod requests;
 #[cfg(feature = "sasl")]

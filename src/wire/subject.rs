@@ -201,29 +201,14 @@ fn hex(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::openssl::Openssl;
     use super::*;
-    use std::process::Command;
 
     /// A self-signed certificate for `subject` (openssl's `-subj` form) and what openssl
     /// itself prints as its RFC 2253 subject; `None` without openssl.
     fn certificate(subject: &str) -> Option<(String, String)> {
-        Command::new("openssl").arg("version").output().ok()?;
-        let dir =
-            std::env::temp_dir().join(format!("zklock-subject-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let run = |args: &[&str]| {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(&dir)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).unwrap()
-        };
+        let openssl = Openssl::new("subject")?;
+        let run = |args: &[&str]| openssl.run(args);
         run(&[
             "req",
             "-x509",
@@ -246,8 +231,7 @@ mod tests {
         let printed = run(&[
             "x509", "-in", "cert.pem", "-noout", "-subject", "-nameopt", "RFC2253",
         ]);
-        let pem = std::fs::read_to_string(dir.join("cert.pem")).unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
+        let pem = openssl.read("cert.pem");
         let printed = printed.trim().trim_start_matches("subject=").to_owned();
         Some((pem, printed))
     }

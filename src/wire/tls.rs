@@ -303,8 +303,8 @@ impl Source for TlsSource {
 
 #[cfg(test)]
 mod tests {
+    use super::super::openssl::Openssl;
     use std::net::{SocketAddr, TcpListener};
-    use std::process::Command;
     use std::sync::OnceLock;
     use std::thread::JoinHandle;
 
@@ -358,22 +358,10 @@ subjectAltName = IP:127.0.0.1,DNS:localhost
     }
 
     fn make_pki() -> Option<Pki> {
-        Command::new("openssl").arg("version").output().ok()?;
-        let dir =
-            std::env::temp_dir().join(format!("zklock-tls-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("openssl.cnf"), OPENSSL_CNF).unwrap();
+        let openssl = Openssl::new("tls")?;
+        std::fs::write(openssl.dir.join("openssl.cnf"), OPENSSL_CNF).unwrap();
         let run = |args: &[&str]| {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(&dir)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            openssl.run(args);
         };
         let ec = [
             "-newkey",
@@ -432,15 +420,12 @@ subjectAltName = IP:127.0.0.1,DNS:localhost
             "-out",
             "leaf.pem",
         ]);
-        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
-        let pki = Pki {
-            ca: read("ca.pem"),
-            other_ca: read("other-ca.pem"),
-            cert: read("leaf.pem"),
-            key: read("leaf-key.pem"),
-        };
-        let _ = std::fs::remove_dir_all(&dir);
-        Some(pki)
+        Some(Pki {
+            ca: openssl.read("ca.pem"),
+            other_ca: openssl.read("other-ca.pem"),
+            cert: openssl.read("leaf.pem"),
+            key: openssl.read("leaf-key.pem"),
+        })
     }
 
     fn provider() -> Arc<rustls::crypto::CryptoProvider> {
