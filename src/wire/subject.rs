@@ -3,8 +3,8 @@
 //! `X500Principal.getName()`), e.g. `CN=svc-a,OU=ops,O=Acme`, and ACLs name it that way
 //! (`x509:CN=svc-a,...`). Errors show it so that an operator sees which id an ACL lacks.
 //!
-//! Only what that needs of DER: the certificate's `tbsCertificate`, its `subject` field, and
-//! the common string types. Malformed input gives `None`, never a panic.
+//! rustls's own parser (webpki) finds the subject; this reads its attributes and the common
+//! string types. Malformed input gives `None`, never a panic.
 
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
@@ -17,24 +17,13 @@ pub(crate) fn subject_of_pem(chain_pem: &str) -> Option<String> {
     subject_of(&cert)
 }
 
-/// The subject of a DER certificate, in RFC 2253 form.
+/// The subject of a DER certificate, in RFC 2253 form; `None` if it does not parse.
 pub(crate) fn subject_of(der: &[u8]) -> Option<String> {
-    let (certificate, _) = Tlv::read(der, SEQUENCE)?;
-    let (tbs, _) = Tlv::read(certificate, SEQUENCE)?;
-    let mut rest = tbs;
-    // [0] EXPLICIT version, when present (absent means v1).
-    if rest.first() == Some(&0xA0) {
-        rest = Tlv::read(rest, 0xA0)?.1;
-    }
-    let (_serial, rest) = Tlv::read(rest, INTEGER)?;
-    let (_signature, rest) = Tlv::read(rest, SEQUENCE)?;
-    let (_issuer, rest) = Tlv::read(rest, SEQUENCE)?;
-    let (_validity, rest) = Tlv::read(rest, SEQUENCE)?;
-    let (subject, _) = Tlv::read(rest, SEQUENCE)?;
-    name(subject)
+    let der = CertificateDer::from(der);
+    let cert = webpki::EndEntityCert::try_from(&der).ok()?;
+    name(cert.subject())
 }
 
-const INTEGER: u8 = 0x02;
 const OID: u8 = 0x06;
 const SEQUENCE: u8 = 0x30;
 const SET: u8 = 0x31;
