@@ -249,7 +249,7 @@ impl Client {
 
     /// Runs a one-off call about `path` on the current session, within one call timeout; an
     /// outage names the path, the timeout and the server.
-    fn one_call<T>(
+    pub(crate) fn one_call<T>(
         &self,
         path: &str,
         call: impl FnOnce(&Session, Option<Instant>) -> Result<T>,
@@ -258,7 +258,12 @@ impl Client {
         let outcome = self
             .session(deadline)
             .and_then(|session| call(&session, deadline));
-        outcome.map_err(|err| self.outage(err, path, Some(self.call_timeout())))
+        outcome.map_err(|err| self.call_outage(err, path))
+    }
+
+    /// [`outage`](Self::outage) for a one-off call about `path`, allowed one call timeout.
+    pub(crate) fn call_outage(&self, err: Error, path: &str) -> Error {
+        self.outage(err, path, Some(self.call_timeout()))
     }
 
     fn current_session(&self) -> Result<Arc<Session>> {

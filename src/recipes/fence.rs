@@ -108,7 +108,7 @@ impl Fence<'_> {
     /// See [`LockGuard::fenced_set_data`](crate::LockGuard::fenced_set_data).
     pub(crate) async fn set_data(&self, path: &str, data: &[u8]) -> Result<()> {
         let written = self.write_data(path, data).await;
-        written.map_err(|err| self.outage(err, path))
+        written.map_err(|err| self.client.call_outage(err, path))
     }
 
     /// [`set_data`](Self::set_data), before an outage is named.
@@ -183,7 +183,9 @@ impl Fence<'_> {
                 Err((_, err)) => Err(err),
             }
         };
-        deleted.await.map_err(|err| self.outage(err, path))
+        deleted
+            .await
+            .map_err(|err| self.client.call_outage(err, path))
     }
 
     /// See [`FencedTransaction::commit`].
@@ -198,13 +200,7 @@ impl Fence<'_> {
         };
         committed
             .await
-            .map_err(|err| self.outage(err, &unknown_path))
-    }
-
-    /// Names in an outage the written `path`, the call's timeout and the server.
-    fn outage(&self, err: Error, path: &str) -> Error {
-        let timeout = Some(self.client.call_timeout());
-        self.client.outage(err, path, timeout)
+            .map_err(|err| self.client.call_outage(err, &unknown_path))
     }
 }
 

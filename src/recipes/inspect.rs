@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use crate::client::{Call, Client};
+use crate::client::Client;
 use crate::core::kind::{Kind, Role};
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -77,15 +77,12 @@ pub(crate) fn contenders(
     names: &[(&str, Role)],
     holds: impl Fn(&[LockNode], usize) -> bool,
 ) -> Result<Vec<Contender>> {
-    let deadline = Some(client.call_deadline());
-    let found =
-        client
-            .session(deadline)
-            .and_then(|session| match list(&session, path, deadline)? {
-                Some(children) => read_contenders(&session, path, children, names, holds, deadline),
-                None => Ok(Vec::new()),
-            });
-    found.map_err(|err| client.outage(err, path, Some(client.call_timeout())))
+    client.one_call(path, |session, deadline| {
+        match list(session, path, deadline)? {
+            Some(children) => read_contenders(session, path, children, names, holds, deadline),
+            None => Ok(Vec::new()),
+        }
+    })
 }
 
 /// The children of `path`, `None` if there is no such node.
@@ -135,10 +132,10 @@ fn read_contenders(
 
 /// Deletes `path/<contender>` if unchanged since it was inspected; `Ok(false)` if gone.
 pub(crate) fn break_contender(client: &Client, path: &str, contender: &Contender) -> Result<bool> {
-    let (session, node, deadline) = reach(client, path, contender)?;
-    let deleted = session
-        .delete_if_unchanged(&node, contender.fencing_token, contender.version, deadline)
-        .map_err(|err| client.outage(err, &node, Some(client.call_timeout())))?;
+    let node = node_of(path, contender)?;
+    let deleted = client.one_call(&node, |session, deadline| {
+        session.delete_if_unchanged(&node, contender.fencing_token, contender.version, deadline)
+    })?;
     if deleted {
         log::info!(
             "broke lock node {node} (owner {:?}, session {:#x})",
@@ -156,18 +153,14 @@ pub(crate) fn request_revocation(
     path: &str,
     contender: &Contender,
 ) -> Result<bool> {
-    let (session, node, deadline) = reach(client, path, contender)?;
-    session
-        .set_existing(&node, REVOKE_MESSAGE, deadline)
-        .map_err(|err| client.outage(err, &node, Some(client.call_timeout())))
+    let node = node_of(path, contender)?;
+    client.one_call(&node, |session, deadline| {
+        session.set_existing(&node, REVOKE_MESSAGE, deadline)
+    })
 }
 
-/// The session, full node path and deadline for one operation on an inspected contender.
-fn reach(
-    client: &Client,
-    path: &str,
-    contender: &Contender,
-) -> Result<(Call, String, Option<Instant>)> {
+/// The full path of an inspected contender's node.
+fn node_of(path: &str, contender: &Contender) -> Result<String> {
     let name = &contender.node_name;
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
         return Err(Error::InvalidPath {
@@ -175,11 +168,7 @@ fn reach(
             reason: "not a node name",
         });
     }
-    let deadline = Some(client.call_deadline());
-    let session = client
-        .session(deadline)
-        .map_err(|err| client.outage(err, path, Some(client.call_timeout())))?;
-    Ok((session, format!("{path}/{name}"), deadline))
+    Ok(format!("{path}/{name}"))
 }
 
 /// What [`Client::inspect`] found at a path.
@@ -233,15 +222,20 @@ impl Client {
     /// error: nothing is there.
     pub fn inspect(&self, path: &str, permits: Option<usize>) -> Result<Inspection> {
         validate_lock_path(path)?;
-        self.look_at(path, permits)
-            .map_err(|err| self.outage(err, path, Some(self.call_timeout())))
+        self.one_call(path, |session, deadline| {
+            self.look_at(session, path, permits, deadline)
+        })
     }
 
-    /// [`inspect`](Self::inspect), before an outage is named.
-    fn look_at(&self, path: &str, permits: Option<usize>) -> Result<Inspection> {
-        let deadline = Some(self.call_deadline());
-        let session = self.session(deadline)?;
-        let Some(children) = list(&session, path, deadline)? else {
+    /// [`inspect`](Self::inspect) on `session`.
+    fn look_at(
+        &self,
+        session: &Session,
+        path: &str,
+        permits: Option<usize>,
+        deadline: Option<Instant>,
+    ) -> Result<Inspection> {
+        let Some(children) = list(session, path, deadline)? else {
             return Ok(Inspection {
                 kind: None,
                 nodes: Vec::new(),
@@ -256,7 +250,7 @@ impl Client {
             let nodes = match entry.layout {
                 Layout::Queue(kinds) => {
                     let found = read_contenders(
-                        &session,
+                        session,
                         path,
                         children.clone(),
                         kinds[0].names,
