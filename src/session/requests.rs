@@ -50,10 +50,9 @@ impl Session {
         path: &str,
         deadline: Option<Instant>,
     ) -> Result<Vec<String>> {
-        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
-            Box::pin(async move { zk.list_children(&p).await })
-        })
-        .await
+        // The same getChildren2 request: the stat is in every reply.
+        let (children, _) = self.list_with_stat_async(path, deadline).await?;
+        Ok(children)
     }
 
     /// Whether `path` exists (needs no permission on it, unlike reading its data).
