@@ -51,14 +51,24 @@ impl Client {
     }
 
     pub fn get_data(&self, path: &str) -> Completion<(Vec<u8>, Stat)> {
+        self.read(op::GET_DATA, path, read_data)
+    }
+
+    /// A read of `path` that sets no watch, its reply decoded by `read`.
+    fn read<T: Send + 'static>(
+        &self,
+        opcode: i32,
+        path: &str,
+        read: fn(&mut Reader<'_>) -> Result<T, jute::Malformed>,
+    ) -> Completion<T> {
         let server = self.server_path(path);
         let asked = Refused::new(perms::READ, path);
         self.shared.request(
-            op::GET_DATA,
+            opcode,
             |w| {
                 w.string(&server).boolean(false);
             },
-            |err, mut r, _| on_ok(err, asked, || read_data(&mut r)),
+            move |err, mut r, _| on_ok(err, asked, || read(&mut r)),
         )
     }
 
@@ -90,15 +100,7 @@ impl Client {
 
     /// Children and the node's stat (getChildren2).
     pub fn get_children(&self, path: &str) -> Completion<(Vec<String>, Stat)> {
-        let server = self.server_path(path);
-        let asked = Refused::new(perms::READ, path);
-        self.shared.request(
-            op::GET_CHILDREN2,
-            |w| {
-                w.string(&server).boolean(false);
-            },
-            |err, mut r, _| on_ok(err, asked, || read_children(&mut r)),
-        )
+        self.read(op::GET_CHILDREN2, path, read_children)
     }
 
     /// Data and stat, and a watch that fires on the node's next change or deletion.
