@@ -1,6 +1,6 @@
 //! An async service on tokio that shares one ZooKeeper lock among many tasks.
 //!
-//! Each task takes the lock with `lock_timeout_async` (giving up after a while), does its work
+//! Each task takes the lock with `lock_with_async(Wait::timeout(..))` (giving up after a while; `tokio::time::timeout` would do too), does its work
 //! while watching for the lock's loss with `wait_lost_async`, and releases it with
 //! `unlock_async`. A `select!` stops everything on Ctrl-C (or after `--seconds N`), and the
 //! client is closed without blocking a worker.
@@ -41,7 +41,10 @@ async fn work(guard: &LockGuard, tally: &Tally) {
 
 async fn task(mutex: DistributedMutex, tally: Arc<Tally>) -> zklock::Result<()> {
     loop {
-        match mutex.lock_timeout_async(Duration::from_secs(5)).await? {
+        match mutex
+            .lock_with_async(zklock::Wait::timeout(Duration::from_secs(5)))
+            .await?
+        {
             Some(guard) => {
                 work(&guard, &tally).await;
                 guard.unlock_async().await?;

@@ -22,7 +22,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use zklock::{CancelToken, Client, DistributedMutex, Error};
+use zklock::{CancelToken, Client, DistributedMutex, Error, Wait};
 
 struct Options {
     connect: String,
@@ -79,9 +79,10 @@ fn main() -> anyhow::Result<()> {
                 s.spawn(move || -> anyhow::Result<usize> {
                     let mut round = 0;
                     while round < options.rounds {
-                        let guard = match mutex.lock_cancellable(shutdown) {
-                            Ok(guard) => guard,
-                            Err(Error::Cancelled) => break,
+                        let guard = match mutex.lock_with(Wait::forever().cancel_on(shutdown)) {
+                            Ok(Some(guard)) => guard,
+                            // `None` only comes after a timeout, and none was given.
+                            Ok(None) | Err(Error::Cancelled) => break,
                             Err(err) => return Err(err.into()),
                         };
                         let value = read(client, counter)? + 1;

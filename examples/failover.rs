@@ -50,7 +50,7 @@ fn failover(path: &str, helper: bool) -> anyhow::Result<Duration> {
     let election = LeaderElection::new(&client, path)?;
     let waiter = std::thread::spawn(move || election.participate().map(|l| (Instant::now(), l)));
     // The waiter queues behind the leader before the signal.
-    while LeaderElection::new(&client, path)?.participants()?.len() < 2 {
+    while LeaderElection::new(&client, path)?.contenders()?.len() < 2 {
         std::thread::sleep(Duration::from_millis(10));
     }
     let signalled = Instant::now();

@@ -1,4 +1,6 @@
-//! The one error type of zklock.
+//! The one error type of zklock, [`Error`] (also at the crate root, with [`Result`]), and what
+//! its variants carry: why a connect failed ([`ConnectCause`], per server a [`HostFailure`]),
+//! and which ACL [`Permission`] a refused call lacked (also in [`acl`](crate::acl)).
 
 use std::fmt;
 use std::time::Duration;

@@ -32,11 +32,26 @@
 //! - [`MultiLock`] (`InterProcessMultiLock`): several locks in a deadlock-free order;
 //! - [`LeaderElection`] (`LeaderLatch`): [`Leadership`];
 //! - revocation ([`DistributedMutex::revocable`], [`DistributedMutex::request_revocation`]) and
-//!   inspection (`contenders()`, `leases()`, `participants()`, returning [`Contender`]s).
+//!   inspection (every recipe's `contenders()` and `break_contender()`, [`mod@inspect`]).
 //!
-//! Contention is not an error: `try_*` and `*_timeout` calls return `Ok(None)`. Failures are
-//! one [`Error`]. Every call that talks to ZooKeeper is bounded, blocking acquisitions can be
-//! stopped from another thread with a [`CancelToken`], and [`Client::close`] wakes every
+//! Every kind of acquisition comes in the same seven forms, here for the mutex's `lock`
+//! (the read/write lock's `read` and `write`, the semaphore's `acquire` and
+//! `acquire_many(count)`, the multi-lock's `lock` and the election's `participate` alike):
+//!
+//! | | blocks until held | never waits | up to a timeout | as a [`Wait`] says (timeout, [`CancelToken`]) |
+//! |---|---|---|---|---|
+//! | blocking | [`lock`](DistributedMutex::lock) | [`try_lock`](DistributedMutex::try_lock) | [`lock_timeout`](DistributedMutex::lock_timeout) | [`lock_with`](DistributedMutex::lock_with) |
+//! | async | [`lock_async`](DistributedMutex::lock_async) | [`try_lock_async`](DistributedMutex::try_lock_async) | a runtime's timeout | [`lock_with_async`](DistributedMutex::lock_with_async) |
+//!
+//! Every guard ([`LockGuard`], [`Permit`], [`MultiGuard`]) offers the same calls: `unlock`,
+//! `unlock_timeout`, `unlock_async`, `state`, `is_held`, `lease_remaining`, `wait_lost`,
+//! `wait_lost_timeout`, `wait_lost_with`, `wait_lost_async`, `fencing`, `tokens` and
+//! `session_id`.
+//!
+//! Contention is not an error: `try_*`, `*_timeout` and `*_with` calls return `Ok(None)`.
+//! Failures are one [`Error`]. Every call that talks to ZooKeeper is bounded, blocking
+//! acquisitions can be stopped from another thread with a [`CancelToken`]
+//! (`lock_with(Wait::forever().cancel_on(&token))`), and [`Client::close`] wakes every
 //! blocked call.
 //!
 //! # What a holder must do
@@ -93,8 +108,9 @@
 //! `Send` future and the same owned guards: [`DistributedMutex::lock_async`],
 //! [`DistributedRwLock::read_async`] and [`DistributedRwLock::write_async`],
 //! [`Semaphore::acquire_async`] and [`Semaphore::acquire_many_async`],
-//! [`MultiLock::lock_async`], [`LeaderElection::participate_async`], each with its `try_`,
-//! `_timeout`, `_cancellable` and `_with` forms; on guards [`LockGuard::unlock_async`],
+//! [`MultiLock::lock_async`], [`LeaderElection::participate_async`], each with its `try_`
+//! and `_with` forms (a timeout is the runtime's, or a [`Wait`]); on guards
+//! [`LockGuard::unlock_async`],
 //! [`LockGuard::wait_lost_async`], [`LockGuard::fenced_set_data_async`],
 //! [`LockGuard::fenced_delete_async`] and [`FencedTransaction::commit_async`];
 //! [`ClientBuilder::connect_async`] and [`Client::close_async`]. They run the same protocol
@@ -144,7 +160,13 @@
 //!   [`guide::cli`]).
 //!
 //! Digest authentication and creator-only ACLs ([`ClientBuilder::auth_digest`],
-//! [`ClientBuilder::acl`], [`NodeAcl`]) need no feature ([`guide::security`]).
+//! [`ClientBuilder::acl`], [`acl::NodeAcl`]) need no feature ([`guide::security`]).
+//!
+//! # Modules
+//! The crate root holds the locks, their guards, the [`Client`], [`Error`], [`Wait`] and the
+//! fencing types; the rest lives in small modules: [`mod@inspect`] (looking at a lock's
+//! queue), [`acl`] (who may touch the nodes), [`client`] (session state, listener events,
+//! [`client::WeakClient`]), [`error`] (what an error carries), [`mod@metrics`].
 //!
 //! # The guide
 //! The long form lives in [`guide`]:
@@ -167,9 +189,9 @@ pub mod guide;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-mod client;
+pub mod client;
 mod core;
-mod error;
+pub mod error;
 #[cfg(test)]
 mod house_plan;
 pub mod metrics;
@@ -180,24 +202,52 @@ mod wire;
 mod znode;
 
 pub use crate::core::held::DEFAULT_RELEASE_TIMEOUT;
-pub use crate::core::kind::Role;
 pub use crate::core::standing::LockState;
 pub use crate::core::wait::Wait;
 pub use client::builder::{ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_SESSION_TIMEOUT};
 #[cfg(feature = "signals")]
 pub use client::shutdown::CloseOnSignals;
-pub use client::state::{SessionState, StateChange};
-pub use client::{Client, WeakClient};
-pub use error::{ConnectCause, Error, HostFailure, Permission, Result};
-pub use recipes::catalogue::LockKind;
+pub use client::Client;
+pub use error::{Error, Result};
 pub use recipes::election::{LeaderElection, Leadership};
 pub use recipes::fence::FencedTransaction;
 pub use recipes::guard::LockGuard;
-pub use recipes::inspect::{Contender, InspectedNode, Inspection, Owner};
 pub use recipes::multi::{MultiGuard, MultiLock};
 pub use recipes::mutex::DistributedMutex;
 pub use recipes::rwlock::{DistributedRwLock, ReadGuard, WriteGuard};
 pub use recipes::semaphore::{Permit, Semaphore};
 pub use rt::cancel::CancelToken;
-pub use session::security::{NodeAcl, ParentAcl};
 pub use znode::token::FencingToken;
+
+pub mod inspect {
+    //! Looking at a lock's queue from outside: who holds, who waits, and what kind of lock a
+    //! path is.
+    //!
+    //! Each recipe lists its queue with `contenders()` ([`DistributedMutex::contenders`],
+    //! [`DistributedRwLock::contenders`], [`Semaphore::contenders`],
+    //! [`LeaderElection::contenders`]), as [`Contender`]s with their [`Role`] and the
+    //! [`Owner`] data stored in their node, and deletes a stale one with `break_contender()`.
+    //! [`Client::inspect`] looks at any lock path without knowing its recipe: an
+    //! [`Inspection`] of [`InspectedNode`]s, of the [`LockKind`] its children show.
+    //!
+    //! [`DistributedMutex::contenders`]: crate::DistributedMutex::contenders
+    //! [`DistributedRwLock::contenders`]: crate::DistributedRwLock::contenders
+    //! [`Semaphore::contenders`]: crate::Semaphore::contenders
+    //! [`LeaderElection::contenders`]: crate::LeaderElection::contenders
+    //! [`Client::inspect`]: crate::Client::inspect
+
+    pub use crate::core::kind::Role;
+    pub use crate::recipes::catalogue::LockKind;
+    pub use crate::recipes::inspect::{Contender, InspectedNode, Inspection, Owner};
+}
+
+pub mod acl {
+    //! Who may touch zklock's nodes: the ACL of lock nodes ([`NodeAcl`], set with
+    //! [`ClientBuilder::acl`](crate::ClientBuilder::acl)), of the parents zklock creates
+    //! ([`ParentAcl`], [`ClientBuilder::parent_acl`](crate::ClientBuilder::parent_acl)), and the
+    //! [`Permission`] a refused call lacked ([`Error::NoAuth`](crate::Error::NoAuth)). See
+    //! [`guide::security`](crate::guide::security).
+
+    pub use crate::error::Permission;
+    pub use crate::session::security::{NodeAcl, ParentAcl};
+}

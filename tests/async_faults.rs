@@ -139,13 +139,13 @@ fn async_releases_of_watched_nodes_dropped_early_still_release() {
     let semaphore = Semaphore::new(&client, &sem_path, 2).unwrap();
     let permit = futures::executor::block_on(semaphore.acquire_async()).unwrap();
     assert!(permit.is_held());
-    let mut release = Box::pin(permit.release_async());
+    let mut release = Box::pin(permit.unlock_async());
     let _ = poll_once(&mut release);
     drop(release);
     let observed = Semaphore::new(&observer, &sem_path, 2).unwrap();
     let mut leases = usize::MAX;
     common::eventually(Duration::from_secs(5), || {
-        leases = observed.leases().unwrap().len();
+        leases = observed.contenders().unwrap().len();
         leases == 0
     });
     let left = (
@@ -589,7 +589,7 @@ fn close_async_ends_every_async_waiter_and_holder_promptly() {
                         mutex.lock_async().await.map(drop)
                     } else {
                         mutex
-                            .lock_timeout_async(Duration::from_secs(60))
+                            .lock_with_async(zklock::Wait::timeout(Duration::from_secs(60)))
                             .await
                             .map(drop)
                     };
@@ -645,11 +645,11 @@ fn close_async_ends_every_async_waiter_and_holder_promptly() {
     }
 }
 
-/// `lock_timeout_async` while no server answers, fresh and already queued behind a holder:
+/// `lock_with_async(Wait::timeout(..))` while no server answers, fresh and already queued behind a holder:
 /// returns within its timeout (plus a small grace), never hangs; nothing is left once the
 /// connection returns.
 #[test]
-fn lock_timeout_async_is_honoured_during_an_outage() {
+fn lock_with_async_timeout_is_honoured_during_an_outage() {
     let proxy = Proxy::start(&common::connect_string());
     let client = common::client_via(&proxy, Duration::from_secs(8));
     let observer = common::client();
@@ -667,7 +667,9 @@ fn lock_timeout_async_is_honoured_during_an_outage() {
                 let mutex = mutex.clone();
                 tokio::spawn(async move {
                     let started = Instant::now();
-                    let outcome = mutex.lock_timeout_async(Duration::from_millis(1500)).await;
+                    let outcome = mutex
+                        .lock_with_async(zklock::Wait::timeout(Duration::from_millis(1500)))
+                        .await;
                     (started.elapsed(), outcome.map(|g| g.is_some()))
                 })
             })
@@ -680,7 +682,9 @@ fn lock_timeout_async_is_honoured_during_an_outage() {
                 let mutex = mutex.clone();
                 tokio::spawn(async move {
                     let started = Instant::now();
-                    let outcome = mutex.lock_timeout_async(Duration::from_millis(500)).await;
+                    let outcome = mutex
+                        .lock_with_async(zklock::Wait::timeout(Duration::from_millis(500)))
+                        .await;
                     (started.elapsed(), outcome.map(|g| g.is_some()))
                 })
             })
@@ -688,7 +692,7 @@ fn lock_timeout_async_is_honoured_during_an_outage() {
         for (tasks, limit) in [(fresh, 500), (queued, 1500)] {
             for task in tasks {
                 let ended = tokio::time::timeout(Duration::from_secs(5), task).await;
-                let (took, outcome) = ended.expect("lock_timeout_async hangs").unwrap();
+                let (took, outcome) = ended.expect("lock_with_async hangs").unwrap();
                 assert!(
                     matches!(outcome, Ok(false) | Err(Error::ConnectionLoss { .. })),
                     "{outcome:?}"
@@ -697,7 +701,7 @@ fn lock_timeout_async_is_honoured_during_an_outage() {
                     // Documented: up to one second more to withdraw the node, which cannot
                     // be confirmed during the outage.
                     took < Duration::from_millis(limit + 1500),
-                    "lock_timeout_async({limit} ms) took {took:?}"
+                    "lock_with_async({limit} ms) took {took:?}"
                 );
             }
         }
@@ -751,7 +755,7 @@ fn semaphore_and_multi_futures_dropped_half_way_leave_nothing() {
             });
             // Gate and one lease taken, the second lease queued: 4 leases, the gate held.
             let half = common::eventually(Duration::from_secs(5), || {
-                observed.leases().unwrap().len() == 4
+                observed.contenders().unwrap().len() == 4
             });
             assert!(half, "round {round}: the taker never got half-way");
             assert_eq!(common::children_count(&observer, &gate), 1);
@@ -771,9 +775,13 @@ fn semaphore_and_multi_futures_dropped_half_way_leave_nothing() {
             assert!(locking.await.unwrap_err().is_cancelled());
 
             let leases = common::eventually(Duration::from_secs(5), || {
-                observed.leases().unwrap().len() == 2
+                observed.contenders().unwrap().len() == 2
             });
-            assert!(leases, "round {round}: leases left {:?}", observed.leases());
+            assert!(
+                leases,
+                "round {round}: leases left {:?}",
+                observed.contenders()
+            );
             assert_eq!(settles_at(&observer, &gate, 0, Duration::from_secs(5)), 0);
             assert_eq!(settles_at(&observer, &a, 0, Duration::from_secs(5)), 0);
             assert_eq!(settles_at(&observer, &b, 1, Duration::from_secs(5)), 1);

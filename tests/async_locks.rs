@@ -168,7 +168,9 @@ fn a_timeout_withdraws_the_waiter() {
         assert!(waited.is_err(), "timed out");
         // zklock's own timeout returns once the node is withdrawn.
         let started = Instant::now();
-        let none = mutex.lock_timeout_async(Duration::from_millis(300)).await;
+        let none = mutex
+            .lock_with_async(zklock::Wait::timeout(Duration::from_millis(300)))
+            .await;
         assert!(none.unwrap().is_none());
         assert!(started.elapsed() < Duration::from_secs(2));
     });
@@ -222,7 +224,9 @@ fn a_cancelled_token_stops_an_async_acquisition() {
             tokio::time::sleep(Duration::from_millis(200)).await;
             cancel.cancel();
         });
-        let stopped = mutex.lock_cancellable_async(&token).await;
+        let stopped = mutex
+            .lock_with_async(zklock::Wait::forever().cancel_on(&token))
+            .await;
         assert!(matches!(stopped, Err(Error::Cancelled)), "{stopped:?}");
         let wait = Wait::timeout(Duration::from_secs(60)).cancel_on(&token);
         assert!(matches!(
@@ -343,7 +347,9 @@ fn guards_move_between_tasks_and_threads() {
         // To a plain thread, released there by drop (in the background: it was taken by an
         // async call, and may be dropped on a runtime's worker).
         std::thread::spawn(move || drop(guard)).join().unwrap();
-        let again = mutex.lock_timeout_async(Duration::from_secs(5)).await;
+        let again = mutex
+            .lock_with_async(zklock::Wait::timeout(Duration::from_secs(5)))
+            .await;
         let again = again.unwrap().expect("released");
         again.unlock_async().await.unwrap();
     });
@@ -414,7 +420,10 @@ fn every_recipe_has_async_acquisitions() {
         assert!(rw.try_write_async().await.unwrap().is_none());
         let writer = {
             let rw = rw.clone();
-            tokio::spawn(async move { rw.write_timeout_async(Duration::from_secs(10)).await })
+            tokio::spawn(async move {
+                rw.write_with_async(zklock::Wait::timeout(Duration::from_secs(10)))
+                    .await
+            })
         };
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(!writer.is_finished(), "the writer waits for the readers");
@@ -432,16 +441,16 @@ fn every_recipe_has_async_acquisitions() {
             .unwrap()
             .expect("a second");
         assert!(semaphore
-            .acquire_timeout_async(Duration::from_millis(200))
+            .acquire_with_async(zklock::Wait::timeout(Duration::from_millis(200)))
             .await
             .unwrap()
             .is_none());
         drop(one);
-        two.release_async().await.unwrap();
+        two.unlock_async().await.unwrap();
         let both = semaphore.acquire_many_async(2).await.unwrap();
         assert_eq!(both.count(), 2);
         assert!(semaphore.try_acquire_async().await.unwrap().is_none());
-        both.release_async().await.unwrap();
+        both.unlock_async().await.unwrap();
 
         // Several locks as one.
         let multi = MultiLock::new(&client)
@@ -502,7 +511,7 @@ fn async_calls_return_send_futures() {
     let mutex = DistributedMutex::new(&client, &common::lock_path("async-send")).unwrap();
     send(&mutex.lock_async());
     send(&mutex.try_lock_async());
-    send(&mutex.lock_timeout_async(Duration::from_secs(1)));
+    send(&mutex.lock_with_async(zklock::Wait::timeout(Duration::from_secs(1))));
     let semaphore = Semaphore::new(&client, &common::lock_path("async-send-s"), 1).unwrap();
     send(&semaphore.acquire_many_async(1));
     send(&client.close_async());

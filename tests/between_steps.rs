@@ -20,7 +20,8 @@ use std::thread::{self, ThreadId};
 use std::time::{Duration, Instant};
 
 use common::proxy::Proxy;
-use zklock::{Client, DistributedMutex, Error, MultiLock, Semaphore, SessionState};
+use zklock::client::SessionState;
+use zklock::{Client, DistributedMutex, Error, MultiLock, Semaphore};
 
 /// What to do when the acquiring thread logs the creation of a node: the path prefix that
 /// marks the boundary, and the action, run once.
@@ -181,6 +182,6 @@ fn a_session_expiring_after_the_gate_fails_the_whole_semaphore_acquisition() {
         "leases must not be taken on a new session after the gate was lost with the old \
          one, got {outcome:?}"
     );
-    assert!(semaphore.leases().unwrap().is_empty());
+    assert!(semaphore.contenders().unwrap().is_empty());
     assert_eq!(semaphore.acquire_many(2).unwrap().count(), 2);
 }

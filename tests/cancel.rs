@@ -25,7 +25,9 @@ fn a_cancelled_waiter_returns_promptly_and_withdraws_its_node() {
     let waiter = {
         let (mutex, token) = (mutex.clone(), token.clone());
         thread::spawn(move || {
-            let outcome = mutex.lock_cancellable(&token);
+            let outcome = mutex
+                .lock_with(zklock::Wait::forever().cancel_on(&token))
+                .map(|g| g.expect("no timeout was given"));
             (outcome.map(|g| g.node_path().to_owned()), Instant::now())
         })
     };
@@ -57,16 +59,24 @@ fn a_token_cancelled_before_the_call_creates_nothing() {
     token.cancel();
     let mutex = DistributedMutex::new(&client, &path).unwrap();
     assert!(matches!(
-        mutex.lock_cancellable(&token),
+        mutex
+            .lock_with(zklock::Wait::forever().cancel_on(&token))
+            .map(|g| g.expect("no timeout was given")),
         Err(Error::Cancelled)
     ));
     let wait = Wait::timeout(Duration::from_secs(5)).cancel_on(&token);
     assert!(matches!(mutex.lock_with(wait), Err(Error::Cancelled)));
     let rw = DistributedRwLock::new(&client, &path).unwrap();
-    assert!(matches!(rw.read_cancellable(&token), Err(Error::Cancelled)));
+    assert!(matches!(
+        rw.read_with(zklock::Wait::forever().cancel_on(&token))
+            .map(|g| g.expect("no timeout was given")),
+        Err(Error::Cancelled)
+    ));
     let semaphore = Semaphore::new(&client, &path, 2).unwrap();
     assert!(matches!(
-        semaphore.acquire_many_cancellable(2, &token),
+        semaphore
+            .acquire_many_with(2, zklock::Wait::forever().cancel_on(&token))
+            .map(|g| g.expect("no timeout was given")),
         Err(Error::Cancelled)
     ));
     // Not even the lock path was created.
@@ -88,7 +98,10 @@ fn cancelling_during_an_outage_returns_at_once_and_the_node_goes_later() {
     let waiter = {
         let (mutex, token) = (mutex.clone(), token.clone());
         thread::spawn(move || {
-            let outcome = mutex.lock_cancellable(&token).map(drop);
+            let outcome = mutex
+                .lock_with(zklock::Wait::forever().cancel_on(&token))
+                .map(|g| g.expect("no timeout was given"))
+                .map(drop);
             (outcome, Instant::now())
         })
     };
@@ -187,8 +200,8 @@ fn close_wakes_every_waiter_with_closed_and_removes_every_node_at_once() {
     assert_eq!(common::children_count(&other, &own_path), 0);
     assert_eq!(common::children_count(&other, &mutex_path), 1);
     assert_eq!(other_rw.contenders().unwrap().len(), 1);
-    assert_eq!(other_election.participants().unwrap().len(), 1);
-    assert!(other_sem.leases().unwrap().len() <= 1);
+    assert_eq!(other_election.contenders().unwrap().len(), 1);
+    assert!(other_sem.contenders().unwrap().len() <= 1);
     assert_eq!(held.state(), LockState::Lost);
     // Later calls on any clone say Closed; closing again is fine; the guard drops quietly.
     assert!(matches!(own.try_lock(), Err(Error::Closed)));

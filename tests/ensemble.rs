@@ -25,7 +25,7 @@ fn holder_and_waiter_ride_out_a_leader_failover() {
             DistributedMutex::new(&b, &path)
                 .unwrap()
                 .lock()
-                .map(|g| g.fencing_token())
+                .map(|g| g.fencing().zxid())
         });
         assert!(common::wait_contenders(
             &holder_mutex,
@@ -46,7 +46,7 @@ fn holder_and_waiter_ride_out_a_leader_failover() {
         ensemble::start_member(leader);
 
         assert_eq!(holder.session_id(), session);
-        let token = holder.fencing_token();
+        let token = holder.fencing().zxid();
         holder
             .unlock()
             .expect("holder kept its lock through the failover");
@@ -75,7 +75,7 @@ fn restart_of_the_only_reachable_server_keeps_session_and_lock() {
     let guard = mutex.lock().unwrap();
     let waiter_mutex = DistributedMutex::new(&observer, &path).unwrap();
     thread::scope(|s| {
-        let waiter = s.spawn(|| waiter_mutex.lock().map(|g| g.fencing_token()));
+        let waiter = s.spawn(|| waiter_mutex.lock().map(|g| g.fencing().zxid()));
         assert!(common::wait_contenders(
             &waiter_mutex,
             2,
@@ -95,7 +95,7 @@ fn restart_of_the_only_reachable_server_keeps_session_and_lock() {
             2,
             "no node lost or duplicated"
         );
-        let token = guard.fencing_token();
+        let token = guard.fencing().zxid();
         guard.unlock().unwrap();
         assert!(waiter.join().unwrap().unwrap() > token);
     });

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use common::client_via;
 use common::proxy::Proxy;
 use common::servers::PrivateServer;
-use zklock::{DistributedMutex, Error, LockState, SessionState};
+use zklock::client::SessionState;
+use zklock::{DistributedMutex, Error, LockState};
 
 #[test]
 fn silenced_holder_knows_before_the_next_holder_acquires() {
@@ -53,7 +54,7 @@ fn silenced_holder_knows_before_the_next_holder_acquires() {
         lost_at < b_acquired_at,
         "old holder still believed it held the lock when the new one acquired"
     );
-    assert!(b_token.fencing_token() > a_guard.fencing_token());
+    assert!(b_token.fencing().zxid() > a_guard.fencing().zxid());
 
     proxy.blackhole(false);
     assert!(common::eventually(Duration::from_secs(10), || a_guard
@@ -82,7 +83,7 @@ fn waiter_survives_severed_connections_and_acquires() {
         let waiter = s.spawn(|| {
             let mutex = DistributedMutex::new(&waiter_client, &path).unwrap();
             let guard = mutex.lock().unwrap();
-            guard.fencing_token()
+            guard.fencing().zxid()
         });
         assert!(common::wait_contenders(
             &holder_mutex,
@@ -98,7 +99,7 @@ fn waiter_survives_severed_connections_and_acquires() {
             2,
             "no duplicate or lost waiter node"
         );
-        let holder_token = holder.fencing_token();
+        let holder_token = holder.fencing().zxid();
         drop(holder);
         assert!(waiter.join().unwrap() > holder_token);
     });

@@ -492,7 +492,7 @@ fn fencing_tokens_increase_across_a_wiped_ensemble() {
         let mutex = DistributedMutex::new(&client, path).unwrap();
         let guard = mutex.lock().unwrap();
         let token = guard.fencing();
-        assert_eq!(token.zxid(), guard.fencing_token());
+        assert_eq!(token.zxid(), guard.fencing().zxid());
         guard.unlock().unwrap();
         token
     };

@@ -215,7 +215,7 @@ fn valid_unicode_and_odd_but_valid_names_work() {
     assert!(rw.contenders().unwrap().is_empty());
     let semaphore = Semaphore::new(&client, &format!("{root}/семафор"), 2).unwrap();
     let permit = semaphore.acquire_many(2).unwrap();
-    assert_eq!(semaphore.leases().unwrap().len(), 2);
+    assert_eq!(semaphore.contenders().unwrap().len(), 2);
     drop(permit);
     let election = LeaderElection::new(&client, &format!("{root}/élection"))
         .unwrap()
@@ -294,7 +294,7 @@ fn oversized_data_is_an_error_and_creates_nothing() {
         raw().children(&format!("{root}/election")),
         Vec::<String>::new()
     );
-    assert!(election.participants().unwrap().is_empty());
+    assert!(election.contenders().unwrap().is_empty());
 
     // The session survived all that, and large data under the limit works.
     let big = "y".repeat(900 * 1024);
@@ -305,7 +305,7 @@ fn oversized_data_is_an_error_and_creates_nothing() {
         .participate_timeout(Duration::from_secs(5))
         .unwrap();
     assert!(leader.is_some());
-    assert_eq!(election.participants().unwrap()[0].owner.len(), big.len());
+    assert_eq!(election.contenders().unwrap()[0].owner.len(), big.len());
     drop(leader);
     client
         .set_data(&format!("{root}/big"), big.as_bytes())
@@ -400,7 +400,7 @@ fn odd_credentials_give_typed_outcomes() {
     {
         let client = Client::builder(&cs)
             .auth_digest(user, password)
-            .acl(zklock::NodeAcl::CreatorOnly)
+            .acl(zklock::acl::NodeAcl::CreatorOnly)
             .connect()
             .unwrap_or_else(|e| panic!("{user:?}: {e}"));
         // Each identity under a top-level path of its own: a creator-only parent would keep

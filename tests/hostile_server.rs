@@ -22,7 +22,8 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zklock::{DistributedMutex, SessionState};
+use zklock::client::SessionState;
+use zklock::DistributedMutex;
 
 /// The session timeout the client asks for; the fake server grants what it is asked.
 const SESSION: Duration = Duration::from_secs(4);

@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zklock::{Client, DistributedMutex, DistributedRwLock, LeaderElection, Role, Semaphore};
+use zklock::inspect::Role;
+use zklock::{Client, DistributedMutex, DistributedRwLock, LeaderElection, Semaphore};
 
 /// Jars of the Debian packages the peer needs, in `/usr/share/java`.
 const JARS: &[&str] = &[
@@ -337,7 +338,7 @@ fn mutex_excludes_curator_both_ways() {
     assert_eq!(queue.len(), 1, "{queue:?}");
     assert_eq!(queue[0].node_name, name_of(&node));
     assert_eq!(queue[0].role, Role::Exclusive);
-    let curator_token = queue[0].fencing_token;
+    let curator_token = queue[0].zxid;
     assert!(mutex.try_lock().unwrap().is_none());
     assert!(mutex.lock_timeout(SHORT).unwrap().is_none());
     assert_eq!(mutex.contenders().unwrap().len(), 1, "zklock left a node");
@@ -348,7 +349,7 @@ fn mutex_excludes_curator_both_ways() {
         .lock_timeout(LONG)
         .unwrap()
         .expect("free after Curator");
-    assert!(guard.fencing_token() > curator_token);
+    assert!(guard.fencing().zxid() > curator_token);
 
     // zklock holds: Curator's timed acquire fails and leaves nothing behind.
     let mut timed = Peer::start(java, "mutex", &path, &["300"]);
@@ -360,13 +361,13 @@ fn mutex_excludes_curator_both_ways() {
     let mut waiter = Peer::start(java, "mutex", &path, &[]);
     assert!(common::wait_contenders(&mutex, 2, LONG));
     waiter.stays_quiet(QUIET);
-    let zklock_token = guard.fencing_token();
+    let zklock_token = guard.fencing().zxid();
     guard.unlock().unwrap();
     let node = waiter.expect("ACQUIRED");
     let queue = mutex.contenders().unwrap();
     assert_eq!(queue.len(), 1);
     assert_eq!(queue[0].node_name, name_of(&node));
-    assert!(queue[0].fencing_token > zklock_token);
+    assert!(queue[0].zxid > zklock_token);
     assert!(mutex.try_lock().unwrap().is_none());
     waiter.release();
     assert!(mutex.try_lock().unwrap().is_some());
@@ -391,7 +392,7 @@ fn mutex_queue_order_spans_both_libraries() {
     thread::scope(|s| {
         let (held, go) = waiter(s, |held, go| {
             let guard = mutex_b.lock_timeout(LONG).unwrap().expect("zklock waiter");
-            held.send(guard.fencing_token()).unwrap();
+            held.send(guard.fencing().zxid()).unwrap();
             let _ = go.recv();
             guard.unlock().unwrap();
         });
@@ -410,7 +411,7 @@ fn mutex_queue_order_spans_both_libraries() {
         let token = held
             .recv_timeout(LONG)
             .expect("zklock waiter after Curator");
-        assert_eq!(token, queue[2].fencing_token);
+        assert_eq!(token, queue[2].zxid);
         go.send(()).unwrap();
     });
 
@@ -420,7 +421,7 @@ fn mutex_queue_order_spans_both_libraries() {
     thread::scope(|s| {
         let (held, go) = waiter(s, |held, go| {
             let guard = mutex_b.lock_timeout(LONG).unwrap().expect("zklock waiter");
-            held.send(guard.fencing_token()).unwrap();
+            held.send(guard.fencing().zxid()).unwrap();
             let _ = go.recv();
             guard.unlock().unwrap();
         });
@@ -468,7 +469,7 @@ fn rwlock_shares_and_excludes_with_curator() {
         // A zklock writer waits for both readers, the Curator one included.
         let (held, go) = waiter(s, |held, go| {
             let guard = lock_b.write_timeout(LONG).unwrap().expect("zklock writer");
-            held.send(guard.fencing_token()).unwrap();
+            held.send(guard.fencing().zxid()).unwrap();
             let _ = go.recv();
             guard.unlock().unwrap();
         });
@@ -510,7 +511,7 @@ fn rwlock_shares_and_excludes_with_curator() {
     thread::scope(|s| {
         let (held, go) = waiter(s, |held, go| {
             let guard = lock_b.read_timeout(LONG).unwrap().expect("zklock reader");
-            held.send(guard.fencing_token()).unwrap();
+            held.send(guard.fencing().zxid()).unwrap();
             let _ = go.recv();
             guard.unlock().unwrap();
         });
@@ -546,7 +547,7 @@ fn semaphore_shares_permits_with_curator() {
     assert!(node.starts_with(&format!("{path}/leases/_c_")), "{node}");
     assert!(name_of(&node).contains("-lease-"), "{node}");
     let first = semaphore.try_acquire().unwrap().expect("second permit");
-    let leases = semaphore.leases().unwrap();
+    let leases = semaphore.contenders().unwrap();
     assert_eq!(leases.len(), 2, "{leases:?}");
     assert_eq!(leases[0].node_name, name_of(&node));
     assert!(leases.iter().all(|l| l.role == Role::Lease));
@@ -558,7 +559,7 @@ fn semaphore_shares_permits_with_curator() {
     timed.expect("TIMEOUT");
     timed.exits_cleanly();
     assert_eq!(
-        semaphore.leases().unwrap().len(),
+        semaphore.contenders().unwrap().len(),
         2,
         "a lease was left behind"
     );
@@ -578,7 +579,7 @@ fn semaphore_shares_permits_with_curator() {
     assert!(semaphore.try_acquire().unwrap().is_none());
     waiter.release();
     drop(second);
-    assert!(semaphore.leases().unwrap().is_empty());
+    assert!(semaphore.contenders().unwrap().is_empty());
 }
 
 #[test]
@@ -602,7 +603,7 @@ fn leader_election_runs_with_curator_leader_latch() {
     assert!(leader.node_name.contains("-latch-"), "{leader:?}");
     assert_eq!(leader.role, Role::Participant);
     assert_eq!(
-        election_a.participants().unwrap().len(),
+        election_a.contenders().unwrap().len(),
         1,
         "zklock left a node"
     );
@@ -614,7 +615,7 @@ fn leader_election_runs_with_curator_leader_latch() {
                 .participate_timeout(LONG)
                 .unwrap()
                 .expect("zklock leads");
-            led.send(leadership.fencing_token()).unwrap();
+            led.send(leadership.fencing().zxid()).unwrap();
             let _ = go.recv();
             drop(leadership);
         });
@@ -630,7 +631,7 @@ fn leader_election_runs_with_curator_leader_latch() {
         // Curator reads the zklock leader's participant id as its own kind.
         assert_eq!(follower.expect("NOT-LEADER"), "zklock-b");
         let ids: Vec<String> = election_a
-            .participants()
+            .contenders()
             .unwrap()
             .into_iter()
             .map(|p| p.owner)
@@ -643,7 +644,7 @@ fn leader_election_runs_with_curator_leader_latch() {
         assert_eq!(leader.owner, "curator-2");
         follower.release();
     });
-    assert!(election_a.participants().unwrap().is_empty());
+    assert!(election_a.contenders().unwrap().is_empty());
 }
 
 #[test]

@@ -10,7 +10,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::proxy::Proxy;
-use zklock::{CancelToken, Client, DistributedMutex, Error, MultiLock, NodeAcl, Semaphore};
+use zklock::acl::NodeAcl;
+use zklock::{CancelToken, Client, DistributedMutex, Error, MultiLock, Semaphore};
 
 fn client_as(user: &str) -> Client {
     common::init_logging();
@@ -98,7 +99,12 @@ fn a_cancelled_multi_lock_returns_promptly_on_a_silent_connection() {
     let token = CancelToken::new();
     let waiter = {
         let token = token.clone();
-        thread::spawn(move || multi.lock_cancellable(&token).map(drop))
+        thread::spawn(move || {
+            multi
+                .lock_with(zklock::Wait::forever().cancel_on(&token))
+                .map(|g| g.expect("no timeout was given"))
+                .map(drop)
+        })
     };
     // Wait until we hold `a` and queue on `b`.
     assert!(common::eventually(Duration::from_secs(10), || {
@@ -129,11 +135,15 @@ fn a_cancelled_semaphore_taker_returns_promptly_on_a_silent_connection() {
     let token = CancelToken::new();
     let waiter = {
         let token = token.clone();
-        thread::spawn(move || sem.acquire_cancellable(&token).map(drop))
+        thread::spawn(move || {
+            sem.acquire_with(zklock::Wait::forever().cancel_on(&token))
+                .map(|g| g.expect("no timeout was given"))
+                .map(drop)
+        })
     };
     // The taker holds the gate and waits with its lease node queued.
     assert!(common::eventually(Duration::from_secs(10), || {
-        other_sem.leases().unwrap().len() == 2
+        other_sem.contenders().unwrap().len() == 2
     }));
     thread::sleep(Duration::from_millis(100));
 
@@ -186,8 +196,9 @@ fn cancelling_ends_a_watchdogs_waits_on_a_held_lock() {
     let guard = mutex.lock().unwrap();
     let done = CancelToken::new();
     let (lost, revoked) = thread::scope(|s| {
-        let lost = s.spawn(|| guard.wait_lost_cancellable(&done));
-        let revoked = s.spawn(|| guard.wait_revocation_cancellable(&done));
+        let lost = s.spawn(|| guard.wait_lost_with(zklock::Wait::forever().cancel_on(&done)));
+        let revoked =
+            s.spawn(|| guard.wait_revocation_with(zklock::Wait::forever().cancel_on(&done)));
         thread::sleep(Duration::from_millis(300));
         assert!(!lost.is_finished() && !revoked.is_finished());
         done.cancel();
@@ -196,8 +207,11 @@ fn cancelling_ends_a_watchdogs_waits_on_a_held_lock() {
     assert_eq!((lost, revoked), (None, false));
     assert!(guard.is_held());
     // An already cancelled token returns at once.
-    assert_eq!(guard.wait_lost_cancellable(&done), None);
-    assert!(!guard.wait_revocation_cancellable(&done));
+    assert_eq!(
+        guard.wait_lost_with(zklock::Wait::forever().cancel_on(&done)),
+        None
+    );
+    assert!(!guard.wait_revocation_with(zklock::Wait::forever().cancel_on(&done)));
     guard.unlock().unwrap();
     assert!(mutex.try_lock().unwrap().is_some());
 
@@ -207,7 +221,7 @@ fn cancelling_ends_a_watchdogs_waits_on_a_held_lock() {
         let permit = semaphore.acquire_many(count).unwrap();
         let done = CancelToken::new();
         let lost = thread::scope(|s| {
-            let lost = s.spawn(|| permit.wait_lost_cancellable(&done));
+            let lost = s.spawn(|| permit.wait_lost_with(zklock::Wait::forever().cancel_on(&done)));
             thread::sleep(Duration::from_millis(300));
             assert!(!lost.is_finished(), "{count} leases");
             done.cancel();
@@ -577,13 +591,13 @@ fn worker_listener_threads() {
         );
     }
     // The documented way: a listener holding a weak handle, whose client is simply dropped.
-    let own: Arc<OnceLock<zklock::WeakClient>> = Arc::new(OnceLock::new());
+    let own: Arc<OnceLock<zklock::client::WeakClient>> = Arc::new(OnceLock::new());
     let freed = Arc::new(AtomicBool::new(false));
     let (slot, flag) = (own.clone(), DropFlag(freed.clone()));
     let client = common::builder(&connect, Duration::from_secs(4))
         .on_state_change(move |change| {
             let _flag = &flag;
-            if let Some(client) = slot.get().and_then(zklock::WeakClient::upgrade) {
+            if let Some(client) = slot.get().and_then(zklock::client::WeakClient::upgrade) {
                 client.wait_state_change(change.to, Duration::from_millis(300));
             }
         })

@@ -209,7 +209,7 @@ fn worker_hold_forever() {
     let client = common::client_with(Duration::from_secs(2));
     let mutex = DistributedMutex::new(&client, &std::env::var("LOCK").unwrap()).unwrap();
     let guard = mutex.lock().unwrap();
-    println!("LOCKED {}", guard.fencing_token());
+    println!("LOCKED {}", guard.fencing().zxid());
     std::io::stdout().flush().unwrap();
     thread::sleep(Duration::from_secs(120));
 }
@@ -244,7 +244,7 @@ fn killed_holder_is_replaced_after_session_timeout() {
         .lock_timeout(Duration::from_secs(30))
         .unwrap()
         .expect("lock freed after the session timeout");
-    assert!(guard.fencing_token() > their_token);
+    assert!(guard.fencing().zxid() > their_token);
 }
 
 #[test]
@@ -401,7 +401,7 @@ fn a_waiter_whose_node_was_broken_never_becomes_a_holder() {
             DistributedMutex::new(&b, &path)
                 .unwrap()
                 .lock()
-                .map(|g| g.fencing_token())
+                .map(|g| g.fencing().zxid())
         });
         assert!(common::wait_contenders(&a_mutex, 2, Duration::from_secs(5)));
         let c_waiter = s.spawn(|| {

@@ -15,7 +15,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::proxy::Proxy;
-use zklock::{Client, ConnectCause, DistributedMutex, Error, SessionState, StateChange};
+use zklock::client::{SessionState, StateChange};
+use zklock::error::ConnectCause;
+use zklock::{Client, DistributedMutex, Error};
 
 /// A client through `proxy` whose state changes arrive on the returned channel.
 fn observed_client(
@@ -673,7 +675,8 @@ mod metrics {
         let cancelled = CancelToken::new();
         cancelled.cancel();
         assert!(matches!(
-            mb.lock_cancellable(&cancelled),
+            mb.lock_with(zklock::Wait::forever().cancel_on(&cancelled))
+                .map(|g| g.expect("no timeout was given")),
             Err(Error::Cancelled)
         ));
         // A lock below our own (ephemeral) lock node cannot be created: an error.

@@ -71,7 +71,9 @@ fn contend_with_plan(mutex: &DistributedMutex, plan: Plan, exclusion: &Exclusion
                 thread::sleep(after);
                 canceller.cancel();
             });
-            let outcome = mutex.lock_cancellable(&token);
+            let outcome = mutex
+                .lock_with(zklock::Wait::forever().cancel_on(&token))
+                .map(|g| g.expect("no timeout was given"));
             cancel.join().unwrap();
             match outcome {
                 Ok(guard) => Some(guard),
@@ -395,7 +397,10 @@ fn withdrawal_ahead_while_held(
         let _cancel = CancelOnDrop(&token);
         let withdrawing = s.spawn(|| {
             let mutex = DistributedMutex::new(third, path).unwrap();
-            mutex.lock_cancellable(&token).map(|_| ())
+            mutex
+                .lock_with(zklock::Wait::forever().cancel_on(&token))
+                .map(|g| g.expect("no timeout was given"))
+                .map(|_| ())
         });
         assert!(common::wait_contenders(&holder_mutex, 2, PATIENCE));
         let waiter = s.spawn(|| {
@@ -764,14 +769,14 @@ fn one_sessions_semaphore_takers_stay_within_the_permits() {
                 thread::sleep(Duration::from_millis(20));
                 inside.fetch_sub(1, SeqCst);
                 took.fetch_add(1, SeqCst);
-                permit.release().unwrap();
+                permit.unlock().unwrap();
             });
             thread::sleep(Duration::from_millis(25));
         }
         thread::sleep(Duration::from_millis(400));
         for permit in held {
             inside.fetch_sub(1, SeqCst);
-            permit.release().unwrap();
+            permit.unlock().unwrap();
         }
     });
     assert_eq!(over.load(SeqCst), 0, "more than {permits} held at once");

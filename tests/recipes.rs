@@ -9,8 +9,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
 
+use zklock::inspect::Role;
 use zklock::{
-    Client, DistributedMutex, DistributedRwLock, Error, LeaderElection, MultiLock, Role, Semaphore,
+    CancelToken, Client, DistributedMutex, DistributedRwLock, Error, LeaderElection, LockState,
+    MultiLock, Semaphore,
 };
 
 fn append(log: &str, line: String) {
@@ -147,7 +149,7 @@ fn semaphore_admits_at_most_its_permits() {
                     assert!(now <= 3, "{now} holders of a 3-permit semaphore");
                     thread::sleep(Duration::from_millis(10));
                     inside.fetch_sub(1, Ordering::SeqCst);
-                    permit.release().unwrap();
+                    permit.unlock().unwrap();
                 }
             });
         }
@@ -155,7 +157,7 @@ fn semaphore_admits_at_most_its_permits() {
     assert_eq!(peak.load(Ordering::SeqCst), 3);
     assert!(Semaphore::new(&clients[0], &path, 3)
         .unwrap()
-        .leases()
+        .contenders()
         .unwrap()
         .is_empty());
 }
@@ -174,7 +176,7 @@ fn semaphore_many_timeouts_and_bad_counts() {
         .acquire_many_timeout(2, Duration::from_millis(300))
         .unwrap()
         .is_none());
-    assert_eq!(mine.leases().unwrap().len(), 2);
+    assert_eq!(mine.contenders().unwrap().len(), 2);
     let one = theirs.try_acquire().unwrap().expect("one lease free");
     assert!(theirs.try_acquire().unwrap().is_none());
     assert!(theirs
@@ -182,7 +184,7 @@ fn semaphore_many_timeouts_and_bad_counts() {
         .unwrap()
         .is_none());
     assert_eq!(
-        mine.leases()
+        mine.contenders()
             .unwrap()
             .iter()
             .filter(|l| l.role == Role::Lease)
@@ -190,7 +192,7 @@ fn semaphore_many_timeouts_and_bad_counts() {
         3
     );
     drop((two, one));
-    assert!(mine.leases().unwrap().is_empty());
+    assert!(mine.contenders().unwrap().is_empty());
     assert!(matches!(
         Semaphore::new(&a, &path, 0),
         Err(Error::InvalidArgument(_))
@@ -286,6 +288,107 @@ fn multilock_in_opposite_orders_never_deadlocks_and_is_all_or_nothing() {
 }
 
 #[test]
+fn an_empty_multi_lock_is_refused() {
+    let client = common::client();
+    let empty = MultiLock::new(&client);
+    assert!(matches!(empty.lock(), Err(Error::InvalidArgument(_))));
+    assert!(matches!(empty.try_lock(), Err(Error::InvalidArgument(_))));
+    let wait = zklock::Wait::timeout(Duration::from_secs(1));
+    assert!(matches!(
+        empty.lock_with(wait),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+/// A permit of several leases and a multi-lock's guard answer the calls a lock guard does:
+/// state, lease, loss of any one node, fencing tokens, release.
+#[test]
+fn permits_and_multi_guards_offer_the_lock_guard_calls() {
+    let (a, b) = (common::client(), common::client());
+    let path = common::lock_path("guard-calls-semaphore");
+    let semaphore = Semaphore::new(&a, &path, 3).unwrap();
+    let permit = semaphore
+        .try_acquire_many(2)
+        .unwrap()
+        .expect("a free semaphore");
+    assert_eq!(permit.count(), 2);
+    assert!(permit.is_held());
+    let lease = permit.lease_remaining().expect("held, so a lease");
+    assert!(
+        lease > Duration::ZERO && lease < a.session_timeout(),
+        "{lease:?}"
+    );
+    let tokens = permit.tokens();
+    assert_eq!(tokens.len(), 2);
+    assert_eq!(permit.fencing(), tokens[0]);
+    assert!(tokens[0] < tokens[1], "{tokens:?}");
+    assert_eq!(permit.session_id(), a.session_id());
+
+    // Two more leases do not fit: `try_acquire_many` says so at once and leaves nothing.
+    let other = Semaphore::new(&b, &path, 3).unwrap();
+    assert!(other.try_acquire_many(2).unwrap().is_none());
+    assert_eq!(other.contenders().unwrap().len(), 2);
+    assert!(matches!(
+        other.try_acquire_many(4),
+        Err(Error::InvalidArgument(_))
+    ));
+
+    // The watchdog's waits end on a timeout or a token while every lease is held.
+    let wait = zklock::Wait::timeout(Duration::from_millis(100));
+    assert_eq!(permit.wait_lost_with(wait), None);
+    let stop = CancelToken::new();
+    stop.cancel();
+    assert_eq!(
+        permit.wait_lost_with(zklock::Wait::forever().cancel_on(&stop)),
+        None
+    );
+    // Losing one lease (broken by an operator) loses the permit.
+    let second = permit.node_paths()[1].to_owned();
+    let broken = other
+        .contenders()
+        .unwrap()
+        .into_iter()
+        .find(|c| second.ends_with(&c.node_name))
+        .expect("our second lease is listed");
+    assert!(other.break_contender(&broken).unwrap());
+    assert_eq!(
+        permit.wait_lost_timeout(Duration::from_secs(5)),
+        Some(LockState::Lost)
+    );
+    assert!(permit.lease_remaining().is_none());
+    assert!(matches!(permit.unlock(), Err(Error::LockLost { .. })));
+    assert!(other.contenders().unwrap().is_empty(), "a lease was left");
+
+    let (x, y) = (
+        common::lock_path("guard-calls-x"),
+        common::lock_path("guard-calls-y"),
+    );
+    let multi = MultiLock::new(&a).mutex(&x).unwrap().mutex(&y).unwrap();
+    let both = multi.lock().unwrap();
+    assert!(both.is_held());
+    assert!(both.lease_remaining().is_some());
+    let tokens = both.tokens();
+    let each: Vec<_> = both.guards().iter().map(|g| g.fencing()).collect();
+    assert_eq!(tokens, each);
+    assert_eq!(both.fencing(), tokens[0]);
+    assert_eq!(both.session_id(), a.session_id());
+    let y_mutex = DistributedMutex::new(&b, &y).unwrap();
+    let holder = y_mutex.contenders().unwrap().remove(0);
+    assert!(y_mutex.break_contender(&holder).unwrap());
+    assert_eq!(
+        both.wait_lost_timeout(Duration::from_secs(5)),
+        Some(LockState::Lost)
+    );
+    assert!(matches!(
+        both.unlock_timeout(Duration::from_secs(5)),
+        Err(Error::LockLost { .. })
+    ));
+    // The other lock was released all the same.
+    let x_mutex = DistributedMutex::new(&b, &x).unwrap();
+    assert!(x_mutex.try_lock().unwrap().is_some(), "x left held");
+}
+
+#[test]
 fn revocation_request_reaches_a_revocable_holder() {
     let (a, b) = (common::client(), common::client());
     let path = common::lock_path("revoke");
@@ -324,17 +427,17 @@ fn leader_election_hands_over_in_order() {
         let next = s.spawn(|| {
             let leadership = second.participate().unwrap();
             assert!(leadership.is_held());
-            leadership.fencing_token()
+            leadership.fencing().zxid()
         });
         assert!(common::wait_contenders(&first, 2, Duration::from_secs(5)));
         let ids: Vec<String> = first
-            .participants()
+            .contenders()
             .unwrap()
             .into_iter()
             .map(|p| p.owner)
             .collect();
         assert_eq!(ids, vec!["node-a", "node-b"]);
-        let token = leading.fencing_token();
+        let token = leading.fencing().zxid();
         drop(leading);
         assert!(next.join().unwrap() > token);
     });
@@ -385,7 +488,7 @@ fn broken_leader_and_lease_are_noticed_and_freed() {
     let leading = election.participate().unwrap();
     let observer = LeaderElection::new(&b, &path).unwrap();
     let leader = observer.current_leader().unwrap().unwrap();
-    assert!(observer.break_participant(&leader).unwrap());
+    assert!(observer.break_contender(&leader).unwrap());
     assert_eq!(
         leading.wait_lost_timeout(Duration::from_secs(5)),
         Some(zklock::LockState::Lost)
@@ -397,10 +500,10 @@ fn broken_leader_and_lease_are_noticed_and_freed() {
     let permit = semaphore.acquire().unwrap();
     let other = Semaphore::new(&b, &sem_path, 1).unwrap();
     assert!(other.try_acquire().unwrap().is_none());
-    let lease = other.leases().unwrap().remove(0);
-    assert!(other.break_lease(&lease).unwrap());
+    let lease = other.contenders().unwrap().remove(0);
+    assert!(other.break_contender(&lease).unwrap());
     assert!(other.try_acquire().unwrap().is_some());
-    assert!(matches!(permit.release(), Err(Error::LockLost { .. })));
+    assert!(matches!(permit.unlock(), Err(Error::LockLost { .. })));
 }
 
 #[test]
@@ -422,7 +525,7 @@ fn two_takers_of_all_permits_do_not_deadlock() {
                             .unwrap();
                         permit.map(|p| {
                             thread::sleep(Duration::from_millis(20));
-                            p.release().unwrap();
+                            p.unlock().unwrap();
                         })
                     })
                 })
@@ -478,7 +581,7 @@ fn semaphore_timeouts_around_a_release_are_never_errors_on_a_healthy_connection(
     );
     let while_connected: Vec<_> = errors
         .iter()
-        .filter(|(_, _, state)| *state == zklock::SessionState::Connected)
+        .filter(|(_, _, state)| *state == zklock::client::SessionState::Connected)
         .collect();
     assert!(
         while_connected.is_empty(),

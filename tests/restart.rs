@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use common::proxy::{opcode, Proxy, Request};
 use common::servers::{self, PrivateServer};
-use zklock::{Client, DistributedMutex, LockGuard, LockState, SessionState, StateChange};
+use zklock::client::{SessionState, StateChange};
+use zklock::{Client, DistributedMutex, LockGuard, LockState};
 
 /// Taken by each test for its whole run, so that neither measures the other's load.
 fn one_at_a_time() -> MutexGuard<'static, ()> {

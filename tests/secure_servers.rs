@@ -158,7 +158,7 @@ fn lock_path(test: &str) -> String {
 #[cfg(feature = "sasl")]
 mod sasl {
     use super::*;
-    use zklock::NodeAcl;
+    use zklock::acl::NodeAcl;
 
     fn builder(server: &Server, user: &str, password: &str) -> zklock::ClientBuilder {
         Client::builder(&server.connect)
@@ -358,7 +358,7 @@ mod tls {
         let mine = DistributedMutex::new(&a, &path).unwrap();
         let theirs = DistributedMutex::new(&b, &path).unwrap();
         let guard = mine.lock().unwrap();
-        let first_token = guard.fencing_token();
+        let first_token = guard.fencing().zxid();
         assert!(theirs.try_lock().unwrap().is_none());
         assert!(theirs
             .lock_timeout(Duration::from_millis(200))
@@ -368,7 +368,7 @@ mod tls {
         std::thread::scope(|s| {
             let waiter = s.spawn(|| {
                 let guard = theirs.lock().unwrap();
-                (guard.fencing_token(), guard.session_id())
+                (guard.fencing().zxid(), guard.session_id())
             });
             assert!(
                 common::wait_contenders(&mine, 2, Duration::from_secs(10)),
@@ -395,7 +395,7 @@ mod tls {
         let path = lock_path("x509");
         let alice = Client::builder(&format!("127.0.0.1:{}", server.port))
             .auth_digest("alice", "alice-password")
-            .acl(zklock::NodeAcl::CreatorOnlyAnyoneRead)
+            .acl(zklock::acl::NodeAcl::CreatorOnlyAnyoneRead)
             .connect()
             .unwrap();
         let guard = DistributedMutex::new(&alice, &path)
@@ -411,7 +411,7 @@ mod tls {
                 identity,
                 ..
             }) => {
-                assert_eq!(permission, Some(zklock::Permission::Create));
+                assert_eq!(permission, Some(zklock::acl::Permission::Create));
                 assert_eq!(identity, "x509:CN=zklock-client,O=zklock tests");
             }
             other => panic!("expected NoAuth, got {:?}", other.map(|g| g.is_some())),

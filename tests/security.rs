@@ -4,7 +4,8 @@
 mod common;
 
 use common::client_as;
-use zklock::{Client, DistributedMutex, Error, NodeAcl, Permission};
+use zklock::acl::{NodeAcl, Permission};
+use zklock::{Client, DistributedMutex, Error};
 
 #[test]
 fn creator_only_lock_cannot_be_broken_or_joined_by_another_identity() {

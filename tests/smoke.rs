@@ -30,10 +30,10 @@ fn lock_try_lock_timeout_and_release_leave_nothing() {
         "waiters left nodes"
     );
 
-    let first_token = guard.fencing_token();
+    let first_token = guard.fencing().zxid();
     guard.unlock().unwrap();
     let next = other.try_lock().unwrap().expect("free after unlock");
-    assert!(next.fencing_token() > first_token);
+    assert!(next.fencing().zxid() > first_token);
     drop(next);
     assert_eq!(common::children_count(&client, &path), 0);
 }

@@ -19,7 +19,8 @@ use std::sync::{mpsc, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zklock::{Client, DistributedMutex, LockState, SessionState};
+use zklock::client::SessionState;
+use zklock::{Client, DistributedMutex, LockState};
 
 /// The threads a stall holds up.
 const NETWORK_THREADS: [&str; 2] = ["zklock-runtime", "zklock-io"];

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use common::proxy::{opcode, Proxy, Request};
 use common::servers::PrivateServer;
 use common::RawClient;
-use zklock::{Client, DistributedMutex, Error, MultiLock, NodeAcl, Semaphore};
+use zklock::acl::NodeAcl;
+use zklock::{Client, DistributedMutex, Error, MultiLock, Semaphore};
 
 /// A chroot no other test (or earlier run) uses.
 fn fresh_chroot() -> String {
@@ -537,7 +538,7 @@ fn semaphore_timed_acquire_many_keeps_its_deadline_in_an_outage() {
                 .map(|p| p.map(|p| p.count()))
         },
         // Our first lease and the one queued for the second, next to the other's lease.
-        || other_sem.leases().unwrap().len() == 3,
+        || other_sem.contenders().unwrap().len() == 3,
     );
     eprintln!("acquire_many_timeout(2, {TIMED_CALL:?}): {outcome:?} after {took:?}");
     assert!(
@@ -555,11 +556,11 @@ fn semaphore_timed_acquire_many_keeps_its_deadline_in_an_outage() {
     // (well before it could expire).
     assert!(
         common::eventually(Duration::from_secs(5), || {
-            other_sem.leases().unwrap().len() == 1
+            other_sem.contenders().unwrap().len() == 1
                 && common::children_count(&other, &format!("{path}/locks")) == 0
         }),
         "left behind: {:?}",
-        other_sem.leases().unwrap()
+        other_sem.contenders().unwrap()
     );
     assert_eq!(ours.session_id(), session, "our session expired meanwhile");
     assert!(other_permit.is_held());

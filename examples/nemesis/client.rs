@@ -252,7 +252,7 @@ impl Worker {
         t_call: u64,
         patience_ms: u128,
     ) {
-        let token = guard.fencing_token();
+        let token = guard.fencing().zxid();
         self.acquired(lock, mode, t_call, token, patience_ms);
         let fenced_reg = register_of(lock, true);
         let plain_reg = register_of(lock, false);
@@ -443,7 +443,7 @@ impl Worker {
 
     /// A read-lock hold: no writes, just time under the lock.
     fn shared(&mut self, guard: LockGuard, t_call: u64, patience_ms: u128) {
-        self.acquired("rw", "r", t_call, guard.fencing_token(), patience_ms);
+        self.acquired("rw", "r", t_call, guard.fencing().zxid(), patience_ms);
         let time = if self.rng.chance(10) {
             self.rng.millis(1000, 4000)
         } else {
@@ -467,7 +467,7 @@ impl Worker {
         self.work(|| permit.is_held(), time);
         self.check(|| permit.is_held());
         let t = mono_ns();
-        let outcome = permit.release();
+        let outcome = permit.unlock();
         self.released(t, outcome);
     }
 

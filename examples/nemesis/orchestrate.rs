@@ -940,7 +940,7 @@ fn idle_nodes() -> anyhow::Result<String> {
 }
 
 /// Every node under the locks of the workload: (the directory it is in, the node).
-pub fn lock_nodes(observer: &Client) -> anyhow::Result<Vec<(String, zklock::Contender)>> {
+pub fn lock_nodes(observer: &Client) -> anyhow::Result<Vec<(String, zklock::inspect::Contender)>> {
     let mut out = Vec::new();
     for lock in LOCKS {
         let lists = match lock.name {
@@ -961,7 +961,7 @@ pub fn lock_nodes(observer: &Client) -> anyhow::Result<Vec<(String, zklock::Cont
                     ),
                     (
                         format!("{}/leases", lock.path),
-                        Semaphore::new(observer, lock.path, lock.permits)?.leases()?,
+                        Semaphore::new(observer, lock.path, lock.permits)?.contenders()?,
                     ),
                 ]
             }

@@ -230,7 +230,7 @@ impl ClientBuilder {
         self
     }
 
-    /// Calls `listener` with every change of the client's [`SessionState`](crate::SessionState)
+    /// Calls `listener` with every change of the client's [`SessionState`](crate::client::SessionState)
     /// (see [`Client::state`]), in order, starting from `Connected` after the connect.
     ///
     /// The listener runs on a thread of its own (`zklock-listener`, one per client), never on
@@ -244,8 +244,8 @@ impl ClientBuilder {
     /// a listener still busy after that is left to finish on its own thread, with a warning
     /// in the log (zklock cannot interrupt it), and the thread ends when it returns.
     ///
-    /// To reach the client from the listener, capture a [`WeakClient`](crate::WeakClient) ([`Client::downgrade`])
-    /// and [`upgrade`](crate::WeakClient::upgrade) it for each call, not a [`Client`]: a listener
+    /// To reach the client from the listener, capture a [`WeakClient`](crate::client::WeakClient) ([`Client::downgrade`])
+    /// and [`upgrade`](crate::client::WeakClient::upgrade) it for each call, not a [`Client`]: a listener
     /// holding a clone of its client keeps the client, its session and its threads alive
     /// until [`Client::close`] is called, since dropping the application's clones then never
     /// drops the last one.

@@ -1,7 +1,18 @@
-//! `Client`: one ZooKeeper session shared by every lock made from it, behind a blocking facade.
-//! The session itself, and every request, live in the session layer (`session/`);
-//! [`builder`] holds the options and the connect, [`state`] the public session state and
-//! [`hub`] the client's state thread and listener; [`shutdown`] closes it on signals.
+//! The client and what it tells about its session: [`Client`] (also at the crate root, with
+//! its [`ClientBuilder`](crate::ClientBuilder)), the session's [`SessionState`]
+//! ([`Client::state`]) and the [`StateChange`]s a listener receives
+//! ([`ClientBuilder::on_state_change`](crate::ClientBuilder::on_state_change)), and a
+//! [`WeakClient`] for code that must not keep the client alive (such a listener). See
+//! [`guide::operating`](crate::guide::operating).
+
+// For maintainers: `Client` is one ZooKeeper session shared by every lock made from it, behind
+// a blocking facade. The session itself, and every request, live in the session layer
+// (`session/`); `builder` holds the options and the connect, `state` the public session state
+// and `hub` the client's state thread and listener; `shutdown` closes it on signals.
+
+// Only files that do not import this one are re-exported here (the house plan: no circles);
+// `ClientBuilder` and `CloseOnSignals` are re-exported at the crate root.
+pub use self::state::{SessionState, StateChange};
 
 pub(crate) mod builder;
 pub(crate) mod hub;
@@ -26,7 +37,7 @@ use crate::session::Session;
 use crate::wire as zk;
 
 use self::hub::{wait_any, Hub, Observe, LISTENER_STOP_WAIT};
-use self::state::{next_look, of_session, SessionState};
+use self::state::{next_look, of_session};
 
 /// A handle to a ZooKeeper session, shared by all the locks made from it.
 ///
@@ -550,7 +561,7 @@ impl Client {
     /// # fn main() -> zklock::Result<()> {
     /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
     /// use std::time::Duration;
-    /// use zklock::SessionState;
+    /// use zklock::client::SessionState;
     /// let mut seen = client.state();
     /// while seen != SessionState::Closed {
     ///     seen = client.wait_state_change(seen, Duration::from_secs(60));

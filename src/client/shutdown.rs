@@ -46,7 +46,7 @@ impl Client {
     /// `signal-hook`, so this works whatever the other threads are doing. Closing is bounded
     /// (about two seconds if the server does not answer; the session then ends on the server
     /// after its timeout). Calls blocked on the client meanwhile return
-    /// [`Error::Closed`](crate::Error::Closed), and held locks read
+    /// [`Error::Closed`], and held locks read
     /// [`LockState::Lost`](crate::LockState::Lost) (counted as lost with cause `closed` in the
     /// metrics).
     ///
@@ -60,7 +60,7 @@ impl Client {
     /// the process just ends as the signal would have.
     ///
     /// # Errors
-    /// [`Error::Runtime`](crate::Error::Runtime) if the handler or its thread cannot be set
+    /// [`Error::Runtime`] if the handler or its thread cannot be set
     /// up.
     pub fn close_on_signals(&self) -> Result<CloseOnSignals> {
         let mut signals = Signals::new([SIGTERM, SIGINT]).map_err(|e| Error::Runtime {

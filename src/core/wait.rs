@@ -11,11 +11,13 @@ use crate::rt::runtime::deadline_after;
 
 use super::withdraw::{Withdrawals, CANCEL_WITHDRAW_WAIT, WITHDRAW_WAIT};
 
-/// How an acquisition waits: as long as it takes or up to a timeout, and optionally until a
+/// How a call waits: as long as it takes or up to a timeout, and optionally until a
 /// [`CancelToken`] is cancelled. Passed to the `*_with` acquisitions
 /// ([`DistributedMutex::lock_with`](crate::DistributedMutex::lock_with) and the like), which
 /// return `Ok(None)` when the timeout passes and [`Error::Cancelled`] when the token is
-/// cancelled.
+/// cancelled, and to the guards' waits ([`LockGuard::wait_lost_with`](crate::LockGuard::wait_lost_with),
+/// [`LockGuard::wait_revocation_with`](crate::LockGuard::wait_revocation_with)), which return
+/// `None` (or `false`) in both cases.
 ///
 /// ```no_run
 /// # fn main() -> zklock::Result<()> {
@@ -53,10 +55,20 @@ impl Wait {
         }
     }
 
-    /// Also stop, with [`Error::Cancelled`], as soon as `token` is cancelled.
+    /// Also stop, with [`Error::Cancelled`], as soon as `token` is cancelled:
+    /// `Wait::forever().cancel_on(&token)` waits until done or cancelled,
+    /// `Wait::timeout(d).cancel_on(&token)` until whichever comes first.
     pub fn cancel_on(mut self, token: &CancelToken) -> Wait {
         self.cancel = Some(token.clone());
         self
+    }
+
+    pub(crate) fn timeout_value(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    pub(crate) fn token(&self) -> Option<&CancelToken> {
+        self.cancel.as_ref()
     }
 }
 
@@ -94,10 +106,6 @@ impl Attempt {
 
     pub(crate) fn timeout(timeout: Duration) -> Attempt {
         Attempt::with(Wait::timeout(timeout))
-    }
-
-    pub(crate) fn cancellable(token: &CancelToken) -> Attempt {
-        Attempt::with(Wait::forever().cancel_on(token))
     }
 
     pub(crate) fn with(wait: Wait) -> Attempt {

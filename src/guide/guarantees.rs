@@ -48,11 +48,11 @@
 //! and [`lock`](crate::DistributedMutex::lock) waits as long as the lock is busy but returns
 //! [`Error::SessionExpired`] once its session is gone: no call blocks forever on a dead
 //! connection. Blocking acquisitions can be stopped from another thread with a
-//! [`CancelToken`] (`*_cancellable`, `*_with(`[`Wait`]`)`), and [`Client::close`] ends the
+//! [`CancelToken`] (`*_with(`[`Wait`]`)`), and [`Client::close`] ends the
 //! session and wakes every blocked call with [`Error::Closed`].
 //!
 //! Locks are not reentrant, and like `std::sync::Mutex` a thread that locks again while it holds
-//! a guard waits for that guard: use `lock_timeout` or `lock_cancellable` where that can happen.
+//! a guard waits for that guard: use `lock_timeout` or `lock_with` where that can happen.
 //! zklock never reports a deadlock it cannot be sure of (async tasks sharing a thread, a guard
 //! moved to another thread, several threads on one mutex all simply queue).
 //!
@@ -78,7 +78,7 @@
 //! | `create` reply lost to a connection drop | — | the node is found again by its uuid after reconnecting; never created twice |
 //! | timeout, `try_lock` on a busy lock, or an error while waiting | — | our node is deleted before returning; a node created late during an outage is deleted in the background when the connection returns |
 //! | release while disconnected, or the server frozen (`SIGSTOP`) or slow | dropping the guard returns within the client's [`release_timeout`] (1 s by default; `tests/faults.rs`: 1.0 s on a frozen server with a 10 s session, where it used to wait 4.5 s for the connection to be declared dead, and on a live but slow connection up to the whole session timeout); `unlock()` waits up to the session timeout and returns [`Error::OutcomeUnknown`] (it used to be [`Error::ConnectionLoss`]) if the delete is not confirmed. Either way the delete is retried in the background until the node is gone or the session has ended; until then the next waiter still waits. `zklock run` exits within its release bound once its command is dead | — |
-//! | ensemble re-created from scratch (data dirs wiped), servers back on the same addresses | the old sessions are refused: `Lost`. zxids begin again, so [`fencing_token()`](crate::LockGuard::fencing_token) (the zxid alone) goes backwards; [`fencing()`](crate::LockGuard::fencing) does not: its generation (the lock path's creation time) is later than any token of the old ensemble's (`tests/fenced.rs`), as long as the servers' clocks were not set back across the re-creation | acquires on a new session |
+//! | ensemble re-created from scratch (data dirs wiped), servers back on the same addresses | the old sessions are refused: `Lost`. zxids begin again, so the zxid alone ([`FencingToken::zxid`](crate::FencingToken::zxid)) goes backwards; [`fencing()`](crate::LockGuard::fencing) does not: its generation (the lock path's creation time) is later than any token of the old ensemble's (`tests/fenced.rs`), as long as the servers' clocks were not set back across the re-creation | acquires on a new session |
 //! | a request of a timed acquisition still on its way at the deadline, connection healthy | — | `Ok(None)` (a timeout), never [`Error::ConnectionLoss`]: `tests/recipes.rs` releases a 1-permit semaphore around a waiter's 30 ms deadline 300 times (14 errors before the fix) |
 //!
 //! These rows are what `tests/faults.rs`, `tests/ensemble.rs` and `tests/chaos.rs` exercise; the
@@ -142,9 +142,9 @@
 //!    (`to_string()`, parsed back with `parse()`), or as the pair
 //!    ([`generation()`](crate::FencingToken::generation), [`zxid()`](crate::FencingToken::zxid)).
 //!
-//!    *Migrating from `fencing_token()`.* [`LockGuard::fencing_token`] still returns the zxid
-//!    alone (an `i64`), and still increases from holder to holder while the ensemble keeps its
-//!    data; but when an ensemble is re-created its zxids begin again, and a store keeping the
+//!    *Migrating from `fencing_token()`.* zklock 0.1's `LockGuard::fencing_token()` returned
+//!    the zxid alone (an `i64`, now `fencing().zxid()`), which increases from holder to
+//!    holder while the ensemble keeps its data; but when an ensemble is re-created its zxids begin again, and a store keeping the
 //!    highest one would refuse every new holder until the new zxids pass the old. Send
 //!    `fencing()` instead; a store that already holds zxids can compare `(generation, zxid)`
 //!    pairs and read a stored zxid as generation 0, which every new token passes. `zklock run`
@@ -217,8 +217,7 @@
 //! [`CancelToken::cancel`]: crate::CancelToken::cancel
 //! [`Wait`]: crate::Wait
 //! [`Client`]: crate::Client
-//! [`WeakClient`]: crate::WeakClient
+//! [`WeakClient`]: crate::client::WeakClient
 //! [`Client::close`]: crate::Client::close
 //! [`Client::set_data`]: crate::Client::set_data
-//! [`LockGuard::fencing_token`]: crate::LockGuard::fencing_token
 //! [`LockGuard::unlock`]: crate::LockGuard::unlock

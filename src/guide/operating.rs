@@ -27,7 +27,7 @@
 //!             eprintln!("zookeeper: {} -> {} after {:?}", change.from, change.to, change.after)
 //!         })
 //!         .connect()?;
-//!     assert_eq!(client.state(), zklock::SessionState::Connected);
+//!     assert_eq!(client.state(), zklock::client::SessionState::Connected);
 //!     Ok(())
 //! }
 //! ```
@@ -37,7 +37,7 @@
 //! the client (`close()` or the last drop, which give a listener busy at that moment one second
 //! to return). A listener that calls its client should capture
 //! [`client.downgrade()`](crate::Client::downgrade), a [`WeakClient`], and
-//! [`upgrade()`](crate::WeakClient::upgrade) it for each call: a listener holding a `Client`
+//! [`upgrade()`](crate::client::WeakClient::upgrade) it for each call: a listener holding a `Client`
 //! keeps the session open until `close()`.
 //!
 //! # Graceful shutdown
@@ -149,10 +149,10 @@
 //! in ZooKeeper's CLI); the next acquisition makes it again, numbering from 0. To see it
 //! coming, read the lock path's `cversion` (`stat <path>` in ZooKeeper's CLI).
 //!
-//! [`SessionState`]: crate::SessionState
-//! [`StateChange`]: crate::StateChange
+//! [`SessionState`]: crate::client::SessionState
+//! [`StateChange`]: crate::client::StateChange
 //! [`ClientBuilder::on_state_change`]: crate::ClientBuilder::on_state_change
-//! [`WeakClient`]: crate::WeakClient
+//! [`WeakClient`]: crate::client::WeakClient
 //! [`CancelToken::cancel`]: crate::CancelToken::cancel
 //! [`Client::close`]: crate::Client::close
 //! [`Client::close_async`]: crate::Client::close_async
@@ -160,5 +160,5 @@
 //! [`Error::Connect`]: crate::Error::Connect
 //! [`Error::ConnectionLoss`]: crate::Error::ConnectionLoss
 //! [`Error::SequenceExhausted`]: crate::Error::SequenceExhausted
-//! [`HostFailure`]: crate::HostFailure
-//! [`ConnectCause`]: crate::ConnectCause
+//! [`HostFailure`]: crate::error::HostFailure
+//! [`ConnectCause`]: crate::error::ConnectCause

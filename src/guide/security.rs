@@ -5,7 +5,8 @@
 //! authenticate and restrict the nodes to your identity:
 //!
 //! ```no_run
-//! use zklock::{Client, DistributedMutex, NodeAcl};
+//! use zklock::acl::NodeAcl;
+//! use zklock::{Client, DistributedMutex};
 //!
 //! fn main() -> zklock::Result<()> {
 //!     let password = std::env::var("ZK_PASSWORD").unwrap_or_default();
@@ -56,9 +57,9 @@
 //! (see the script's header). `tests/security.rs` and `tests/secure_servers.rs` run against
 //! such servers.
 //!
-//! [`NodeAcl::CreatorOnly`]: crate::NodeAcl::CreatorOnly
-//! [`NodeAcl::CreatorOnlyAnyoneRead`]: crate::NodeAcl::CreatorOnlyAnyoneRead
-//! [`ParentAcl::Shared`]: crate::ParentAcl::Shared
+//! [`NodeAcl::CreatorOnly`]: crate::acl::NodeAcl::CreatorOnly
+//! [`NodeAcl::CreatorOnlyAnyoneRead`]: crate::acl::NodeAcl::CreatorOnlyAnyoneRead
+//! [`ParentAcl::Shared`]: crate::acl::ParentAcl::Shared
 //! [`ClientBuilder::auth_digest`]: crate::ClientBuilder::auth_digest
 //! [`ClientBuilder::auth`]: crate::ClientBuilder::auth
 //! [`Error::NoAuth`]: crate::Error::NoAuth

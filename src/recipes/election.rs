@@ -45,7 +45,7 @@ impl LeaderElection {
     }
 
     /// The participant id stored in our node (Curator's `LeaderLatch` id), shown by
-    /// [`participants`](Self::participants). Defaults to `host=.. pid=.. thread=..`.
+    /// [`contenders`](Self::contenders). Defaults to `host=.. pid=.. thread=..`.
     pub fn participant_id(mut self, id: &str) -> Self {
         self.queue.options.data = Some(id.as_bytes().to_vec());
         self
@@ -56,11 +56,9 @@ impl LeaderElection {
         &self.queue.path
     }
 
-    acquisitions!("leadership" => Leadership, via join:
-        participate, try_participate, participate_timeout, participate_cancellable,
-        participate_with;
-        async participate_async, try_participate_async, participate_timeout_async,
-        participate_cancellable_async, participate_with_async);
+    acquisitions!("leadership" => Leadership, via join():
+        participate, try_participate, participate_timeout, participate_with;
+        async participate_async, try_participate_async, participate_with_async);
 
     /// Joins the election; an attempt that ends without leading has left it again (unlike
     /// Curator's `LeaderLatch.await(timeout)`, which stays in).
@@ -69,10 +67,11 @@ impl LeaderElection {
     }
 
     /// The participants in order: the leader first. Each one's `owner` is its participant data.
+    /// Blocks for a few round trips.
     ///
     /// # Errors
     /// Connection and server errors.
-    pub fn participants(&self) -> Result<Vec<Contender>> {
+    pub fn contenders(&self) -> Result<Vec<Contender>> {
         self.queue.contenders(&[&LATCH])
     }
 
@@ -81,7 +80,7 @@ impl LeaderElection {
     ///
     /// # Errors
     /// As there.
-    pub fn break_participant(&self, participant: &Contender) -> Result<bool> {
+    pub fn break_contender(&self, participant: &Contender) -> Result<bool> {
         self.queue.break_contender(participant)
     }
 
@@ -90,6 +89,6 @@ impl LeaderElection {
     /// # Errors
     /// Connection and server errors.
     pub fn current_leader(&self) -> Result<Option<Contender>> {
-        Ok(self.participants()?.into_iter().next())
+        Ok(self.contenders()?.into_iter().next())
     }
 }

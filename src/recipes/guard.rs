@@ -5,12 +5,12 @@ use std::time::{Duration, Instant};
 
 use crate::client::Client;
 use crate::core::held::Held;
-use crate::core::standing::LockState;
+use crate::core::wait::Wait;
 use crate::error::Result;
-use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::deadline_after;
 
 use super::fence::{Fence, FencedTransaction};
+use super::guard_calls::guard_calls;
 
 /// Proof that a lock is held; releases it when dropped.
 ///
@@ -48,141 +48,20 @@ impl LockGuard {
         self.held.node_path()
     }
 
-    /// The fencing token to pass to a store outside ZooKeeper, so that it can refuse a stale
-    /// holder's late writes: it increases from one holder of this lock to the next, also when
-    /// the ensemble was re-created from scratch (see [`FencingToken`](crate::FencingToken)
-    /// for the rule and its one assumption). Never blocks.
-    pub fn fencing(&self) -> crate::FencingToken {
-        self.held.fencing()
+    guard_calls!("the lock",
+        fencing: "The token of our lock node: the lock path's generation and the node's creation zxid.");
+
+    /// The guard's one node.
+    fn nodes(&self) -> std::iter::Once<&Held> {
+        std::iter::once(&self.held)
     }
 
-    /// The lock node's creation zxid: it increases from one holder of this lock to the next
-    /// only while the ensemble keeps its data. When an ensemble is re-created (data dirs
-    /// wiped), zxids begin again, and a store that remembers the highest number it has seen
-    /// would refuse every new holder. Prefer [`fencing`](Self::fencing), which orders tokens
-    /// by the lock path's generation first; this number is its
-    /// [`zxid`](crate::FencingToken::zxid) part. Never blocks.
-    pub fn fencing_token(&self) -> i64 {
-        self.held.fencing_token()
+    fn nodes_to_release(&mut self) -> Vec<&mut Held> {
+        vec![&mut self.held]
     }
 
-    /// The id of the session that holds the lock.
-    pub fn session_id(&self) -> i64 {
-        self.held.session_id()
-    }
-
-    /// Whether the lock is still ours as far as this process can tell; never blocks.
-    ///
-    /// Decided when called, on the calling thread, from a lease on the monotonic clock: the
-    /// lock is [`LockState::Held`] only while less than 2/3 of the session timeout has passed
-    /// since the send time of the latest write or sync the server answered (the server cannot
-    /// expire the session before a full session timeout after that). So the state turns
-    /// [`LockState::Suspended`] before the server may expire the session and hand the lock to
-    /// someone else, also when this process was frozen (SIGSTOP, a long pause) or zklock's
-    /// network thread could not run: nothing the network thread last said is trusted past the
-    /// lease. It also turns `Suspended` when the connection drops, and comes back to `Held`
-    /// only when a new answer from the server proves the session alive.
-    ///
-    /// The first call (of this, [`is_held`](Self::is_held),
-    /// [`lease_remaining`](Self::lease_remaining) or the `wait_lost` calls) also starts
-    /// watching the lock's node, so that its deletion by someone else (see
-    /// [`DistributedMutex::break_contender`](crate::DistributedMutex::break_contender)) turns
-    /// the state [`LockState::Lost`] as soon as the server reports it (a lock made
-    /// [`revocable`](crate::DistributedMutex::revocable) watches from the start). A holder that
-    /// never asks pays nothing for that watch; one that asks pays two requests (set, then
-    /// removed before the release, which so notifies nobody more).
-    pub fn state(&self) -> LockState {
-        self.held.state()
-    }
-
-    /// `true` while [`state`](Self::state) is [`LockState::Held`]. Never blocks.
-    pub fn is_held(&self) -> bool {
-        self.state() == LockState::Held
-    }
-
-    /// How much longer, from now, this holder can be sure it holds the lock: the time left on
-    /// its lease (see [`state`](Self::state)). `None` when the state is not
-    /// [`LockState::Held`]; otherwise more than zero and less than the session timeout. Never
-    /// blocks.
-    ///
-    /// The pattern for work that must not outlive the lock: before each step, check that the
-    /// lease covers the time the step needs, and stop (or renew by waiting for
-    /// [`is_held`](Self::is_held) again) if it does not.
-    ///
-    /// ```no_run
-    /// # fn main() -> zklock::Result<()> {
-    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
-    /// # let mutex = zklock::DistributedMutex::new(&client, "/jobs/compact")?;
-    /// # let steps: Vec<fn()> = Vec::new();
-    /// use std::time::Duration;
-    /// let guard = mutex.lock()?;
-    /// for step in steps {
-    ///     match guard.lease_remaining() {
-    ///         Some(left) if left > Duration::from_millis(500) => step(),
-    ///         _ => break, // not sure enough that we still hold it: stop touching the resource
-    ///     }
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn lease_remaining(&self) -> Option<Duration> {
-        self.held.lease_remaining()
-    }
-
-    /// Blocks until the lock is no longer [`LockState::Held`] and returns the new state:
-    /// [`LockState::Suspended`] (connection in doubt: pause work on the resource) or
-    /// [`LockState::Lost`]. Lets a holder learn of trouble without polling, for example from a
-    /// watchdog thread that stops the work the lock protects.
-    pub fn wait_lost(&self) -> LockState {
-        self.held
-            .wait_not_held(None, None)
-            .unwrap_or(LockState::Lost)
-    }
-
-    /// As [`wait_lost`](Self::wait_lost), but gives up after `timeout` (monotonic clock) and
-    /// returns `None` if the lock was still held all along.
-    pub fn wait_lost_timeout(&self, timeout: Duration) -> Option<LockState> {
-        self.held.wait_not_held(Some(deadline_after(timeout)), None)
-    }
-
-    /// As [`wait_lost`](Self::wait_lost), as a future: ready once the lock is no longer
-    /// [`LockState::Held`], with the new state. It wakes on session changes and when the
-    /// lease would run out (on the monotonic clock), so a stalled network thread cannot keep
-    /// it pending. Cancel safe: dropping it stops nothing but the wait. Race it against the
-    /// work the lock protects (`select!`) to stop that work when the lock is lost.
-    pub async fn wait_lost_async(&self) -> LockState {
-        self.held
-            .wait_not_held_async(None)
-            .await
-            .unwrap_or(LockState::Lost)
-    }
-
-    /// As [`wait_lost`](Self::wait_lost), but returns `None` as soon as `token` is cancelled
-    /// (at once if it already is) while the lock is still held.
-    ///
-    /// For a watchdog thread that the guard's owner must end promptly before it releases the
-    /// lock (the owner needs the guard back, which the watchdog borrows): cancel the token,
-    /// join the thread, unlock. No polling interval delays the release.
-    ///
-    /// ```no_run
-    /// # fn main() -> zklock::Result<()> {
-    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
-    /// # let work = || ();
-    /// let guard = zklock::DistributedMutex::new(&client, "/jobs/report")?.lock()?;
-    /// let done = zklock::CancelToken::new();
-    /// std::thread::scope(|s| {
-    ///     s.spawn(|| {
-    ///         if let Some(state) = guard.wait_lost_cancellable(&done) {
-    ///             eprintln!("lock {state:?}: stop the work");
-    ///         }
-    ///     });
-    ///     work();
-    ///     done.cancel(); // the watchdog returns at once
-    /// });
-    /// guard.unlock()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn wait_lost_cancellable(&self, token: &CancelToken) -> Option<LockState> {
-        self.held.wait_not_held(None, Some(token))
+    fn client(&self) -> &Client {
+        &self.client
     }
 
     /// Whether another process asked this holder to release the lock (revocation; only for
@@ -195,59 +74,16 @@ impl LockGuard {
     /// Blocks until revocation is requested (`true`) or `timeout` passes (`false`). Returns
     /// `false` at once for a lock that was not made revocable.
     pub fn wait_revocation_timeout(&self, timeout: Duration) -> bool {
-        self.held
-            .wait_revocation(Some(deadline_after(timeout)), None)
+        self.wait_revocation_with(Wait::timeout(timeout))
     }
 
-    /// Blocks until revocation is requested (`true`), or until `token` is cancelled (`false`,
-    /// at once if it already is), as [`wait_lost_cancellable`](Self::wait_lost_cancellable)
-    /// does. Also returns `false` once the node or the session is gone, and at once for a
-    /// lock that was not made revocable.
-    pub fn wait_revocation_cancellable(&self, token: &CancelToken) -> bool {
-        self.held.wait_revocation(None, Some(token))
-    }
-
-    /// Releases the lock and reports the outcome. Blocks for at most one reply from the server,
-    /// bounded by the session timeout (returns at once when the connection is known to be
-    /// down); see [`unlock_timeout`](Self::unlock_timeout) for a shorter bound.
-    ///
-    /// # Errors
-    /// - [`Error::LockLost`](crate::Error::LockLost) if the lock had been lost (session
-    ///   expired, node deleted by someone else).
-    /// - [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) (naming our node) if the
-    ///   delete could not be confirmed in time, the connection being down or the server slow
-    ///   or frozen: the node may still be there, so another contender may not have the lock
-    ///   yet. The delete is retried in the background until the node is gone or the session
-    ///   has ended (which removes it too). (Earlier versions of zklock returned
-    ///   [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) here.)
-    pub fn unlock(mut self) -> Result<()> {
-        let _closing = self.client.watch_close();
-        self.held.release()
-    }
-
-    /// As [`unlock`](Self::unlock), blocking at most about `timeout` (monotonic clock, from the
-    /// call) for the server to confirm the release; after that the release goes on in the
-    /// background and the call returns
-    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
-    ///
-    /// # Errors
-    /// As [`unlock`](Self::unlock).
-    pub fn unlock_timeout(mut self, timeout: Duration) -> Result<()> {
-        let _closing = self.client.watch_close();
-        self.held.release_within(timeout)
-    }
-
-    /// As [`unlock`](Self::unlock), as a future: waits for the server's confirmation without
-    /// blocking a thread, at most the session timeout. Cancel safe: dropped before the
-    /// confirmation, the release goes on in the background (as a dropped guard's does).
-    ///
-    /// # Errors
-    /// As [`unlock`](Self::unlock).
-    pub async fn unlock_async(mut self) -> Result<()> {
-        // Dropped half-way on an async worker, the guard must not block in its drop.
-        self.held.background_drop = true;
-        let wait = self.held.session_timeout();
-        self.held.release_within_async(wait).await
+    /// Blocks until revocation is requested (`true`), or until `wait`'s timeout passes or its
+    /// token is cancelled (`false`, at once if it already is), as
+    /// [`wait_lost_with`](Self::wait_lost_with) does. Also returns `false` once the node or
+    /// the session is gone, and at once for a lock that was not made revocable.
+    pub fn wait_revocation_with(&self, wait: Wait) -> bool {
+        let deadline = wait.timeout_value().map(deadline_after);
+        self.held.wait_revocation(deadline, wait.token())
     }
 
     /// The release of a dropped guard, blocking no later than `deadline` (a guard of several,

@@ -12,7 +12,7 @@ use crate::znode::path::validate_lock_path;
 
 use super::catalogue::{Layout, LockKind, SemaphoreLayout, CATALOGUE};
 
-/// One node in a lock's queue, as seen by inspection (`contenders()`, `participants()`).
+/// One node in a lock's queue, as seen by inspection (every recipe's `contenders()`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Contender {
@@ -28,10 +28,9 @@ pub struct Contender {
     pub owner: String,
     /// When the node was created, in milliseconds since the Unix epoch (server clock).
     pub created_ms: i64,
-    /// The node's creation zxid: what its holder's
-    /// [`LockGuard::fencing_token`](crate::LockGuard::fencing_token) returns (the
-    /// [`zxid`](crate::FencingToken::zxid) part of its [`FencingToken`](crate::FencingToken)).
-    pub fencing_token: i64,
+    /// The node's creation zxid: the [`zxid`](crate::FencingToken::zxid) part of its
+    /// holder's [`FencingToken`](crate::FencingToken) ([`LockGuard::fencing`](crate::LockGuard::fencing)).
+    pub zxid: i64,
     /// The node's data version (changes when someone writes its data, e.g. a revocation
     /// request); breaking a node refuses to delete a changed one.
     pub version: i32,
@@ -122,7 +121,7 @@ fn read_contenders(
             session_id: stat.ephemeral_owner,
             owner: String::from_utf8_lossy(&data).into_owned(),
             created_ms: stat.ctime,
-            fencing_token: stat.czxid,
+            zxid: stat.czxid,
             version: stat.version,
             holds: holds(&present, at),
         });
@@ -134,7 +133,7 @@ fn read_contenders(
 pub(crate) fn break_contender(client: &Client, path: &str, contender: &Contender) -> Result<bool> {
     let node = node_of(path, contender)?;
     let deleted = client.one_call(&node, |session, deadline| {
-        session.delete_if_unchanged(&node, contender.fencing_token, contender.version, deadline)
+        session.delete_if_unchanged(&node, contender.zxid, contender.version, deadline)
     })?;
     if deleted {
         log::info!(
@@ -207,8 +206,8 @@ pub struct InspectedNode {
 
 impl Client {
     /// What is at `path`: the lock whose nodes are there, told by every recipe's node names
-    /// (see [`LockKind`](crate::LockKind)), and its nodes in queue order, each with whether it holds. For tools
-    /// that look at locks they did not make (`zklock status`, `break`, `revoke`).
+    /// (see [`LockKind`]), and its nodes in queue order, each with
+    /// whether it holds. For tools that look at locks they did not make (`zklock status`, `break`, `revoke`).
     ///
     /// `permits`: a semaphore's number of permits, which ZooKeeper does not store. With it, its
     /// leases say whether they hold (the first `permits` do); without, they cannot.
@@ -346,7 +345,7 @@ mod tests {
             session_id: 0,
             owner: owner.into(),
             created_ms: 0,
-            fencing_token: 0,
+            zxid: 0,
             version: 0,
             holds: false,
         }

@@ -4,6 +4,7 @@ use std::fmt;
 
 use crate::client::Client;
 use crate::core::contend::{acquire_on, Options};
+use crate::core::held::Held;
 use crate::core::kind::Kind;
 use crate::core::partial::Partial;
 use crate::core::wait::Attempt;
@@ -13,6 +14,7 @@ use crate::znode::path::validate_lock_path;
 use super::acquisition::Acquisition;
 use super::catalogue::{MULTI_METRIC, MUTEX, WRITER};
 use super::guard::LockGuard;
+use super::guard_calls::guard_calls;
 use super::queue::acquisitions;
 
 /// Several locks (mutexes and write sides of read/write locks) acquired as one.
@@ -41,6 +43,8 @@ pub struct MultiLock {
 #[clippy::has_significant_drop]
 pub struct MultiGuard {
     guards: Vec<LockGuard>,
+    /// The client every lock was taken through.
+    client: Client,
 }
 
 impl MultiLock {
@@ -87,14 +91,20 @@ impl MultiLock {
         self.members.iter().map(|(p, _)| p.as_str()).collect()
     }
 
-    acquisitions!("every lock" => MultiGuard, via acquire:
-        lock, try_lock, lock_timeout, lock_cancellable, lock_with;
-        async lock_async, try_lock_async, lock_timeout_async, lock_cancellable_async,
-        lock_with_async);
+    acquisitions!("every lock" => MultiGuard, via acquire(),
+        errors "[`Error::InvalidArgument`](crate::Error::InvalidArgument) if no lock was added.":
+        lock, try_lock, lock_timeout, lock_with;
+        async lock_async, try_lock_async, lock_with_async);
 
     /// All or nothing: on any early return `taken` is dropped, releasing what was taken in
     /// reverse order within the deadline.
     async fn acquire(&self, attempt: Attempt, background: bool) -> Result<Option<MultiGuard>> {
+        if self.members.is_empty() {
+            // A guard of nothing would be held by no one: every guard has at least one node.
+            return Err(Error::InvalidArgument(
+                "a multi-lock needs at least one member to lock",
+            ));
+        }
         let paths = self.paths().join(",");
         let measured = Acquisition::start(&self.client, MULTI_METRIC, &paths);
         let acquire = async {
@@ -119,7 +129,10 @@ impl MultiLock {
                     LockGuard::new(held, self.client.clone())
                 })
                 .collect();
-            Ok(Some(MultiGuard { guards }))
+            Ok(Some(MultiGuard {
+                guards,
+                client: self.client.clone(),
+            }))
         };
         let outcome = attempt
             .run(self.client.close_token(), Box::pin(acquire))
@@ -144,43 +157,25 @@ impl MultiGuard {
         &self.guards
     }
 
-    /// `true` while every lock is held.
-    pub fn is_held(&self) -> bool {
-        self.guards.iter().all(LockGuard::is_held)
+    guard_calls!("every lock",
+        fencing: "The token of the first lock (in acquisition order, by path). Each lock has its own tokens, comparable only with that lock's: pass each store the token of the lock that protects it, from [`tokens`](Self::tokens) or [`guards`](Self::guards).");
+
+    /// The locks' nodes, in acquisition order.
+    fn nodes(&self) -> impl Iterator<Item = &Held> + Clone {
+        self.guards.iter().map(|guard| &guard.held)
     }
 
-    /// Releases every lock, in reverse order, and reports the first failure (each is released
-    /// anyway, as [`LockGuard::unlock`] does).
-    ///
-    /// # Errors
-    /// As [`LockGuard::unlock`].
-    pub fn unlock(mut self) -> Result<()> {
-        let mut outcome = Ok(());
-        while let Some(guard) = self.guards.pop() {
-            if let Err(err) = guard.unlock() {
-                outcome = outcome.and(Err(err));
-            }
-        }
-        outcome
+    /// In reverse order.
+    fn nodes_to_release(&mut self) -> Vec<&mut Held> {
+        self.guards
+            .iter_mut()
+            .rev()
+            .map(|guard| &mut guard.held)
+            .collect()
     }
 
-    /// As [`unlock`](Self::unlock), as a future. Cancel safe: the locks not yet released when
-    /// it is dropped are released in the background.
-    ///
-    /// # Errors
-    /// As [`LockGuard::unlock`].
-    pub async fn unlock_async(mut self) -> Result<()> {
-        // Dropped half-way on an async worker, the rest must not block in their drops.
-        for guard in &mut self.guards {
-            guard.held.background_drop = true;
-        }
-        let mut outcome = Ok(());
-        while let Some(guard) = self.guards.pop() {
-            if let Err(err) = guard.unlock_async().await {
-                outcome = outcome.and(Err(err));
-            }
-        }
-        outcome
+    fn client(&self) -> &Client {
+        &self.client
     }
 }
 

@@ -20,8 +20,8 @@ use super::queue::{acquisitions, queue_calls, LockQueue};
 /// The mutex is `Send + Sync` and cheap to clone (clones are the same lock). Its guards own
 /// what they need: they can outlive the mutex, move to other threads or tasks, and be
 /// returned from functions. Locks are not reentrant: like `std::sync::Mutex`, a thread that
-/// locks again while it holds a guard waits for that guard (use a timed or cancellable call
-/// where that can happen).
+/// locks again while it holds a guard waits for that guard (use a timed call or a cancel
+/// token where that can happen).
 #[derive(Clone, Debug)]
 pub struct DistributedMutex {
     queue: LockQueue,
@@ -41,10 +41,9 @@ impl DistributedMutex {
         })
     }
 
-    acquisitions!("the lock" => LockGuard, via acquire:
-        lock, try_lock, lock_timeout, lock_cancellable, lock_with;
-        async lock_async, try_lock_async, lock_timeout_async, lock_cancellable_async,
-        lock_with_async);
+    acquisitions!("the lock" => LockGuard, via acquire():
+        lock, try_lock, lock_timeout, lock_with;
+        async lock_async, try_lock_async, lock_with_async);
 
     async fn acquire(&self, attempt: Attempt, background_drop: bool) -> Result<Option<LockGuard>> {
         self.queue.acquire(&MUTEX, attempt, background_drop).await

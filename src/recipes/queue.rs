@@ -85,19 +85,21 @@ impl LockQueue {
     }
 }
 
-/// Writes a recipe's five blocking acquisitions of one kind, with their docs, and their five
-/// async twins: block until held; try without waiting; wait up to a timeout; wait until held
-/// or cancelled; wait as a [`Wait`](crate::Wait) says. The recipe provides `async fn
-/// $via(&self, Attempt, background_drop: bool) -> Result<Option<$guard>>`, the one
-/// acquisition both forms run, and `$what` names what is held, for the docs.
+/// Writes a recipe's acquisitions of one kind, with their docs: the four blocking forms
+/// (block until held; try without waiting; wait up to a timeout; wait as a
+/// [`Wait`](crate::Wait) says, which also covers a cancel token) and the three async ones a
+/// dropped future or a runtime's own timeout does not already give (block, try, `Wait`). The
+/// recipe provides `async fn $via(&self, $($arg,)* Attempt, background_drop: bool) ->
+/// Result<Option<$guard>>`, the one acquisition every form runs; `$what` names what is held,
+/// and `$errors` adds a line to the errors of the blocking call (for the arguments).
 macro_rules! acquisitions {
     (
-        $what:literal => $guard:ty, via $via:ident:
-        $block:ident, $try_:ident, $timeout:ident, $cancellable:ident, $with:ident;
-        async $block_a:ident, $try_a:ident, $timeout_a:ident, $cancellable_a:ident,
-        $with_a:ident
+        $what:literal => $guard:ty, via $via:ident($($arg:ident: $argty:ty),*)
+        $(, errors $errors:literal)?:
+        $block:ident, $try_:ident, $timeout:ident, $with:ident;
+        async $block_a:ident, $try_a:ident, $with_a:ident
     ) => {
-        #[doc = concat!("Blocks until ", $what, " is held.")]
+        #[doc = concat!("Blocks until it holds ", $what, ".")]
         ///
         /// Waits as long as it takes for other holders; a lost connection is waited out too,
         /// but the call returns an error once the session expires, so it cannot hang past an
@@ -105,7 +107,8 @@ macro_rules! acquisitions {
         /// asked (FIFO).
         ///
         /// Locking again from a thread that holds it through a guard waits for that guard,
-        /// like `std::sync::Mutex`: release it first, or use a timed or cancellable call.
+        /// like `std::sync::Mutex`: release it first, or use a timed call or a cancel token
+        #[doc = concat!("([`", stringify!($with), "`](Self::", stringify!($with), ")).")]
         ///
         #[doc = concat!("Never call it on an async runtime's worker thread: use [`", stringify!($block_a), "`](Self::", stringify!($block_a), ").")]
         ///
@@ -115,24 +118,24 @@ macro_rules! acquisitions {
         /// [`Error::EphemeralParent`](crate::Error::EphemeralParent),
         /// [`Error::NoAuth`](crate::Error::NoAuth) and other server errors. No node is left
         /// behind.
-        pub fn $block(&self) -> $crate::Result<$guard> {
-            $crate::session::blocking(self.$via($crate::core::wait::Attempt::forever(), false))
+        $(#[doc = $errors])?
+        pub fn $block(&self $(, $arg: $argty)*) -> $crate::Result<$guard> {
+            $crate::session::blocking(self.$via($($arg,)* $crate::core::wait::Attempt::forever(), false))
                 .and_then($crate::core::wait::never_gives_up)
         }
 
-        #[doc = concat!("Takes ", $what, " if nobody holds or waits for it; never waits for other contenders.")]
+        #[doc = concat!("Takes ", $what, " if that needs no wait: never waits for other contenders.")]
         ///
         /// Still one round trip to the server; if the connection is down it waits for it at
         /// most the session timeout. Returns `Ok(None)` when busy; no node is left behind.
         ///
         /// # Errors
-        /// As the blocking call, plus [`Error::ConnectionLoss`](crate::Error::ConnectionLoss)
-        /// if the connection did not return in time.
-        pub fn $try_(&self) -> $crate::Result<Option<$guard>> {
-            $crate::session::blocking(self.$via($crate::core::wait::Attempt::dont_wait(), false))
+        #[doc = concat!("As [`", stringify!($block), "`](Self::", stringify!($block), "), plus [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) if the connection did not return in time.")]
+        pub fn $try_(&self $(, $arg: $argty)*) -> $crate::Result<Option<$guard>> {
+            $crate::session::blocking(self.$via($($arg,)* $crate::core::wait::Attempt::dont_wait(), false))
         }
 
-        #[doc = concat!("Blocks until ", $what, " is held or `timeout` (monotonic clock, from the call) has passed: `Ok(None)` then.")]
+        #[doc = concat!("Blocks until it holds ", $what, " or `timeout` (monotonic clock, from the call) has passed: `Ok(None)` then.")]
         ///
         /// On timeout our queued node is deleted first (waiting at most one second for that
         /// delete; a slow one finishes in the background), so nothing is left behind. The
@@ -142,31 +145,32 @@ macro_rules! acquisitions {
         /// created meanwhile is deleted once the connection returns.
         ///
         /// # Errors
-        /// As the blocking call, plus [`Error::ConnectionLoss`](crate::Error::ConnectionLoss).
-        pub fn $timeout(&self, timeout: std::time::Duration) -> $crate::Result<Option<$guard>> {
-            $crate::session::blocking(self.$via($crate::core::wait::Attempt::timeout(timeout), false))
+        #[doc = concat!("As [`", stringify!($block), "`](Self::", stringify!($block), "), plus [`Error::ConnectionLoss`](crate::Error::ConnectionLoss).")]
+        pub fn $timeout(
+            &self,
+            $($arg: $argty,)*
+            timeout: std::time::Duration,
+        ) -> $crate::Result<Option<$guard>> {
+            $crate::session::blocking(self.$via($($arg,)* $crate::core::wait::Attempt::timeout(timeout), false))
         }
 
-        #[doc = concat!("Blocks until ", $what, " is held or `token` is cancelled.")]
+        #[doc = concat!("Blocks until it holds ", $what, ", waiting as `wait` says: up to its timeout (`Ok(None)` then), and until its token is cancelled ([`Error::Cancelled`](crate::Error::Cancelled)).")]
         ///
         /// Cancelling the token (from any thread) makes the call delete its queued node and
-        /// return [`Error::Cancelled`](crate::Error::Cancelled) promptly; during an outage it
-        /// returns at once and the node is deleted in the background once the connection is
-        /// back. A token cancelled before the call makes it return at once, sending nothing.
+        /// return `Cancelled` promptly; during an outage it returns at once and the node is
+        /// deleted in the background once the connection is back. A token cancelled before the
+        /// call makes it return at once, sending nothing. `Wait::forever().cancel_on(&token)`
+        /// waits until held or cancelled, and so never returns `Ok(None)`;
+        /// `Wait::timeout(d).cancel_on(&token)` gives up at whichever comes first.
         ///
         /// # Errors
-        /// As the blocking call, plus [`Error::Cancelled`](crate::Error::Cancelled).
-        pub fn $cancellable(&self, token: &$crate::CancelToken) -> $crate::Result<$guard> {
-            $crate::session::blocking(self.$via($crate::core::wait::Attempt::cancellable(token), false))
-                .and_then($crate::core::wait::never_gives_up)
-        }
-
-        #[doc = concat!("Blocks until ", $what, " is held, as `wait` says: up to its timeout (`Ok(None)` then) and until its token is cancelled ([`Error::Cancelled`](crate::Error::Cancelled)).")]
-        ///
-        /// # Errors
-        /// As the timed and the cancellable calls.
-        pub fn $with(&self, wait: $crate::Wait) -> $crate::Result<Option<$guard>> {
-            $crate::session::blocking(self.$via($crate::core::wait::Attempt::with(wait), false))
+        #[doc = concat!("As [`", stringify!($timeout), "`](Self::", stringify!($timeout), "), plus [`Error::Cancelled`](crate::Error::Cancelled).")]
+        pub fn $with(
+            &self,
+            $($arg: $argty,)*
+            wait: $crate::Wait,
+        ) -> $crate::Result<Option<$guard>> {
+            $crate::session::blocking(self.$via($($arg,)* $crate::core::wait::Attempt::with(wait), false))
         }
 
         #[doc = concat!("As [`", stringify!($block), "`](Self::", stringify!($block), "), as a future: waits for ", $what, " without blocking a thread.")]
@@ -174,16 +178,18 @@ macro_rules! acquisitions {
         /// Runs on any executor (tokio, smol, `futures::executor`); the future is `Send`.
         ///
         /// **Cancel safety:** dropping the future at any await point (a `select!`, a runtime's
-        /// timeout, an aborted task) withdraws the node it queued in the background (within a
-        /// round trip, or once the connection returns), removes its watch, and releases the
-        /// lock if it had just been taken. The guard it returns releases in the background
-        /// when dropped; await [`LockGuard::unlock_async`](crate::LockGuard::unlock_async)
-        /// for the outcome.
+        /// timeout such as `tokio::time::timeout`, an aborted task) withdraws the node it
+        /// queued in the background (within a round trip, or once the connection returns),
+        /// removes its watch, and releases the lock if it had just been taken. So a runtime's
+        /// timeout and a dropped future do what a timed or cancellable call would; use
+        #[doc = concat!("[`", stringify!($with_a), "`](Self::", stringify!($with_a), ") for a deadline that does not depend on a runtime.")]
+        /// The guard it returns releases in the background when dropped; await its
+        /// `unlock_async` for the outcome.
         ///
         /// # Errors
         #[doc = concat!("As [`", stringify!($block), "`](Self::", stringify!($block), ").")]
-        pub async fn $block_a(&self) -> $crate::Result<$guard> {
-            self.$via($crate::core::wait::Attempt::forever(), true)
+        pub async fn $block_a(&self $(, $arg: $argty)*) -> $crate::Result<$guard> {
+            self.$via($($arg,)* $crate::core::wait::Attempt::forever(), true)
                 .await
                 .and_then($crate::core::wait::never_gives_up)
         }
@@ -192,43 +198,22 @@ macro_rules! acquisitions {
         ///
         /// # Errors
         #[doc = concat!("As [`", stringify!($try_), "`](Self::", stringify!($try_), ").")]
-        pub async fn $try_a(&self) -> $crate::Result<Option<$guard>> {
-            self.$via($crate::core::wait::Attempt::dont_wait(), true).await
+        pub async fn $try_a(&self $(, $arg: $argty)*) -> $crate::Result<Option<$guard>> {
+            self.$via($($arg,)* $crate::core::wait::Attempt::dont_wait(), true).await
         }
 
-        #[doc = concat!("As [`", stringify!($timeout), "`](Self::", stringify!($timeout), "), as a future: `Ok(None)` once `timeout` has passed, after its queued node was withdrawn. Cancel safe: see [`", stringify!($block_a), "`](Self::", stringify!($block_a), ").")]
+        #[doc = concat!("As [`", stringify!($with), "`](Self::", stringify!($with), "), as a future: `Ok(None)` once the timeout has passed, after its queued node was withdrawn; [`Error::Cancelled`](crate::Error::Cancelled) once the token is cancelled. Cancel safe: see [`", stringify!($block_a), "`](Self::", stringify!($block_a), ").")]
         ///
-        /// A runtime's own timeout (`tokio::time::timeout`) works too: it drops the future,
-        /// which withdraws the node in the background instead of before returning.
-        ///
-        /// # Errors
-        #[doc = concat!("As [`", stringify!($timeout), "`](Self::", stringify!($timeout), ").")]
-        pub async fn $timeout_a(
-            &self,
-            timeout: std::time::Duration,
-        ) -> $crate::Result<Option<$guard>> {
-            self.$via($crate::core::wait::Attempt::timeout(timeout), true).await
-        }
-
-        #[doc = concat!("As [`", stringify!($cancellable), "`](Self::", stringify!($cancellable), "), as a future: [`Error::Cancelled`](crate::Error::Cancelled) once `token` is cancelled. Cancel safe: see [`", stringify!($block_a), "`](Self::", stringify!($block_a), ").")]
-        ///
-        /// # Errors
-        #[doc = concat!("As [`", stringify!($cancellable), "`](Self::", stringify!($cancellable), ").")]
-        pub async fn $cancellable_a(
-            &self,
-            token: &$crate::CancelToken,
-        ) -> $crate::Result<$guard> {
-            self.$via($crate::core::wait::Attempt::cancellable(token), true)
-                .await
-                .and_then($crate::core::wait::never_gives_up)
-        }
-
-        #[doc = concat!("As [`", stringify!($with), "`](Self::", stringify!($with), "), as a future. Cancel safe: see [`", stringify!($block_a), "`](Self::", stringify!($block_a), ").")]
+        /// The timeout is measured by zklock's own timer, on any executor.
         ///
         /// # Errors
         #[doc = concat!("As [`", stringify!($with), "`](Self::", stringify!($with), ").")]
-        pub async fn $with_a(&self, wait: $crate::Wait) -> $crate::Result<Option<$guard>> {
-            self.$via($crate::core::wait::Attempt::with(wait), true).await
+        pub async fn $with_a(
+            &self,
+            $($arg: $argty,)*
+            wait: $crate::Wait,
+        ) -> $crate::Result<Option<$guard>> {
+            self.$via($($arg,)* $crate::core::wait::Attempt::with(wait), true).await
         }
     };
 }
@@ -256,7 +241,7 @@ macro_rules! queue_calls {
             &self.queue.path
         }
 
-        /// The contenders queued on this lock, holders first, each with its [`Role`](crate::Role)
+        /// The contenders queued on this lock, holders first, each with its [`Role`](crate::inspect::Role)
         /// and the owner data stored in its node (`host=.. pid=.. thread=..` for zklock
         /// nodes).
         ///
@@ -264,7 +249,7 @@ macro_rules! queue_calls {
         ///
         /// # Errors
         /// Connection and server errors; an absent lock path is an empty queue.
-        pub fn contenders(&self) -> $crate::Result<Vec<$crate::Contender>> {
+        pub fn contenders(&self) -> $crate::Result<Vec<$crate::recipes::inspect::Contender>> {
             self.queue.contenders(&[$(&$kind),+])
         }
 
@@ -281,7 +266,10 @@ macro_rules! queue_calls {
         /// # Errors
         /// [`Error::NodeChanged`](crate::Error::NodeChanged) if the node changed;
         /// [`Error::NoAuth`](crate::Error::NoAuth) if its ACL forbids us; connection errors.
-        pub fn break_contender(&self, contender: &$crate::Contender) -> $crate::Result<bool> {
+        pub fn break_contender(
+            &self,
+            contender: &$crate::recipes::inspect::Contender,
+        ) -> $crate::Result<bool> {
             self.queue.break_contender(contender)
         }
 
@@ -296,7 +284,10 @@ macro_rules! queue_calls {
         ///
         /// # Errors
         /// Connection and server errors.
-        pub fn request_revocation(&self, contender: &$crate::Contender) -> $crate::Result<bool> {
+        pub fn request_revocation(
+            &self,
+            contender: &$crate::recipes::inspect::Contender,
+        ) -> $crate::Result<bool> {
             self.queue.request_revocation(contender)
         }
     };

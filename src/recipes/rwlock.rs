@@ -27,7 +27,7 @@ pub type WriteGuard = LockGuard;
 ///
 /// Not reentrant, and no upgrade or downgrade: like `std::sync::RwLock`, a thread that asks for
 /// either side while holding the other (or a write while holding a read) waits for itself;
-/// use a timed or cancellable call where that can happen. Cheap to clone.
+/// use a timed call or a cancel token where that can happen. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct DistributedRwLock {
     queue: LockQueue,
@@ -45,15 +45,13 @@ impl DistributedRwLock {
         })
     }
 
-    acquisitions!("a read lock (no writer queued before us)" => ReadGuard, via acquire_read:
-        read, try_read, read_timeout, read_cancellable, read_with;
-        async read_async, try_read_async, read_timeout_async, read_cancellable_async,
-        read_with_async);
+    acquisitions!("a read lock (no writer queued before us)" => ReadGuard, via acquire_read():
+        read, try_read, read_timeout, read_with;
+        async read_async, try_read_async, read_with_async);
 
-    acquisitions!("the write lock (exclusive)" => WriteGuard, via acquire_write:
-        write, try_write, write_timeout, write_cancellable, write_with;
-        async write_async, try_write_async, write_timeout_async, write_cancellable_async,
-        write_with_async);
+    acquisitions!("the write lock (exclusive)" => WriteGuard, via acquire_write():
+        write, try_write, write_timeout, write_with;
+        async write_async, try_write_async, write_with_async);
 
     async fn acquire_read(&self, attempt: Attempt, background: bool) -> Result<Option<ReadGuard>> {
         self.queue.acquire(&READER, attempt, background).await

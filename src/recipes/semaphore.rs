@@ -2,23 +2,21 @@
 //! `InterProcessSemaphoreV2`.
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::client::Client;
 use crate::core::contend::{acquire_on, Options};
 use crate::core::held::Held;
 use crate::core::leases::acquire_lease;
 use crate::core::partial::Partial;
-use crate::core::standing::LockState;
-use crate::core::wait::{never_gives_up, Attempt, Wait};
+use crate::core::wait::Attempt;
 use crate::error::{Error, Result};
-use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::deadline_after;
-use crate::session::blocking;
 use crate::znode::path::validate_lock_path;
 
 use super::acquisition::Acquisition;
 use super::catalogue::SEMAPHORE;
+use super::guard_calls::{guard_calls, least_certain};
 use super::inspect::{self, Contender};
 use super::queue::acquisitions;
 
@@ -73,105 +71,19 @@ impl Semaphore {
         })
     }
 
-    acquisitions!("one lease" => Permit, via take_one:
-        acquire, try_acquire, acquire_timeout, acquire_cancellable, acquire_with;
-        async acquire_async, try_acquire_async, acquire_timeout_async, acquire_cancellable_async,
-        acquire_with_async);
+    acquisitions!("one lease" => Permit, via take_one():
+        acquire, try_acquire, acquire_timeout, acquire_with;
+        async acquire_async, try_acquire_async, acquire_with_async);
 
     async fn take_one(&self, attempt: Attempt, background: bool) -> Result<Option<Permit>> {
         self.take(1, attempt, background).await
     }
 
-    /// Blocks until `count` leases are held, all taken in one pass (two takers of several
-    /// leases cannot deadlock each other).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] if `count` is zero or more than the permits; otherwise as
-    /// [`acquire`](Self::acquire). Leases taken before an error are released.
-    pub fn acquire_many(&self, count: usize) -> Result<Permit> {
-        blocking(self.take(count, Attempt::forever(), false)).and_then(never_gives_up)
-    }
-
-    /// As [`acquire_many`](Self::acquire_many), all or nothing within `timeout`: on timeout the
-    /// leases already taken are released (waiting for the server no longer than the timeout;
-    /// the rest goes on in the background) and `Ok(None)` is returned.
-    ///
-    /// # Errors
-    /// As [`acquire_many`](Self::acquire_many).
-    pub fn acquire_many_timeout(&self, count: usize, timeout: Duration) -> Result<Option<Permit>> {
-        blocking(self.take(count, Attempt::timeout(timeout), false))
-    }
-
-    /// As [`acquire_many`](Self::acquire_many), until `token` is cancelled:
-    /// [`Error::Cancelled`](crate::Error::Cancelled) then, with nothing held.
-    ///
-    /// # Errors
-    /// As [`acquire_many`](Self::acquire_many), plus `Cancelled`.
-    pub fn acquire_many_cancellable(&self, count: usize, token: &CancelToken) -> Result<Permit> {
-        blocking(self.take(count, Attempt::cancellable(token), false)).and_then(never_gives_up)
-    }
-
-    /// As [`acquire_many`](Self::acquire_many), waiting as `wait` says (see [`Wait`]).
-    ///
-    /// # Errors
-    /// As [`acquire_many_timeout`](Self::acquire_many_timeout) and
-    /// [`acquire_many_cancellable`](Self::acquire_many_cancellable).
-    pub fn acquire_many_with(&self, count: usize, wait: Wait) -> Result<Option<Permit>> {
-        blocking(self.take(count, Attempt::with(wait), false))
-    }
-
-    /// As [`acquire_many`](Self::acquire_many), as a future. Cancel safe: dropped at any
-    /// await point, it releases the leases taken so far and withdraws its queued node in the
-    /// background (see [`acquire_async`](Self::acquire_async)).
-    ///
-    /// # Errors
-    /// As [`acquire_many`](Self::acquire_many).
-    pub async fn acquire_many_async(&self, count: usize) -> Result<Permit> {
-        self.take(count, Attempt::forever(), true)
-            .await
-            .and_then(never_gives_up)
-    }
-
-    /// As [`acquire_many_timeout`](Self::acquire_many_timeout), as a future. Cancel safe: see
-    /// [`acquire_many_async`](Self::acquire_many_async).
-    ///
-    /// # Errors
-    /// As [`acquire_many`](Self::acquire_many).
-    pub async fn acquire_many_timeout_async(
-        &self,
-        count: usize,
-        timeout: Duration,
-    ) -> Result<Option<Permit>> {
-        self.take(count, Attempt::timeout(timeout), true).await
-    }
-
-    /// As [`acquire_many_cancellable`](Self::acquire_many_cancellable), as a future. Cancel
-    /// safe: see [`acquire_many_async`](Self::acquire_many_async).
-    ///
-    /// # Errors
-    /// As [`acquire_many_cancellable`](Self::acquire_many_cancellable).
-    pub async fn acquire_many_cancellable_async(
-        &self,
-        count: usize,
-        token: &CancelToken,
-    ) -> Result<Permit> {
-        self.take(count, Attempt::cancellable(token), true)
-            .await
-            .and_then(never_gives_up)
-    }
-
-    /// As [`acquire_many_with`](Self::acquire_many_with), as a future. Cancel safe: see
-    /// [`acquire_many_async`](Self::acquire_many_async).
-    ///
-    /// # Errors
-    /// As [`acquire_many_with`](Self::acquire_many_with).
-    pub async fn acquire_many_with_async(
-        &self,
-        count: usize,
-        wait: Wait,
-    ) -> Result<Option<Permit>> {
-        self.take(count, Attempt::with(wait), true).await
-    }
+    acquisitions!("`count` leases (taken in one pass: two takers of several leases cannot deadlock each other)"
+        => Permit, via take(count: usize),
+        errors "[`Error::InvalidArgument`] if `count` is zero or more than the permits. Leases taken before an error, a timeout or a cancel are released (all or nothing).":
+        acquire_many, try_acquire_many, acquire_many_timeout, acquire_many_with;
+        async acquire_many_async, try_acquire_many_async, acquire_many_with_async);
 
     async fn take(
         &self,
@@ -250,7 +162,7 @@ impl Semaphore {
     ///
     /// # Errors
     /// As there.
-    pub fn break_lease(&self, lease: &Contender) -> Result<bool> {
+    pub fn break_contender(&self, lease: &Contender) -> Result<bool> {
         inspect::break_contender(&self.client, &self.leases, lease)
     }
 
@@ -259,11 +171,12 @@ impl Semaphore {
         self.permits
     }
 
-    /// The leases now held (and, briefly, the one being waited for), oldest first.
+    /// The leases now held (and, briefly, the one being waited for), oldest first. Blocks for
+    /// a few round trips.
     ///
     /// # Errors
     /// Connection and server errors.
-    pub fn leases(&self) -> Result<Vec<Contender>> {
+    pub fn contenders(&self) -> Result<Vec<Contender>> {
         let permits = self.permits;
         inspect::contenders(
             &self.client,
@@ -294,102 +207,22 @@ impl Permit {
         self.leases.iter().map(Held::node_path).collect()
     }
 
-    /// The least certain state among the leases (see [`LockGuard::state`](crate::LockGuard::state)).
-    pub fn state(&self) -> LockState {
-        least_certain(self.leases.iter().map(Held::state))
+    guard_calls!("every lease",
+        fencing: "The token of the first lease node. A semaphore admits several holders at once, so a token does not single out one holder: it orders the leases (a later lease has a higher token), which lets a store refuse a holder whose lease is older than one it knows to be later; [`tokens`](Self::tokens) gives every lease's.");
+
+    /// The leases, in the order taken.
+    fn nodes(&self) -> std::slice::Iter<'_, Held> {
+        self.leases.iter()
     }
 
-    /// `true` while every lease is held.
-    pub fn is_held(&self) -> bool {
-        self.state() == LockState::Held
+    fn nodes_to_release(&mut self) -> Vec<&mut Held> {
+        self.leases.iter_mut().collect()
     }
 
-    /// The id of the session the leases belong to (all of them share one).
-    pub fn session_id(&self) -> i64 {
-        self.leases.first().map_or(0, Held::session_id)
-    }
-
-    /// Blocks until the permit is no longer [`LockState::Held`] (see
-    /// [`state`](Self::state)) and returns the new state, or returns `None` as soon as `token`
-    /// is cancelled: as [`LockGuard::wait_lost_cancellable`](crate::LockGuard::wait_lost_cancellable),
-    /// for a watchdog that its owner ends before releasing.
-    pub fn wait_lost_cancellable(&self, token: &CancelToken) -> Option<LockState> {
-        match self.leases.as_slice() {
-            [] => Some(LockState::Lost),
-            [lease] => lease.wait_not_held(None, Some(token)),
-            [first, ..] => loop {
-                let state = self.state();
-                if state != LockState::Held {
-                    return Some(state);
-                }
-                if token.is_cancelled() {
-                    return None;
-                }
-                // A session change wakes the wait on any lease; another lease's node deleted
-                // is seen at the next look.
-                first.wait_not_held(Some(deadline_after(OTHER_LEASES_POLL)), Some(token));
-            },
-        }
-    }
-
-    /// Releases every lease and reports the first failure, if any (each is released anyway,
-    /// with background retries, as a [`LockGuard`](crate::LockGuard) is).
-    ///
-    /// # Errors
-    /// As [`LockGuard::unlock`](crate::LockGuard::unlock).
-    pub fn release(mut self) -> Result<()> {
-        let _closing = self.client.watch_close();
-        let mut outcome = Ok(());
-        for lease in &mut self.leases {
-            if let Err(err) = lease.release() {
-                outcome = outcome.and(Err(err));
-            }
-        }
-        outcome
-    }
-
-    /// As [`release`](Self::release), as a future. Cancel safe: the leases not yet released
-    /// when it is dropped are released in the background.
-    ///
-    /// # Errors
-    /// As [`LockGuard::unlock`](crate::LockGuard::unlock).
-    pub async fn release_async(mut self) -> Result<()> {
-        let mut outcome = Ok(());
-        // Dropped half-way on an async worker, the permit must not block in its drop.
-        for lease in &mut self.leases {
-            lease.background_drop = true;
-        }
-        for lease in &mut self.leases {
-            let wait = lease.session_timeout();
-            if let Err(err) = lease.release_within_async(wait).await {
-                outcome = outcome.and(Err(err));
-            }
-        }
-        outcome
-    }
-
-    /// As [`wait_lost_cancellable`](Self::wait_lost_cancellable), as a future (cancelled by
-    /// dropping it): ready once the permit is no longer [`LockState::Held`], with the new
-    /// state.
-    pub async fn wait_lost_async(&self) -> LockState {
-        loop {
-            let state = self.state();
-            let Some(first) = self.leases.first().filter(|_| state == LockState::Held) else {
-                return state;
-            };
-            // A session change wakes the wait on any lease; another lease's node deleted is
-            // seen at the next look.
-            let step = deadline_after(OTHER_LEASES_POLL);
-            if let Some(state) = first.wait_not_held_async(Some(step)).await {
-                return state;
-            }
-        }
+    fn client(&self) -> &Client {
+        &self.client
     }
 }
-
-/// How often [`Permit::wait_lost_cancellable`] looks at the leases other than the first, as a
-/// lock guard looks at its own node.
-const OTHER_LEASES_POLL: Duration = Duration::from_millis(50);
 
 impl Drop for Permit {
     fn drop(&mut self) {
@@ -413,15 +246,4 @@ impl fmt::Debug for Permit {
             )
             .finish()
     }
-}
-
-/// The least certain of some leases' states.
-fn least_certain(states: impl Iterator<Item = LockState>) -> LockState {
-    states
-        .max_by_key(|s| match s {
-            LockState::Held => 0,
-            LockState::Suspended => 1,
-            _ => 2,
-        })
-        .unwrap_or(LockState::Lost)
 }

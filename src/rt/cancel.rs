@@ -21,9 +21,11 @@ use crate::error::Error;
 use crate::rt::park::Parker;
 
 /// Stops blocking acquisitions from another thread: cancel it, and every acquisition
-/// watching it (`lock_cancellable`, `read_cancellable`, `acquire_cancellable`, ... and the
-/// `*_with` calls given [`Wait::cancel_on`](crate::Wait::cancel_on)) returns
+/// watching it (the `*_with` calls given [`Wait::cancel_on`](crate::Wait::cancel_on):
+/// `lock_with`, `read_with`, `acquire_with`, ...) returns
 /// [`Error::Cancelled`](crate::Error::Cancelled) promptly, after deleting its queued node.
+/// A guard's watchdog waits (`wait_lost_with`, `wait_revocation_with`) return `None` or
+/// `false`.
 ///
 /// Clones share one state: cancel any clone and all are cancelled, for good. A token
 /// already cancelled makes acquisitions return `Cancelled` at once, before sending anything.
@@ -35,7 +37,8 @@ use crate::rt::park::Parker;
 /// let shutdown = zklock::CancelToken::new();
 /// let waiter = {
 ///     let shutdown = shutdown.clone();
-///     std::thread::spawn(move || mutex.lock_cancellable(&shutdown))
+///     let wait = zklock::Wait::forever().cancel_on(&shutdown);
+///     std::thread::spawn(move || mutex.lock_with(wait))
 /// };
 /// // ... on SIGTERM:
 /// shutdown.cancel();

@@ -48,8 +48,8 @@ impl FencingToken {
         self.generation
     }
 
-    /// The holder's lock node's creation zxid (`czxid`): what
-    /// [`LockGuard::fencing_token`](crate::LockGuard::fencing_token) returns.
+    /// The holder's lock node's creation zxid (`czxid`); what 0.1's `LockGuard::fencing_token()`
+    /// returned, and the [`zxid`](crate::inspect::Contender::zxid) inspection shows.
     pub fn zxid(&self) -> i64 {
         self.zxid
     }

@@ -17,8 +17,9 @@ pub use raw::{create_ephemeral, RawClient, RawEphemeral};
 
 use std::time::Duration;
 
+use zklock::acl::NodeAcl;
+use zklock::Semaphore;
 use zklock::{Client, ClientBuilder, DistributedMutex, DistributedRwLock, LeaderElection};
-use zklock::{NodeAcl, Semaphore};
 
 pub fn connect_string() -> String {
     std::env::var("ZK_CONNECT").unwrap_or_else(|_| "127.0.0.1:2181".to_owned())
@@ -140,13 +141,13 @@ impl Queue for DistributedRwLock {
 
 impl Queue for Semaphore {
     fn queue_len(&self) -> zklock::Result<usize> {
-        self.leases().map(|c| c.len())
+        self.contenders().map(|c| c.len())
     }
 }
 
 impl Queue for LeaderElection {
     fn queue_len(&self) -> zklock::Result<usize> {
-        self.participants().map(|c| c.len())
+        self.contenders().map(|c| c.len())
     }
 }
 

@@ -4,10 +4,8 @@
 use std::io::{BufRead as _, Write as _};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use zklock::{
-    Client, Contender, DistributedMutex, DistributedRwLock, InspectedNode, LeaderElection,
-    LockKind, Role, Semaphore,
-};
+use zklock::inspect::{Contender, InspectedNode, LockKind, Role};
+use zklock::{Client, DistributedMutex, DistributedRwLock, LeaderElection, Semaphore};
 
 use crate::text::{format_duration, printable, session_hex};
 use crate::{code, BreakArgs, Failure, Global, Outcome, RevokeArgs};
@@ -240,12 +238,10 @@ fn delete(client: &Client, view: &View, target: &Entry) -> Outcome {
     let node = &target.contender;
     let deleted = match view.layout {
         Some(LockKind::RwLock) => DistributedRwLock::new(client, &view.path)?.break_contender(node),
-        Some(LockKind::Election) => {
-            LeaderElection::new(client, &view.path)?.break_participant(node)
-        }
+        Some(LockKind::Election) => LeaderElection::new(client, &view.path)?.break_contender(node),
         // The permits do not matter for breaking a lease.
         Some(LockKind::Semaphore) if target.kind == LEASE => {
-            Semaphore::new(client, &view.path, 1)?.break_lease(node)
+            Semaphore::new(client, &view.path, 1)?.break_contender(node)
         }
         // A queued lease taker's node is in the semaphore's internal mutex at `<path>/locks`:
         // a real mutex, broken as one.

@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use zklock::{ClientBuilder, NodeAcl};
+use zklock::acl::NodeAcl;
+use zklock::ClientBuilder;
 
 use crate::Failure;
 

@@ -4,7 +4,8 @@
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
-use zklock::{Client, LockKind};
+use zklock::inspect::LockKind;
+use zklock::Client;
 
 use crate::inspect::{age, look, Entry, View};
 use crate::text::{format_duration, json_string, printable, session_hex};
@@ -296,7 +297,7 @@ fn status_json(view: &View) -> String {
                 json_string(&c.owner),
                 c.created_ms,
                 age(c).as_millis(),
-                c.fencing_token,
+                c.zxid,
                 c.version,
                 e.kind,
                 e.holds.map_or("null".into(), |h| h.to_string()),

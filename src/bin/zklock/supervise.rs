@@ -20,7 +20,7 @@ use log::{debug, error, info, warn};
 use nix::sys::signal::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 use signal_hook::iterator::Signals;
-use zklock::{CancelToken, Client, Error, LockGuard, LockState, Permit};
+use zklock::{CancelToken, Client, Error, LockGuard, LockState, Permit, Wait};
 
 use crate::child::{Change, Process};
 use crate::text::{format_duration, session_hex, Dur};
@@ -147,9 +147,9 @@ pub trait Holding: Sync {
     /// ZKLOCK_FENCING and ZKLOCK_FENCING_TOKEN, where the recipe has fencing tokens.
     fn fencing(&self) -> Option<(String, String)>;
     fn state(&self) -> LockState;
-    /// As `LockGuard::wait_lost_cancellable`.
+    /// As `LockGuard::wait_lost_with(Wait::forever().cancel_on(stop))`.
     fn wait_lost(&self, stop: &CancelToken) -> Option<LockState>;
-    /// As `LockGuard::wait_revocation_cancellable`; `false` at once without a revocation
+    /// As `LockGuard::wait_revocation_with(Wait::forever().cancel_on(stop))`; `false` at once without a revocation
     /// protocol.
     fn wait_revocation(&self, stop: &CancelToken) -> bool;
     /// Releases within about `wait`.
@@ -168,7 +168,7 @@ impl Holding for LockGuard {
     fn fencing(&self) -> Option<(String, String)> {
         Some((
             LockGuard::fencing(self).to_string(),
-            self.fencing_token().to_string(),
+            LockGuard::fencing(self).zxid().to_string(),
         ))
     }
 
@@ -177,11 +177,11 @@ impl Holding for LockGuard {
     }
 
     fn wait_lost(&self, stop: &CancelToken) -> Option<LockState> {
-        self.wait_lost_cancellable(stop)
+        self.wait_lost_with(Wait::forever().cancel_on(stop))
     }
 
     fn wait_revocation(&self, stop: &CancelToken) -> bool {
-        self.wait_revocation_cancellable(stop)
+        self.wait_revocation_with(Wait::forever().cancel_on(stop))
     }
 
     fn release(self, wait: Duration) -> Result<(), Error> {
@@ -207,23 +207,16 @@ impl Holding for Permit {
     }
 
     fn wait_lost(&self, stop: &CancelToken) -> Option<LockState> {
-        self.wait_lost_cancellable(stop)
+        self.wait_lost_with(Wait::forever().cancel_on(stop))
     }
 
     fn wait_revocation(&self, _: &CancelToken) -> bool {
         false
     }
 
-    fn release(self, _: Duration) -> Result<(), Error> {
-        // Dropping is bounded by the client's release timeout, RELEASE_WAIT; `release()`
-        // could wait a session timeout per lease.
-        if self.state() == LockState::Lost {
-            return Err(Error::LockLost {
-                path: self.node_path().to_owned(),
-            });
-        }
-        drop(self);
-        Ok(())
+    fn release(self, wait: Duration) -> Result<(), Error> {
+        // One bound for every lease (`unlock()` could wait a session timeout per lease).
+        self.unlock_timeout(wait)
     }
 }
 

@@ -8,7 +8,8 @@ use std::thread;
 use std::time::Duration;
 
 use log::{debug, info};
-use zklock::{Client, Contender, DistributedMutex, DistributedRwLock, LeaderElection, Semaphore};
+use zklock::inspect::Contender;
+use zklock::{Client, DistributedMutex, DistributedRwLock, LeaderElection, Semaphore};
 
 use crate::inspect::age;
 use crate::supervise::Queue;
@@ -64,8 +65,8 @@ fn contenders(client: &Client, path: &str, queue: Queue) -> zklock::Result<Vec<C
     match queue {
         Queue::Lock => DistributedMutex::new(client, path)?.contenders(),
         Queue::ReadWrite => DistributedRwLock::new(client, path)?.contenders(),
-        Queue::Semaphore(permits) => Semaphore::new(client, path, permits)?.leases(),
-        Queue::Election => LeaderElection::new(client, path)?.participants(),
+        Queue::Semaphore(permits) => Semaphore::new(client, path, permits)?.contenders(),
+        Queue::Election => LeaderElection::new(client, path)?.contenders(),
     }
 }
 
