@@ -99,8 +99,14 @@
 //!
 //! The blocking methods block the calling thread. Never call them on a worker thread of an
 //! async runtime: a `lock()` there can starve the very task that would release the lock (on
-//! tokio with two workers, three tasks are enough to deadlock). zklock logs a warning when a
-//! blocking call runs on a thread that a runtime recognisably named (tokio, async-std, smol).
+//! tokio with two workers, three tasks are enough to deadlock). zklock says so, once per
+//! process on stderr (seen without a logger) and as a `warn!`, when a blocking call runs on a
+//! runtime's worker: with the `tokio` feature it asks tokio, which tells a worker (of a
+//! multi-thread or a current-thread runtime) from a `spawn_blocking` thread, and on a
+//! multi-thread worker it waits inside `tokio::task::block_in_place`, so the call cannot
+//! starve the task that would release the lock. Without the feature it goes by thread names
+//! where they are unambiguous (async-std, async-global-executor, `smol-`); tokio names its
+//! blocking-pool threads like its workers, so tokio threads are not warned about.
 //! Async code uses the `_async` calls below.
 //!
 //! # Async
@@ -151,6 +157,9 @@
 //! # Cargo features
 //! - `tls`: TLS to the servers' secure port (`ClientBuilder::tls`).
 //! - `sasl`: SASL DIGEST-MD5 authentication (`ClientBuilder::sasl_digest_md5`).
+//! - `tokio`: tells a blocking call on a tokio worker from one on a `spawn_blocking` thread
+//!   (warned about, see [Threads](#threads)) and keeps it from deadlocking a multi-thread
+//!   runtime. Needs tokio 1.54 and so Rust 1.85.
 //! - `signals`: `Client::close_on_signals`, which releases every lock at once on SIGTERM or
 //!   SIGINT ([`guide::operating`]).
 //! - `metrics`: metrics through the [`metrics`](https://docs.rs/metrics) facade (0.24): wait

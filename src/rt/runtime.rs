@@ -313,36 +313,6 @@ pub(crate) async fn on_thread<T: Send + 'static>(
     }
 }
 
-/// Warns (once per process; later ones at debug level) when a blocking call runs on what is
-/// recognisably an async runtime's worker thread (by the names tokio, async-std and smol give
-/// their threads): blocking there can deadlock the program, since the worker cannot run the
-/// tasks that would let the call finish. The `_async` calls are the way there.
-fn warn_if_async_worker() {
-    static WARNED: AtomicBool = AtomicBool::new(false);
-    let thread = thread::current();
-    let Some(name) = thread.name() else {
-        return;
-    };
-    const WORKERS: [&str; 5] = [
-        "tokio-runtime-worker", // older tokio
-        "tokio-rt-worker",
-        "async-std/runtime",
-        "async-global-executor",
-        "smol-",
-    ];
-    if !WORKERS.iter().any(|w| name.starts_with(w)) {
-        return;
-    }
-    if WARNED.swap(true, Ordering::Relaxed) {
-        debug!("blocking zklock call on async worker thread {name:?}");
-    } else {
-        warn!(
-            "blocking zklock call on async worker thread {name:?}: this can deadlock the \
-             program; use the _async calls (lock_async, ...) in async code"
-        );
-    }
-}
-
 /// Polls `future` on the calling thread, waiting on the thread's [`Parker`] between polls,
 /// until it completes or `deadline` passes, or a token the thread watches is cancelled
 /// (`cancel::interrupted`). Then the future is handed back unfinished, so the caller can
@@ -352,10 +322,18 @@ fn warn_if_async_worker() {
 /// This is how every blocking call of zklock waits: on the same futures its async calls
 /// return, woken by the completion of a request or the watch it waits for.
 pub(crate) fn block_on<F: Future + Unpin>(
-    mut future: F,
+    future: F,
     deadline: Option<Instant>,
 ) -> Result<F::Output, F> {
-    warn_if_async_worker();
+    if crate::rt::worker::check_blocking_call() {
+        #[cfg(feature = "tokio")]
+        return tokio::task::block_in_place(|| park_on(future, deadline));
+    }
+    park_on(future, deadline)
+}
+
+/// [`block_on`]'s wait, on the calling thread.
+fn park_on<F: Future + Unpin>(mut future: F, deadline: Option<Instant>) -> Result<F::Output, F> {
     let parker = Parker::current();
     let waker = Waker::from(parker.clone());
     let mut cx = Context::from_waker(&waker);
