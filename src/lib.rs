@@ -237,17 +237,21 @@ pub mod inspect {
     //! [`LeaderElection::contenders`]), as [`Contender`]s with their [`Role`] and the
     //! [`Owner`] data stored in their node, and deletes a stale one with `break_contender()`.
     //! [`Client::inspect`] looks at any lock path without knowing its recipe: an
-    //! [`Inspection`] of [`InspectedNode`]s, of the [`LockKind`] its children show.
+    //! [`Inspection`] of [`InspectedNode`]s, of the [`LockKind`] its children show. Each of
+    //! these has an `_async` form. [`LeaderElection::observe`] follows an election's leader
+    //! as it changes: a [`LeaderWatch`] yielding [`LeaderChange`]s.
     //!
     //! [`DistributedMutex::contenders`]: crate::DistributedMutex::contenders
     //! [`DistributedRwLock::contenders`]: crate::DistributedRwLock::contenders
     //! [`Semaphore::contenders`]: crate::Semaphore::contenders
     //! [`LeaderElection::contenders`]: crate::LeaderElection::contenders
     //! [`Client::inspect`]: crate::Client::inspect
+    //! [`LeaderElection::observe`]: crate::LeaderElection::observe
 
     pub use crate::core::kind::Role;
     pub use crate::recipes::catalogue::LockKind;
     pub use crate::recipes::inspect::{Contender, InspectedNode, Inspection, Owner};
+    pub use crate::recipes::observe::{LeaderChange, LeaderWatch};
 }
 
 pub mod acl {

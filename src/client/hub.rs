@@ -59,23 +59,36 @@ pub(super) fn wait_any(
     releases: Option<EventListener>,
     deadline: Instant,
 ) {
+    let any = wait_any_async(watcher, replaced, releases, deadline);
+    let _ = block_on(Box::pin(any), None);
+}
+
+/// As [`wait_any`], awaited (without a thread, no token is watched: drop the future instead).
+pub(super) async fn wait_any_async(
+    watcher: Option<&mut zk::StateWatcher>,
+    replaced: EventListener,
+    releases: Option<EventListener>,
+    deadline: Instant,
+) {
     let mut changed = watcher.map(|w| Box::pin(w.changed()));
     let mut replaced = std::pin::pin!(replaced);
     let mut releases = releases.map(Box::pin);
-    let any = std::future::poll_fn(|cx| {
+    let mut timer = crate::rt::runtime::sleep_until(deadline);
+    std::future::poll_fn(|cx| {
         let changed = changed
             .as_mut()
             .is_some_and(|c| c.as_mut().poll(cx).is_ready());
         let released = releases
             .as_mut()
             .is_some_and(|r| Pin::new(r).poll(cx).is_ready());
-        if changed || released || replaced.as_mut().poll(cx).is_ready() {
+        let timed_out = Pin::new(&mut timer).poll(cx).is_ready();
+        if changed || released || timed_out || replaced.as_mut().poll(cx).is_ready() {
             Poll::Ready(())
         } else {
             Poll::Pending
         }
-    });
-    let _ = block_on(Box::pin(any), Some(deadline));
+    })
+    .await
 }
 
 /// Shared by a client and its state thread.

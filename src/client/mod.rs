@@ -36,7 +36,7 @@ use crate::session::releases::Releases;
 use crate::session::Session;
 use crate::wire as zk;
 
-use self::hub::{wait_any, Hub, Observe, LISTENER_STOP_WAIT};
+use self::hub::{wait_any_async, Hub, Observe, LISTENER_STOP_WAIT};
 use self::state::{next_look, of_session};
 
 /// A handle to a ZooKeeper session, shared by all the locks made from it.
@@ -110,10 +110,23 @@ impl Client {
     /// [`Error::InvalidPath`], [`Error::ConnectionLoss`], [`Error::SessionExpired`],
     /// [`Error::NoAuth`], or another [`Error::ZooKeeper`].
     pub fn get_data(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        crate::session::blocking(self.get_data_async(path))
+    }
+
+    /// As [`get_data`](Self::get_data), as a future (`Send`, any executor). Cancel safe:
+    /// dropping it leaves nothing behind (a read sets nothing on the server).
+    ///
+    /// # Errors
+    /// As [`get_data`](Self::get_data).
+    pub async fn get_data_async(&self, path: &str) -> Result<Option<Vec<u8>>> {
         crate::znode::path::validate_lock_path(path)?;
-        self.one_call(path, |session, deadline| {
-            Ok(session.get_data(path, deadline)?.map(|(data, _)| data))
+        self.one_call_async(path, |session, deadline| async move {
+            Ok(session
+                .get_data_async(path, deadline)
+                .await?
+                .map(|(data, _)| data))
         })
+        .await
     }
 
     /// The names of the children of the node at `path` (in no particular order), or `None` if
@@ -126,14 +139,24 @@ impl Client {
     /// # Errors
     /// As [`Client::get_data`].
     pub fn children(&self, path: &str) -> Result<Option<Vec<String>>> {
+        crate::session::blocking(self.children_async(path))
+    }
+
+    /// As [`children`](Self::children), as a future (`Send`, any executor). Cancel safe:
+    /// dropping it leaves nothing behind.
+    ///
+    /// # Errors
+    /// As [`Client::get_data`].
+    pub async fn children_async(&self, path: &str) -> Result<Option<Vec<String>>> {
         crate::znode::path::validate_lock_path(path)?;
-        self.one_call(path, |session, deadline| {
-            match session.list(path, deadline) {
+        self.one_call_async(path, |session, deadline| async move {
+            match session.list_async(path, deadline).await {
                 Ok(children) => Ok(Some(children)),
                 Err(Error::NoNode { .. }) => Ok(None),
                 Err(err) => Err(err),
             }
         })
+        .await
     }
 
     /// Writes `data` to the node at `path`, creating it (and missing parents, as persistent
@@ -147,23 +170,26 @@ impl Client {
     /// # Errors
     /// As [`Client::get_data`], plus [`Error::EphemeralParent`].
     pub fn set_data(&self, path: &str, data: &[u8]) -> Result<()> {
+        crate::session::blocking(self.set_data_async(path, data))
+    }
+
+    /// As [`set_data`](Self::set_data), as a future (`Send`, any executor). Dropped before it
+    /// completes, the write may or may not have been applied (as after a
+    /// [`Error::ConnectionLoss`]); nothing else is left behind.
+    ///
+    /// # Errors
+    /// As [`set_data`](Self::set_data).
+    pub async fn set_data_async(&self, path: &str, data: &[u8]) -> Result<()> {
         crate::znode::path::validate_lock_path(path)?;
         crate::znode::layout::check_data_size(data)?;
-        self.one_call(path, |session, deadline| session.put(path, data, deadline))
+        self.one_call_async(path, |session, deadline| async move {
+            session.put_async(path, data, deadline).await
+        })
+        .await
     }
 
     /// The current session for a call, replacing it first if the server expired it.
-    pub(crate) fn session(&self, deadline: Option<Instant>) -> Result<Call> {
-        let watching = cancel::watch([&self.inner.closed]);
-        let session = self.current_or_renewed(deadline)?;
-        Ok(Call {
-            session,
-            _watching: watching,
-        })
-    }
-
-    /// As [`session`](Self::session), awaited. Replacing an expired session means opening a
-    /// connection, which blocks: it runs on a short-lived thread of its own, so no async
+    /// Replacing an expired session means opening a connection, which blocks: it runs on a short-lived thread of its own, so no async
     /// runtime's worker waits for it.
     pub(crate) async fn session_async(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
         let current = self.current_session()?;
@@ -259,17 +285,43 @@ impl Client {
     }
 
     /// Runs a one-off call about `path` on the current session, within one call timeout; an
-    /// outage names the path, the timeout and the server.
-    pub(crate) fn one_call<T>(
-        &self,
-        path: &str,
-        call: impl FnOnce(&Session, Option<Instant>) -> Result<T>,
-    ) -> Result<T> {
+    /// outage names the path, the timeout and the server. `call` gets the session and the
+    /// call's deadline. Closing the client stops it at once with [`Error::Closed`]: the future
+    /// races the close token (it may run on a thread that watches nothing). The blocking calls
+    /// wait for the same future ([`blocking`](crate::session::blocking)).
+    pub(crate) async fn one_call_async<'a, T, F, Fut>(&'a self, path: &str, call: F) -> Result<T>
+    where
+        F: FnOnce(Arc<Session>, Option<Instant>) -> Fut + 'a,
+        Fut: std::future::Future<Output = Result<T>> + 'a,
+    {
         let deadline = Some(self.call_deadline());
-        let outcome = self
-            .session(deadline)
-            .and_then(|session| call(&session, deadline));
+        let work = async move {
+            let session = Box::pin(self.session_async(deadline)).await?;
+            call(session, deadline).await
+        };
+        let outcome = self.unless_closed(work).await;
         outcome.map_err(|err| self.call_outage(err, path))
+    }
+
+    /// `work`'s outcome, or [`Error::Closed`] as soon as the client is closed (then `work` is
+    /// dropped, which cleans up what it began).
+    pub(crate) async fn unless_closed<T>(
+        &self,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        use std::future::Future;
+        if self.is_closed() {
+            return Err(Error::Closed);
+        }
+        let mut work = std::pin::pin!(work);
+        let mut closed = std::pin::pin!(self.inner.closed.cancelled());
+        std::future::poll_fn(|cx| {
+            if let std::task::Poll::Ready(outcome) = work.as_mut().poll(cx) {
+                return std::task::Poll::Ready(outcome);
+            }
+            closed.as_mut().poll(cx).map(|_| Err(Error::Closed))
+        })
+        .await
     }
 
     /// [`outage`](Self::outage) for a one-off call about `path`, allowed one call timeout.
@@ -403,7 +455,7 @@ impl Client {
     }
 
     /// Makes the calling thread's waits end when the client is closed, until dropped (for
-    /// calls that reach the session without [`Client::session`], such as releases).
+    /// calls that reach the session without [`Client::one_call_async`], such as releases).
     pub(crate) fn watch_close(&self) -> Watching {
         cancel::watch([&self.inner.closed])
     }
@@ -468,21 +520,6 @@ impl fmt::Debug for WeakClient {
 
 /// How long closing waits for the server to confirm.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
-
-/// The session for one call on a client. While it lives, the calling thread watches the
-/// client's close token, so that [`Client::close`] on any clone stops the call's waits.
-pub(crate) struct Call {
-    session: Arc<Session>,
-    _watching: Watching,
-}
-
-impl std::ops::Deref for Call {
-    type Target = Arc<Session>;
-
-    fn deref(&self) -> &Arc<Session> {
-        &self.session
-    }
-}
 
 impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -578,6 +615,35 @@ impl Client {
     pub fn wait_state_change(&self, seen: SessionState, timeout: Duration) -> SessionState {
         let deadline = deadline_after(timeout);
         let _watching = self.watch_close();
+        let wait = std::pin::pin!(self.state_change(seen, Some(deadline)));
+        // Interrupted only by the client's closing, which the state then says.
+        crate::rt::runtime::block_on(wait, None).unwrap_or_else(|_| self.state())
+    }
+
+    /// As [`wait_state_change`](Self::wait_state_change) without a timeout, as a future
+    /// (`Send`, any executor): ready with the new state once [`state`](Self::state) differs
+    /// from `seen`. It wakes as the blocking call does (the session's changes, the lease
+    /// running out on the monotonic clock, a replaced session, the client's closing), so a
+    /// stalled network thread cannot keep it pending. Bound it with a runtime's timeout;
+    /// dropping it stops only the wait (it sets nothing on the server).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zklock::Client) {
+    /// use zklock::client::SessionState;
+    /// let mut seen = client.state();
+    /// while seen != SessionState::Closed {
+    ///     seen = client.wait_state_change_async(seen).await;
+    ///     println!("session is {seen}");
+    /// }
+    /// # }
+    /// ```
+    pub async fn wait_state_change_async(&self, seen: SessionState) -> SessionState {
+        self.state_change(seen, None).await
+    }
+
+    /// The one wait behind [`wait_state_change`](Self::wait_state_change) and its async form:
+    /// the state once it differs from `seen`, or as it is at `deadline`.
+    async fn state_change(&self, seen: SessionState, deadline: Option<Instant>) -> SessionState {
         loop {
             // Registered before looking, so that a notification in between is not missed.
             let replaced = self.hub().listen();
@@ -585,14 +651,16 @@ impl Client {
             let mut watcher = session.as_ref().map(|s| s.state_watcher());
             let judged = session.as_deref().map(|s| (s, of_session(s)));
             let now = judged.map_or(SessionState::Closed, |(_, (state, _))| state);
-            if now != seen || Instant::now() >= deadline || cancel::interrupted() {
+            if now != seen || deadline.is_some_and(|d| Instant::now() >= d) {
                 return now;
             }
-            let wake = judged.map_or(deadline, |(s, (_, standing))| {
-                next_look(s, standing).min(deadline)
+            let far = || deadline_after(Duration::MAX);
+            let wake = judged.map_or(deadline.unwrap_or_else(far), |(s, (_, standing))| {
+                let next = next_look(s, standing);
+                deadline.map_or(next, |d| next.min(d))
             });
             drop(session);
-            wait_any(watcher.as_mut(), replaced, None, wake);
+            wait_any_async(watcher.as_mut(), replaced, None, wake).await;
         }
     }
 }

@@ -203,6 +203,14 @@ impl Held {
                 .is_some_and(|w| w.wait_revocation(deadline, cancel))
     }
 
+    /// As [`wait_revocation`](Self::wait_revocation), awaited (cancelled by dropping it).
+    pub(crate) async fn wait_revocation_async(&self) -> bool {
+        match self.watched().filter(|_| self.revocable) {
+            Some(watch) => watch.wait_revocation_async().await,
+            None => false,
+        }
+    }
+
     /// Releases, for a caller who wants the outcome (`unlock`): deletes our node, waiting for
     /// the server's reply up to the session timeout; the background retry takes over after
     /// that.

@@ -9,6 +9,7 @@ use crate::error::Result;
 use super::catalogue::LATCH;
 use super::guard::LockGuard;
 use super::inspect::Contender;
+use super::observe::LeaderWatch;
 use super::queue::{acquisitions, LockQueue};
 
 /// Proof of leadership; see [`LockGuard`]: [`LockGuard::state`] and
@@ -72,7 +73,16 @@ impl LeaderElection {
     /// # Errors
     /// Connection and server errors.
     pub fn contenders(&self) -> Result<Vec<Contender>> {
-        self.queue.contenders(&[&LATCH])
+        crate::session::blocking(self.contenders_async())
+    }
+
+    /// As [`contenders`](Self::contenders), as a future (`Send`, any executor). Cancel safe:
+    /// dropping it leaves nothing behind (it only reads).
+    ///
+    /// # Errors
+    /// As [`contenders`](Self::contenders).
+    pub async fn contenders_async(&self) -> Result<Vec<Contender>> {
+        self.queue.contenders(&[&LATCH]).await
     }
 
     /// Deletes a participant's node if unchanged since inspected (for example a hung leader's);
@@ -81,14 +91,54 @@ impl LeaderElection {
     /// # Errors
     /// As there.
     pub fn break_contender(&self, participant: &Contender) -> Result<bool> {
-        self.queue.break_contender(participant)
+        crate::session::blocking(self.queue.break_contender(participant))
     }
 
-    /// The current leader, if anyone participates.
+    /// As [`break_contender`](Self::break_contender), as a future (`Send`, any executor).
+    /// Dropped before it completes, the delete may or may not have been applied; nothing else
+    /// is left behind.
+    ///
+    /// # Errors
+    /// As [`break_contender`](Self::break_contender).
+    pub async fn break_contender_async(&self, participant: &Contender) -> Result<bool> {
+        self.queue.break_contender(participant).await
+    }
+
+    /// Follows the leader as it changes: see [`LeaderWatch`](crate::inspect::LeaderWatch),
+    /// whose `next()` (blocking, with `_timeout` and `_with(Wait)` forms) and `next_async()`
+    /// return each new leader, driven by a watch, without polling. Observing joins no queue,
+    /// so a participant waiting in [`participate`](Self::participate) keeps its place while
+    /// another thread or task observes. Sends nothing until the first `next` call.
+    ///
+    /// ```no_run
+    /// # async fn run(election: zklock::LeaderElection) -> zklock::Result<()> {
+    /// let mut leaders = election.observe();
+    /// loop {
+    ///     let change = leaders.next_async().await?;
+    ///     println!("leader now: {:?}", change.leader.map(|l| l.owner));
+    /// }
+    /// # }
+    /// ```
+    pub fn observe(&self) -> LeaderWatch {
+        LeaderWatch::new(&self.queue.client, &self.queue.path)
+    }
+
+    /// The current leader, if anyone participates. Blocks for a few round trips. To follow
+    /// the leader as it changes, [`observe`](Self::observe) the election instead of calling
+    /// this in a loop.
     ///
     /// # Errors
     /// Connection and server errors.
     pub fn current_leader(&self) -> Result<Option<Contender>> {
-        Ok(self.contenders()?.into_iter().next())
+        crate::session::blocking(self.current_leader_async())
+    }
+
+    /// As [`current_leader`](Self::current_leader), as a future (`Send`, any executor).
+    /// Cancel safe: dropping it leaves nothing behind (it only reads).
+    ///
+    /// # Errors
+    /// As [`current_leader`](Self::current_leader).
+    pub async fn current_leader_async(&self) -> Result<Option<Contender>> {
+        Ok(self.contenders_async().await?.into_iter().next())
     }
 }

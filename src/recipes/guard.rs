@@ -71,6 +71,21 @@ impl LockGuard {
         self.held.revocation_requested()
     }
 
+    /// Blocks until revocation is requested (`true`), or until the node or the session is
+    /// gone (`false`). Returns `false` at once for a lock that was not made revocable.
+    pub fn wait_revocation(&self) -> bool {
+        self.wait_revocation_with(Wait::forever())
+    }
+
+    /// As [`wait_revocation`](Self::wait_revocation), as a future (`Send`, any executor):
+    /// ready with `true` once revocation is requested, `false` once the node or the session is
+    /// gone (at once for a lock that was not made revocable). Cancel safe: dropping it stops
+    /// only the wait (the node's watch belongs to the guard). Race it against the work the
+    /// lock protects (`select!`), or bound it with a runtime's timeout.
+    pub async fn wait_revocation_async(&self) -> bool {
+        self.held.wait_revocation_async().await
+    }
+
     /// Blocks until revocation is requested (`true`) or `timeout` passes (`false`). Returns
     /// `false` at once for a lock that was not made revocable.
     pub fn wait_revocation_timeout(&self, timeout: Duration) -> bool {

@@ -70,23 +70,41 @@ impl Contender {
 
 /// The nodes under `path` carrying one of `names`, in queue order. An absent path is empty.
 /// `holds` tells, from the queue and a node's index in it, whether that node holds the lock.
-pub(crate) fn contenders(
+/// The one listing behind every recipe's `contenders()` and `contenders_async()`.
+pub(crate) async fn contenders(
     client: &Client,
     path: &str,
     names: &[(&str, Role)],
     holds: impl Fn(&[LockNode], usize) -> bool,
 ) -> Result<Vec<Contender>> {
-    client.one_call(path, |session, deadline| {
-        match list(session, path, deadline)? {
-            Some(children) => read_contenders(session, path, children, names, holds, deadline),
-            None => Ok(Vec::new()),
-        }
-    })
+    client
+        .one_call_async(path, |session, deadline| async move {
+            contenders_on(&session, path, names, holds, deadline).await
+        })
+        .await
+}
+
+/// [`contenders`] on `session`.
+async fn contenders_on(
+    session: &Session,
+    path: &str,
+    names: &[(&str, Role)],
+    holds: impl Fn(&[LockNode], usize) -> bool,
+    deadline: Option<Instant>,
+) -> Result<Vec<Contender>> {
+    match list(session, path, deadline).await? {
+        Some(children) => read_contenders(session, path, children, names, holds, deadline).await,
+        None => Ok(Vec::new()),
+    }
 }
 
 /// The children of `path`, `None` if there is no such node.
-fn list(session: &Session, path: &str, deadline: Option<Instant>) -> Result<Option<Vec<String>>> {
-    match session.list(path, deadline) {
+async fn list(
+    session: &Session,
+    path: &str,
+    deadline: Option<Instant>,
+) -> Result<Option<Vec<String>>> {
+    match session.list_async(path, deadline).await {
         Ok(children) => Ok(Some(children)),
         Err(Error::NoNode { .. }) => Ok(None),
         Err(err) => Err(err),
@@ -94,7 +112,7 @@ fn list(session: &Session, path: &str, deadline: Option<Instant>) -> Result<Opti
 }
 
 /// The contenders among `children`, a listing of `path` (see [`contenders`]).
-fn read_contenders(
+async fn read_contenders(
     session: &Session,
     path: &str,
     children: Vec<String>,
@@ -106,7 +124,9 @@ fn read_contenders(
     let mut contenders = Vec::new();
     let nodes = sorted_lock_nodes(children, &lock_names);
     let node_names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
-    let reads = session.get_data_many(path, &node_names, deadline)?;
+    let reads = session
+        .get_data_many_async(path, &node_names, deadline)
+        .await?;
     // A node may go away between the listing and the read: it is no contender then.
     let (present, reads): (Vec<LockNode>, Vec<_>) = nodes
         .into_iter()
@@ -130,11 +150,23 @@ fn read_contenders(
 }
 
 /// Deletes `path/<contender>` if unchanged since it was inspected; `Ok(false)` if gone.
-pub(crate) fn break_contender(client: &Client, path: &str, contender: &Contender) -> Result<bool> {
+pub(crate) async fn break_contender(
+    client: &Client,
+    path: &str,
+    contender: &Contender,
+) -> Result<bool> {
     let node = node_of(path, contender)?;
-    let deleted = client.one_call(&node, |session, deadline| {
-        session.delete_if_unchanged(&node, contender.zxid, contender.version, deadline)
-    })?;
+    let (zxid, version) = (contender.zxid, contender.version);
+    let deleted = client
+        .one_call_async(&node, |session, deadline| {
+            let node = &node;
+            async move {
+                session
+                    .delete_if_unchanged_async(node, zxid, version, deadline)
+                    .await
+            }
+        })
+        .await?;
     if deleted {
         log::info!(
             "broke lock node {node} (owner {:?}, session {:#x})",
@@ -147,15 +179,22 @@ pub(crate) fn break_contender(client: &Client, path: &str, contender: &Contender
 
 /// Asks the holder of `path/<contender>` to release (Curator's revocation protocol: the node's
 /// data becomes `__REVOKE__`); `Ok(false)` if the node is gone.
-pub(crate) fn request_revocation(
+pub(crate) async fn request_revocation(
     client: &Client,
     path: &str,
     contender: &Contender,
 ) -> Result<bool> {
     let node = node_of(path, contender)?;
-    client.one_call(&node, |session, deadline| {
-        session.set_existing(&node, REVOKE_MESSAGE, deadline)
-    })
+    client
+        .one_call_async(&node, |session, deadline| {
+            let node = &node;
+            async move {
+                session
+                    .set_existing_async(node, REVOKE_MESSAGE, deadline)
+                    .await
+            }
+        })
+        .await
 }
 
 /// The full path of an inspected contender's node.
@@ -220,21 +259,32 @@ impl Client {
     /// semaphore; [`Error::NoAuth`] and other server and connection errors. A missing node is no
     /// error: nothing is there.
     pub fn inspect(&self, path: &str, permits: Option<usize>) -> Result<Inspection> {
+        crate::session::blocking(self.inspect_async(path, permits))
+    }
+
+    /// As [`inspect`](Self::inspect), as a future (`Send`, any executor): the same reads,
+    /// awaited without blocking a thread. Cancel safe: dropping it leaves nothing behind (it
+    /// only reads).
+    ///
+    /// # Errors
+    /// As [`inspect`](Self::inspect).
+    pub async fn inspect_async(&self, path: &str, permits: Option<usize>) -> Result<Inspection> {
         validate_lock_path(path)?;
-        self.one_call(path, |session, deadline| {
-            self.look_at(session, path, permits, deadline)
+        self.one_call_async(path, |session, deadline| async move {
+            self.look_at(&session, path, permits, deadline).await
         })
+        .await
     }
 
     /// [`inspect`](Self::inspect) on `session`.
-    fn look_at(
+    async fn look_at(
         &self,
         session: &Session,
         path: &str,
         permits: Option<usize>,
         deadline: Option<Instant>,
     ) -> Result<Inspection> {
-        let Some(children) = list(session, path, deadline)? else {
+        let Some(children) = list(session, path, deadline).await? else {
             return Ok(Inspection {
                 kind: None,
                 nodes: Vec::new(),
@@ -255,7 +305,8 @@ impl Client {
                         kinds[0].names,
                         |nodes, at| holds_by_rule(kinds, nodes, at),
                         deadline,
-                    )?;
+                    )
+                    .await?;
                     // Gone since the listing: look for the next layout, as if never there.
                     if found.is_empty() {
                         continue;
@@ -271,7 +322,9 @@ impl Client {
                         })
                         .collect()
                 }
-                Layout::Semaphore(layout) => self.semaphore_nodes(path, layout, permits)?,
+                Layout::Semaphore(layout) => {
+                    semaphore_nodes(session, path, layout, permits, deadline).await?
+                }
             };
             return Ok(Inspection {
                 kind: Some(entry.kind),
@@ -285,43 +338,44 @@ impl Client {
             children: count,
         })
     }
+}
 
-    /// A semaphore's leases, then the lease takers queued at its gate.
-    fn semaphore_nodes(
-        &self,
-        path: &str,
-        layout: &SemaphoreLayout,
-        permits: Option<usize>,
-    ) -> Result<Vec<InspectedNode>> {
-        if permits == Some(0) {
-            return Err(Error::InvalidArgument(
-                "a semaphore needs at least one permit",
-            ));
-        }
-        let in_child = |child: &str, contender: Contender, holds, queued| InspectedNode {
-            name: format!("{child}/{}", contender.node_name),
-            parent: format!("{path}/{child}"),
-            holds,
-            queued,
-            contender,
-        };
-        let leases_path = format!("{path}/{}", layout.leases);
-        let leases = contenders(self, &leases_path, layout.lease_names, |_, at| {
-            permits.is_some_and(|p| at < p)
-        })?;
-        // Lease takers queue on the gate; the first of them holds it while it waits for a
-        // lease, but holds no lease.
-        let gate_path = format!("{path}/{}", layout.gate);
-        let queued = contenders(self, &gate_path, layout.gate_kind.names, |_, _| false)?;
-        let leases = leases.into_iter().map(|c| {
-            let holds = permits.map(|_| c.holds);
-            in_child(layout.leases, c, holds, false)
-        });
-        let queued = queued
-            .into_iter()
-            .map(|c| in_child(layout.gate, c, Some(false), true));
-        Ok(leases.chain(queued).collect())
+/// A semaphore's leases, then the lease takers queued at its gate (for [`Client::inspect`]).
+async fn semaphore_nodes(
+    session: &Session,
+    path: &str,
+    layout: &SemaphoreLayout,
+    permits: Option<usize>,
+    deadline: Option<Instant>,
+) -> Result<Vec<InspectedNode>> {
+    if permits == Some(0) {
+        return Err(Error::InvalidArgument(
+            "a semaphore needs at least one permit",
+        ));
     }
+    let in_child = |child: &str, contender: Contender, holds, queued| InspectedNode {
+        name: format!("{child}/{}", contender.node_name),
+        parent: format!("{path}/{child}"),
+        holds,
+        queued,
+        contender,
+    };
+    let leases_path = format!("{path}/{}", layout.leases);
+    let holds = |_: &[LockNode], at: usize| permits.is_some_and(|p| at < p);
+    let leases = contenders_on(session, &leases_path, layout.lease_names, holds, deadline).await?;
+    // Lease takers queue on the gate; the first of them holds it while it waits for a
+    // lease, but holds no lease.
+    let gate_path = format!("{path}/{}", layout.gate);
+    let names = layout.gate_kind.names;
+    let queued = contenders_on(session, &gate_path, names, |_, _| false, deadline).await?;
+    let leases = leases.into_iter().map(|c| {
+        let holds = permits.map(|_| c.holds);
+        in_child(layout.leases, c, holds, false)
+    });
+    let queued = queued
+        .into_iter()
+        .map(|c| in_child(layout.gate, c, Some(false), true));
+    Ok(leases.chain(queued).collect())
 }
 
 /// Whether the node at `at` in `nodes` holds the lock, by the rule of its own kind among

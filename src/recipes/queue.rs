@@ -69,19 +69,20 @@ impl LockQueue {
 
     /// The nodes queued, in order, as seen by inspection. `kinds` are every kind of node the
     /// queue holds (they share their names), whose rules say which nodes hold the lock.
-    pub(crate) fn contenders(&self, kinds: &[&Kind]) -> Result<Vec<Contender>> {
+    pub(crate) async fn contenders(&self, kinds: &[&Kind]) -> Result<Vec<Contender>> {
         let names = kinds.first().map_or(&[][..], |k| k.names);
         inspect::contenders(&self.client, &self.path, names, |nodes, at| {
             inspect::holds_by_rule(kinds, nodes, at)
         })
+        .await
     }
 
-    pub(crate) fn break_contender(&self, contender: &Contender) -> Result<bool> {
-        inspect::break_contender(&self.client, &self.path, contender)
+    pub(crate) async fn break_contender(&self, contender: &Contender) -> Result<bool> {
+        inspect::break_contender(&self.client, &self.path, contender).await
     }
 
-    pub(crate) fn request_revocation(&self, contender: &Contender) -> Result<bool> {
-        inspect::request_revocation(&self.client, &self.path, contender)
+    pub(crate) async fn request_revocation(&self, contender: &Contender) -> Result<bool> {
+        inspect::request_revocation(&self.client, &self.path, contender).await
     }
 }
 
@@ -220,8 +221,8 @@ macro_rules! acquisitions {
 pub(crate) use acquisitions;
 
 /// Writes the calls every lock recipe (mutex, read/write lock) shares besides its
-/// acquisitions, for a queue that holds `$kind`'s nodes: `revocable`, `path`, `contenders`,
-/// `break_contender` and `request_revocation`.
+/// acquisitions, for a queue that holds `$kind`'s nodes: `revocable`, `path`, and
+/// `contenders`, `break_contender` and `request_revocation` with their `_async` forms.
 macro_rules! queue_calls {
     ($($kind:expr),+) => {
         /// Makes the guards of this lock listen for revocation requests
@@ -250,7 +251,18 @@ macro_rules! queue_calls {
         /// # Errors
         /// Connection and server errors; an absent lock path is an empty queue.
         pub fn contenders(&self) -> $crate::Result<Vec<$crate::recipes::inspect::Contender>> {
-            self.queue.contenders(&[$(&$kind),+])
+            $crate::session::blocking(self.contenders_async())
+        }
+
+        /// As [`contenders`](Self::contenders), as a future (`Send`, any executor). Cancel
+        /// safe: dropping it leaves nothing behind (it only reads).
+        ///
+        /// # Errors
+        /// As [`contenders`](Self::contenders).
+        pub async fn contenders_async(
+            &self,
+        ) -> $crate::Result<Vec<$crate::recipes::inspect::Contender>> {
+            self.queue.contenders(&[$(&$kind),+]).await
         }
 
         /// Deletes a contender's node, typically a stale holder's (a hung process that keeps
@@ -270,7 +282,20 @@ macro_rules! queue_calls {
             &self,
             contender: &$crate::recipes::inspect::Contender,
         ) -> $crate::Result<bool> {
-            self.queue.break_contender(contender)
+            $crate::session::blocking(self.queue.break_contender(contender))
+        }
+
+        /// As [`break_contender`](Self::break_contender), as a future (`Send`, any executor).
+        /// Dropped before it completes, the delete may or may not have been applied; nothing
+        /// else is left behind.
+        ///
+        /// # Errors
+        /// As [`break_contender`](Self::break_contender).
+        pub async fn break_contender_async(
+            &self,
+            contender: &$crate::recipes::inspect::Contender,
+        ) -> $crate::Result<bool> {
+            self.queue.break_contender(contender).await
         }
 
         /// Asks the holder of `contender`'s node to release the lock, by writing Curator's
@@ -288,7 +313,20 @@ macro_rules! queue_calls {
             &self,
             contender: &$crate::recipes::inspect::Contender,
         ) -> $crate::Result<bool> {
-            self.queue.request_revocation(contender)
+            $crate::session::blocking(self.queue.request_revocation(contender))
+        }
+
+        /// As [`request_revocation`](Self::request_revocation), as a future (`Send`, any
+        /// executor). Dropped before it completes, the request may or may not have been
+        /// written; nothing else is left behind.
+        ///
+        /// # Errors
+        /// As [`request_revocation`](Self::request_revocation).
+        pub async fn request_revocation_async(
+            &self,
+            contender: &$crate::recipes::inspect::Contender,
+        ) -> $crate::Result<bool> {
+            self.queue.request_revocation(contender).await
         }
     };
 }

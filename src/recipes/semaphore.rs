@@ -163,7 +163,17 @@ impl Semaphore {
     /// # Errors
     /// As there.
     pub fn break_contender(&self, lease: &Contender) -> Result<bool> {
-        inspect::break_contender(&self.client, &self.leases, lease)
+        crate::session::blocking(self.break_contender_async(lease))
+    }
+
+    /// As [`break_contender`](Self::break_contender), as a future (`Send`, any executor).
+    /// Dropped before it completes, the delete may or may not have been applied; nothing else
+    /// is left behind.
+    ///
+    /// # Errors
+    /// As [`break_contender`](Self::break_contender).
+    pub async fn break_contender_async(&self, lease: &Contender) -> Result<bool> {
+        inspect::break_contender(&self.client, &self.leases, lease).await
     }
 
     /// The number of permits.
@@ -177,6 +187,15 @@ impl Semaphore {
     /// # Errors
     /// Connection and server errors.
     pub fn contenders(&self) -> Result<Vec<Contender>> {
+        crate::session::blocking(self.contenders_async())
+    }
+
+    /// As [`contenders`](Self::contenders), as a future (`Send`, any executor). Cancel safe:
+    /// dropping it leaves nothing behind (it only reads).
+    ///
+    /// # Errors
+    /// As [`contenders`](Self::contenders).
+    pub async fn contenders_async(&self) -> Result<Vec<Contender>> {
         let permits = self.permits;
         inspect::contenders(
             &self.client,
@@ -184,6 +203,7 @@ impl Semaphore {
             SEMAPHORE.lease_names,
             |_, at| at < permits,
         )
+        .await
     }
 }
 

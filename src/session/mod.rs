@@ -7,7 +7,8 @@
 //! - the [`Session`] itself, below: its state, its liveness and the retry of requests;
 //! - its requests: [`requests`] (reads and repeatable writes), [`create`] (our lock nodes),
 //!   [`watches`] with [`watch`] (the watches a waiter awaits, and a holder's own-node watch),
-//!   [`listing`] (listings shared by waiters), [`release`] and [`releases`] (deletes retried in
+//!   [`listing`] (listings shared by waiters), [`follow`] (the head of a queue, followed from
+//!   outside it), [`release`] and [`releases`] (deletes retried in
 //!   the background), [`txn`] (transactions);
 //! - what it proves: [`lease`] (for how long the server cannot have expired it);
 //! - [`errors`]: the transport's errors in zklock's terms, [`op`]: a request on its way, and
@@ -20,6 +21,7 @@ pub(crate) mod create;
 pub(crate) mod dial;
 pub(crate) mod errors;
 pub(crate) mod floors;
+pub(crate) mod follow;
 pub(crate) mod lease;
 pub(crate) mod listing;
 pub(crate) mod op;
@@ -331,17 +333,6 @@ impl Session {
     ///
     /// Only for requests that may run more than once: reads, and the writes whose doc says why
     /// a repeat is harmless. Any other write must handle an unknown outcome itself.
-    fn retry<T: Send + 'static>(
-        &self,
-        path: &str,
-        deadline: Option<Instant>,
-        seen: Seen,
-        op: impl Fn(zk::Client, String) -> Op<T>,
-    ) -> Result<T> {
-        blocking(self.retry_async(path, deadline, seen, op))
-    }
-
-    /// As [`retry`](Self::retry), awaited.
     async fn retry_async<T: Send + 'static>(
         &self,
         path: &str,

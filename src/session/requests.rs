@@ -10,7 +10,7 @@ use crate::wire as zk;
 
 use super::errors::outcome_unknown;
 use super::op::Op;
-use super::{blocking, until, NodeData, NodeStat, Seen, Session, PARENT_SWEPT_RETRIES};
+use super::{until, NodeData, NodeStat, Seen, Session, PARENT_SWEPT_RETRIES};
 
 impl Session {
     /// Makes the server we are connected to catch up with the leader on `path`, so that a
@@ -40,11 +40,6 @@ impl Session {
     }
 
     /// The children of `path`; `NoNode` as an error.
-    pub(crate) fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
-        blocking(self.list_async(path, deadline))
-    }
-
-    /// As [`list`](Self::list), awaited.
     pub(crate) async fn list_async(
         &self,
         path: &str,
@@ -64,15 +59,6 @@ impl Session {
     }
 
     /// Data and stat of `path`, `None` if it does not exist.
-    pub(crate) fn get_data(
-        &self,
-        path: &str,
-        deadline: Option<Instant>,
-    ) -> Result<Option<NodeData>> {
-        blocking(self.get_data_async(path, deadline))
-    }
-
-    /// As [`get_data`](Self::get_data), awaited.
     pub(crate) async fn get_data_async(
         &self,
         path: &str,
@@ -92,7 +78,7 @@ impl Session {
 
     /// Data and stat of each of `paths` under `parent` (`None` for a missing one). The reads
     /// are sent back to back and awaited together: one round trip, not one per node.
-    pub(crate) fn get_data_many(
+    pub(crate) async fn get_data_many_async(
         &self,
         parent: &str,
         names: &[&str],
@@ -102,7 +88,7 @@ impl Session {
             .iter()
             .map(|name| format!("{parent}/{name}"))
             .collect();
-        self.retry(parent, deadline, Seen::ByServer, move |zk, _| {
+        self.retry_async(parent, deadline, Seen::ByServer, move |zk, _| {
             let paths = paths.clone();
             Box::pin(async move {
                 let replies: Vec<_> = paths.iter().map(|p| zk.get_data(p)).collect();
@@ -117,6 +103,7 @@ impl Session {
                 Ok(found)
             })
         })
+        .await
     }
 
     /// Creates the lock path `path` and its missing ancestors as container nodes (the server
@@ -163,17 +150,6 @@ impl Session {
     }
 
     /// `mkdir -p`, recreating the chroot first if it has been deleted.
-    fn mkdir(
-        &self,
-        path: &str,
-        mode: zk::CreateMode,
-        acl: zk::Acls,
-        deadline: Option<Instant>,
-    ) -> Result<()> {
-        blocking(self.mkdir_async(path, mode, acl, deadline))
-    }
-
-    /// As [`mkdir`](Self::mkdir), awaited.
     async fn mkdir_async(
         &self,
         path: &str,
@@ -208,18 +184,6 @@ impl Session {
         .await
     }
 
-    /// Runs `write`; if it fails with NoNode because even the chroot is missing (someone
-    /// deleted it), creates the chroot again and runs `write` once more.
-    fn in_chroot<T>(&self, deadline: Option<Instant>, write: impl Fn() -> Result<T>) -> Result<T> {
-        match write() {
-            Err(Error::NoNode { .. }) if self.chroot().is_some() => {
-                blocking(self.recreate_chroot(deadline))?;
-                write()
-            }
-            outcome => outcome,
-        }
-    }
-
     /// Deletes `path` only if it is still the node created at zxid `czxid` with data version
     /// `version`: `Ok(true)` once it is gone after our delete, `Ok(false)` if the server says
     /// it was gone before, [`Error::NodeChanged`] if it changed.
@@ -228,18 +192,7 @@ impl Session {
     /// find the node gone and report it as gone before). The node is read again: unchanged,
     /// the delete did not happen and is sent again; absent, it is gone after our request
     /// (ours, or its owner's release: either way what was asked); changed, refused.
-    pub(crate) fn delete_if_unchanged(
-        &self,
-        path: &str,
-        czxid: i64,
-        version: i32,
-        deadline: Option<Instant>,
-    ) -> Result<bool> {
-        blocking(self.delete_if_unchanged_async(path, czxid, version, deadline))
-    }
-
-    /// As [`delete_if_unchanged`](Self::delete_if_unchanged), awaited.
-    async fn delete_if_unchanged_async(
+    pub(crate) async fn delete_if_unchanged_async(
         &self,
         path: &str,
         czxid: i64,
@@ -288,14 +241,14 @@ impl Session {
     /// Retry rule: repeated freely. It is used for Curator's revocation marker on a lock node,
     /// whose protected name is never reused: writing the marker twice asks the same holder the
     /// same thing.
-    pub(crate) fn set_existing(
+    pub(crate) async fn set_existing_async(
         &self,
         path: &str,
         data: &[u8],
         deadline: Option<Instant>,
     ) -> Result<bool> {
         let data = data.to_vec();
-        self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
+        self.retry_async(path, deadline, Seen::ByLeader, move |zk, p| {
             let data = data.clone();
             Box::pin(async move {
                 match zk.set_data(&p, &data, None).await {
@@ -305,25 +258,32 @@ impl Session {
                 }
             })
         })
+        .await
     }
 
     /// Creates or overwrites a persistent node (missing parents are created persistent too).
     ///
     /// Retry rule: repeated freely. The write is unconditional, so a repeat leaves the same
     /// data as a single write applied at the later moment would.
-    pub(crate) fn put(&self, path: &str, data: &[u8], deadline: Option<Instant>) -> Result<()> {
+    pub(crate) async fn put_async(
+        &self,
+        path: &str,
+        data: &[u8],
+        deadline: Option<Instant>,
+    ) -> Result<()> {
         if let Some(parent) = crate::znode::path::parent(path) {
-            self.mkdir(
+            self.mkdir_async(
                 parent,
                 zk::CreateMode::Persistent,
                 self.parent_acl,
                 deadline,
-            )?;
+            )
+            .await?;
         }
         let acl = self.acl;
-        self.in_chroot(deadline, || {
+        let write = || {
             let data = data.to_vec();
-            self.retry(path, deadline, Seen::ByLeader, move |zk, p| {
+            self.retry_async(path, deadline, Seen::ByLeader, move |zk, p| {
                 let data = data.clone();
                 Box::pin(async move {
                     let options = zk::CreateMode::Persistent.with_acls(acl.acls());
@@ -337,6 +297,14 @@ impl Session {
                     }
                 })
             })
-        })
+        };
+        // Even the chroot may be missing (someone deleted it): create it again, write again.
+        match write().await {
+            Err(Error::NoNode { .. }) if self.chroot().is_some() => {
+                self.recreate_chroot(deadline).await?;
+                write().await
+            }
+            outcome => outcome,
+        }
     }
 }

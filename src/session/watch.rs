@@ -229,6 +229,17 @@ impl OwnNodeWatch {
     }
 }
 
+impl OwnNodeWatch {
+    /// As [`wait_revocation`](Self::wait_revocation) without a deadline or token, awaited
+    /// (cancelled by dropping it).
+    pub(crate) async fn wait_revocation_async(&self) -> bool {
+        self.flags
+            .wait_until_async(None, |m| m.revocation_requested)
+            .await;
+        self.revocation_requested()
+    }
+}
+
 impl Drop for OwnNodeWatch {
     fn drop(&mut self) {
         self.task.abort();

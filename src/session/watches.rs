@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::wire as zk;
 
 use super::watch::{NodeFlags, OwnNodeWatch};
-use super::{Seen, Session};
+use super::{NodeData, NodeStat, Seen, Session};
 
 impl Session {
     /// Watches our lock node `path`, in the background, for the revocation marker and for its
@@ -33,6 +33,25 @@ impl Session {
             Box::pin(async move {
                 match zk.get_and_watch_data(&p).await {
                     Ok((_, _, watcher)) => Ok(Some(watcher)),
+                    Err(zk::Error::NoNode) => Ok(None),
+                    Err(err) => Err(err),
+                }
+            })
+        })
+        .await
+    }
+
+    /// Reads `path` (data and stat) and sets a watch on it, as
+    /// [`watch_node_async`](Self::watch_node_async) does. `None` if the node does not exist.
+    pub(crate) async fn read_and_watch_async(
+        &self,
+        path: &str,
+        deadline: Option<Instant>,
+    ) -> Result<Option<(NodeData, zk::OneshotWatcher)>> {
+        self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
+            Box::pin(async move {
+                match zk.get_and_watch_data(&p).await {
+                    Ok((data, stat, watcher)) => Ok(Some(((data, NodeStat::from(&stat)), watcher))),
                     Err(zk::Error::NoNode) => Ok(None),
                     Err(err) => Err(err),
                 }
