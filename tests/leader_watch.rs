@@ -52,19 +52,34 @@ fn an_observer_sees_three_leader_changes_in_order_while_a_participant_keeps_its_
     };
 
     // A leads; the worker process, C and P queue behind it, in that order.
-    let a = election(&a_client, "A").try_participate().unwrap().expect("A leads");
+    let a = election(&a_client, "A")
+        .try_participate()
+        .unwrap()
+        .expect("A leads");
     let mut worker = common::spawn_worker(
         "worker_participant",
         &[("LOCK", path.clone()), ("ID", "W".into())],
     );
     let watched = election(&operator, "operator");
-    assert!(common::wait_contenders(&watched, 2, Duration::from_secs(20)));
+    assert!(common::wait_contenders(
+        &watched,
+        2,
+        Duration::from_secs(20)
+    ));
     let c_election = election(&c_client, "C");
     let c = std::thread::spawn(move || c_election.participate());
-    assert!(common::wait_contenders(&watched, 3, Duration::from_secs(10)));
+    assert!(common::wait_contenders(
+        &watched,
+        3,
+        Duration::from_secs(10)
+    ));
     let p_election = election(&shared, "P");
     let p = std::thread::spawn(move || p_election.participate());
-    assert!(common::wait_contenders(&watched, 4, Duration::from_secs(10)));
+    assert!(common::wait_contenders(
+        &watched,
+        4,
+        Duration::from_secs(10)
+    ));
     let p_node = |contenders: &[Contender]| {
         contenders
             .iter()
@@ -98,7 +113,10 @@ fn an_observer_sees_three_leader_changes_in_order_while_a_participant_keeps_its_
         line.clear();
         assert!(out.read_line(&mut line).unwrap() > 0, "the worker ended");
     }
-    assert_eq!(p_node(&watched.contenders().unwrap()), Some(p_place.clone()));
+    assert_eq!(
+        p_node(&watched.contenders().unwrap()),
+        Some(p_place.clone())
+    );
 
     // 2. The leader's process dies: its session expires on the server, its node goes.
     worker.kill().unwrap();
@@ -106,7 +124,10 @@ fn an_observer_sees_three_leader_changes_in_order_while_a_participant_keeps_its_
     let (change, took) = next(&mut seen);
     assert_eq!(owner(&change), Some("C"), "{seen:?}");
     eprintln!("a killed leader's successor was seen after {took:?}");
-    assert_eq!(p_node(&watched.contenders().unwrap()), Some(p_place.clone()));
+    assert_eq!(
+        p_node(&watched.contenders().unwrap()),
+        Some(p_place.clone())
+    );
 
     // 3. An operator breaks the leader's node.
     let c_leader = change.leader.clone().unwrap();
@@ -160,7 +181,10 @@ fn the_first_call_reports_the_current_leader_and_a_data_change_is_no_change() {
         .participant_id("first")
         .participate()
         .unwrap();
-    let change = waiting.join().unwrap().expect("the path's creation is seen");
+    let change = waiting
+        .join()
+        .unwrap()
+        .expect("the path's creation is seen");
     assert_eq!(owner(&change), Some("first"));
     assert_eq!(owner(&leaders.next().unwrap()), Some("first"));
     // A revocation request changes the leader's data, not the leader.
@@ -249,7 +273,9 @@ fn a_watch_survives_a_reconnect_and_ends_with_its_session() {
         proxy.refuse(false);
         waiting.join().unwrap()
     });
-    let change = observed.unwrap().expect("the change during the outage is seen");
+    let change = observed
+        .unwrap()
+        .expect("the change during the outage is seen");
     assert_eq!(owner(&change), Some("two"));
     let two = two.join().unwrap();
 
@@ -298,7 +324,9 @@ fn dropped_and_finished_observations_leave_no_watch_and_no_node() {
         .next_timeout(Duration::from_millis(200))
         .unwrap()
         .is_none());
-    assert!(common::eventually(Duration::from_secs(2), || watches(&client) == 0));
+    assert!(common::eventually(Duration::from_secs(2), || watches(
+        &client
+    ) == 0));
 
     // Async, dropped while waiting, on tokio and on futures' executor.
     let rt = common::two_worker_runtime();
@@ -306,7 +334,9 @@ fn dropped_and_finished_observations_leave_no_watch_and_no_node() {
         let waited = tokio::time::timeout(Duration::from_millis(300), leaders.next_async()).await;
         assert!(waited.is_err(), "no change: still waiting");
     });
-    assert!(common::eventually(Duration::from_secs(2), || watches(&client) == 0));
+    assert!(common::eventually(Duration::from_secs(2), || watches(
+        &client
+    ) == 0));
     {
         use std::future::Future;
         let mut future = Box::pin(leaders.next_async());
@@ -316,15 +346,21 @@ fn dropped_and_finished_observations_leave_no_watch_and_no_node() {
             assert!(future.as_mut().poll(&mut cx).is_pending());
             std::thread::sleep(Duration::from_millis(50));
         }
-        assert!(common::eventually(Duration::from_secs(2), || watches(&client) == 1));
+        assert!(common::eventually(Duration::from_secs(2), || watches(
+            &client
+        ) == 1));
     }
-    assert!(common::eventually(Duration::from_secs(2), || watches(&client) == 0));
+    assert!(common::eventually(Duration::from_secs(2), || watches(
+        &client
+    ) == 0));
     // Nothing was created by observing: the leader's node alone is there.
     assert_eq!(other.children(&path).unwrap().map(|c| c.len()), Some(1));
     drop(leader);
     let change = futures::executor::block_on(leaders.next_async()).unwrap();
     assert_eq!(change.leader, None);
-    assert!(common::eventually(Duration::from_secs(2), || watches(&client) == 0));
+    assert!(common::eventually(Duration::from_secs(2), || watches(
+        &client
+    ) == 0));
 }
 
 #[test]
@@ -362,10 +398,9 @@ fn next_async_follows_the_leader_on_tokio_and_on_futures_executor() {
     )
     .unwrap();
     assert_eq!(seen_on_tokio().as_deref(), Some("one"));
-    let change =
-        futures::executor::block_on(leaders.next_with_async(Wait::timeout(CHANGE_WITHIN)))
-            .unwrap()
-            .expect("a change");
+    let change = futures::executor::block_on(leaders.next_with_async(Wait::timeout(CHANGE_WITHIN)))
+        .unwrap()
+        .expect("a change");
     assert_eq!(owner(&change), Some("one"));
     futures::executor::block_on(one.unlock_async()).unwrap();
     assert_eq!(seen_on_tokio(), None);
