@@ -110,21 +110,37 @@
 //! Async code uses the `_async` calls below.
 //!
 //! # Async
-//! Every call that can wait has an async twin with the same name plus `_async`, returning a
-//! `Send` future and the same owned guards: [`DistributedMutex::lock_async`],
-//! [`DistributedRwLock::read_async`] and [`DistributedRwLock::write_async`],
-//! [`Semaphore::acquire_async`] and [`Semaphore::acquire_many_async`],
-//! [`MultiLock::lock_async`], [`LeaderElection::participate_async`], each with its `try_`
-//! and `_with` forms (a timeout is the runtime's, or a [`Wait`]); on guards
-//! [`LockGuard::unlock_async`],
-//! [`LockGuard::wait_lost_async`], [`LockGuard::fenced_set_data_async`],
-//! [`LockGuard::fenced_delete_async`] and [`FencedTransaction::commit_async`];
-//! [`ClientBuilder::connect_async`] and [`Client::close_async`]. They run the same protocol
-//! core as the blocking calls (which wait on it on their own thread), on any executor: tokio
-//! (multi- or current-thread), smol, `futures::executor`; zklock depends on none of them.
+//! Every call that does I/O or waits has an async form with the same name plus `_async`,
+//! returning a `Send` future and the same owned types:
+//! - acquisitions: [`DistributedMutex::lock_async`], [`DistributedRwLock::read_async`] and
+//!   [`DistributedRwLock::write_async`], [`Semaphore::acquire_async`] and
+//!   [`Semaphore::acquire_many_async`], [`MultiLock::lock_async`],
+//!   [`LeaderElection::participate_async`], each with its `try_` and `_with` forms (a
+//!   timeout is the runtime's, or a [`Wait`]);
+//! - on guards: [`LockGuard::unlock_async`], [`LockGuard::wait_lost_async`],
+//!   [`LockGuard::wait_revocation_async`], [`LockGuard::fenced_set_data_async`],
+//!   [`LockGuard::fenced_delete_async`] and [`FencedTransaction::commit_async`] (and the
+//!   first two on [`Permit`] and [`MultiGuard`]);
+//! - inspection and operator calls: every recipe's `contenders_async` and
+//!   `break_contender_async` (e.g. [`DistributedMutex::contenders_async`]),
+//!   [`DistributedMutex::request_revocation_async`] (and the read/write lock's),
+//!   [`LeaderElection::current_leader_async`], [`Client::inspect_async`];
+//! - following an election's leader: [`LeaderElection::observe`] gives an
+//!   [`inspect::LeaderWatch`], whose [`next_async`](inspect::LeaderWatch::next_async) returns
+//!   each new leader as a watch reports it;
+//! - the client: [`ClientBuilder::connect_async`], [`Client::close_async`],
+//!   [`Client::wait_state_change_async`], [`Client::get_data_async`],
+//!   [`Client::set_data_async`], [`Client::children_async`].
+//!
+//! They run the same protocol core as the blocking calls (which wait on the very same futures
+//! on their own thread), on any executor: tokio (multi- or current-thread), smol,
+//! `futures::executor`; zklock depends on none of them. There are no `_timeout_async` forms:
+//! a runtime's timeout (or `select!`) drops the future, which is always safe.
 //!
 //! Cancelling is dropping the future: at any await point, a queued node is withdrawn in the
-//! background, its watch removed, and a lock taken at that moment released. So
+//! background, a watch the call set is removed, and a lock taken at that moment released (a
+//! write already sent, such as `set_data_async` or `break_contender_async`, may or may not
+//! have been applied, as after a lost connection). So
 //! `tokio::time::timeout` and `select!` just work. Guards taken by an async call release in
 //! the background when dropped (a drop must not block a worker); await `unlock_async` for
 //! the outcome.
@@ -152,7 +168,9 @@
 //! ```
 //!
 //! `examples/async_service.rs` is a whole tokio service: many tasks, a timeout, a `select!`
-//! with shutdown, and a clean close on Ctrl-C.
+//! with shutdown, and a clean close on Ctrl-C. `examples/async_leader.rs` is an election
+//! member: it queues once, follows the leader while it waits, leads, and steps down on
+//! SIGTERM.
 //!
 //! # Cargo features
 //! - `tls`: TLS to the servers' secure port (`ClientBuilder::tls`).

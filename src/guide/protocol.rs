@@ -39,6 +39,15 @@
 //! | [`LeaderElection`] | `LeaderLatch` | `_c_<uuid>-latch-<seq>`; the holder leads |
 //! | revocation ([`DistributedMutex::revocable`], [`DistributedMutex::request_revocation`]) | `makeRevocable`, `Revoker` | the marker `__REVOKE__` written into the holder's node |
 //!
+//! Following an election from outside ([`LeaderElection::observe`]) is reads and one watch at
+//! a time, so it works on Curator's elections too and needs only READ: the leader's node is
+//! read with a data watch, which fires when it is deleted (the leader stepped down, its
+//! session ended, an operator broke it); a later node can never overtake it, so no other
+//! change can make a new leader. With nobody queued, the watch is a child watch on the
+//! election path, and with no path, a child watch on its nearest existing ancestor. Each
+//! firing, and each reconnect, re-reads the leader. Curator's `LeaderLatchListener` tells only
+//! a participant whether it leads; this tells anyone who leads.
+//!
 //! The sequence counter is a signed 32-bit number; zklock orders by serial-number arithmetic on
 //! the 2^32 circle, so a wrapped (negative) sequence queues behind the holder. Curator compares
 //! the suffixes as text and disagrees after a wrap (about 1.07e9 acquisitions on a path never
@@ -105,5 +114,6 @@
 //! [`Semaphore`]: crate::Semaphore
 //! [`MultiLock`]: crate::MultiLock
 //! [`LeaderElection`]: crate::LeaderElection
+//! [`LeaderElection::observe`]: crate::LeaderElection::observe
 //! [`on_state_change`]: crate::ClientBuilder::on_state_change
 //! [`Client::close`]: crate::Client::close
