@@ -173,6 +173,7 @@ mod error;
 #[cfg(test)]
 mod house_plan;
 pub mod metrics;
+mod random;
 mod recipes;
 mod rt;
 mod session;
