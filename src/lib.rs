@@ -140,11 +140,13 @@
 //! - `metrics`: metrics through the [`metrics`](https://docs.rs/metrics) facade (0.24): wait
 //!   and hold histograms, acquisitions and lost locks by cause, session state, reconnects and
 //!   expirations (names and labels in [`mod@metrics`]).
-//! - `cli`: the `zklock` command-line tool (run a command under a lock, inspect, break;
-//!   [`guide::cli`]).
 //!
 //! Digest authentication and creator-only ACLs ([`ClientBuilder::auth_digest`],
 //! [`ClientBuilder::acl`], [`NodeAcl`]) need no feature ([`guide::security`]).
+//!
+//! The `zklock` command-line tool (run a command under a lock, inspect, break; [`guide::cli`])
+//! is a crate of its own, `zklock-cli`, so none of its dependencies reach library users:
+//! `cargo install zklock-cli`.
 //!
 //! # The guide
 //! The long form lives in [`guide`]:
