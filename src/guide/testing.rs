@@ -78,7 +78,14 @@
 //! Minimum Rust version: 1.82 (`rust-version` in `Cargo.toml`). `Cargo.lock` is resolved with
 //! cargo's MSRV-aware resolver (`.cargo/config.toml`: `incompatible-rust-versions = "fallback"`,
 //! read by cargo 1.84 and later), so it only holds versions that declare support for 1.82, and
-//! `.ci/check-msrv` (run by `.ci/run`) fails if a locked package declares a newer `rust-version`.
-//! What is verified: those declarations, and clippy's `incompatible_msrv` lint on our own use of
-//! the standard library. What is not: CI builds with the current stable toolchain only, never
-//! with 1.82 itself, and a dependency that declares no `rust-version` is not checked.
+//! `.ci/check-msrv` (run by `.ci/run`) fails if a locked package declares a newer `rust-version`
+//! or an edition after 2021. A user's fresh resolve must hold too, and cargo 1.82 ignores
+//! `rust-version` when it resolves: so the script also locks, from scratch in a temporary
+//! directory and with the resolver ignoring `rust-version`, a throwaway dependent of the library
+//! (every feature on) and the `zklock-cli` manifest (what `cargo install zklock-cli` resolves),
+//! and checks every package they build the same way. Dependencies whose newest release needs a
+//! newer Rust are bounded in the manifests (`zeroize` under `tls`; clap and env_logger in the
+//! CLI). What is verified: those declarations, and clippy's `incompatible_msrv` lint on our own
+//! use of the standard library. What is not: CI builds with the current stable toolchain only,
+//! never with 1.82 itself, and a dependency that declares no `rust-version` is checked for its
+//! edition only.
