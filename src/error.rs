@@ -109,6 +109,24 @@ pub enum Error {
         path: String,
     },
 
+    /// Another recipe's nodes are at the lock path: a mutex, a read/write lock, an election
+    /// and a semaphore on one path would each think they hold it, so a contender refuses to
+    /// queue where another recipe's nodes are (its own node is withdrawn first). Each recipe
+    /// needs a path of its own; `zklock status` shows what is there.
+    #[error(
+        "a {theirs} is at {path}: a {ours} cannot queue there (one recipe per lock path; \
+         give each recipe its own path)"
+    )]
+    RecipeConflict {
+        /// The lock path.
+        path: String,
+        /// The recipe that refused to queue: `mutex`, `rwlock`, `election` or `semaphore`.
+        ours: &'static str,
+        /// The recipe whose nodes are there (a semaphore's `leases` or `locks` child counts
+        /// until the server sweeps it, about a minute after the semaphore's last use).
+        theirs: &'static str,
+    },
+
     /// The lock was lost while held: the session expired or our node was deleted by someone else.
     /// Whatever the lock protected may already be used by another holder.
     #[error("lock {path} was lost (session expired or node deleted)")]
