@@ -107,6 +107,24 @@ pub enum Error {
         path: String,
     },
 
+    /// ZooKeeper answered a request on `path` with a reply of `size` bytes, larger than the
+    /// client reads ([`ClientBuilder::max_reply_size`](crate::ClientBuilder::max_reply_size),
+    /// `limit`): typically the listing of a lock path with a very long queue. Only this call
+    /// failed: the reply was skipped, and the connection, the session and every other lock of
+    /// the client are untouched. An acquisition that met it withdrew its node.
+    #[error(
+        "the reply from ZooKeeper for {path} is {size} bytes, over this client's limit of \
+         {limit} bytes (a very long queue? see ClientBuilder::max_reply_size)"
+    )]
+    ReplyTooLarge {
+        /// The path of the request: the lock path for an acquisition or a listing.
+        path: String,
+        /// The reply's size in bytes (the frame after its length prefix).
+        size: usize,
+        /// The client's limit in bytes.
+        limit: usize,
+    },
+
     /// The lock was lost while held: the session expired or our node was deleted by someone else.
     /// Whatever the lock protected may already be used by another holder.
     #[error("lock {path} was lost (session expired or node deleted)")]

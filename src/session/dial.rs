@@ -39,9 +39,11 @@ pub(crate) fn dial(
     loop {
         // One pass over every host: a pass's failure comes back at once, and the passes,
         // their pauses and the deadline are ours.
-        let connector = config
-            .security
-            .configure(zk::Connector::new().session_timeout(config.session_timeout))?;
+        let connector = config.security.configure(
+            zk::Connector::new()
+                .session_timeout(config.session_timeout)
+                .max_reply_size(config.max_reply_size),
+        )?;
         let sent = Instant::now();
         let failure = match connector.connect(hosts, deadline) {
             Ok(zk) => return Ok((zk, sent)),

@@ -164,7 +164,7 @@ fn proves_alive<T>(outcome: &ZkResult<T>) -> bool {
     match outcome {
         Ok(_) => true,
         Err(E::NoNode | E::NoAuth(_) | E::BadVersion | E::NodeExists | E::NotEmpty) => true,
-        Err(E::NoChildrenForEphemerals | E::InvalidAcl) => true,
+        Err(E::NoChildrenForEphemerals | E::InvalidAcl | E::ReplyTooLarge { .. }) => true,
         Err(_) => false,
     }
 }
