@@ -214,6 +214,8 @@ impl LockGuard {
     /// # Errors
     /// - [`Error::LockLost`](crate::Error::LockLost) if the lock had been lost (session
     ///   expired, node deleted by someone else).
+    /// - [`Error::Closed`](crate::Error::Closed) if the client was closed first: closing
+    ///   ended the session, which deleted the node.
     /// - [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) (naming our node) if the
     ///   delete could not be confirmed in time, the connection being down or the server slow
     ///   or frozen: the node may still be there, so another contender may not have the lock
