@@ -3,7 +3,7 @@
 //! assert behaviour, not speed). The target is a median under 50 ms against a local server.
 //!
 //! ```sh
-//! cargo build --release --features cli --bin zklock
+//! cargo build --release -p zklock-cli
 //! ZKLOCK_CONNECT=127.0.0.1:2181 cargo run --release --example cli_latency [-- RUNS]
 //! ```
 //!
@@ -25,7 +25,7 @@ fn main() {
                 .map(PathBuf::from)
                 .find(|p| p.exists())
         })
-        .expect("build zklock first (cargo build --release --features cli) or set ZKLOCK_BIN");
+        .expect("build zklock first (cargo build --release -p zklock-cli) or set ZKLOCK_BIN");
     let path = format!("/zklock-bench/cli-latency-{}", std::process::id());
     let zk = time(runs, || {
         Command::new(&zklock)

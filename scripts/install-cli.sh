@@ -3,9 +3,9 @@
 #
 #   scripts/install-cli.sh [--root DIR] [other `cargo install` options]
 #
-# The tool is built only with the crate's `cli` feature (so that library users never compile
-# its dependencies), and a plain `cargo install --path .` installs nothing; this script always
-# passes the feature, uses the checked-in Cargo.lock, and fails if no binary was installed.
+# The tool is the workspace's `zklock-cli` crate (cli/), so that library users never compile
+# its dependencies; this script installs it with the checked-in Cargo.lock and fails if no
+# binary was installed. From crates.io: `cargo install zklock-cli`.
 # Shell completions and man pages come from the installed binary afterwards:
 #   zklock completions bash > ~/.local/share/bash-completion/completions/zklock
 #   zklock man --dir ~/.local/share/man/man1
@@ -21,7 +21,7 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     esac
 done
 
-cargo install --locked --path . --features cli "$@"
+cargo install --locked --path cli "$@"
 
 bin="${root:-${CARGO_INSTALL_ROOT:-${CARGO_HOME:-$HOME/.cargo}}}/bin/zklock"
 if [[ ! -x "$bin" ]]; then

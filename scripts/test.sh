@@ -4,7 +4,8 @@
 #   - ZooKeeper (scripts/start-zk.sh installs Debian's zookeeper package when missing);
 #   - a JDK and Apache Curator's jars for the interop tests (tests/interop.rs);
 #   - openssl for the certificates of the TLS test server (tests/secure_servers.rs).
-# Extra arguments go to `cargo test` (e.g. scripts/test.sh --test mutex).
+# Runs the tests of the whole workspace: the library and the `zklock-cli` crate (cli/).
+# Extra arguments go to `cargo test` (e.g. scripts/test.sh --test mutex, or -p zklock-cli).
 #
 # Servers: every server of the run lives in a work dir of its own, ZK_WORKDIR=a fresh
 # ${TMPDIR:-/tmp}/zklock-test.XXXXXX: the main server, started here on a free port and passed
@@ -68,4 +69,4 @@ if [[ -z "${ZK_CONNECT:-}" ]]; then
     export ZK_CONNECT
 fi
 log "main server $ZK_CONNECT; servers of this run in $ZK_WORKDIR"
-cargo test --all-features "$@"
+cargo test --workspace --all-features "$@"

@@ -109,6 +109,42 @@ pub enum Error {
         path: String,
     },
 
+    /// Another recipe's nodes are at the lock path: a mutex, a read/write lock, an election
+    /// and a semaphore on one path would each think they hold it, so a contender refuses to
+    /// queue where another recipe's nodes are (its own node is withdrawn first). Each recipe
+    /// needs a path of its own; `zklock status` shows what is there.
+    #[error(
+        "a {theirs} is at {path}: a {ours} cannot queue there (one recipe per lock path; \
+         give each recipe its own path)"
+    )]
+    RecipeConflict {
+        /// The lock path.
+        path: String,
+        /// The recipe that refused to queue: `mutex`, `rwlock`, `election` or `semaphore`.
+        ours: &'static str,
+        /// The recipe whose nodes are there (a semaphore's `leases` or `locks` child counts
+        /// until the server sweeps it, about a minute after the semaphore's last use).
+        theirs: &'static str,
+    },
+
+    /// ZooKeeper answered a request on `path` with a reply of `size` bytes, larger than the
+    /// client reads ([`ClientBuilder::max_reply_size`](crate::ClientBuilder::max_reply_size),
+    /// `limit`): typically the listing of a lock path with a very long queue. Only this call
+    /// failed: the reply was skipped, and the connection, the session and every other lock of
+    /// the client are untouched. An acquisition that met it withdrew its node.
+    #[error(
+        "the reply from ZooKeeper for {path} is {size} bytes, over this client's limit of \
+         {limit} bytes (a very long queue? see ClientBuilder::max_reply_size)"
+    )]
+    ReplyTooLarge {
+        /// The path of the request: the lock path for an acquisition or a listing.
+        path: String,
+        /// The reply's size in bytes (the frame after its length prefix).
+        size: usize,
+        /// The client's limit in bytes.
+        limit: usize,
+    },
+
     /// The lock was lost while held: the session expired or our node was deleted by someone else.
     /// Whatever the lock protected may already be used by another holder.
     #[error("lock {path} was lost (session expired or node deleted)")]
@@ -126,11 +162,20 @@ pub enum Error {
 
     /// The server refused an operation on `path` for lack of permission (ACL): `identity`
     /// lacks `permission` there.
-    #[error("not authorized (ACL): {} refused for identity {identity}", refused(.path, .permission))]
+    ///
+    /// With the `digest` scheme a wrong password is not refused when the session
+    /// authenticates: ZooKeeper takes it as another identity, which the ACL then refuses. The
+    /// message says so when the identity is a digest one.
+    #[error(
+        "not authorized (ACL): {} refused for identity {identity}{}",
+        refused(.path, .permission),
+        digest_hint(.identity)
+    )]
     NoAuth {
-        /// The path of the refused operation: the node read, written, created or deleted (for
-        /// a lock node, the name it was created with, before the server appended its sequence
-        /// number).
+        /// The path of the refused operation, as the server knows it (a chroot of the connect
+        /// string included, since that is where the ACL to look at is): the node read,
+        /// written, created or deleted (for a lock node, the name it was created with, before
+        /// the server appended its sequence number).
         path: String,
         /// The permission the operation needed: on `path` itself, except for
         /// [`Permission::Create`] and [`Permission::Delete`], which ZooKeeper checks on its
@@ -349,6 +394,17 @@ fn refused(path: &str, permission: &Option<Permission>) -> String {
     }
 }
 
+/// What [`Error::NoAuth`] adds for a digest identity: that a wrong password shows up here, not
+/// when the session authenticates.
+fn digest_hint(identity: &str) -> &'static str {
+    if identity.split(", ").any(|id| id.starts_with("digest:")) {
+        " (ZooKeeper's digest scheme takes a wrong password as another identity, refused \
+         here rather than at login: check the password too)"
+    } else {
+        ""
+    }
+}
+
 /// Why one host of the connect string gave no session, as found out when connecting failed
 /// (see [`Error::Connect`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -417,26 +473,48 @@ mod tests {
         let refused = |path: &str, permission| Error::NoAuth {
             path: path.into(),
             permission,
-            identity: "digest:alice".into(),
+            identity: "sasl:alice".into(),
         };
         assert_eq!(
             refused("/locks/job/_c_1-lock-", Some(Permission::Create)).to_string(),
             "not authorized (ACL): CREATE on /locks/job (to create /locks/job/_c_1-lock-) \
-             refused for identity digest:alice"
+             refused for identity sasl:alice"
         );
         assert_eq!(
             refused("/top", Some(Permission::Delete)).to_string(),
-            "not authorized (ACL): DELETE on / (to delete /top) refused for identity digest:alice"
+            "not authorized (ACL): DELETE on / (to delete /top) refused for identity sasl:alice"
         );
         assert_eq!(
             refused("/locks/job", Some(Permission::Read)).to_string(),
-            "not authorized (ACL): READ on /locks/job refused for identity digest:alice"
+            "not authorized (ACL): READ on /locks/job refused for identity sasl:alice"
         );
         assert_eq!(
             refused("/data", None).to_string(),
             "not authorized (ACL): an operation of a transaction on /data refused for identity \
-             digest:alice"
+             sasl:alice"
         );
+    }
+
+    #[test]
+    fn a_digest_identity_is_told_that_a_wrong_password_is_another_identity() {
+        for identity in ["digest:alice", "ldap, digest:alice"] {
+            let refused = Error::NoAuth {
+                path: "/locks/job".into(),
+                permission: Some(Permission::Read),
+                identity: identity.into(),
+            };
+            assert_eq!(
+                refused.to_string(),
+                format!(
+                    "not authorized (ACL): READ on /locks/job refused for identity {identity} \
+                     (ZooKeeper's digest scheme takes a wrong password as another identity, \
+                     refused here rather than at login: check the password too)"
+                )
+            );
+        }
+        for identity in ["anonymous (world)", "sasl:digest:x", "x509:CN=digest:a"] {
+            assert_eq!(digest_hint(identity), "", "{identity}");
+        }
     }
 
     #[test]

@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 
 /// The layers, bottom first: a module may import its own files and the modules before it.
 const LAYERS: &[&str] = &[
-    "error", "metrics", "rt", "znode", "wire", "session", "core", "client", "recipes",
+    "random", "error", "metrics", "rt", "znode", "wire", "session", "core", "client", "recipes",
 ];
 
 /// A module's path below the crate root (empty for `lib.rs`).
 type Module = Vec<String>;
 
-/// Every module file of the library (not the `zklock` tool), by module path.
+/// Every module file of the library, by module path.
 fn module_files(src: &Path) -> BTreeMap<Module, PathBuf> {
     fn walk(dir: &Path, src: &Path, out: &mut BTreeMap<Module, PathBuf>) {
         for entry in fs::read_dir(dir).unwrap() {
@@ -30,9 +30,6 @@ fn module_files(src: &Path) -> BTreeMap<Module, PathBuf> {
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
                 .collect();
-            if rel[0] == "bin" {
-                continue;
-            }
             if path.is_dir() {
                 walk(&path, src, out);
             } else if let Some(last) = rel.last().and_then(|l| l.strip_suffix(".rs")) {

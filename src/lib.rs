@@ -183,8 +183,6 @@
 //! - `metrics`: metrics through the [`metrics`](https://docs.rs/metrics) facade (0.24): wait
 //!   and hold histograms, acquisitions and lost locks by cause, session state, reconnects and
 //!   expirations (names and labels in [`mod@metrics`]).
-//! - `cli`: the `zklock` command-line tool (run a command under a lock, inspect, break;
-//!   [`guide::cli`]).
 //!
 //! Digest authentication and creator-only ACLs ([`ClientBuilder::auth_digest`],
 //! [`ClientBuilder::acl`], [`acl::NodeAcl`]) need no feature ([`guide::security`]).
@@ -194,6 +192,10 @@
 //! fencing types; the rest lives in small modules: [`mod@inspect`] (looking at a lock's
 //! queue), [`acl`] (who may touch the nodes), [`client`] (session state, listener events,
 //! [`client::WeakClient`]), [`error`] (what an error carries), [`mod@metrics`].
+//!
+//! The `zklock` command-line tool (run a command under a lock, inspect, break; [`guide::cli`])
+//! is a crate of its own, `zklock-cli`, so none of its dependencies reach library users:
+//! `cargo install zklock-cli`.
 //!
 //! # The guide
 //! The long form lives in [`guide`]:
@@ -222,6 +224,7 @@ pub mod error;
 #[cfg(test)]
 mod house_plan;
 pub mod metrics;
+mod random;
 mod recipes;
 mod rt;
 mod session;

@@ -38,7 +38,6 @@ fn example(name: &str) -> PathBuf {
             (cfg!(feature = "signals"), "signals"),
             (cfg!(feature = "tokio"), "tokio"),
             (cfg!(feature = "metrics"), "metrics"),
-            (cfg!(feature = "cli"), "cli"),
         ]
         .into_iter()
         .filter_map(|(on, feature)| on.then_some(feature))

@@ -27,6 +27,14 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// The largest reply a client reads unless [`ClientBuilder::max_reply_size`] says otherwise:
+/// 16 MiB.
+const DEFAULT_MAX_REPLY_SIZE: usize = 16 << 20;
+
+/// The least [`ClientBuilder::max_reply_size`] takes: every notification and every reply to
+/// zklock's small requests fits with room to spare.
+const MIN_MAX_REPLY_SIZE: usize = 64 << 10;
+
 /// Options for a [`Client`]; made by [`Client::builder`]. Its `Debug` output never shows
 /// credentials.
 #[derive(Debug, Clone)]
@@ -66,6 +74,7 @@ impl Client {
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
                 fail_fast_if_refused: false,
                 require_chroot: false,
+                max_reply_size: DEFAULT_MAX_REPLY_SIZE,
                 security: Security::default(),
             },
             observe: Observe::default(),
@@ -92,6 +101,29 @@ impl ClientBuilder {
     /// Defaults to [`DEFAULT_CONNECT_TIMEOUT`] (15 s).
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.config.connect_timeout = timeout;
+        self
+    }
+
+    /// The largest reply from ZooKeeper this client reads, in bytes: the client side of
+    /// ZooKeeper's `jute.maxbuffer`. A request answered with a larger reply fails alone, at
+    /// once, with [`Error::ReplyTooLarge`](crate::Error::ReplyTooLarge), which names its path
+    /// and the reply's size: the reply is skipped, and the connection, the session and every
+    /// other lock of the client go on untouched. An acquisition that meets it withdraws its
+    /// node.
+    ///
+    /// ZooKeeper bounds the requests it *accepts* by its `jute.maxbuffer` (by default 0xfffff
+    /// bytes, just under 1 MiB), but not the replies it *sends*: a lock path's listing grows
+    /// with its queue, by 59 bytes per Curator-named node (`_c_<uuid>-lock-<sequence>`, as
+    /// zklock and Curator name them). 20,000 queued nodes make a listing of 1,180,088 bytes;
+    /// 100,000 make one of 5.9 MB. The default reads the listing of a queue of some 280,000
+    /// such nodes, several times what one lock's waiters reach in practice, and still bounds
+    /// what one reply can make the client hold (a listing is held as the reply's bytes, then as
+    /// names: about twice its size, for as long as it is read). Raise it for longer queues or
+    /// larger node data; lower it to cap memory. Values below 64 KiB are taken as 64 KiB.
+    ///
+    /// Defaults to 16 MiB.
+    pub fn max_reply_size(mut self, bytes: usize) -> Self {
+        self.config.max_reply_size = bytes.max(MIN_MAX_REPLY_SIZE);
         self
     }
 

@@ -20,7 +20,7 @@ use crate::znode::layout::{check_data_size, nodes_ahead, owner_data, LockNode};
 
 use super::claim::{claim, node_vanished, Claimed};
 use super::held::Held;
-use super::kind::Kind;
+use super::kind::{Kind, Rival};
 use super::place::{create_node, Created};
 use super::queue::Queue;
 use super::wait::{Attempt, Patience};
@@ -97,6 +97,31 @@ pub(super) fn gave_up<T>(session: &impl Queue) -> Result<Option<T>> {
     }
 }
 
+/// Whether `rival`, seen by its names among the lock path's children, has nodes there: one
+/// whose nodes lie in children of its own (a semaphore) may have left them empty, and empty
+/// containers stay until the server sweeps them, keeping no one out.
+async fn rival_present<S: Queue>(
+    session: &S,
+    lock_path: &str,
+    rival: Rival,
+    deadline: Option<Instant>,
+) -> Result<bool> {
+    if rival.holders.is_empty() {
+        return Ok(true);
+    }
+    for holder in rival.holders {
+        match session
+            .list(&format!("{lock_path}/{holder}"), deadline)
+            .await
+        {
+            Ok(children) if !children.is_empty() => return Ok(true),
+            Ok(_) | Err(Error::NoNode { .. }) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(false)
+}
+
 /// The wait loop of [`acquire_on`], on any [`Queue`]: our node, claimed, or `None` (busy).
 pub(super) async fn contend<S: Queue>(
     session: &Arc<S>,
@@ -123,6 +148,16 @@ pub(super) async fn contend<S: Queue>(
     else {
         return gave_up(session.as_ref());
     };
+    if let Some(rival) = (kind.rival)(&children.names) {
+        if Box::pin(rival_present(session.as_ref(), lock_path, rival, deadline)).await? {
+            // Dropping `contender` withdraws the node.
+            return Err(Error::RecipeConflict {
+                path: lock_path.to_owned(),
+                ours: kind.recipe,
+                theirs: rival.recipe,
+            });
+        }
+    }
     let lock_names = kind.lock_names();
     // (A name of ours that is no lock node would be missing from every listing.)
     let Some(ours) = LockNode::parse(name, &lock_names) else {
@@ -385,6 +420,8 @@ mod tests {
         ours: 0,
         blocker: previous_node,
         metric: Recipe::Mutex,
+        recipe: "test",
+        rival: |_| None,
     };
     const RW_NAMES: &[(&str, Role)] = &[("__READ__", Role::Read), ("__WRIT__", Role::Write)];
     const READER: Kind = Kind {
@@ -392,12 +429,16 @@ mod tests {
         ours: READ,
         blocker: nearest_lower_writer,
         metric: Recipe::RwLockRead,
+        recipe: "test",
+        rival: |_| None,
     };
     const WRITER: Kind = Kind {
         names: RW_NAMES,
         ours: 1,
         blocker: previous_node,
         metric: Recipe::RwLockWrite,
+        recipe: "test",
+        rival: |_| None,
     };
 
     type Outcome = Result<Option<Claimed<Memory>>>;

@@ -251,7 +251,10 @@ impl Held {
             Ok(true) => Ok(()),
             // Someone else deleted our node while we believed we held the lock.
             Ok(false) => Err(lost()),
-            Err(Error::SessionExpired | Error::Closed) => Err(lost()),
+            Err(Error::SessionExpired) => Err(lost()),
+            // Closing the client ended the session, and the node with it: the lock was let
+            // go, not lost.
+            Err(Error::Closed) => Err(Error::Closed),
             // `delete_node`'s word for "not confirmed in time, retried in the background",
             // whether the connection is down or the server merely slow: the caller cannot
             // know whether the lock is free yet, and the connection may be healthy.

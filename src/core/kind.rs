@@ -18,6 +18,23 @@ pub(crate) struct Kind {
     pub(crate) blocker: fn(&[LockNode]) -> Option<usize>,
     /// The `recipe` label of this kind's acquisitions in the metrics.
     pub(crate) metric: Recipe,
+    /// The recipe's name, as errors give it (`mutex`, `rwlock`, `election`).
+    pub(crate) recipe: &'static str,
+    /// Given the children of the lock path, another recipe whose nodes are there: a contender
+    /// refuses to queue beside them ([`Error::RecipeConflict`](crate::Error::RecipeConflict)).
+    pub(crate) rival: fn(&[String]) -> Option<Rival>,
+}
+
+/// Another recipe at a lock path, as its children's names show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rival {
+    /// Its name, as errors give it.
+    pub(crate) recipe: &'static str,
+    /// Children of the lock path that hold its nodes, in the order to read them: it is there
+    /// only while one of them has children (a semaphore's gate, then its leases: a lease is
+    /// taken before the gate is left, so a reader in that order cannot miss a taker moving
+    /// from one to the other). Empty: its nodes are right under the lock path.
+    pub(crate) holders: &'static [&'static str],
 }
 
 impl Kind {

@@ -70,7 +70,10 @@ impl Memory {
 
     /// Adds another session's node named `lock_name` (e.g. `lock-`) to the queue.
     pub(super) fn add_other(&self, lock_name: &str) -> String {
-        let prefix = format!("{}{lock_name}", protected_prefix(&uuid::Uuid::new_v4()));
+        let prefix = format!(
+            "{}{lock_name}",
+            protected_prefix(&crate::random::Uuid::new_v4())
+        );
         self.nodes.lock().add(&prefix, OTHER)
     }
 

@@ -49,7 +49,10 @@ pub(super) async fn create_node<S: Queue>(
     attempt: &Attempt,
     deadline: Option<Instant>,
 ) -> Result<Option<Created<S>>> {
-    let prefix = format!("{}{lock_name}", protected_prefix(&uuid::Uuid::new_v4()));
+    let prefix = format!(
+        "{}{lock_name}",
+        protected_prefix(&crate::random::Uuid::new_v4())
+    );
     let placed = place_node(session.as_ref(), lock_path, &prefix, data, deadline).await?;
     let Some((name, stat, children, parent)) = placed else {
         return Ok(None);

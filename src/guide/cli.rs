@@ -3,17 +3,17 @@
 //!
 //! # Installing
 //!
-//! The crate ships a `zklock` binary for using and debugging locks from the shell, modelled on
-//! `flock(1)`. Install it with
+//! The `zklock` binary, for using and debugging locks from the shell and modelled on `flock(1)`,
+//! is the crate `zklock-cli` (the `cli/` directory of zklock's repository), built on this
+//! library's public API; its dependencies (an argument parser, a logger) never reach library
+//! users. Install it from crates.io with `cargo install zklock-cli`, or from a checkout with
 //!
 //! ```sh
-//! scripts/install-cli.sh            # cargo install --locked --path . --features cli, checked
+//! scripts/install-cli.sh            # cargo install --locked --path cli, checked
 //! ```
 //!
-//! (the binary needs the crate's `cli` feature, which keeps its dependencies out of library
-//! users' builds; a plain `cargo install --path .` installs nothing, which the script cannot get
-//! wrong; from crates.io it is `cargo install zklock --features cli`). Or `cargo build --release
-//! --features cli` and take `target/release/zklock`. The locks are the library's, so the tool, Rust programs and Curator's
+//! or `cargo build --release -p zklock-cli` and take `target/release/zklock`. It always has TLS
+//! and SASL. The locks are the library's, so the tool, Rust programs and Curator's
 //! `InterProcessMutex` all exclude each other on the same path, and `zklock leader` takes part in
 //! the same elections as `LeaderElection` and Curator's `LeaderLatch`.
 //!

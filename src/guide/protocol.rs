@@ -68,8 +68,12 @@
 //!
 //! So zklock owns its wire, as kazoo and go-zookeeper do (`src/wire/`):
 //! - the jute encoding of exactly the requests zklock sends; a reader that checks every length
-//!   against the frame, and frames bounded by `jute.maxbuffer`, so a broken or hostile server gets
-//!   a reset connection, never a panic or an unbounded allocation;
+//!   against the frame, so a broken or hostile server gets a reset connection, never a panic or
+//!   an unbounded allocation; replies bounded by the client's own limit
+//!   (`ClientBuilder::max_reply_size`, 16 MiB: the server bounds what it accepts by its
+//!   `jute.maxbuffer`, not what it sends, and a long queue's listing passes 1 MiB), and a reply
+//!   over it skipped, failing its own request alone, never the connection every other call
+//!   shares;
 //! - one I/O thread per session that reads replies and notifications, pings, notices a silent
 //!   connection after 2/5 of the session timeout, and reconnects across the connect string's hosts
 //!   (DNS names resolved again at every attempt), with the session id, password and last zxid;

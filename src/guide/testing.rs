@@ -3,7 +3,8 @@
 //!
 //! # Running the suite
 //!
-//! `scripts/test.sh` (which runs `cargo test --all-features`) runs everything against real servers
+//! `scripts/test.sh` (which runs `cargo test --workspace --all-features`: the library and the
+//! `zklock-cli` crate) runs everything against real servers
 //! on loopback: a standalone server it starts itself, and the three-server ensemble, private and
 //! secure servers that tests start for themselves through the same script. Every port is a free
 //! one, picked at random below the kernel's ephemeral port range and checked with a bind: the main
@@ -32,10 +33,11 @@
 //! | `tests/recipes.rs` | read/write exclusion across processes, writer fairness, semaphore limits and lease recovery, multi-lock without deadlock, revocation, election handover; 300 semaphore timeouts around a release on a healthy connection, none an error; a permit's and a multi-lock guard's state, lease, loss of one node, tokens and release; an empty multi-lock refused |
 //! | `tests/security.rs` | creator-only ACLs keep other identities from breaking or joining a lock |
 //! | `tests/secure_servers.rs` | private SASL and TLS servers (`scripts/start-zk.sh --sasl --tls`): wrong SASL password is `AuthFailed` in under 3 s, locks over TLS, untrusted CA or missing client certificate is `Error::Tls` within the connect timeout |
+//! | `cli/tests/secure.rs` | the `zklock` binary's `--tls-*` and `--sasl-user` options against the same servers (fixture `tests/common/secure.rs`) |
 //! | `tests/fuzz_input.rs` | bad paths, unicode, long paths, oversized data, garbage connect strings and credentials through every entry point: typed errors, no panic, no node left |
-//! | `tests/hostile_server.rs` | a fake server on loopback (no ZooKeeper needed) that grants a session, then sends bodies cut short, replies of the wrong type or to no request, frames announced at 2 GiB or over `jute.maxbuffer`, half a frame, a reply trickled a byte at a time, a garbled notification, garbage behind the handshake; or answers the handshake with a bogus `ConnectResponse`: every call ends by its deadline, the client resets the connection (logged) and comes back on a new one with the same session, memory stays bounded, a bad handshake is a failed attempt followed by the next |
+//! | `tests/hostile_server.rs` | a fake server on loopback (no ZooKeeper needed) that grants a session, then sends bodies cut short, replies of the wrong type or to no request, frames announced at 2 GiB (skipped, its request failed) or over the client's limit answering no request, half a frame, a reply trickled a byte at a time, a garbled notification, garbage behind the handshake; or answers the handshake with a bogus `ConnectResponse`: every call ends by its deadline, the client resets the connection (logged) and comes back on a new one with the same session, memory stays bounded, a bad handshake is a failed attempt followed by the next |
 //! | `tests/interop.rs` | the same locks, read/write locks, semaphores, elections and revocations shared with Apache Curator 5.4 running in a JVM |
-//! | `tests/cli.rs` | the `zklock` binary: exclusion, exit codes, signals, status, break, lost lock; a SIGKILLed `zklock run` takes its job and the job's children with it; stopped children; status on paths that are not locks; durations; completions and man pages; `zklock run` exits within the release bound once its command is dead, also with a silent server |
+//! | `cli/tests/cli.rs` | the `zklock` binary (crate `zklock-cli`, sharing `tests/common` by a `#[path]` module): exclusion, exit codes, signals, status, break, lost lock; a SIGKILLed `zklock run` takes its job and the job's children with it; stopped children; status on paths that are not locks; durations; completions and man pages; `zklock run` exits within the release bound once its command is dead, also with a silent server |
 //! | `tests/lease.rs` | the call-time lease: a holder frozen (SIGSTOP) past its session never reads held after another process acquired (every answer stamped with `CLOCK_MONOTONIC` before the call; directly and through the proxy); `lease_remaining()` shrinks in a blackhole and returns with the server; a healthy loaded holder never reads `Suspended` in 20 s |
 //! | `tests/stalled_runtime.rs` | zklock's runtime and I/O threads stalled from outside (a signal whose handler sleeps on that thread): a holder reads `Suspended` on its own clock before the next holder can acquire, never `Held` after it, and the state thread reports it without waiting for the stalled threads |
 //! | `tests/between_steps.rs` | a session expiring between the steps of a multi-lock or a semaphore acquisition fails the whole acquisition and leaves nothing behind |
@@ -63,7 +65,7 @@
 //! behind readers, the re-check after a reconnect whose notification was lost, our own node
 //! deleted while waiting, the ownership check at the claim, and a semaphore's lease count; property tests (proptest) feed arbitrary bytes to the
 //! wire's decoders and framing. `cargo test --lib` needs no server. One unit test keeps the
-//! house plan: every `crate::`/`super::` import in `src/` points down the layers (error,
+//! house plan: every `crate::`/`super::` import in `src/` points down the layers (random, error,
 //! metrics, rt, znode, wire, session, core, client, recipes) and no files import each other.
 //!
 //! # Documentation
@@ -79,7 +81,14 @@
 //! Minimum Rust version: 1.82 (`rust-version` in `Cargo.toml`). `Cargo.lock` is resolved with
 //! cargo's MSRV-aware resolver (`.cargo/config.toml`: `incompatible-rust-versions = "fallback"`,
 //! read by cargo 1.84 and later), so it only holds versions that declare support for 1.82, and
-//! `.ci/check-msrv` (run by `.ci/run`) fails if a locked package declares a newer `rust-version`.
-//! What is verified: those declarations, and clippy's `incompatible_msrv` lint on our own use of
-//! the standard library. What is not: CI builds with the current stable toolchain only, never
-//! with 1.82 itself, and a dependency that declares no `rust-version` is not checked.
+//! `.ci/check-msrv` (run by `.ci/run`) fails if a locked package declares a newer `rust-version`
+//! or an edition after 2021. A user's fresh resolve must hold too, and cargo 1.82 ignores
+//! `rust-version` when it resolves: so the script also locks, from scratch in a temporary
+//! directory and with the resolver ignoring `rust-version`, a throwaway dependent of the library
+//! (every feature on) and the `zklock-cli` manifest (what `cargo install zklock-cli` resolves),
+//! and checks every package they build the same way. Dependencies whose newest release needs a
+//! newer Rust are bounded in the manifests (`zeroize` under `tls`; clap and env_logger in the
+//! CLI). What is verified: those declarations, and clippy's `incompatible_msrv` lint on our own
+//! use of the standard library. What is not: CI builds with the current stable toolchain only,
+//! never with 1.82 itself, and a dependency that declares no `rust-version` is checked for its
+//! edition only.

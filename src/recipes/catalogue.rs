@@ -9,7 +9,7 @@
 //! catalogue. (A new metric label is a `metrics::Recipe` too, which names the label values the
 //! metrics documentation lists.)
 
-use crate::core::kind::{nearest_lower_writer, previous_node, Kind, Role, READ};
+use crate::core::kind::{nearest_lower_writer, previous_node, Kind, Rival, Role, READ};
 use crate::metrics::Recipe;
 use crate::znode::layout::LockNode;
 
@@ -35,6 +35,8 @@ pub(crate) const MUTEX: Kind = Kind {
     ours: 0,
     blocker: previous_node,
     metric: Recipe::Mutex,
+    recipe: "mutex",
+    rival: |children| rival_of(LockKind::Mutex, children),
 };
 
 /// The names of a [`DistributedRwLock`](crate::DistributedRwLock)'s nodes, readers and writers
@@ -47,6 +49,8 @@ pub(crate) const READER: Kind = Kind {
     ours: READ,
     blocker: nearest_lower_writer,
     metric: Recipe::RwLockRead,
+    recipe: "rwlock",
+    rival: |children| rival_of(LockKind::RwLock, children),
 };
 
 /// A writer of a [`DistributedRwLock`](crate::DistributedRwLock): waits for the node just
@@ -56,6 +60,8 @@ pub(crate) const WRITER: Kind = Kind {
     ours: 1,
     blocker: previous_node,
     metric: Recipe::RwLockWrite,
+    recipe: "rwlock",
+    rival: |children| rival_of(LockKind::RwLock, children),
 };
 
 /// A participant of a [`LeaderElection`](crate::LeaderElection) (Curator's `LeaderLatch`): the
@@ -65,6 +71,8 @@ pub(crate) const LATCH: Kind = Kind {
     ours: 0,
     blocker: previous_node,
     metric: Recipe::Election,
+    recipe: "election",
+    rival: |children| rival_of(LockKind::Election, children),
 };
 
 /// How a [`Semaphore`](crate::Semaphore) lies under its path, as Curator's
@@ -141,6 +149,28 @@ impl std::fmt::Display for LockKind {
         f.write_str(self.name())
     }
 }
+
+/// A recipe other than `ours` whose nodes are among `children` (the names of a lock path's
+/// children), by the catalogue's layouts: recipes on one path would each think they hold it,
+/// so a contender that finds one refuses to queue. Any two contenders of different recipes
+/// both create their node before they list the path, so the later of the two listings sees
+/// the other's node: at least one of them refuses.
+pub(crate) fn rival_of<S: AsRef<str>>(ours: LockKind, children: &[S]) -> Option<Rival> {
+    CATALOGUE
+        .iter()
+        .filter(|entry| entry.kind != ours)
+        .find(|entry| entry.layout.is_among(children))
+        .map(|entry| Rival {
+            recipe: entry.kind.name(),
+            holders: match entry.layout {
+                Layout::Queue(_) => &[],
+                Layout::Semaphore(_) => SEMAPHORE_HOLDERS,
+            },
+        })
+}
+
+/// Where a semaphore's nodes are, in the order to read them (see [`Rival::holders`]).
+const SEMAPHORE_HOLDERS: &[&str] = &[SEMAPHORE.gate, SEMAPHORE.leases];
 
 /// How a recipe's nodes lie under its lock path.
 pub(crate) enum Layout {

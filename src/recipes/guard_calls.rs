@@ -161,6 +161,8 @@ macro_rules! guard_calls {
         /// The first failure (every node is released anyway):
         /// - [`Error::LockLost`](crate::Error::LockLost) if the lock had been lost (session
         ///   expired, node deleted by someone else).
+        /// - [`Error::Closed`](crate::Error::Closed) if the client was closed first: closing
+        ///   ended the session, which deleted the node.
         /// - [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) (naming the node) if the
         ///   delete could not be confirmed in time, the connection being down or the server
         ///   slow or frozen: the node may still be there, so another contender may not have

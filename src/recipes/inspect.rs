@@ -214,9 +214,16 @@ fn node_of(path: &str, contender: &Contender) -> Result<String> {
 #[non_exhaustive]
 pub struct Inspection {
     /// The recipe whose nodes are there; `None` if there are none (a free lock, or no lock).
+    /// Where several recipes' nodes are (see [`kinds`](Self::kinds)), the first of them.
     pub kind: Option<LockKind>,
-    /// Its nodes, in queue order: the contenders of a mutex, a read/write lock or an election;
-    /// a semaphore's leases, oldest first, then the lease takers queued at its gate.
+    /// Every recipe whose nodes are there, in the catalogue's order (mutex, rwlock, election,
+    /// semaphore). More than one is a misuse that zklock refuses
+    /// ([`Error::RecipeConflict`]) but other clients, or zklock before 0.2, may have made:
+    /// each recipe then thinks it holds the path.
+    pub kinds: Vec<LockKind>,
+    /// Their nodes, recipe by recipe, each in queue order: the contenders of a mutex, a
+    /// read/write lock or an election; a semaphore's leases, oldest first, then the lease
+    /// takers queued at its gate.
     pub nodes: Vec<InspectedNode>,
     /// How many children the node at the path has, of any kind; `None` if there is no node.
     pub children: Option<usize>,
@@ -226,6 +233,8 @@ pub struct Inspection {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct InspectedNode {
+    /// The recipe the node belongs to.
+    pub kind: LockKind,
     /// The node, as inspection shows it (its `holds` is [`holds`](Self::holds), `false` where
     /// that cannot be told).
     pub contender: Contender,
@@ -287,54 +296,54 @@ impl Client {
         let Some(children) = list(session, path, deadline).await? else {
             return Ok(Inspection {
                 kind: None,
+                kinds: Vec::new(),
                 nodes: Vec::new(),
                 children: None,
             });
         };
         let count = Some(children.len());
+        let (mut kinds, mut nodes) = (Vec::new(), Vec::new());
         for entry in CATALOGUE {
             if !entry.layout.is_among(&children) {
                 continue;
             }
-            let nodes = match entry.layout {
-                Layout::Queue(kinds) => {
-                    let found = read_contenders(
-                        session,
-                        path,
-                        children.clone(),
-                        kinds[0].names,
-                        |nodes, at| holds_by_rule(kinds, nodes, at),
-                        deadline,
-                    )
-                    .await?;
-                    // Gone since the listing: look for the next layout, as if never there.
-                    if found.is_empty() {
-                        continue;
-                    }
-                    found
-                        .into_iter()
-                        .map(|contender| InspectedNode {
-                            name: contender.node_name.clone(),
-                            parent: path.to_owned(),
-                            holds: Some(contender.holds),
-                            queued: false,
-                            contender,
-                        })
-                        .collect()
-                }
+            let found: Vec<InspectedNode> = match entry.layout {
+                Layout::Queue(recipe_kinds) => read_contenders(
+                    session,
+                    path,
+                    children.clone(),
+                    recipe_kinds[0].names,
+                    |nodes, at| holds_by_rule(recipe_kinds, nodes, at),
+                    deadline,
+                )
+                .await?
+                .into_iter()
+                .map(|contender| InspectedNode {
+                    kind: entry.kind,
+                    name: contender.node_name.clone(),
+                    parent: path.to_owned(),
+                    holds: Some(contender.holds),
+                    queued: false,
+                    contender,
+                })
+                .collect(),
                 Layout::Semaphore(layout) => {
                     semaphore_nodes(session, path, layout, permits, deadline).await?
                 }
             };
-            return Ok(Inspection {
-                kind: Some(entry.kind),
-                nodes,
-                children: count,
-            });
+            // A queue whose nodes went since the listing is not there. A semaphore is, while
+            // its `leases` or `locks` child is: recipes refuse to queue beside it until the
+            // server sweeps those.
+            if found.is_empty() && matches!(entry.layout, Layout::Queue(_)) {
+                continue;
+            }
+            kinds.push(entry.kind);
+            nodes.extend(found);
         }
         Ok(Inspection {
-            kind: None,
-            nodes: Vec::new(),
+            kind: kinds.first().copied(),
+            kinds,
+            nodes,
             children: count,
         })
     }
@@ -354,6 +363,7 @@ async fn semaphore_nodes(
         ));
     }
     let in_child = |child: &str, contender: Contender, holds, queued| InspectedNode {
+        kind: LockKind::Semaphore,
         name: format!("{child}/{}", contender.node_name),
         parent: format!("{path}/{child}"),
         holds,

@@ -15,7 +15,7 @@ use crate::rt::runtime::deadline_after;
 use crate::znode::path::validate_lock_path;
 
 use super::acquisition::Acquisition;
-use super::catalogue::SEMAPHORE;
+use super::catalogue::{rival_of, LockKind, SEMAPHORE};
 use super::guard_calls::{guard_calls, least_certain};
 use super::inspect::{self, Contender};
 use super::queue::acquisitions;
@@ -118,6 +118,17 @@ impl Semaphore {
             // gate, taken first, goes last.
             let mut taken = Partial::new(&attempt);
             taken.push(gate);
+            // Our gate node exists (and with it the gate), so another recipe's contender that
+            // lists the path after this finds the semaphore; this listing finds one that
+            // created its node before (see `rival_of`). Refused, `taken` releases the gate.
+            let beside = Box::pin(session.list_async(&self.path, deadline)).await?;
+            if let Some(rival) = rival_of(LockKind::Semaphore, &beside) {
+                return Err(Error::RecipeConflict {
+                    path: self.path.clone(),
+                    ours: LockKind::Semaphore.name(),
+                    theirs: rival.recipe,
+                });
+            }
             let (leases, lease_name) = (&self.leases, SEMAPHORE.lease_names[0].0);
             for _ in 0..count {
                 let lease = acquire_lease(

@@ -15,5 +15,7 @@ pub(crate) struct SessionConfig {
     pub(crate) fail_fast_if_refused: bool,
     /// A missing chroot is an error instead of being created (`ClientBuilder::require_chroot`).
     pub(crate) require_chroot: bool,
+    /// The largest reply read (`ClientBuilder::max_reply_size`).
+    pub(crate) max_reply_size: usize,
     pub(crate) security: Security,
 }

@@ -39,9 +39,11 @@ pub(crate) fn dial(
     loop {
         // One pass over every host: a pass's failure comes back at once, and the passes,
         // their pauses and the deadline are ours.
-        let connector = config
-            .security
-            .configure(zk::Connector::new().session_timeout(config.session_timeout))?;
+        let connector = config.security.configure(
+            zk::Connector::new()
+                .session_timeout(config.session_timeout)
+                .max_reply_size(config.max_reply_size),
+        )?;
         let sent = Instant::now();
         let failure = match connector.connect(hosts, deadline) {
             Ok(zk) => return Ok((zk, sent)),
@@ -122,9 +124,18 @@ pub(crate) fn gave_up(
     }
 }
 
-/// Whole milliseconds: a message then reads "after 4.003s", not "after 4.003218154s".
+/// Whole milliseconds, so that a message reads "after 4.003s", not "after 4.003218154s"; under
+/// a millisecond (a connect failing fast), whole microseconds, never "after 0ns".
 fn waited_since(started: Instant) -> Duration {
-    Duration::from_millis(started.elapsed().as_millis() as u64)
+    rounded(started.elapsed())
+}
+
+fn rounded(waited: Duration) -> Duration {
+    if waited >= Duration::from_millis(1) {
+        Duration::from_millis(waited.as_millis() as u64)
+    } else {
+        Duration::from_micros((waited.as_micros() as u64).max(1))
+    }
 }
 
 fn summary(found: &[HostFailure]) -> String {
@@ -212,6 +223,19 @@ fn probe(entry: &str, secure: bool, timeout: Duration) -> ConnectCause {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waits_read_in_milliseconds_or_microseconds_never_zero() {
+        assert_eq!(
+            rounded(Duration::from_nanos(4_003_218_154)),
+            Duration::from_millis(4003)
+        );
+        assert_eq!(
+            rounded(Duration::from_nanos(412_345)),
+            Duration::from_micros(412)
+        );
+        assert_eq!(rounded(Duration::ZERO), Duration::from_micros(1));
+    }
 
     #[test]
     fn a_port_where_nothing_listens_is_refused_and_a_bad_name_is_dns() {

@@ -45,6 +45,11 @@ impl Error {
             zk::Error::NotEmpty => Error::NotEmpty {
                 path: path.to_owned(),
             },
+            zk::Error::ReplyTooLarge { size, limit } => Error::ReplyTooLarge {
+                path: path.to_owned(),
+                size,
+                limit,
+            },
             zk::Error::ConnectionLoss | zk::Error::Timeout | zk::Error::NoSession(_) => {
                 Error::connection_loss()
             }

@@ -166,7 +166,7 @@ fn proves_alive<T>(outcome: &ZkResult<T>) -> bool {
     match outcome {
         Ok(_) => true,
         Err(E::NoNode | E::NoAuth(_) | E::BadVersion | E::NodeExists | E::NotEmpty) => true,
-        Err(E::NoChildrenForEphemerals | E::InvalidAcl) => true,
+        Err(E::NoChildrenForEphemerals | E::InvalidAcl | E::ReplyTooLarge { .. }) => true,
         Err(_) => false,
     }
 }
@@ -250,9 +250,18 @@ impl Session {
         handles.as_ref().map(|h| h.zk.server())
     }
 
-    /// A transport error from a request on `path`, in zklock's terms.
+    /// A transport error from a request on `path`, in zklock's terms. A NoAuth names the
+    /// node as the server knows it: inside a chroot, `/` or `/job` would send an operator to
+    /// the wrong ACL.
     fn error(&self, err: zk::Error, path: &str) -> Error {
-        Error::from_zk(err, path, &self.identity)
+        let mut error = Error::from_zk(err, path, &self.identity);
+        if let (Error::NoAuth { path, .. }, Some(chroot)) = (&mut error, self.chroot()) {
+            *path = match path.as_str() {
+                "/" => chroot.path,
+                below => format!("{}{below}", chroot.path),
+            };
+        }
+        error
     }
 
     fn chroot(&self) -> Option<Chroot> {

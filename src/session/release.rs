@@ -184,6 +184,15 @@ pub(super) async fn sweep(zk: &zk::Client, lock_path: &str, prefix: &str) {
                     return;
                 }
             }
+            Err(err @ zk::Error::ReplyTooLarge { .. }) => {
+                // The node, if the create made one, stays until the session ends.
+                io_log!(
+                    Warn,
+                    "cannot look for a node {lock_path}/{prefix}… left by an abandoned create: \
+                     the listing is {err}"
+                );
+                return;
+            }
             Err(_) => return,
         }
     }

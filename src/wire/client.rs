@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::conn::{self, Shared};
 use super::hosts;
+use super::proto::MAX_FRAME;
 #[cfg(feature = "tls")]
 use super::tls;
 use super::watches::StateWatcher;
@@ -30,6 +31,7 @@ impl Connector {
                 hosts: Vec::new(),
                 resolver: Arc::new(hosts::SystemResolver),
                 session_timeout: Duration::from_secs(6),
+                max_reply: MAX_FRAME,
                 auth: Vec::new(),
                 #[cfg(feature = "tls")]
                 tls: None,
@@ -41,6 +43,14 @@ impl Connector {
 
     pub fn session_timeout(mut self, timeout: Duration) -> Self {
         self.config.session_timeout = timeout;
+        self
+    }
+
+    /// The largest reply read (the frame after its length prefix); a request answered with a
+    /// larger one fails with [`Error::ReplyTooLarge`], and the connection lives on. Defaults
+    /// to ZooKeeper's own `jute.maxbuffer` with room for headers.
+    pub fn max_reply_size(mut self, bytes: usize) -> Self {
+        self.config.max_reply = bytes;
         self
     }
 

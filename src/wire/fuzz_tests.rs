@@ -339,6 +339,7 @@ fn read_all(frames: &mut Frames, source: &mut Chunks, max: usize) -> (Vec<Vec<u8
             Ok(Read1::Frame(frame)) => got.push(frame),
             Ok(Read1::Idle) if source.done() => return (got, End::Idle),
             Ok(Read1::Idle) => {}
+            Ok(Read1::Oversized { len, .. }) => panic!("a frame of {len} skipped, not refused"),
             Err(e) => return (got, End::Error(e.kind())),
         }
     }
@@ -462,6 +463,82 @@ proptest! {
         }
         prop_assert_eq!(got, bodies);
     }
+}
+
+/// What a reader skipping oversized frames reports of one frame.
+#[derive(Debug, PartialEq, Eq)]
+enum Seen {
+    Whole(Vec<u8>),
+    /// Its first bytes and its length.
+    Skipped(Vec<u8>, usize),
+}
+
+/// A frame body of `len` bytes counting up from `fill`, so that a misaligned read shows.
+fn counting(len: usize, fill: u8) -> Vec<u8> {
+    (0..len).map(|i| fill.wrapping_add(i as u8)).collect()
+}
+
+proptest! {
+    #![proptest_config(cases(48))]
+
+    /// Skipping oversized frames: each frame within the limit comes out whole and in order;
+    /// each one over it is reported once, with its first bytes and its length, and the frames
+    /// after it are read as if it had not been there; one read per call; the buffer never
+    /// grows past one frame within the limit (or the initial buffer), however large the
+    /// skipped frames; every byte received is counted.
+    #[test]
+    fn oversized_frames_are_skipped_and_the_rest_read(
+        max in 16usize..300_000,
+        spec in vec((0usize..600_000, any::<u8>()), 0..6),
+        sizes in chunk_sizes(4096),
+    ) {
+        let mut data = Vec::new();
+        let mut expected = Vec::new();
+        for &(len, fill) in &spec {
+            let body = counting(len, fill);
+            data.extend(framed(len as i32, &body));
+            expected.push(if len <= max {
+                Seen::Whole(body)
+            } else {
+                Seen::Skipped(body[..super::link::OVERSIZED_HEAD].to_vec(), len)
+            });
+        }
+        let total = data.len() as u64;
+        let mut source = Chunks::new(data, sizes, false);
+        let mut frames = Frames::new(max);
+        frames.skip_oversized(max);
+        let bound = (max + 4).max(64 * 1024);
+        let mut got = Vec::new();
+        for _ in 0..1_000_000 {
+            let reads = source.reads;
+            let read = frames.next(&mut source).unwrap();
+            prop_assert!(source.reads - reads <= 1, "{} reads in one call", source.reads - reads);
+            prop_assert!(frames.allocated() <= bound, "{} bytes allocated", frames.allocated());
+            match read {
+                Read1::Frame(frame) => got.push(Seen::Whole(frame)),
+                Read1::Oversized { head, len } => got.push(Seen::Skipped(head, len)),
+                Read1::Idle if source.done() => break,
+                Read1::Idle => {}
+            }
+        }
+        prop_assert_eq!(got, expected);
+        prop_assert_eq!(frames.received(), total);
+    }
+}
+
+#[test]
+fn a_length_prefix_alone_allocates_nothing() {
+    // A frame announced at the limit, of which only a few bytes came: the buffer stays as it
+    // was, rather than taking what the prefix announces.
+    let max = 16 << 20;
+    let mut data = framed(max as i32, &[1; 100]);
+    data.truncate(104);
+    let mut source = Chunks::new(data, vec![1 << 20], false);
+    let mut frames = Frames::new(max);
+    for _ in 0..3 {
+        assert!(matches!(frames.next(&mut source).unwrap(), Read1::Idle));
+    }
+    assert_eq!(frames.allocated(), 64 * 1024);
 }
 
 /// The reply decoders of every [`Client`](super::Client) call, fed through a real session: a
@@ -662,6 +739,57 @@ mod client_replies {
             }
         }
         false
+    }
+
+    /// A reply over the client's limit fails its request alone, with `ReplyTooLarge`, at
+    /// once: the reader skips it, the same connection answers the next request, and a watch
+    /// asked with it is not left registered.
+    #[test]
+    fn a_reply_over_the_limit_fails_its_request_alone() {
+        let server = Server::start();
+        let limit = 64 * 1024;
+        let client = Connector::new()
+            .session_timeout(Duration::from_secs(4))
+            .max_reply_size(limit)
+            .connect(&server.addr, Instant::now() + Duration::from_secs(5))
+            .unwrap();
+        for which in [4, 6, 2] {
+            // getChildren2 and getData replies: a zxid, OK, and a body of 300,000 bytes.
+            let mut huge = 9_i64.to_be_bytes().to_vec();
+            huge.extend(0_i32.to_be_bytes());
+            huge.extend(vec![0x5a; 300_000]);
+            let size = 4 + huge.len();
+            server.script.lock().unwrap().push_back(huge);
+            let started = Instant::now();
+            let outcome = call(&client, which).expect("the call returns");
+            assert_eq!(
+                outcome,
+                Err(Error::ReplyTooLarge { size, limit }),
+                "method {which}"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "{:?}",
+                started.elapsed()
+            );
+            assert!(
+                alive(&client),
+                "the session answers nothing after method {which}"
+            );
+        }
+        assert_eq!(
+            server.connections.load(Ordering::SeqCst),
+            1,
+            "the connection was dropped"
+        );
+        assert_eq!(
+            client.state_watcher().peek_state(),
+            SessionState::SyncConnected
+        );
+        assert_eq!(
+            client.shared.watches.lock().armed(),
+            (Vec::new(), Vec::new())
+        );
     }
 
     proptest! {

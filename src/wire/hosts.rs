@@ -125,7 +125,7 @@ pub(crate) struct Rotation {
 
 impl Rotation {
     pub(crate) fn new(hosts: Vec<Host>, resolver: Arc<dyn Resolve>) -> Rotation {
-        let start = uuid::Uuid::new_v4().as_bytes()[0] as usize % hosts.len().max(1);
+        let start = crate::random::Uuid::new_v4().as_bytes()[0] as usize % hosts.len().max(1);
         Rotation {
             hosts,
             next: start,

@@ -95,28 +95,71 @@ pub(crate) fn plain(stream: TcpStream) -> io::Result<Link> {
     })
 }
 
-/// Reads whole frames off a [`Source`], never buffering more than one frame of at most
-/// `max` bytes.
+/// Reads whole frames off a [`Source`], never holding more than one frame of at most `max`
+/// bytes, and never much more memory than the bytes of it that have arrived: a length prefix
+/// alone allocates nothing.
+///
+/// A frame over `max` ends the stream with an error, unless oversized frames are
+/// [skipped](Self::skip_oversized): then its first bytes are reported and the rest is read and
+/// thrown away, so that one reply too large for the client fails only its own request.
 pub(crate) struct Frames {
     buf: Vec<u8>,
     filled: usize,
     max: usize,
+    skip_oversized: bool,
+    /// Bytes of an oversized frame still to be read and thrown away.
+    skipping: usize,
+    /// Bytes read off the source so far: traffic, even while no frame completes.
+    received: u64,
 }
 
 /// What one read of [`Frames::next`] found.
 pub(crate) enum Read1 {
     Frame(Vec<u8>),
+    /// A frame over the limit, with [skipping](Frames::skip_oversized) on: its first
+    /// [`OVERSIZED_HEAD`] bytes (a reply's header) and its length. The following calls read
+    /// the rest of it and throw it away.
+    Oversized {
+        head: Vec<u8>,
+        len: usize,
+    },
     /// No frame complete yet: the read timed out, or what it read completes none.
     Idle,
 }
 
+/// How much of an oversized frame is kept: a reply header (xid, zxid, error).
+pub(crate) const OVERSIZED_HEAD: usize = 16;
+
+/// The buffer a connection starts with, and returns to after a large frame.
+const INITIAL: usize = 64 * 1024;
+
 impl Frames {
     pub(crate) fn new(max: usize) -> Frames {
         Frames {
-            buf: vec![0; 64 * 1024],
+            buf: vec![0; INITIAL],
             filled: 0,
             max,
+            skip_oversized: false,
+            skipping: 0,
+            received: 0,
         }
+    }
+
+    /// From now on, frames of up to `max` bytes are read whole, and a larger one is reported
+    /// as [`Read1::Oversized`] and skipped, instead of ending the stream.
+    pub(crate) fn skip_oversized(&mut self, max: usize) {
+        self.max = max;
+        self.skip_oversized = true;
+    }
+
+    /// The largest frame read whole.
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Bytes read off the source so far.
+    pub(crate) fn received(&self) -> u64 {
+        self.received
     }
 
     /// The next frame's body; `Idle` if the read timed out, or if the one read it made
@@ -126,15 +169,27 @@ impl Frames {
     /// a byte per read timeout would otherwise hold the caller here for as long as it likes,
     /// away from its deadline (a handshake) and its liveness checks (a session's I/O thread).
     pub(crate) fn next(&mut self, source: &mut dyn Source) -> io::Result<Read1> {
-        if let Some(frame) = self.take_frame()? {
-            return Ok(Read1::Frame(frame));
+        if self.skipping == 0 {
+            if let Some(read) = self.take_frame()? {
+                return Ok(read);
+            }
         }
-        if self.filled == self.buf.len() {
-            let grown = (self.buf.len() * 2).min(self.max + 4);
-            self.grow_to(grown);
-        }
+        // While skipping, a read takes no byte past the oversized frame's end, into the
+        // buffer's start: what it read is thrown away at once.
+        let room = if self.skipping > 0 {
+            0..self.skipping.min(self.buf.len())
+        } else {
+            if self.filled == self.buf.len() {
+                // Grows with what has arrived (doubling), never past the frame's end: a
+                // length prefix alone does not make us allocate what it announces.
+                let end = self.frame_end().unwrap_or(self.max + 4);
+                let grown = (self.buf.len() * 2).min(end).max(self.filled + 1);
+                self.grow_to(grown);
+            }
+            self.filled..self.buf.len()
+        };
         loop {
-            match source.recv(&mut self.buf[self.filled..]) {
+            match source.recv(&mut self.buf[room.clone()]) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -142,11 +197,13 @@ impl Frames {
                     ))
                 }
                 Ok(n) => {
+                    self.received += n as u64;
+                    if self.skipping > 0 {
+                        self.skipping -= n;
+                        return Ok(Read1::Idle);
+                    }
                     self.filled += n;
-                    return Ok(match self.take_frame()? {
-                        Some(frame) => Read1::Frame(frame),
-                        None => Read1::Idle,
-                    });
+                    return Ok(self.take_frame()?.unwrap_or(Read1::Idle));
                 }
                 Err(e)
                     if matches!(
@@ -160,6 +217,19 @@ impl Frames {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Where the frame at the buffer's start ends (length prefix included), once its length
+    /// is known and within bounds.
+    fn frame_end(&self) -> Option<usize> {
+        if self.filled < 4 {
+            return None;
+        }
+        let len = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        usize::try_from(len)
+            .ok()
+            .filter(|&len| len <= self.max)
+            .map(|len| 4 + len)
     }
 
     /// Lengthens the buffer to `len` bytes, allocating no more than that: `Vec::resize`
@@ -176,33 +246,66 @@ impl Frames {
         self.buf.capacity()
     }
 
-    fn take_frame(&mut self) -> io::Result<Option<Vec<u8>>> {
+    fn take_frame(&mut self) -> io::Result<Option<Read1>> {
         if self.filled < 4 {
             return Ok(None);
         }
         let len = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
-        if len < 0 || len as usize > self.max {
+        let Ok(len) = usize::try_from(len) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("negative frame length {len}"),
+            ));
+        };
+        if len > self.max {
+            return self.take_oversized(len);
+        }
+        let end = 4 + len;
+        if self.filled < end {
+            return Ok(None);
+        }
+        if end > INITIAL {
+            // A large frame fills the buffer, which never grows past a frame's end: hand the
+            // buffer itself out rather than a copy, which would hold the frame twice.
+            debug_assert_eq!(self.filled, end);
+            let mut frame = std::mem::replace(&mut self.buf, vec![0; INITIAL]);
+            frame.truncate(end);
+            frame.drain(..4);
+            self.filled = 0;
+            return Ok(Some(Read1::Frame(frame)));
+        }
+        let frame = self.buf[4..end].to_vec();
+        self.buf.copy_within(end..self.filled, 0);
+        self.filled -= end;
+        Ok(Some(Read1::Frame(frame)))
+    }
+
+    /// A frame of `len` bytes, over the limit: an error, or, when skipping, its head (once
+    /// that has arrived) and the skipping of the rest.
+    fn take_oversized(&mut self, len: usize) -> io::Result<Option<Read1>> {
+        if !self.skip_oversized {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("frame length {len} out of bounds (max {})", self.max),
             ));
         }
-        let end = 4 + len as usize;
-        if self.filled < end {
-            if self.buf.len() < end {
-                self.grow_to(end);
-            }
+        let head_end = 4 + OVERSIZED_HEAD.min(len);
+        if self.filled < head_end {
             return Ok(None);
         }
-        let frame = self.buf[4..end].to_vec();
-        self.buf.copy_within(end..self.filled, 0);
-        self.filled -= end;
-        if self.buf.len() > 64 * 1024 && self.filled <= 64 * 1024 {
-            // A large frame passed: do not keep its buffer for the life of the connection.
-            self.buf.truncate(64 * 1024);
+        let head = self.buf[4..head_end].to_vec();
+        // The buffer is never longer than a frame within bounds, so all it holds is this
+        // frame's: throw it away, and the rest as it arrives.
+        let total = 4 + len;
+        let consumed = self.filled.min(total);
+        self.buf.copy_within(consumed..self.filled, 0);
+        self.filled -= consumed;
+        self.skipping = total - consumed;
+        if self.buf.len() > INITIAL {
+            self.buf.truncate(INITIAL);
             self.buf.shrink_to_fit();
         }
-        Ok(Some(frame))
+        Ok(Some(Read1::Oversized { head, len }))
     }
 }
 
@@ -255,6 +358,7 @@ mod tests {
                     Read1::Frame(f) => got.push(f.len()),
                     Read1::Idle if source.data.is_empty() => break,
                     Read1::Idle => {}
+                    Read1::Oversized { len, .. } => panic!("a frame of {len} skipped"),
                 }
             }
             assert_eq!(got, vec![5, 100_000, 0], "chunk {chunk}");

@@ -105,6 +105,10 @@ pub enum Error {
     ClientClosed,
     #[error("no session: {0}")]
     NoSession(String),
+    /// The server answered, but with a reply of `size` bytes, over the client's `limit`: the
+    /// reply was skipped, the connection lives on.
+    #[error("a reply of {size} bytes, over the client's limit of {limit}")]
+    ReplyTooLarge { size: usize, limit: usize },
 }
 
 impl Error {
@@ -133,6 +137,8 @@ impl Error {
             Error::Throttled => -127,
             Error::Code(code) => *code,
             Error::ClientClosed => -1,
+            // No code of ZooKeeper's: its Java client drops the connection over such a reply.
+            Error::ReplyTooLarge { .. } => -5,
         }
     }
 }

@@ -35,8 +35,10 @@ pub(crate) mod xid {
     pub(crate) const SET_WATCHES: i32 = -8;
 }
 
-/// The largest frame accepted from a server: ZooKeeper's default `jute.maxbuffer` (1 MiB)
-/// plus room for the headers. A larger length prefix means a broken or hostile peer.
+/// ZooKeeper's default `jute.maxbuffer` (1 MiB) plus room for the headers: the largest request
+/// sent (the server refuses larger ones), and the largest frame read during a handshake. The
+/// replies of an established session have a limit of their own (`Connector::max_reply_size`):
+/// the server bounds what it accepts, not what it sends.
 pub(crate) const MAX_FRAME: usize = 0x10_0000 + 0x1000;
 
 /// How many bytes of paths one SetWatches request carries at most (as ZooKeeper's own

@@ -53,7 +53,7 @@ pub(crate) fn authenticate(
     let challenge = exchange.round(&[])?;
     let challenge = Challenge::parse(&challenge).map_err(invalid)?;
     // 122 random bits: the cnonce only has to be unpredictable to the server.
-    let cnonce = uuid::Uuid::new_v4().simple().to_string();
+    let cnonce = crate::random::Uuid::new_v4().simple();
     let answer = respond(&challenge, user, password, &cnonce, DIGEST_URI).map_err(invalid)?;
     let proof = exchange.round(&answer.token)?;
     match rspauth(&proof) {

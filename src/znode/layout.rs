@@ -4,11 +4,12 @@
 //! the catalogue's to say (`recipes/catalogue.rs`).
 
 use crate::error::{Error, Result};
+use crate::random::Uuid;
 
 /// Curator's protected-name prefix: `_c_<uuid>-`. The uuid makes a node findable after a
 /// `create` whose reply was lost.
-pub(crate) fn protected_prefix(id: &uuid::Uuid) -> String {
-    format!("_c_{}-", id.as_hyphenated())
+pub(crate) fn protected_prefix(id: &Uuid) -> String {
+    format!("_c_{}-", id.hyphenated())
 }
 
 /// The sequence number of a lock node: the digits after the last `lock_name`. `None` for
@@ -421,7 +422,7 @@ mod tests {
 
     #[test]
     fn protected_prefix_has_curator_shape() {
-        let id = uuid::Uuid::nil();
+        let id = Uuid::nil();
         assert_eq!(
             protected_prefix(&id),
             "_c_00000000-0000-0000-0000-000000000000-"

@@ -8,6 +8,7 @@
 pub mod ensemble;
 pub mod proxy;
 pub mod raw;
+pub mod secure;
 pub mod servers;
 pub mod snapshot;
 

@@ -36,6 +36,7 @@ const XID_NOTIFICATION: i32 = -1;
 const XID_PING: i32 = -2;
 
 const FLAG_EPHEMERAL: i32 = 1;
+const FLAG_EPHEMERAL_SEQUENTIAL: i32 = 3;
 const FLAG_CONTAINER: i32 = 4;
 
 const OK: i32 = 0;
@@ -507,6 +508,33 @@ impl RawClient {
                 code_name(reply.err)
             );
         }
+    }
+
+    /// Queues `count` ephemeral sequential nodes named `prefix` + sequence number in this
+    /// session (world:anyone ALL, no data), sent back to back in bursts of a thousand: a long
+    /// queue in seconds. They go when this client is dropped. Returns how many were created.
+    pub fn create_sequential_burst(&self, prefix: &str, count: usize) -> usize {
+        const BURST: usize = 1000;
+        let mut created = 0;
+        while created < count {
+            let n = BURST.min(count - created);
+            let requests: Vec<(i32, Vec<u8>)> = (0..n)
+                .map(|_| {
+                    let body = Out::default().create(prefix, FLAG_EPHEMERAL_SEQUENTIAL);
+                    (OP_CREATE, body.0)
+                })
+                .collect();
+            for reply in self.call(&requests) {
+                if reply.err != OK {
+                    panic!(
+                        "raw client: creating {prefix}<sequence>: {}",
+                        code_name(reply.err)
+                    );
+                }
+            }
+            created += n;
+        }
+        created
     }
 
     /// Creates the ephemeral node `path` (world:anyone ALL, no data) in this session.

@@ -59,10 +59,15 @@ pub fn free_port() -> u16 {
     panic!("no free port on 127.0.0.1 in {lo}..{hi}");
 }
 
+/// `scripts/<name>` of the repository: the library's tests run in its root, the CLI's (which
+/// share this fixture) one level below it, in `cli/`.
 fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("scripts")
-        .join(name)
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .ancestors()
+        .map(|dir| dir.join("scripts").join(name))
+        .find(|script| script.is_file())
+        .unwrap_or_else(|| panic!("no scripts/{name} above {}", manifest_dir.display()))
 }
 
 fn command(name: &str, args: &[&str], env: &[(&str, String)]) -> Command {

@@ -157,6 +157,9 @@ fn handshake(
             deadline,
         )?;
     }
+    // The handshake's frames are small; from now on a reply over the session's limit fails its
+    // request alone.
+    frames.skip_oversized(config.max_reply);
     Ok(Established {
         link,
         frames,

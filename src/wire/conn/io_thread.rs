@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::handshake::{attempt, Established};
-use super::{Answer, Shared, CLOSE_WAIT};
+use super::{Answer, Pending, Shared, CLOSE_WAIT};
 use crate::rt::relay::io_log;
 use crate::wire::attempt::AttemptError;
 use crate::wire::hosts::Rotation;
@@ -18,6 +18,12 @@ use crate::wire::Error;
 
 /// A connection that dies sooner than this after its handshake counts toward a reconnect storm.
 const STORM_LIFETIME: Duration = Duration::from_secs(1);
+
+/// How many bytes of a frame still on its way count as word from the server. A reply of
+/// megabytes may take longer than the silence limit to arrive, and must not pass for a dead
+/// connection; a server that trickles a few bytes at a time, or that announced a frame it never
+/// sends while pings come in behind it, must not pass for a live one.
+const PROGRESS: u64 = 64 * 1024;
 
 /// The I/O thread: serves each connection until it fails, then reconnects, until the session
 /// ends.
@@ -121,9 +127,29 @@ fn serve(
     }
     let mut ping_out = false;
     let mut close_by: Option<Instant> = None;
+    // Bytes read when the server was last heard from.
+    let mut heard_at = frames.received();
     loop {
-        match frames.next(source) {
+        let read = frames.next(source);
+        if frames.received() - heard_at >= PROGRESS {
+            heard_at = frames.received();
+            *last_recv = Instant::now();
+        }
+        match read {
+            Ok(Read1::Oversized { head, len }) => {
+                heard_at = frames.received();
+                *last_recv = Instant::now();
+                if let Err(malformed) = too_large(shared, &head, len, frames.max()) {
+                    io_log!(
+                        Warn,
+                        "session {:#x}: {malformed}; resetting the connection",
+                        shared.session_id
+                    );
+                    return malformed.to_string();
+                }
+            }
             Ok(Read1::Frame(frame)) => {
+                heard_at = frames.received();
                 *last_recv = Instant::now();
                 match handle(shared, &frame, &mut ping_out) {
                     Ok(Handled::Going) => {}
@@ -211,17 +237,7 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
             if header.zxid > 0 {
                 shared.last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
             }
-            let pending = {
-                let mut pending = shared.pending.lock();
-                match pending.front() {
-                    Some(p) if p.xid == xid => pending.pop_front(),
-                    Some(p) => {
-                        return Err(Malformed(format!("reply xid {xid}, expected {}", p.xid)))
-                    }
-                    None => return Err(Malformed(format!("reply xid {xid} with none pending"))),
-                }
-            };
-            let pending = pending.expect("front checked");
+            let pending = pop_pending(shared, xid)?;
             if header.err == -115 || header.err == -124 {
                 // Refused credentials end the session: the server closes the connection.
                 let _ = (pending.on_reply)(Answer::Lost(Error::AuthFailed));
@@ -249,6 +265,46 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
             Ok(Handled::Going)
         }
     }
+}
+
+/// The request the server answers with a reply of `xid`: the first one pending, which must
+/// carry that xid (the server answers one session's requests in order).
+fn pop_pending(shared: &Shared, xid: i32) -> Result<Pending, Malformed> {
+    let mut pending = shared.pending.lock();
+    match pending.front() {
+        Some(p) if p.xid == xid => Ok(pending.pop_front().expect("front checked")),
+        Some(p) => Err(Malformed(format!("reply xid {xid}, expected {}", p.xid))),
+        None => Err(Malformed(format!("reply xid {xid} with none pending"))),
+    }
+}
+
+/// A reply of `len` bytes, over the client's `limit`, whose first bytes are `head`: its request
+/// fails with [`Error::ReplyTooLarge`], and the connection, which every other request shares,
+/// lives on (the reader skips the rest of the frame). Only a reply to a request of ours may be
+/// that large: anything else over the limit is a broken peer, and resets the connection.
+fn too_large(shared: &Arc<Shared>, head: &[u8], len: usize, limit: usize) -> Result<(), Malformed> {
+    let header = ReplyHeader::read(&mut Reader::new(head))?;
+    if header.xid < 0 {
+        return Err(Malformed(format!(
+            "a frame of {len} bytes (over the limit of {limit}) for xid {}",
+            header.xid
+        )));
+    }
+    let pending = pop_pending(shared, header.xid)?;
+    if header.zxid > 0 {
+        shared.last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
+    }
+    io_log!(
+        Warn,
+        "session {:#x}: a reply of {len} bytes is over the client's limit of {limit}; \
+         failing its request, skipping the reply",
+        shared.session_id
+    );
+    (pending.on_reply)(Answer::Lost(Error::ReplyTooLarge { size: len, limit }))?;
+    if shared.ready() {
+        shared.kick_writer();
+    }
+    Ok(())
 }
 
 /// Reconnects the session: passes over the hosts with a growing pause between them, until a

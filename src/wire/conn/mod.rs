@@ -37,6 +37,9 @@ pub(crate) struct Config {
     pub(crate) hosts: Vec<Host>,
     pub(crate) resolver: Arc<dyn super::hosts::Resolve>,
     pub(crate) session_timeout: Duration,
+    /// The largest reply read; a larger one fails its request alone (see
+    /// [`Frames::skip_oversized`](super::link::Frames::skip_oversized)).
+    pub(crate) max_reply: usize,
     /// `(scheme, credential)` pairs sent as auth packets on every connection.
     pub(crate) auth: Vec<(String, Vec<u8>)>,
     #[cfg(feature = "tls")]
@@ -56,7 +59,8 @@ pub(crate) enum Answer<'a> {
         body: Reader<'a>,
         shared: &'a Arc<Shared>,
     },
-    /// No reply will come: the connection or the session ended first.
+    /// No reply will come (the connection or the session ended first), or none can be read
+    /// (one over the client's limit, skipped: [`Error::ReplyTooLarge`]).
     Lost(Error),
 }
 

@@ -1,6 +1,8 @@
 //! The `zklock` binary against the real ZooKeeper: each test runs the built tool as separate
 //! processes on a lock path of its own.
 
+// The library's fixture (servers on free ports, a lock path per test, proxies), shared in place.
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::io::Write as _;

@@ -4,26 +4,15 @@
 //! The library never prints; this binary owns stdout and stderr. Diagnostics go to stderr
 //! through `log` (`-v`, `RUST_LOG`), results of `status`, `break` and `revoke` to stdout.
 
-// A crate root looks for its modules beside it; these live in the directory named after it.
-#[path = "zklock/child.rs"]
 mod child;
-#[path = "zklock/docs.rs"]
 mod docs;
-#[path = "zklock/guardian.rs"]
 mod guardian;
-#[path = "zklock/inspect.rs"]
 mod inspect;
-#[path = "zklock/run.rs"]
 mod run;
-#[path = "zklock/security.rs"]
 mod security;
-#[path = "zklock/status.rs"]
 mod status;
-#[path = "zklock/supervise.rs"]
 mod supervise;
-#[path = "zklock/text.rs"]
 mod text;
-#[path = "zklock/waiting.rs"]
 mod waiting;
 
 use std::io::Write as _;

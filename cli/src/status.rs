@@ -180,6 +180,15 @@ fn waiting(n: usize) -> String {
 
 /// The first line of `status`: the lock in a few words.
 fn summary(view: &View) -> String {
+    if view.layouts.len() > 1 {
+        let names: Vec<&str> = view.layouts.iter().map(|l| l.name()).collect();
+        return format!(
+            "{}: nodes of several recipes ({}): each may think it holds the path; give each \
+             recipe a path of its own",
+            view.path,
+            names.join(", ")
+        );
+    }
     let path = &view.path;
     let holders: Vec<&Entry> = view.holders().collect();
     let waiters = waiting(view.waiting());
@@ -305,11 +314,16 @@ fn status_json(view: &View) -> String {
         })
         .collect();
     format!(
-        "{{\"path\":{},\"contenders\":[{}],\"layout\":{},\"permits\":{}}}\n",
+        "{{\"path\":{},\"contenders\":[{}],\"layout\":{},\"layouts\":[{}],\"permits\":{}}}\n",
         json_string(&view.path),
         items.join(","),
         view.layout
             .map_or("null".into(), |l| format!("\"{}\"", l.name())),
+        view.layouts
+            .iter()
+            .map(|l| format!("\"{}\"", l.name()))
+            .collect::<Vec<_>>()
+            .join(","),
         view.permits.map_or("null".into(), |p| p.to_string()),
     )
 }

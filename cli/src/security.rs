@@ -25,7 +25,6 @@ pub struct SecurityArgs {
 
     /// Authenticate with SASL DIGEST-MD5 as USER (servers with SASLAuthenticationProvider and
     /// a JAAS Server section). Password as for --auth-digest; wrong credentials fail at once.
-    #[cfg(feature = "sasl")]
     #[arg(
         long,
         global = true,
@@ -47,18 +46,15 @@ pub struct SecurityArgs {
 
     /// Connect over TLS (the servers' secureClientPort), trusting the CA certificate(s) in
     /// FILE (PEM). Server certificates must name the host of the connect string.
-    #[cfg(feature = "tls")]
     #[arg(long, global = true, value_name = "FILE")]
     tls_ca: Option<PathBuf>,
 
     /// Client certificate (PEM) for servers that require one (ssl.clientAuth=need); needs
     /// --tls-key and --tls-ca.
-    #[cfg(feature = "tls")]
     #[arg(long, global = true, value_name = "FILE")]
     tls_cert: Option<PathBuf>,
 
     /// Private key (PEM) of --tls-cert.
-    #[cfg(feature = "tls")]
     #[arg(long, global = true, value_name = "FILE")]
     tls_key: Option<PathBuf>,
 }
@@ -77,18 +73,12 @@ pub enum Acl {
 impl SecurityArgs {
     /// Adds the credentials, ACL and TLS options to `builder`.
     pub fn apply(&self, mut builder: ClientBuilder) -> Result<ClientBuilder, Failure> {
-        #[cfg(feature = "sasl")]
         let sasl_user = self.sasl_user.as_deref();
-        #[cfg(not(feature = "sasl"))]
-        let sasl_user: Option<&str> = None;
 
         if let Some(user) = &self.auth_digest {
             builder = builder.auth_digest(user, &self.password("--auth-digest")?);
-        } else if let Some(_user) = sasl_user {
-            #[cfg(feature = "sasl")]
-            {
-                builder = builder.sasl_digest_md5(_user, &self.password("--sasl-user")?);
-            }
+        } else if let Some(user) = sasl_user {
+            builder = builder.sasl_digest_md5(user, &self.password("--sasl-user")?);
         } else if self.password_file.is_some() {
             return Err(Failure::error(
                 "--password-file needs --auth-digest USER (or --sasl-user USER)",
@@ -111,14 +101,9 @@ impl SecurityArgs {
             )));
         }
 
-        #[cfg(feature = "tls")]
-        {
-            builder = self.apply_tls(builder)?;
-        }
-        Ok(builder)
+        self.apply_tls(builder)
     }
 
-    #[cfg(feature = "tls")]
     fn apply_tls(&self, mut builder: ClientBuilder) -> Result<ClientBuilder, Failure> {
         match (&self.tls_ca, &self.tls_cert, &self.tls_key) {
             (None, None, None) => return Ok(builder),

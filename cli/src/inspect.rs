@@ -22,6 +22,8 @@ pub struct Entry {
     pub kind: &'static str,
     /// Whether it holds the lock (leads, holds a lease); `None` if that cannot be told.
     pub holds: Option<bool>,
+    /// The recipe the node belongs to.
+    pub recipe: LockKind,
 }
 
 impl Entry {
@@ -53,6 +55,9 @@ pub struct View {
     pub path: String,
     /// `None`: no lock nodes under the path.
     pub layout: Option<LockKind>,
+    /// Every recipe whose nodes are under the path; more than one is a misuse (each thinks
+    /// it holds the path).
+    pub layouts: Vec<LockKind>,
     pub permits: Option<u32>,
     pub entries: Vec<Entry>,
     /// How many children the node at the path has (of any kind), `None` if there is no node.
@@ -127,6 +132,7 @@ pub fn look(client: &Client, path: &str, permits: Option<u32>) -> Result<View, F
     Ok(View {
         path: path.to_owned(),
         layout: found.kind,
+        layouts: found.kinds,
         permits,
         entries,
         children: found.children,
@@ -143,6 +149,7 @@ fn entry(node: InspectedNode) -> Entry {
         name: node.name,
         parent: node.parent,
         holds: node.holds,
+        recipe: node.kind,
         contender: node.contender,
     }
 }
@@ -236,7 +243,7 @@ fn confirm() -> Result<bool, Failure> {
 fn delete(client: &Client, view: &View, target: &Entry) -> Outcome {
     let path = target.full_path();
     let node = &target.contender;
-    let deleted = match view.layout {
+    let deleted = match Some(target.recipe) {
         Some(LockKind::RwLock) => DistributedRwLock::new(client, &view.path)?.break_contender(node),
         Some(LockKind::Election) => LeaderElection::new(client, &view.path)?.break_contender(node),
         // The permits do not matter for breaking a lease.
