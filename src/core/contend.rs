@@ -71,7 +71,7 @@ pub(crate) struct Options {
 /// out) read as a timeout, not an outage: the session layer reports every wait that reached
 /// its deadline as [`Error::ConnectionLoss`], whatever the connection's state. Every
 /// acquisition front end (`acquire_on`, `acquire_lease`) passes its outcome through here.
-pub(super) fn past_deadline_is_busy<T>(
+pub(crate) fn past_deadline_is_busy<T>(
     session: &impl Queue,
     deadline: Option<Instant>,
     outcome: Result<Option<T>>,
