@@ -3,7 +3,6 @@
 //! One future, which blocking callers wait on with their own thread and async callers await.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
@@ -77,7 +76,7 @@ pub(super) fn past_deadline_is_busy<T>(
     outcome: Result<Option<T>>,
 ) -> Result<Option<T>> {
     match outcome {
-        Err(Error::ConnectionLoss { .. }) if deadline.is_some_and(|d| Instant::now() >= d) => {
+        Err(Error::ConnectionLoss { .. }) if deadline.is_some_and(|d| session.now() >= d) => {
             gave_up(session)
         }
         outcome => outcome,
@@ -310,11 +309,12 @@ pub(super) async fn wait_for_change<S: Queue>(
     contender: &mut OurNode<S>,
     deadline: Option<Instant>,
 ) -> Result<Woken> {
-    let mut since = Instant::now();
+    let mut since = session.now();
     let mut disconnected_seen = false;
     let mut state = session.states();
     let mut fired = std::pin::pin!(S::fired(watcher));
-    let mut timer = deadline.map(crate::rt::runtime::sleep_until);
+    let timer = deadline.map(|at| session.sleep_until(at));
+    let mut timer = std::pin::pin!(timer);
     // A state change may have slipped in before the watch was set: if not connected now,
     // start with a session change pending.
     let mut session_changed = session.liveness() != Liveness::Connected;
@@ -330,7 +330,7 @@ pub(super) async fn wait_for_change<S: Queue>(
                 if changed.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Wake::Session);
                 }
-                match timer.as_mut().map(|t| Pin::new(t).poll(cx)) {
+                match timer.as_mut().as_pin_mut().map(|t| t.poll(cx)) {
                     Some(Poll::Ready(())) => Poll::Ready(Wake::Deadline),
                     _ => Poll::Pending,
                 }
@@ -349,7 +349,7 @@ pub(super) async fn wait_for_change<S: Queue>(
                 Liveness::Disconnected => {
                     if !disconnected_seen {
                         disconnected_seen = true;
-                        since = Instant::now();
+                        since = session.now();
                     }
                     debug!("{}: connection lost while waiting", contender.node_path)
                 }
@@ -365,17 +365,18 @@ pub(super) async fn wait_for_change<S: Queue>(
 
 #[cfg(test)]
 mod tests {
-    //! The wait loop driven in memory (see `memory.rs`): each test polls a contender until it
-    //! waits, changes the queue or the session under it, and polls again.
+    //! The wait loop driven on the simulated ZooKeeper (see `sim/store.rs`): each test polls a
+    //! contender until it waits (every request and message moved), changes the queue or the
+    //! session under it, and polls again.
 
     use std::future::Future;
     use std::pin::Pin;
 
-    use futures_lite::future::{block_on, poll_once};
-
     use super::*;
     use crate::core::kind::{nearest_lower_writer, previous_node, Role, READ};
-    use crate::core::memory::Memory;
+    use crate::core::sim::client::SimSession;
+    use crate::core::sim::store::Store;
+    use crate::core::sim::Sim;
     use crate::metrics::Recipe;
 
     const LOCK: &str = "/lock";
@@ -400,23 +401,26 @@ mod tests {
         metric: Recipe::RwLockWrite,
     };
 
-    type Outcome = Result<Option<Claimed<Memory>>>;
+    type Outcome = Result<Option<Claimed<SimSession>>>;
 
     /// A contender's acquisition, polled by hand.
-    struct Contender(Pin<Box<dyn Future<Output = Outcome>>>);
+    struct Contender(Pin<Box<dyn Future<Output = Outcome>>>, Sim);
 
     impl Contender {
-        fn new(store: &Arc<Memory>, kind: &'static Kind) -> Contender {
-            let store = store.clone();
-            Contender(Box::pin(async move {
-                let attempt = Attempt::forever();
-                contend(&store, LOCK, kind, &attempt, None, b"").await
-            }))
+        fn new(store: &Store, kind: &'static Kind) -> Contender {
+            let session = store.session.clone();
+            Contender(
+                Box::pin(async move {
+                    let attempt = Attempt::forever();
+                    contend(&session, LOCK, kind, &attempt, None, b"").await
+                }),
+                store.sim.clone(),
+            )
         }
 
         /// Runs the acquisition until it waits (`None`) or ends.
         fn poll(&mut self) -> Option<Outcome> {
-            block_on(poll_once(self.0.as_mut()))
+            self.1.poll(self.0.as_mut())
         }
 
         fn waits(&mut self) {
@@ -428,7 +432,7 @@ mod tests {
             }
         }
 
-        fn claims(&mut self, store: &Memory) {
+        fn claims(&mut self, store: &Store) {
             let claimed = self
                 .poll()
                 .expect("done")
@@ -447,7 +451,7 @@ mod tests {
 
     #[test]
     fn the_blockers_deletion_hands_the_lock_over() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let holder = store.add_other("lock-");
         let mut waiter = Contender::new(&store, &EXCLUSIVE);
         waiter.waits();
@@ -460,7 +464,7 @@ mod tests {
 
     #[test]
     fn a_node_ahead_withdrawing_makes_the_waiter_wait_on_the_next_one() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let holder = store.add_other("lock-");
         let queued = store.add_other("lock-");
         let mut waiter = Contender::new(&store, &EXCLUSIVE);
@@ -477,7 +481,7 @@ mod tests {
 
     #[test]
     fn readers_ignore_readers() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         store.add_other("__READ__");
         store.add_other("__READ__");
         let mut reader = Contender::new(&store, &READER);
@@ -485,7 +489,7 @@ mod tests {
         assert_eq!(store.last_watched(), None, "never waited");
 
         // Behind a writer, a reader waits for that writer, not for the reader queued between.
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         store.add_other("__READ__");
         let writer = store.add_other("__WRIT__");
         store.add_other("__READ__");
@@ -498,7 +502,7 @@ mod tests {
 
     #[test]
     fn a_writer_queues_behind_readers() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let first = store.add_other("__READ__");
         let second = store.add_other("__READ__");
         let mut writer = Contender::new(&store, &WRITER);
@@ -513,22 +517,23 @@ mod tests {
 
     #[test]
     fn a_reconnect_makes_the_waiter_look_again() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let holder = store.add_other("lock-");
         let mut waiter = Contender::new(&store, &EXCLUSIVE);
         waiter.waits();
-        store.set_liveness(Liveness::Disconnected);
+        store.disconnect();
         waiter.waits();
-        // Released during the outage, and the notification lost with the connection.
-        store.remove_unseen(&holder);
+        // Released during the outage, and the notification lost with the connection (the
+        // server forgot the watch with it, and the reconnect's SetWatches misses the change).
+        store.delete(&holder);
         waiter.waits();
-        store.set_liveness(Liveness::Connected);
+        store.reconnect_missing_changes();
         waiter.claims(&store);
     }
 
     #[test]
     fn our_node_deleted_while_waiting_is_a_lost_lock() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let holder = store.add_other("lock-");
         let mut waiter = Contender::new(&store, &EXCLUSIVE);
         waiter.waits();
@@ -541,7 +546,7 @@ mod tests {
     }
 
     /// Our session's nodes, in queue order.
-    fn ours_in_order(store: &Memory) -> Vec<String> {
+    fn ours_in_order(store: &Store) -> Vec<String> {
         let mut ours = store.ours();
         ours.sort_by(|a, b| a[a.len() - 10..].cmp(&b[b.len() - 10..]));
         ours
@@ -558,7 +563,7 @@ mod tests {
 
     #[test]
     fn what_the_session_learnt_spares_the_listing_at_a_handoff() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let holder = store.add_other("lock-");
         let mut first = Contender::new(&store, &EXCLUSIVE);
         first.waits();
@@ -578,7 +583,7 @@ mod tests {
 
     #[test]
     fn a_node_ahead_withdrawing_is_no_handoff_even_with_what_was_learnt() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let holder = store.add_other("lock-");
         let mut first = Contender::new(&store, &EXCLUSIVE);
         first.waits();
@@ -599,7 +604,7 @@ mod tests {
 
     #[test]
     fn a_used_up_counter_queues_nothing() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         store.set_counter(i32::MAX - 1);
         let holder = store.add_other("lock-");
         // Numbered 2147483647, as every node after it would be: refused, and withdrawn.
@@ -626,8 +631,8 @@ mod tests {
 
     #[test]
     fn a_node_of_another_session_is_not_claimed() {
-        let store = Memory::new();
-        store.report_owner(crate::core::memory::OTHER);
+        let store = Store::new(LOCK);
+        store.report_owner(store.other);
         let mut contender = Contender::new(&store, &EXCLUSIVE);
         contender.loses();
         assert!(store.ours().is_empty(), "withdrawn, not held");

@@ -100,22 +100,21 @@ pub(super) async fn take_lease<S: Queue>(
 
 #[cfg(test)]
 mod tests {
-    use futures_lite::future::{block_on, poll_once};
-
     use super::*;
-    use crate::core::memory::Memory;
+    use crate::core::sim::store::Store;
 
     #[test]
     fn a_lease_is_taken_once_a_lease_is_returned() {
-        let store = Memory::new();
+        let store = Store::new("/leases");
         let other = store.add_other("lease-");
+        let session = store.session.clone();
         let mut taking = Box::pin(async {
             let attempt = Attempt::forever();
-            take_lease(&store, "/leases", "lease-", 1, &attempt, None).await
+            take_lease(&session, "/leases", "lease-", 1, &attempt, None).await
         });
-        assert!(block_on(poll_once(taking.as_mut())).is_none(), "waits");
+        assert!(store.sim.poll(taking.as_mut()).is_none(), "waits");
         store.delete(&other);
-        let claimed = block_on(poll_once(taking.as_mut())).expect("done");
+        let claimed = store.sim.poll(taking.as_mut()).expect("done");
         let claimed = claimed.expect("no error").expect("taken");
         assert_eq!(claimed.node_path, format!("/leases/{}", store.ours()[0]));
     }

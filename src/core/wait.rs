@@ -112,6 +112,18 @@ impl Attempt {
         }
     }
 
+    /// An attempt that waits until `deadline` of a clock other than the monotonic one (the
+    /// simulation's virtual clock), `timeout` after its start.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn until(deadline: Instant, timeout: Duration) -> Attempt {
+        Attempt {
+            patience: Patience::Until(deadline),
+            timeout: Some(timeout),
+            cancel: None,
+            withdrawals: Withdrawals::default(),
+        }
+    }
+
     /// The deadline of the acquisition's requests; `one_call` gives the deadline of a one-off
     /// call on the client (see `Client::call_deadline`).
     pub(crate) fn deadline(&self, one_call: impl FnOnce() -> Instant) -> Option<Instant> {

@@ -1,0 +1,1 @@
+//! The seeded scheduler (filled in below).
