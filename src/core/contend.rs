@@ -70,7 +70,7 @@ pub(crate) struct Options {
 /// out) read as a timeout, not an outage: the session layer reports every wait that reached
 /// its deadline as [`Error::ConnectionLoss`], whatever the connection's state. Every
 /// acquisition front end (`acquire_on`, `acquire_lease`) passes its outcome through here.
-pub(super) fn past_deadline_is_busy<T>(
+pub(crate) fn past_deadline_is_busy<T>(
     session: &impl Queue,
     deadline: Option<Instant>,
     outcome: Result<Option<T>>,
@@ -97,7 +97,7 @@ pub(super) fn gave_up<T>(session: &impl Queue) -> Result<Option<T>> {
 }
 
 /// The wait loop of [`acquire_on`], on any [`Queue`]: our node, claimed, or `None` (busy).
-pub(super) async fn contend<S: Queue>(
+pub(crate) async fn contend<S: Queue>(
     session: &Arc<S>,
     lock_path: &str,
     kind: &Kind,

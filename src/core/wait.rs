@@ -114,7 +114,6 @@ impl Attempt {
 
     /// An attempt that waits until `deadline` of a clock other than the monotonic one (the
     /// simulation's virtual clock), `timeout` after its start.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn until(deadline: Instant, timeout: Duration) -> Attempt {
         Attempt {
             patience: Patience::Until(deadline),

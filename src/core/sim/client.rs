@@ -74,17 +74,11 @@ impl SimSession {
                     self.wait_connected(deadline).await?;
                 }
                 Err(Failed::Zk(ZkErr::SessionExpired)) => return Err(self.ended_error()),
-                Err(Failed::Zk(ZkErr::NoNode)) => {
-                    return Err(Error::NoNode {
-                        path: op_path(&op),
-                    })
-                }
+                Err(Failed::Zk(ZkErr::NoNode)) => return Err(Error::NoNode { path: op_path(&op) }),
                 Err(Failed::Zk(ZkErr::NodeExists | ZkErr::NotEmpty)) => {
                     // None of the seam's retried requests can get these (a plain create of a
                     // container handles NodeExists itself).
-                    return Err(Error::NoNode {
-                        path: op_path(&op),
-                    });
+                    return Err(Error::NoNode { path: op_path(&op) });
                 }
                 Err(Failed::Deadline) => return Err(Error::connection_loss()),
             }
@@ -164,6 +158,31 @@ impl Drop for SimWatch {
     }
 }
 
+/// A node created by a create whose operation has not returned yet: deleted in the background
+/// unless disarmed.
+struct PendingNode<'a> {
+    session: &'a SimSession,
+    path: Option<String>,
+}
+
+impl PendingNode<'_> {
+    fn disarm(mut self) {
+        self.path = None;
+    }
+}
+
+impl Drop for PendingNode<'_> {
+    fn drop(&mut self) {
+        if let Some(path) = self.path.take() {
+            let work = Background::Delete { path, token: None };
+            self.session
+                .world
+                .lock()
+                .background(self.session.id, work, None);
+        }
+    }
+}
+
 /// A sleep on the virtual clock.
 pub(crate) struct Sleep {
     world: Shared,
@@ -221,13 +240,22 @@ impl NodeStore for SimSession {
         );
         match create.await {
             Ok(Reply::Created { path, stat }) => {
+                // As the session's `PendingCreate`: the create and its listing are one
+                // operation; given up on before both are answered (dropped, or past the
+                // deadline), the node is deleted in the background.
+                let pending = PendingNode {
+                    session: self,
+                    path: Some(path.clone()),
+                };
                 let name = path[lock_path.len() + 1..].to_owned();
                 let (children, parent) = match listing.await {
                     Ok(Reply::Children { names, stat, .. }) => {
                         (Some(names), Some(stat.node_stat()))
                     }
+                    Err(Failed::Deadline) => return Ok(Create::TimedOut),
                     _ => (None, None),
                 };
+                pending.disarm();
                 Ok(Create::Created {
                     name,
                     stat: stat.node_stat(),

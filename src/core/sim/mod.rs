@@ -6,13 +6,13 @@
 //!   outcome is unknown, reconnects that keep or lose the session and may miss a change), the
 //!   operator, and the virtual clock;
 //! - [`client`]: a simulated session implementing the seam the way the real session does;
-//! - [`run`]: a seeded single-threaded scheduler running several processes' acquisitions
-//!   through the real core, with faults, checking the invariants after every step.
+//! - the seeded single-threaded scheduler that runs several processes' acquisitions through
+//!   the real core against it, with faults, checking the invariants after every step, sits
+//!   above the recipes: `crate::sim`.
 //!
 //! The unit tests of the core drive the same world step by step through [`Sim`].
 
 pub(crate) mod client;
-pub(crate) mod run;
 #[cfg(test)]
 pub(crate) mod store;
 pub(crate) mod world;

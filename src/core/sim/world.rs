@@ -146,7 +146,10 @@ pub(crate) enum ZkErr {
 /// A server's answer.
 #[derive(Debug, Clone)]
 pub(crate) enum Reply {
-    Created { path: String, stat: Stat },
+    Created {
+        path: String,
+        stat: Stat,
+    },
     Children {
         names: Vec<String>,
         stat: Stat,
@@ -260,6 +263,7 @@ pub(crate) struct SessionState {
 }
 
 /// Faults scripted by unit tests: what happens to our next create.
+#[cfg_attr(not(test), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum CreateFault {
     /// None: the create goes through.
@@ -301,6 +305,10 @@ pub(crate) struct World {
     pub(crate) removed: BTreeMap<i64, i64>,
     /// Scripted faults for the next creates of a session.
     pub(crate) create_faults: BTreeMap<i64, VecDeque<CreateFault>>,
+    /// The czxids of nodes the operator deleted.
+    pub(crate) operator_removed: BTreeSet<i64>,
+    /// Watches never lost across a reconnect (see [`watch_now`](Self::watch_now)).
+    robust: BTreeSet<u64>,
     /// Per session, the label of an op (`children`, `sync`, ...) whose next instance the server
     /// does not get to (the connection goes silent).
     pub(crate) stall: BTreeMap<i64, &'static str>,
@@ -344,6 +352,8 @@ impl World {
             removed: BTreeMap::new(),
             create_faults: BTreeMap::new(),
             stall: BTreeMap::new(),
+            robust: BTreeSet::new(),
+            operator_removed: BTreeSet::new(),
             reported_owner: None,
             ids: 0,
             settled: BTreeSet::new(),
@@ -431,6 +441,7 @@ impl World {
         self.sessions.get_mut(&id).expect("a simulated session")
     }
 
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn processed(&self, id: i64, label: &str) -> usize {
         self.session(id).processed.get(label).copied().unwrap_or(0)
     }
@@ -602,7 +613,7 @@ impl World {
             .map(|(k, _)| *k)
             .collect();
         for w in ids {
-            if self.rng.chance(self.lose_watch_percent) {
+            if !self.robust.contains(&w) && self.rng.chance(self.lose_watch_percent) {
                 self.note(|| format!("watch {w} of {id:#x} lost across the reconnect"));
                 continue;
             }
@@ -623,7 +634,9 @@ impl World {
             match event {
                 Some(event) => {
                     let zxid = self.zxid;
-                    self.session_mut(id).inbox.push_back(Msg::Event { watch: w, event });
+                    self.session_mut(id)
+                        .inbox
+                        .push_back(Msg::Event { watch: w, event });
                     let _ = zxid;
                 }
                 None => self.watches.get_mut(&w).expect("listed").armed = true,
@@ -677,7 +690,9 @@ impl World {
         let create = match &op {
             Op::Create { path, .. } => Some((
                 parent_of(path).to_owned(),
-                path[parent_of(path).len()..].trim_start_matches('/').to_owned(),
+                path[parent_of(path).len()..]
+                    .trim_start_matches('/')
+                    .to_owned(),
             )),
             _ => None,
         };
@@ -824,11 +839,22 @@ impl World {
         if !self.flows(id) {
             return false;
         }
+        if self.session(id).server_ended {
+            // The server closes an expired session's connection, saying why.
+            self.end_client(id);
+            return true;
+        }
         let Some(request) = self.session_mut(id).outbox.pop_front() else {
             return false;
         };
         // Scripted faults of unit tests, for the creates of lock nodes.
-        if matches!(request.op, Op::Create { sequential: true, .. }) {
+        if matches!(
+            request.op,
+            Op::Create {
+                sequential: true,
+                ..
+            }
+        ) {
             let fault = self
                 .create_faults
                 .get_mut(&id)
@@ -915,7 +941,10 @@ impl World {
                 }
                 let background = self.slots.get(&slot).and_then(|s| s.background.clone());
                 match (background, &outcome) {
-                    (Some(Background::Sweep { parent, prefix }), Ok(Reply::Children { names, .. })) => {
+                    (
+                        Some(Background::Sweep { parent, prefix }),
+                        Ok(Reply::Children { names, .. }),
+                    ) => {
                         self.slots.remove(&slot);
                         for name in names.iter().filter(|n| n.starts_with(&prefix)) {
                             let path = format!("{parent}/{name}");
@@ -1108,11 +1137,7 @@ impl World {
     }
 
     /// The watch's event if it fired (registering `waker` if not); `None` if it is gone.
-    pub(crate) fn watch_fired(
-        &mut self,
-        w: u64,
-        waker: &Waker,
-    ) -> Option<Option<zk::EventType>> {
+    pub(crate) fn watch_fired(&mut self, w: u64, waker: &Waker) -> Option<Option<zk::EventType>> {
         let reg = self.watches.get_mut(&w)?;
         if reg.fired.is_none() {
             reg.waker = Some(waker.clone());
@@ -1128,9 +1153,23 @@ impl World {
         self.session_mut(id).swept.push(prefix.to_owned());
     }
 
+    /// Sets a data watch for `id` on `path` at once (no request): how the simulation follows
+    /// a holder's own node, as the guard's own-node watch does. Never lost across a reconnect.
+    pub(crate) fn watch_now(&mut self, id: i64, path: &str) -> u64 {
+        let w = self.register(id, WatchKind::Data, path);
+        self.robust.insert(w);
+        w
+    }
+
+    /// What the watch `w` reported, if it fired (and was delivered).
+    pub(crate) fn watch_event(&self, w: u64) -> Option<zk::EventType> {
+        self.watches.get(&w).and_then(|reg| reg.fired)
+    }
+
     /// The client dropped its watcher: unfired, it is removed from the server (RemoveWatches).
     pub(crate) fn unwatch(&mut self, w: u64) {
         self.watches.remove(&w);
+        self.robust.remove(&w);
     }
 
     /// The watches still registered: (session, path).
@@ -1180,8 +1219,16 @@ impl World {
     /// Deletes `path` at once (as the operator); `false` if it did not exist or has children.
     pub(crate) fn delete_now(&mut self, path: &str) -> bool {
         self.note(|| format!("operator deletes {path}"));
-        self.apply(OPERATOR, &Op::Delete { path: path.to_owned() })
-            .is_ok()
+        if let Some(node) = self.nodes.get(path) {
+            self.operator_removed.insert(node.stat.czxid);
+        }
+        self.apply(
+            OPERATOR,
+            &Op::Delete {
+                path: path.to_owned(),
+            },
+        )
+        .is_ok()
     }
 
     /// Deletes `path` and everything below it, as the operator.
@@ -1205,8 +1252,16 @@ impl World {
         }
     }
 
-    pub(crate) fn stat(&self, path: &str) -> Option<Stat> {
-        self.nodes.get(path).map(|n| n.stat)
+    /// The operator writes `path`'s data (as a revocation request does); `false` if missing.
+    pub(crate) fn set_data_now(&mut self, path: &str) -> bool {
+        self.note(|| format!("operator writes {path}"));
+        self.apply(
+            OPERATOR,
+            &Op::SetData {
+                path: path.to_owned(),
+            },
+        )
+        .is_ok()
     }
 
     pub(crate) fn children(&self, path: &str) -> Vec<String> {
@@ -1251,11 +1306,19 @@ impl World {
     /// noticed, a session expiring at the server.
     pub(crate) fn next_due(&self) -> Option<Duration> {
         let timers = self.timers.keys().next().map(|(at, _)| *at);
-        let sessions = self.sessions.iter().filter(|(id, _)| **id != OPERATOR).flat_map(|(_, s)| {
-            let expiry = (!s.server_ended).then(|| s.last_heard + s.timeout);
-            [s.frozen_until, s.partitioned_until_noticed, expiry]
-        });
-        timers.into_iter().chain(sessions.flatten()).filter(|at| *at > self.now).min()
+        let sessions = self
+            .sessions
+            .iter()
+            .filter(|(id, _)| **id != OPERATOR)
+            .flat_map(|(_, s)| {
+                let expiry = (!s.server_ended).then(|| s.last_heard + s.timeout);
+                [s.frozen_until, s.partitioned_until_noticed, expiry]
+            });
+        timers
+            .into_iter()
+            .chain(sessions.flatten())
+            .filter(|at| *at > self.now)
+            .min()
     }
 
     /// Moves the clock to `to`: sessions whose connection carries traffic are heard from (the
@@ -1275,8 +1338,16 @@ impl World {
             if self.session(id).frozen_until.is_some_and(|t| t <= to) {
                 self.session_mut(id).frozen_until = None;
                 self.note(|| format!("process of {id:#x} resumes"));
+                if self.session(id).server_ended && self.session(id).link_up {
+                    // The server closed the connection meanwhile.
+                    self.drop_link(id);
+                }
             }
-            if self.session(id).partitioned_until_noticed.is_some_and(|t| t <= to) {
+            if self
+                .session(id)
+                .partitioned_until_noticed
+                .is_some_and(|t| t <= to)
+            {
                 self.drop_link(id);
             }
             let s = self.session(id);
@@ -1309,17 +1380,45 @@ impl World {
             .collect()
     }
 
-    pub(crate) fn has_outbox(&self, id: i64) -> bool {
-        !self.session(id).outbox.is_empty()
-    }
-
-    pub(crate) fn has_inbox(&self, id: i64) -> bool {
-        !self.session(id).inbox.is_empty()
+    /// What is outstanding (requests, watches, timers), for a stuck run's trace.
+    pub(crate) fn outstanding(&self) -> Vec<String> {
+        let slots = self.slots.iter().map(|(k, s)| {
+            format!(
+                "slot {k} of {:#x}: answered {}, waited for {}, abandoned {}, background {:?}",
+                s.session,
+                s.outcome.is_some(),
+                s.waker.is_some(),
+                s.abandoned,
+                s.background
+            )
+        });
+        let watches = self.watches.iter().map(|(k, w)| {
+            format!(
+                "watch {k} of {:#x} on {} ({:?}): armed {}, fired {:?}",
+                w.session, w.path, w.kind, w.armed, w.fired
+            )
+        });
+        let sessions = self.sessions.iter().map(|(id, s)| {
+            format!(
+                "session {id:#x}: {:?}, link {}, server ended {}, outbox {}, inbox {}, parked {}",
+                s.liveness,
+                s.link_up,
+                s.server_ended,
+                s.outbox.len(),
+                s.inbox.len(),
+                s.parked.len()
+            )
+        });
+        let timers = self.timers.keys().map(|(at, _)| format!("timer at {at:?}"));
+        slots.chain(watches).chain(sessions).chain(timers).collect()
     }
 
     /// Background work outstanding on `id` (queued, parked, or awaiting its answer).
     pub(crate) fn background_pending(&self) -> usize {
-        self.slots.values().filter(|s| s.background.is_some()).count()
+        self.slots
+            .values()
+            .filter(|s| s.background.is_some())
+            .count()
     }
 }
 

@@ -1,1 +1,0 @@
-//! The seeded scheduler (filled in below).
