@@ -679,6 +679,15 @@ mod tests {
         }
     }
 
+    /// Regression (found by the simulation): a waiter whose connection dropped and came back
+    /// between the reply that set its watch and the start of its wait missed the reconnect;
+    /// the watch, lost across the reconnect, never fired, and the waiter waited for ever.
+    #[test]
+    fn seed_1385_a_reconnect_right_after_the_watch_is_set_is_not_missed() {
+        let report = simulate(1385, false);
+        assert_eq!(report.violations, Vec::<String>::new());
+    }
+
     #[test]
     fn a_few_hundred_schedules_hold_every_invariant() {
         let mut acquired = 0;

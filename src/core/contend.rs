@@ -187,6 +187,9 @@ pub(crate) async fn contend<S: Queue>(
         // The queue ahead can be long and the wait too: with many waiters, keeping each one's
         // copy alive grows memory with the square of the queue.
         drop(ahead);
+        // Followed from before the watch is asked for: a reconnect between its reply and the
+        // wait would otherwise go unseen, and a watch the reconnect lost never fires.
+        let states = session.states();
         let watcher = match Box::pin(session.watch_node(&blocker_path, deadline)).await {
             Ok(Some(watcher)) => watcher,
             Ok(None) => continue, // Gone already: re-list at once.
@@ -196,6 +199,7 @@ pub(crate) async fn contend<S: Queue>(
         debug!("{} waits for {blocker_path}", contender.node_path);
         let woken = Box::pin(wait_for_change(
             session.as_ref(),
+            states,
             watcher,
             &mut contender,
             deadline,
@@ -303,15 +307,19 @@ enum Wake {
 /// Waits for `watcher` to fire, a reconnect, or the deadline. Session end is an error (and
 /// disarms `contender`: the server already removed the node). Dropping the watcher (on
 /// return, or when the future is dropped) removes the watch from the server.
+///
+/// `state` must be taken ([`Queue::states`]) before the watch was asked for: a disconnect
+/// and reconnect between the watch's reply and this wait is then seen as a state change
+/// (the reconnect may have lost the watch; simulation seed 1385).
 pub(super) async fn wait_for_change<S: Queue>(
     session: &S,
+    mut state: S::States,
     watcher: S::Watch,
     contender: &mut OurNode<S>,
     deadline: Option<Instant>,
 ) -> Result<Woken> {
     let mut since = session.now();
     let mut disconnected_seen = false;
-    let mut state = session.states();
     let mut fired = std::pin::pin!(S::fired(watcher));
     let timer = deadline.map(|at| session.sleep_until(at));
     let mut timer = std::pin::pin!(timer);

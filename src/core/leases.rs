@@ -81,6 +81,8 @@ pub(super) async fn take_lease<S: Queue>(
         if let Patience::DontWait = attempt.patience {
             return Ok(None);
         }
+        // Followed from before the watch is asked for (see `wait_for_change`).
+        let states = session.states();
         let watching = Box::pin(session.watch_children(leases_path, deadline));
         let (listed, watcher) = match watching.await {
             Ok(watched) => watched,
@@ -91,7 +93,8 @@ pub(super) async fn take_lease<S: Queue>(
             return claim(contender, leases_path, stat, generation).map(Some);
         }
         drop(listed);
-        let woken = wait_for_change(session.as_ref(), watcher, &mut contender, deadline).await?;
+        let woken =
+            wait_for_change(session.as_ref(), states, watcher, &mut contender, deadline).await?;
         if let Woken::TimedOut = woken {
             return gave_up(session.as_ref());
         }
