@@ -305,6 +305,8 @@ pub(crate) struct World {
     pub(crate) removed: BTreeMap<i64, i64>,
     /// Scripted faults for the next creates of a session.
     pub(crate) create_faults: BTreeMap<i64, VecDeque<CreateFault>>,
+    /// Sessions whose next create is answered with another owner in its stat.
+    pub(crate) stale_owner: BTreeSet<i64>,
     /// The czxids of nodes the operator deleted.
     pub(crate) operator_removed: BTreeSet<i64>,
     /// Watches never lost across a reconnect (see [`watch_now`](Self::watch_now)).
@@ -354,6 +356,7 @@ impl World {
             stall: BTreeMap::new(),
             robust: BTreeSet::new(),
             operator_removed: BTreeSet::new(),
+            stale_owner: BTreeSet::new(),
             reported_owner: None,
             ids: 0,
             settled: BTreeSet::new(),
@@ -1017,6 +1020,10 @@ impl World {
                 let mut stat = stat;
                 if let Some(owner) = self.reported_owner {
                     stat.ephemeral_owner = owner;
+                }
+                if self.stale_owner.remove(&id) {
+                    // A stale reply (a lagging follower's view of another node by that name).
+                    stat.ephemeral_owner = OPERATOR;
                 }
                 Ok(Reply::Created { path, stat })
             }
