@@ -21,13 +21,15 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::core::claim::Claimed;
 use crate::core::contend::{contend, past_deadline_is_busy};
 use crate::core::kind::{Kind, Role};
+use crate::core::leases::take_lease;
 use crate::core::queue::{NodeStore, Queue};
 use crate::core::standing::{decide, Loss, Standing};
 use crate::core::wait::Attempt;
 use crate::error::Error;
-use crate::recipes::catalogue::{MUTEX, READER, WRITER};
+use crate::recipes::catalogue::{LATCH, MUTEX, READER, SEMAPHORE, WRITER};
 use crate::session::Liveness;
 use crate::wire as zk;
 
@@ -53,6 +55,18 @@ pub struct Report {
 enum Recipe {
     Mutex,
     RwLock,
+    /// A leader election (Curator's `LeaderLatch`): exclusive leadership.
+    Election,
+    /// A semaphore with this many permits, one lease per taker.
+    Semaphore(usize),
+}
+
+/// What an acquisition takes.
+#[derive(Clone, Copy)]
+enum Target {
+    Lock(&'static Kind),
+    /// A lease of the semaphore at the lock path, with this many permits.
+    Lease(usize),
 }
 
 /// How an acquisition waits.
@@ -67,7 +81,7 @@ enum Wait {
 #[derive(Clone)]
 struct Acquisition {
     lock: String,
-    kind: &'static Kind,
+    target: Target,
     wait: Wait,
     /// The future is dropped after this many polls (cancellation, a `select!`, an abort).
     drop_after: Option<u32>,
@@ -145,6 +159,8 @@ struct Schedule {
     replacements: Vec<String>,
     fault_percent: u64,
     steps: u64,
+    /// The permits of each semaphore's path.
+    limits: BTreeMap<String, usize>,
     /// Choices added after seeds were kept as regression tests, drawn apart so that those
     /// seeds keep their schedules as far as possible.
     extra: Rng,
@@ -161,8 +177,26 @@ impl Schedule {
         let locks: Vec<String> = (0..1 + rng.below(2))
             .map(|i| format!("/locks/l{i}"))
             .collect();
+        let mut extra = Rng::new(!seed);
+        // Every fourth seed runs a recipe added later (drawn apart, see `extra`).
+        let recipe = match extra.below(8) {
+            0 => Recipe::Election,
+            1 => Recipe::Semaphore(1 + extra.below(3)),
+            _ => recipe,
+        };
+        world.sweep_every = [
+            None,
+            Some(Duration::from_secs(1)),
+            Some(Duration::from_secs(5)),
+        ][extra.below(3)];
+        let mut limits = BTreeMap::new();
         world.mkdirs("/locks", Mode::Persistent);
         for lock in &locks {
+            if let Recipe::Semaphore(permits) = recipe {
+                // Its gate and leases are made by the core, as containers, when first used.
+                limits.insert(lock.clone(), permits);
+                continue;
+            }
             world.mkdirs(lock, Mode::Container);
             // Some lock paths are near the end of their sequence numbers.
             if rng.chance(10) {
@@ -184,7 +218,8 @@ impl Schedule {
             replacements: Vec::new(),
             fault_percent: [0, 1, 3][seed as usize % 3],
             steps: 0,
-            extra: Rng::new(!seed),
+            extra,
+            limits,
         };
         let processes = 2 + schedule.rng.below(2);
         for _ in 0..processes {
@@ -204,12 +239,14 @@ impl Schedule {
 
     fn plan(&mut self, recipe: Recipe) -> Vec<Acquisition> {
         let rng = &mut self.rng;
-        (0..1 + rng.below(3))
+        (0..1 + rng.below(3) + self.extra.below(3))
             .map(|_| {
-                let kind = match recipe {
-                    Recipe::Mutex => &MUTEX,
-                    Recipe::RwLock if rng.chance(50) => &READER,
-                    Recipe::RwLock => &WRITER,
+                let target = match recipe {
+                    Recipe::Mutex => Target::Lock(&MUTEX),
+                    Recipe::RwLock if rng.chance(50) => Target::Lock(&READER),
+                    Recipe::RwLock => Target::Lock(&WRITER),
+                    Recipe::Election => Target::Lock(&LATCH),
+                    Recipe::Semaphore(permits) => Target::Lease(permits),
                 };
                 let wait = match rng.below(10) {
                     0..=3 => Wait::Forever,
@@ -218,7 +255,7 @@ impl Schedule {
                 };
                 Acquisition {
                     lock: self.locks[rng.below(self.locks.len())].clone(),
-                    kind,
+                    target,
                     wait,
                     drop_after: rng.chance(15).then(|| 1 + rng.below(6) as u32),
                     hold: Duration::from_millis(rng.below(2_000) as u64),
@@ -382,10 +419,16 @@ impl Schedule {
         let Some(task) = self.tasks[id].as_mut() else {
             return;
         };
-        self.world.lock().note(|| format!("poll task {id}"));
+        {
+            let mut world = self.world.lock();
+            world.note(|| format!("poll task {id}"));
+            world.polling = Some(id);
+        }
         let waker = task.waker.clone();
         let mut cx = Context::from_waker(&waker);
-        if task.future.as_mut().poll(&mut cx).is_ready() {
+        let ready = task.future.as_mut().poll(&mut cx).is_ready();
+        self.world.lock().polling = None;
+        if ready {
             self.tasks[id] = None;
             self.book.borrow_mut().finished.insert(id);
         }
@@ -416,6 +459,7 @@ impl Schedule {
                 world.delete_now(&path);
                 // Sometimes with one of its own in its place, same name.
                 if self.rng.chance(30) && world.create_now(OPERATOR, &path, false).is_some() {
+                    world.replaced.insert(path.clone());
                     self.replacements.push(path);
                 }
             }
@@ -461,7 +505,7 @@ impl Schedule {
         // does, e.g. one frozen past its session, never uses its token).
         let book = &mut *book;
         for holder in book.holders.iter_mut() {
-            if holder.fenced || holder.role == Role::Read {
+            if holder.fenced || matches!(holder.role, Role::Read | Role::Lease) {
                 continue;
             }
             if !reads_held(&world, holder, now) {
@@ -482,9 +526,14 @@ impl Schedule {
                 .iter()
                 .filter(|h| &h.lock == lock && reads_held(&world, h, now))
                 .collect();
-            let exclusive = held.iter().filter(|h| h.role != Role::Read).count();
-            let readers = held.len() - exclusive;
-            if exclusive > 1 || (exclusive == 1 && readers > 0) {
+            let exclusive = held
+                .iter()
+                .filter(|h| !matches!(h.role, Role::Read | Role::Lease))
+                .count();
+            let readers = held.iter().filter(|h| h.role == Role::Read).count();
+            let leases = held.iter().filter(|h| h.role == Role::Lease).count();
+            let permits = self.limits.get(lock).copied().unwrap_or(0);
+            if exclusive > 1 || (exclusive == 1 && readers > 0) || leases > permits {
                 let who: Vec<String> = held
                     .iter()
                     .map(|h| format!("task {} ({:?}) {}", h.task, h.role, h.node_path))
@@ -556,13 +605,61 @@ fn reads_held(world: &World, holder: &Holder, now: std::time::Instant) -> bool {
     )
 }
 
+/// What an acquisition ends with.
+type Acquired = crate::error::Result<Option<Claimed<SimSession>>>;
+
+/// A semaphore's lease, the recipe's way (`recipes/semaphore.rs`, one lease): through its
+/// gate, a mutex, then a lease node under its leases path; the gate is released however this
+/// ends (as the recipe's `Partial` does), at once after the lease is taken.
+async fn take_permit(
+    session: &Arc<SimSession>,
+    path: &str,
+    permits: usize,
+    attempt: &Attempt,
+    deadline: Option<std::time::Instant>,
+) -> Acquired {
+    let gate_path = format!("{path}/{}", SEMAPHORE.gate);
+    let leases = format!("{path}/{}", SEMAPHORE.leases);
+    let gate = contend(
+        session,
+        &gate_path,
+        SEMAPHORE.gate_kind,
+        attempt,
+        deadline,
+        b"",
+    )
+    .await;
+    let Some(gate) = past_deadline_is_busy(session.as_ref(), deadline, gate)? else {
+        return Ok(None);
+    };
+    let _gate = Release {
+        session: session.clone(),
+        path: gate.node_path,
+    };
+    let lease_name = SEMAPHORE.lease_names[0].0;
+    let lease = take_lease(session, &leases, lease_name, permits, attempt, deadline).await;
+    past_deadline_is_busy(session.as_ref(), deadline, lease)
+}
+
+/// A node held on the way to an acquisition, released in the background when dropped.
+struct Release {
+    session: Arc<SimSession>,
+    path: String,
+}
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        self.session.withdraw_in_background(&self.path, ());
+    }
+}
+
 /// A future dropped after `polls` polls.
-struct Budget<F> {
+struct Budget<F: ?Sized> {
     inner: Option<Pin<Box<F>>>,
     polls: u32,
 }
 
-impl<F: Future> Future for Budget<F> {
+impl<F: Future + ?Sized> Future for Budget<F> {
     type Output = Option<F::Output>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
@@ -596,17 +693,24 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
             Wait::Timeout(timeout) => (Attempt::until(now + timeout, timeout), Some(now + timeout)),
         };
         let lock = acquisition.lock.as_str();
-        let kind = acquisition.kind;
-        let contending = contend(&session, lock, kind, &attempt, deadline, b"");
+        let acquiring: Pin<Box<dyn Future<Output = Acquired>>> = match acquisition.target {
+            Target::Lock(kind) => Box::pin(async {
+                let contended = contend(&session, lock, kind, &attempt, deadline, b"").await;
+                past_deadline_is_busy(session.as_ref(), deadline, contended)
+            }),
+            Target::Lease(permits) => {
+                Box::pin(take_permit(&session, lock, permits, &attempt, deadline))
+            }
+        };
         let outcome = match acquisition.drop_after {
             Some(polls) => {
                 Budget {
-                    inner: Some(Box::pin(contending)),
+                    inner: Some(acquiring),
                     polls,
                 }
                 .await
             }
-            None => Some(contending.await),
+            None => Some(acquiring.await),
         };
         let Some(outcome) = outcome else {
             session
@@ -615,10 +719,33 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
                 .note(|| format!("task {task} dropped its acquisition of {lock}"));
             continue;
         };
-        match past_deadline_is_busy(session.as_ref(), deadline, outcome) {
+        match outcome {
             Ok(None) => {}
             Ok(Some(claimed)) => {
-                let role = kind.names[kind.ours].1;
+                let role = match acquisition.target {
+                    Target::Lock(kind) => kind.names[kind.ours].1,
+                    Target::Lease(_) => Role::Lease,
+                };
+                {
+                    // Never a node it had seen gone: no answer it read was given after the
+                    // node's deletion.
+                    let world = session.world.lock();
+                    let removed = world.removed.get(&claimed.stat.czxid).copied();
+                    let seen = world.task_seen.get(&task).copied().unwrap_or(0);
+                    // (Unless the operator put a node of its own under that name: a listing shows
+                    // names only, and the core claims by name on it; see the report of issue 34.)
+                    let replaced = world.replaced.contains(&claimed.node_path);
+                    let removed = removed.filter(|_| !replaced);
+                    if let Some(removed) = removed.filter(|removed| *removed <= seen) {
+                        let line = format!(
+                            "task {task} holds {}, deleted at zxid {removed}, after reading an \
+                             answer of zxid {seen}",
+                            claimed.node_path
+                        );
+                        drop(world);
+                        book.borrow_mut().violations.push(line);
+                    }
+                }
                 if claimed.stat.ephemeral_owner != session.id {
                     let line = format!(
                         "task {task} holds {}, a node of {:#x}, not of its session",
@@ -671,8 +798,9 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
 fn undocumented(err: &Error, lock: &str, wait: Wait) -> Option<String> {
     let ok = match err {
         Error::SessionExpired => true,
+        // (A semaphore's errors name its gate or its leases, below its path.)
         Error::LockLost { path } | Error::SequenceExhausted { path } | Error::NoNode { path } => {
-            path == lock
+            path == lock || path.starts_with(&format!("{lock}/"))
         }
         Error::ConnectionLoss { .. } => !matches!(wait, Wait::Forever),
         _ => false,

@@ -34,7 +34,7 @@ pub(crate) async fn acquire_lease(
 }
 
 /// The steps of [`acquire_lease`], on any [`Queue`], whose errors it has yet to sort.
-pub(super) async fn take_lease<S: Queue>(
+pub(crate) async fn take_lease<S: Queue>(
     session: &Arc<S>,
     leases_path: &str,
     lease_name: &str,

@@ -175,6 +175,8 @@ struct Slot {
     /// For a create: the parent and the name's prefix, to sweep if the caller gave up and
     /// the answer was lost.
     create: Option<(String, String)>,
+    /// The zxid the server was at when it answered (0 for an answer the client made up).
+    zxid: i64,
 }
 
 /// Work a session does in the background until it is settled or the session ends, as the
@@ -305,6 +307,14 @@ pub(crate) struct World {
     pub(crate) removed: BTreeMap<i64, i64>,
     /// Scripted faults for the next creates of a session.
     pub(crate) create_faults: BTreeMap<i64, VecDeque<CreateFault>>,
+    /// Paths the operator put a node of its own under, in place of another.
+    pub(crate) replaced: BTreeSet<String>,
+    /// The task being polled (set by the scheduler), and per task the zxid of the latest
+    /// answer it read: a task that read an answer given after a node's deletion has seen it.
+    pub(crate) polling: Option<usize>,
+    pub(crate) task_seen: BTreeMap<usize, i64>,
+    /// How often the server sweeps empty containers (never if `None`).
+    pub(crate) sweep_every: Option<Duration>,
     /// Sessions whose next create is answered with another owner in its stat.
     pub(crate) stale_owner: BTreeSet<i64>,
     /// The czxids of nodes the operator deleted.
@@ -357,6 +367,10 @@ impl World {
             robust: BTreeSet::new(),
             operator_removed: BTreeSet::new(),
             stale_owner: BTreeSet::new(),
+            sweep_every: None,
+            polling: None,
+            replaced: BTreeSet::new(),
+            task_seen: BTreeMap::new(),
             reported_owner: None,
             ids: 0,
             settled: BTreeSet::new(),
@@ -708,6 +722,7 @@ impl World {
                 background,
                 session: id,
                 create,
+                zxid: 0,
             },
         );
         self.enqueue(id, op, slot);
@@ -762,7 +777,12 @@ impl World {
         let s = self.slots.get_mut(&slot)?;
         match s.outcome.take() {
             Some(outcome) => {
+                let answered_at = s.zxid;
                 self.slots.remove(&slot);
+                if let Some(task) = self.polling {
+                    let seen = self.task_seen.entry(task).or_default();
+                    *seen = (*seen).max(answered_at);
+                }
                 Some(outcome)
             }
             None => {
@@ -956,6 +976,9 @@ impl World {
                     }
                     _ => {
                         let abandoned = self.slots.get(&slot).is_some_and(|s| s.abandoned);
+                        if let Some(s) = self.slots.get_mut(&slot) {
+                            s.zxid = zxid;
+                        }
                         if abandoned {
                             self.slots.remove(&slot);
                             self.abandoned_answer(id, outcome);
@@ -1334,6 +1357,13 @@ impl World {
     pub(crate) fn advance(&mut self, to: Duration) {
         if to <= self.now {
             return;
+        }
+        if let Some(every) = self.sweep_every {
+            // The server's ContainerManager (`znode.container.checkIntervalMs`).
+            let ticks = |t: Duration| t.as_nanos() / every.as_nanos().max(1);
+            if ticks(to) > ticks(self.now) {
+                self.sweep_containers();
+            }
         }
         self.now = to;
         let instant = self.instant();
