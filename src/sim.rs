@@ -732,9 +732,11 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
                     let world = session.world.lock();
                     let removed = world.removed.get(&claimed.stat.czxid).copied();
                     let seen = world.task_seen.get(&task).copied().unwrap_or(0);
-                    // (Unless the operator put a node of its own under that name: a listing shows
-                    // names only, and the core claims by name on it; see the report of issue 34.)
-                    let replaced = world.replaced.contains(&claimed.node_path);
+                    // (Unless the operator put a node of its own under that name and the claim
+                    // was decided on a listing: a listing shows names only, and the core claims
+                    // by name on it. Decided on a read of the node, it must see the change.)
+                    let on_listing = world.task_last.get(&task) == Some(&"children");
+                    let replaced = on_listing && world.replaced.contains(&claimed.node_path);
                     let removed = removed.filter(|_| !replaced);
                     if let Some(removed) = removed.filter(|removed| *removed <= seen) {
                         let line = format!(

@@ -177,6 +177,8 @@ struct Slot {
     create: Option<(String, String)>,
     /// The zxid the server was at when it answered (0 for an answer the client made up).
     zxid: i64,
+    /// What was asked.
+    label: &'static str,
 }
 
 /// Work a session does in the background until it is settled or the session ends, as the
@@ -313,6 +315,8 @@ pub(crate) struct World {
     /// answer it read: a task that read an answer given after a node's deletion has seen it.
     pub(crate) polling: Option<usize>,
     pub(crate) task_seen: BTreeMap<usize, i64>,
+    /// Per task, what the latest answer it read was to (`children`, `get`, ...).
+    pub(crate) task_last: BTreeMap<usize, &'static str>,
     /// How often the server sweeps empty containers (never if `None`).
     pub(crate) sweep_every: Option<Duration>,
     /// Sessions whose next create is answered with another owner in its stat.
@@ -371,6 +375,7 @@ impl World {
             polling: None,
             replaced: BTreeSet::new(),
             task_seen: BTreeMap::new(),
+            task_last: BTreeMap::new(),
             reported_owner: None,
             ids: 0,
             settled: BTreeSet::new(),
@@ -723,6 +728,7 @@ impl World {
                 session: id,
                 create,
                 zxid: 0,
+                label: op.label(),
             },
         );
         self.enqueue(id, op, slot);
@@ -777,11 +783,12 @@ impl World {
         let s = self.slots.get_mut(&slot)?;
         match s.outcome.take() {
             Some(outcome) => {
-                let answered_at = s.zxid;
+                let (answered_at, label) = (s.zxid, s.label);
                 self.slots.remove(&slot);
                 if let Some(task) = self.polling {
                     let seen = self.task_seen.entry(task).or_default();
                     *seen = (*seen).max(answered_at);
+                    self.task_last.insert(task, label);
                 }
                 Some(outcome)
             }
