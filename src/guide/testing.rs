@@ -57,13 +57,40 @@
 //! Unit tests in the crate cover the pure parts (paths, connect strings, node order across the
 //! sequence wrap, the lease arithmetic, the one rule that decides a lock's state,
 //! cancellation, the timers), through the `NodeStore` seam every outcome of placing a node in
-//! the queue, and through the `Queue` seam the wait loop itself against an in-memory ZooKeeper
-//! (`core/memory.rs`): handoff, a node ahead withdrawing, readers ignoring readers, a writer
+//! the queue, and through the `Queue` seam the wait loop itself against the simulated ZooKeeper
+//! (`core/sim`, below): handoff, a node ahead withdrawing, readers ignoring readers, a writer
 //! behind readers, the re-check after a reconnect whose notification was lost, our own node
 //! deleted while waiting, the ownership check at the claim, and a semaphore's lease count; property tests (proptest) feed arbitrary bytes to the
 //! wire's decoders and framing. `cargo test --lib` needs no server. One unit test keeps the
 //! house plan: every `crate::`/`super::` import in `src/` points down the layers (random, error,
-//! metrics, rt, znode, wire, session, core, client, recipes) and no files import each other.
+//! metrics, rt, znode, wire, session, core, client, recipes, sim) and no files import each other.
+//!
+//! # Simulation
+//!
+//! `cargo run --release --example simulate -- --seeds N [--from S]` runs N seeded schedules of
+//! a deterministic simulation (issue 34): two or three simulated processes, each a session with
+//! one to three tasks, acquire a mutex, a read/write lock, a leader election or a semaphore
+//! (one to three permits) through the real waiting core (`contend`, `take_lease`) against a
+//! simulated ZooKeeper (`core/sim`: the data tree with its `cversion` numbering and its stop at
+//! 2^31-1, one-shot watches fired as `DataTree` fires them, containers and their sweep,
+//! sessions that expire, connections that drop with requests applied or not, reconnects whose
+//! re-armed watches may miss a change, an operator deleting, replacing and writing nodes),
+//! on a virtual clock. One seeded generator picks every poll, every request the server
+//! processes, every reply or notification delivered, every clock step and every fault
+//! (dropped or silent connections, frozen processes, stale replies); the same seed gives the
+//! same run, byte for byte (`--trace SEED` prints it). Checked after every step: no two
+//! holders reading `Held` at once (nor a writer and a reader, nor more leases than permits);
+//! fencing tokens rising in the order their holders first read `Held`; no claim of a node the
+//! task had read an answer about after its deletion, nor of another session's node; once the
+//! faults stop, every acquisition ends, no node and no watch is left, and every error is one
+//! the docs list. A failing seed is printed with its replay command and the last steps before
+//! the violation; the run ends with `simulate: N schedules, V violations` (exit 1 if V > 0).
+//! Measured on the 2-core build machine (other builds running): 100,000 schedules in 44 s
+//! (2,261/s on 2 threads, 27 s of CPU, 3 MB resident), no violation; seeds 100,000 to
+//! 299,999 in 38 s, none either. Breaking the core's rules by hand, one at a time, the
+//! simulation catches each within 10,000 seeds but one (dropping the "connected" condition of
+//! the listing-free handoff: with one server, no schedule breaks an invariant without it). The seeds that found real defects are kept as unit
+//! tests (`sim.rs`), and `cargo test --lib` runs 300 schedules.
 //!
 //! # Documentation
 //!
