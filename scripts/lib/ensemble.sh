@@ -139,6 +139,7 @@ ensemble() {
         return 0
     fi
     ensure_installed
+    start="$(now_ms)" # the start timeout does not count a first download of the jars
     mark_workdir
     lock_dir "$ens_dir" create
     : >"$ens_dir/.zklock-zk"
@@ -168,6 +169,7 @@ ensemble_member() {
         log "member $id has no config yet; generating it"
     fi
     ensure_installed
+    start="$(now_ms)" # the start timeout does not count a first download of the jars
     mark_workdir
     lock_dir "$ens_dir" create
     : >"$ens_dir/.zklock-zk"

@@ -167,6 +167,7 @@ secure_standalone() {
         die "a ZooKeeper server that is not the --${what/+/ --} server of $dir already serves on 127.0.0.1:$port; pick another ZK_PORT"
     fi
     ensure_installed
+    start="$(now_ms)" # the start timeout does not count a first download of the jars
     mark_workdir
     lock_dir "$dir" create
     : >"$dir/.zklock-zk"

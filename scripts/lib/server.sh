@@ -193,6 +193,7 @@ standalone() {
         return 0
     fi
     ensure_installed
+    start="$(now_ms)" # the start timeout does not count a first download of the jars
     mark_workdir
     lock_dir "$dir" create
     : >"$dir/.zklock-zk"
