@@ -108,6 +108,7 @@ on_each_release!(
     creator_only_lock_refuses_strangers_on_every_call,
     creator_only_anyone_read_shows_the_holder,
     semaphore_rwlock_and_election_refuse_strangers,
+    cli_status_and_break_on_a_foreign_creator_only_lock,
 );
 
 /// `require_chroot(true)` checks that the chroot exists. On 3.9.5 a stat of a chroot that
@@ -283,4 +284,56 @@ fn semaphore_rwlock_and_election_refuse_strangers(zk: &str) {
     assert!(leading.is_held());
     assert_eq!(election.participants().unwrap().len(), 1, "bob left a node");
     drop(leading);
+}
+
+/// The CLI on alice's creator-only lock: `status` as another identity fails with exit 125 and
+/// names READ (never "free"), `break` names the refusal and deletes nothing; with READ for
+/// everyone, `status` shows the holder.
+fn cli_status_and_break_on_a_foreign_creator_only_lock(zk: &str) {
+    use std::process::{Command, Stdio};
+    let zklock = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_zklock"))
+            .env("ZKLOCK_CONNECT", zk)
+            .env("ZKLOCK_PASSWORD", "bob-password")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .args(["--auth-digest", "bob"])
+            .args(args)
+            .output()
+            .expect("zklock runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let alice = as_user(zk, "alice", NodeAcl::CreatorOnly);
+    let path = common::lock_path("acl-rel-cli");
+    let alice_lock = DistributedMutex::new(&alice, &path).unwrap();
+    let guard = alice_lock.lock().unwrap();
+    let (code, text) = zklock(&["status", &path]);
+    assert_eq!(code, Some(125), "{text}");
+    assert!(text.contains("READ") && !text.contains("free"), "{text}");
+    let (code, text) = zklock(&["break", "--yes", &path]);
+    assert_eq!(code, Some(125), "{text}");
+    assert!(!text.contains("free"), "{text}");
+    assert!(guard.is_held());
+    assert_eq!(alice_lock.contenders().unwrap().len(), 1);
+    guard.unlock().unwrap();
+
+    let readable = as_user(zk, "alice", NodeAcl::CreatorOnlyAnyoneRead);
+    let path = common::lock_path("acl-rel-cli-read");
+    let guard = DistributedMutex::new(&readable, &path)
+        .unwrap()
+        .lock()
+        .unwrap();
+    let (code, text) = zklock(&["status", &path]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!text.contains("free"), "{text}");
+    let (code, text) = zklock(&["break", "--yes", &path]);
+    assert_eq!(code, Some(125), "{text}");
+    assert!(text.contains("not allowed to delete"), "{text}");
+    assert!(guard.is_held());
+    guard.unlock().unwrap();
 }
