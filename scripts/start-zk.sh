@@ -56,8 +56,8 @@
 #                other-ca.pem                 an unrelated CA, for "untrusted server" tests
 #            The directory is printed on stderr ("TLS material: <dir>").  zklock: feature
 #            `tls`, ClientBuilder::tls(ca.pem).tls_identity(client.pem, client-key.pem).
-#   Needs, besides zookeeper and a JRE: openssl (--tls; installed like zookeeper if missing)
-#   and keytool (--tls; part of the JRE).  Debian's zookeeper.jar manifest lacks
+#   Needs, besides the release's jars and a JRE: openssl (--tls; installed with apt-get if
+#   missing) and keytool (--tls; part of the JRE).  Debian's zookeeper.jar manifest lacks
 #   netty-codec, which the Netty TLS handler needs: --tls adds it to the class path.
 #   A secure variant already running is reused only if it runs with the configuration it
 #   would be given now (else: stop it first); a plain server on its port is an error.
