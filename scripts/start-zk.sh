@@ -36,7 +36,8 @@
 #            a JAAS file (<dir>/jaas.conf, passed with -Djava.security.auth.login.config)
 #            whose Server section uses DigestLoginModule with two users:
 #                alice / alice-secret      bob / bob-secret
-#            and enforce.auth.enabled=true, enforce.auth.schemes=sasl (ZooKeeper >= 3.7):
+#            and enforce.auth.enabled=true, enforce.auth.schemes=sasl (ZooKeeper >= 3.7; for
+#            3.6, -Dzookeeper.sessionRequireClientSASLAuth=true):
 #            wrong credentials close the session at the SASL handshake
 #            (SESSIONCLOSEDREQUIRESASLAUTH, an AuthFailed for clients) instead of leaving an
 #            unauthenticated session, and a session without SASL is closed the same way at

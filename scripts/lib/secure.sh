@@ -174,6 +174,9 @@ secure_standalone() {
     if ((sasl)); then
         write_jaas "$dir"
         launch_jvm_opts+=("-Djava.security.auth.login.config=$dir/jaas.conf")
+        # ZooKeeper 3.6 knows no enforce.auth.* (3.7+): its switch to close sessions without
+        # SASL is this property (ignored by later releases, which read the zoo.cfg lines)
+        launch_jvm_opts+=("-Dzookeeper.sessionRequireClientSASLAuth=true")
     fi
     if ((tls)); then
         gen_tls "$dir"
