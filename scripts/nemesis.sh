@@ -15,6 +15,8 @@
 #                heal (default 30)
 #   --faults     only these fault kinds (default: all): isolate-leader, split, cut-client,
 #                loss, latency, pause-client, pause-server, kill-server
+#   --version    the servers' ZooKeeper release, as for start-zk.sh (default: ZK_VERSION, else
+#                3.9.5; 3.6.3, 3.8.0 = debian; or ZK_DIST)
 #   --keep       keep the work dir (logs, server data) even when the run passes
 #   --stack      percent of faults injected right after the previous heal, before the ensemble
 #                is whole again (default 0: every fault waits until all three servers are
@@ -36,7 +38,8 @@
 #
 # What it does (as root; CI runs as root):
 #   1. installs what is missing from Debian: nftables, iproute2, iptables (for iptables-legacy's
-#      NFQUEUE target), util-linux (setpriv), zookeeper and a JRE;
+#      NFQUEUE target), util-linux (setpriv), a JRE and (--version debian) zookeeper; other
+#      releases' jars come from scripts/lib/dist.sh's cache;
 #   2. builds examples/nemesis (cargo build --example nemesis);
 #   3. creates a network namespace zk-nemesis-<pid> (ip netns) with its own loopback, where
 #      server i of a 3-server ensemble listens on 127.0.0.1<i> (client port 2181, quorum 2888,
@@ -86,10 +89,15 @@ screenshot=""
 
 say() { printf 'nemesis.sh: %s\n' "$*" >&2; }
 die() { printf 'nemesis.sh: ERROR: %s\n' "$*" >&2; exit 2; }
+log() { say "$@"; }
 # shellcheck source=scripts/zk-lib.sh
 source scripts/zk-lib.sh # usage, is_uint
 # shellcheck source=scripts/lib/zoo-cfg.sh
-source scripts/lib/zoo-cfg.sh # zoo_cfg, write_log4j, zk_classpath
+source scripts/lib/zoo-cfg.sh # zoo_cfg, write_log4j
+# shellcheck source=scripts/lib/dist.sh
+source scripts/lib/dist.sh # zk_jar_dir, zk_classpath, zk_log_opts: the release's jars
+# shellcheck source=scripts/lib/nemesis-page.sh
+source scripts/lib/nemesis-page.sh # check_page
 
 while (($#)); do
     case "$1" in
@@ -106,6 +114,7 @@ while (($#)); do
         --stack) stack="${2:?--stack needs a value}"; shift ;;
         --out) out="${2:?--out needs a value}"; shift ;;
         --screenshot) screenshot="${2:?--screenshot needs a value}"; shift ;;
+        --version) ZK_VERSION="${2:?--version needs a value}"; shift ;;
         --keep) keep=1 ;;
         -h | --help) usage; exit 0 ;;
         *) usage; die "unknown argument: $1" ;;
@@ -131,7 +140,10 @@ command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables-legacy >/dev/null 2>&1 || need+=(iptables)
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
-[[ -f /usr/share/java/zookeeper.jar ]] || need+=(zookeeper)
+zk_check_version
+if [[ $ZK_VERSION == debian && -z "${ZK_DIST:-}" ]]; then
+    [[ -f "$ZK_JAR" ]] || need+=(zookeeper)
+fi
 command -v java >/dev/null 2>&1 || need+=(default-jre-headless)
 if [[ -n "$screenshot" ]]; then command -v chromium >/dev/null 2>&1 || need+=(chromium); fi
 if ((${#need[@]})); then
@@ -140,7 +152,7 @@ if ((${#need[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
 fi
 
-say "seed $seed (repeat with: scripts/nemesis.sh --duration $duration --seed $seed --clients $clients --session-timeout-ms $session_ms --faults $faults --stack $stack)"
+say "seed $seed (repeat with: scripts/nemesis.sh --duration $duration --seed $seed --clients $clients --session-timeout-ms $session_ms --faults $faults --stack $stack --version $ZK_VERSION)"
 echo "nemesis: seed $seed, duration ${duration} s, $clients clients, session timeout ${session_ms} ms"
 
 cargo build --quiet --example nemesis
@@ -215,7 +227,18 @@ nsx iptables-legacy -t mangle -L POSTROUTING -n >/dev/null 2>"$work/ipt.err" ||
 
 # ------------------------------------------------------------------ servers
 java="$(command -v java)"
-cp="$(zk_classpath 0)"
+# The servers run under uids of their own, which may not read the jar cache (in root's home):
+# they get a copy.
+jars="$(zk_jar_dir)"
+release="$(zk_release_of "$jars")"
+if [[ $jars != "$ZK_JAVA_DIR" ]]; then
+    mkdir -p "$work/jars"
+    cp "$jars"/*.jar "$work/jars/"
+    chmod -R a+rX "$work/jars"
+    jars="$work/jars"
+fi
+cp="$(zk_classpath "$jars" 0)"
+say "ZooKeeper $release ($jars)"
 for i in 1 2 3; do
     d="$work/s$i"
     mkdir -p "$d/data" "$d/datalog"
@@ -234,7 +257,7 @@ exec setpriv --reuid $((61010 + i)) --regid $((61010 + i)) --clear-groups -- env
     "$java" -Xmx160m -XX:+UseSerialGC -XX:-UsePerfData -XX:+ExitOnOutOfMemoryError \\
     -Djava.awt.headless=true -Djava.net.preferIPv4Stack=true -Duser.timezone=UTC \\
     -Dzookeeper.admin.enableServer=false -Dzookeeper.jmx.log4j.disable=true \\
-    -Dlog4j.configuration=file:$d/log4j.properties \\
+    $(zk_log_opts "$d" | tr '\n' ' ') \\
     -cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg"
 EOF
     chown -R "$((61010 + i)):$((61010 + i))" "$d"
@@ -246,38 +269,6 @@ done
 mkdir -p "$work/bin"
 cp "$bin" "$work/bin/nemesis"
 chmod 755 "$work/bin" "$work/bin/nemesis"
-
-# ------------------------------------------------------------------ the page in a browser
-# Renders the run's page in headless Chromium: a screenshot to $2, and the DOM as Chromium
-# parsed it must hold $3 lanes (one per client and lock: LOCKS in examples/nemesis/main.rs
-# has 4). Chromium runs as root here, hence --no-sandbox, on a page that loads nothing.
-check_page() {
-    local page="$1" png="$2" want="$3" dom lanes height
-    # The page's height: a header, one timeline per lock, four charts.
-    height=$((150 + 4 * (60 + 16 * clients) + 4 * 172))
-    dom="$(timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
-        --dump-dom "file://$(realpath "$page")" 2>/dev/null)" || {
-        say "ERROR: chromium could not load $page"
-        return 1
-    }
-    lanes="$(grep -o '<g class="lane"' <<<"$dom" | wc -l)"
-    timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
-        --window-size="1440,$height" --screenshot="$(realpath -m "$png")" \
-        "file://$(realpath "$page")" >/dev/null 2>&1 || {
-        say "ERROR: chromium could not take a screenshot of $page"
-        return 1
-    }
-    [[ -s "$png" ]] || { say "ERROR: no screenshot at $png"; return 1; }
-    # A long run's page is dense: a palette PNG is a third of the size (Debian's pngquant).
-    if command -v pngquant >/dev/null 2>&1; then
-        pngquant --quality=70-95 --speed 1 --force --output "$png" "$png" || true
-    fi
-    if ((lanes != want)); then
-        say "ERROR: the page rendered $lanes lanes, expected $want"
-        return 1
-    fi
-    say "page checked in Chromium: $lanes lanes as expected; screenshot $png ($(stat -c %s "$png") bytes)"
-}
 
 # ------------------------------------------------------------------ run
 rc=0

@@ -10,6 +10,7 @@
 #   scripts/start-zk.sh --sasl                  standalone server that requires SASL (see below)
 #   scripts/start-zk.sh --tls                   standalone server with a TLS client port
 #   scripts/start-zk.sh --sasl --tls            both at once
+#   scripts/start-zk.sh --version 3.6.3 ...     any of the above on another ZooKeeper release
 #   scripts/start-zk.sh --help
 #
 #   The LAST line on stdout is the connect string (everything else goes to stderr), so
@@ -18,13 +19,25 @@
 #   "127.0.0.1:2281,127.0.0.1:2282,127.0.0.1:2283".  --tls: the secure port,
 #   "127.0.0.1:3181" (ZK_SECURE_PORT).
 #
+# Releases (--version V or ZK_VERSION=V; scripts/lib/dist.sh says where the jars come from):
+#   3.9.5    (default) Apache's jars out of PyPI's pinned `pyspark` 4.3.0 sdist: downloaded
+#            once with pip (456 MB; or taken from ZK_SDIST_DIR), checked against its pinned
+#            sha256, and only the needed jars (~25 MB) kept in ZK_CACHE_DIR
+#   3.6.3    the same out of pyspark 3.5.9
+#   debian   Debian's zookeeper package (3.8.0 on Debian 12; installed when missing); 3.8.0
+#            is the same
+#   ZK_DIST=<apache-zookeeper-X-bin.tar.gz or its lib/ dir>: Apache's own jars instead
+#   `srvr` (and the log line "ZooKeeper X serving ...") names the release that runs.  A
+#   server already serving on the port is kept, with a warning if it runs another release.
+#
 # Secure variants (standalone only; each is a server of its own, in $ZK_WORKDIR/<port>-sasl,
 # <port>-tls or <port>-sasl-tls, so give it a ZK_PORT that no plain server uses):
 #   --sasl   authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider,
 #            a JAAS file (<dir>/jaas.conf, passed with -Djava.security.auth.login.config)
 #            whose Server section uses DigestLoginModule with two users:
 #                alice / alice-secret      bob / bob-secret
-#            and enforce.auth.enabled=true, enforce.auth.schemes=sasl (ZooKeeper >= 3.7):
+#            and enforce.auth.enabled=true, enforce.auth.schemes=sasl (ZooKeeper >= 3.7; for
+#            3.6, -Dzookeeper.sessionRequireClientSASLAuth=true):
 #            wrong credentials close the session at the SASL handshake
 #            (SESSIONCLOSEDREQUIRESASLAUTH, an AuthFailed for clients) instead of leaving an
 #            unauthenticated session, and a session without SASL is closed the same way at
@@ -44,8 +57,8 @@
 #                other-ca.pem                 an unrelated CA, for "untrusted server" tests
 #            The directory is printed on stderr ("TLS material: <dir>").  zklock: feature
 #            `tls`, ClientBuilder::tls(ca.pem).tls_identity(client.pem, client-key.pem).
-#   Needs, besides zookeeper and a JRE: openssl (--tls; installed like zookeeper if missing)
-#   and keytool (--tls; part of the JRE).  Debian's zookeeper.jar manifest lacks
+#   Needs, besides the release's jars and a JRE: openssl (--tls; installed with apt-get if
+#   missing) and keytool (--tls; part of the JRE).  Debian's zookeeper.jar manifest lacks
 #   netty-codec, which the Netty TLS handler needs: --tls adds it to the class path.
 #   A secure variant already running is reused only if it runs with the configuration it
 #   would be given now (else: stop it first); a plain server on its port is an error.
@@ -67,6 +80,10 @@
 #                      $ZK_WORKDIR/ensemble-<client port of member 1>, so ensembles on other
 #                      ports never share a dir.  Pass the same value to every start-zk.sh and
 #                      stop-zk.sh call for it (the tests pick free ports and do).
+#   ZK_VERSION         the release (default 3.9.5), as --version
+#   ZK_DIST            Apache's tarball or jar dir to run instead of a pinned release
+#   ZK_CACHE_DIR       where fetched jars are kept  (default ${XDG_CACHE_HOME:-~/.cache}/zklock)
+#   ZK_SDIST_DIR       a dir already holding pyspark-<version>.tar.gz (checked, not fetched)
 #   ZK_WORKDIR         root of all server dirs        (default ${TMPDIR:-/tmp}/zklock-zk)
 #   ZK_START_TIMEOUT   seconds to wait until the server(s) serve   (default 60)
 #   ZK_HEAP            JVM max heap per server                     (default 256m)
@@ -98,8 +115,9 @@
 #   (start-zk.sh refuses to start a member whose running config differs).
 #
 # Process: the JVM runs org.apache.zookeeper.server.quorum.QuorumPeerMain directly with
-#   the Debian jars (zookeeper.jar's manifest Class-Path pulls in its dependencies; the
-#   slf4j->log4j 1.2 binding is added explicitly), detached with setsid/nohup; its
+#   the release's jars (Debian: zookeeper.jar's manifest Class-Path pulls in its dependencies
+#   and the slf4j->log4j 1.2 binding is added explicitly; other releases log through log4j 2
+#   or, from a tarball, logback), detached with setsid/nohup; its
 #   stdout/stderr and log4j output go to server.log.  The 4lw probe sends exactly 4 bytes
 #   via bash /dev/tcp ("echo srvr | nc" sends a 5th byte, which makes the server reset
 #   the connection and occasionally loses the answer).
@@ -121,6 +139,8 @@ here="$(dirname "${BASH_SOURCE[0]}")"
 source "$here/zk-lib.sh"
 # shellcheck source=scripts/lib/zoo-cfg.sh
 source "$here/lib/zoo-cfg.sh"
+# shellcheck source=scripts/lib/dist.sh
+source "$here/lib/dist.sh"
 # shellcheck source=scripts/lib/server.sh
 source "$here/lib/server.sh"
 # shellcheck source=scripts/lib/secure.sh
@@ -144,6 +164,7 @@ if [[ -n "${ZK_ENSEMBLE_PORTS:-}" ]]; then
     ens_size=${#ens_client_ports[@]}
 fi
 parse_flags "" "$@"
+zk_check_version
 port_ok() { is_uint "$1" && ((10#$1 > 0 && 10#$1 < 65536)); }
 port_ok "$ZK_PORT" || die "bad ZK_PORT '$ZK_PORT'"
 if ! is_uint "$ZK_ENSEMBLE_BASE" || ((10#$ZK_ENSEMBLE_BASE <= 0 || 10#$ZK_ENSEMBLE_BASE + 200 + ens_size >= 65536)); then

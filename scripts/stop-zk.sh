@@ -23,6 +23,8 @@
 #   .zklock-zk marker are deleted (start-zk.sh never marks a pre-existing non-empty
 #   ZK_WORKDIR), and never one whose server is still running.
 #
+#   --version V is accepted and ignored, so that start-zk.sh's flags stop what they started.
+#
 # Environment (same meaning as for start-zk.sh):
 #   ZK_PORT (2181), ZK_ENSEMBLE (>=2 means --ensemble), ZK_ENSEMBLE_PORTS, ZK_WORKDIR
 #   (${TMPDIR:-/tmp}/zklock-zk), ZK_STOP_TIMEOUT (10)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against real ZooKeeper servers on loopback, installing what the
 # tests need on a fresh Debian machine first:
-#   - ZooKeeper (scripts/start-zk.sh installs Debian's zookeeper package when missing);
-#   - a JDK and Apache Curator's jars for the interop tests (tests/interop.rs);
+#   - ZooKeeper: release ZK_VERSION, by default 3.9.5 (scripts/start-zk.sh fetches Apache's
+#     jars once into a cache, see scripts/lib/dist.sh; "debian" is Debian's zookeeper package);
+#   - a JDK and Apache Curator's jars for the interop tests (tests/interop.rs: the Curator of
+#     ZK_VERSION's jars, or ZK_CURATOR; Debian's libcurator-*-java is Curator 5.4.0);
 #   - openssl for the certificates of the TLS test server (tests/secure_servers.rs).
 # Runs the tests of the whole workspace: the library and the `zklock-cli` crate (cli/).
 # Extra arguments go to `cargo test` (e.g. scripts/test.sh --test mutex, or -p zklock-cli).
@@ -17,6 +19,10 @@
 # and kept, with the servers' logs, after a failing one.
 #
 # Environment:
+#   ZK_VERSION   the release of every server of the run (default 3.9.5; 3.6.3, 3.8.0 or
+#                debian), passed to the tests, which start theirs with it
+#   ZK_DIST      Apache's tarball or jar dir instead (see scripts/start-zk.sh)
+#   ZK_CURATOR   the interop tests' Curator (5.9.0, 5.4.0 or 2.13.0; default: ZK_VERSION's)
 #   ZK_CONNECT   run the tests against this server instead of starting a main server (the
 #                tests' own servers are still started, and stopped, as above)
 set -euo pipefail
@@ -38,6 +44,9 @@ if ((${#need[@]})); then
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+if [[ -z "${ZK_DIST:-}" ]]; then
+    export ZK_VERSION="${ZK_VERSION:-3.9.5}"
+fi
 ZK_WORKDIR="$(mktemp -d "${TMPDIR:-/tmp}/zklock-test.XXXXXX")"
 export ZK_WORKDIR
 # shellcheck source=scripts/zk-lib.sh
@@ -67,6 +76,7 @@ if [[ -z "${ZK_CONNECT:-}" ]]; then
     # start-zk.sh accepts a server that already serves on the port; this run's must be its own.
     running_pid "$ZK_WORKDIR/$port" >/dev/null || die "127.0.0.1:$port is served by a server this run did not start"
     export ZK_CONNECT
+    log "main server: ZooKeeper $(zk_served_version "$port")"
 fi
-log "main server $ZK_CONNECT; servers of this run in $ZK_WORKDIR"
+log "main server $ZK_CONNECT; servers of this run (ZK_VERSION=${ZK_VERSION:-}${ZK_DIST:+, ZK_DIST=$ZK_DIST}) in $ZK_WORKDIR"
 cargo test --workspace --all-features "$@"

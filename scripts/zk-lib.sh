@@ -50,6 +50,11 @@ zk_mode() { # port
     zk_4lw 127.0.0.1 "$1" srvr | sed -n 's/^Mode: *//p' | tr -d '\r' || true
 }
 
+# prints the release ("3.9.5") of the ZooKeeper on 127.0.0.1:<port> (4lw srvr), or nothing
+zk_served_version() { # port
+    zk_4lw 127.0.0.1 "$1" srvr | sed -n 's/^Zookeeper version: *\([^-,]*\).*/\1/p' | tr -d '\r' || true
+}
+
 # true if something accepts connections on 127.0.0.1:<port>
 port_in_use() { # port
     # shellcheck disable=SC2016 # expanded by the inner shell
@@ -125,7 +130,8 @@ parse_ensemble_ports() {
 
 # The flags of start-zk.sh and stop-zk.sh, parsed into mode (standalone, ensemble, member or
 # all), member, sasl, tls, clean and variant (the secure server's dir suffix: -sasl, -tls or
-# -sasl-tls).  A ZK_ENSEMBLE other than 0 selects the ensemble unless a flag says otherwise.
+# -sasl-tls), and --version into ZK_VERSION (stop-zk.sh accepts and ignores it, so that one set
+# of flags serves both).  A ZK_ENSEMBLE other than 0 selects the ensemble unless a flag says otherwise.
 # <extra> names the flags only some scripts take (stop-zk.sh: "--all --clean"); any other
 # argument prints the usage and dies.
 # shellcheck disable=SC2034 # the results are the sourcing script's globals
@@ -146,6 +152,12 @@ parse_flags() { # extra args...
                 shift
                 ;;
             --ensemble-member=*) mode=member; member="${1#*=}" ;;
+            --version)
+                (($# >= 2)) || die "--version needs a release (3.9.5, 3.6.3, 3.8.0 or debian)"
+                ZK_VERSION="$2" zk_version_asked="$2"
+                shift
+                ;;
+            --version=*) ZK_VERSION="${1#*=}" zk_version_asked="${1#*=}" ;;
             --sasl) sasl=1 ;;
             --tls) tls=1 ;;
             -h | --help) usage; exit 0 ;;

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 /// The layers, bottom first: a module may import its own files and the modules before it.
 const LAYERS: &[&str] = &[
     "random", "error", "metrics", "rt", "znode", "wire", "session", "core", "client", "recipes",
+    "sim",
 ];
 
 /// A module's path below the crate root (empty for `lib.rs`).

@@ -220,6 +220,14 @@ pub struct ReadmeDoctests;
 
 pub mod client;
 mod core;
+mod sim;
+
+/// The deterministic simulation of the protocol core (issue 34), for `examples/simulate.rs`:
+/// not part of the API, no stability promised.
+#[doc(hidden)]
+pub mod __simulation {
+    pub use crate::sim::{simulate, Report};
+}
 pub mod error;
 #[cfg(test)]
 mod house_plan;

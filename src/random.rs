@@ -29,6 +29,11 @@ impl Uuid {
         Uuid(bytes)
     }
 
+    /// The id whose 16 bytes are `n`, big-endian: deterministic ids for the simulation.
+    pub(crate) fn from_u128(n: u128) -> Uuid {
+        Uuid(n.to_be_bytes())
+    }
+
     #[cfg(test)]
     pub(crate) fn nil() -> Uuid {
         Uuid([0; 16])

@@ -1,10 +1,15 @@
-//! Cross-library interop: zklock against the real Apache Curator 5.4 on the same lock paths.
+//! Cross-library interop: zklock against the real Apache Curator on the same lock paths.
 //!
 //! Each Curator side is a separate JVM running `tests/interop/CuratorPeer.java` (compiled here
-//! with `javac`, once per test binary), driven line by line: it prints `ACQUIRED <node>` (or
-//! `LEADER`, `TIMEOUT`, ...) and holds until it reads `RELEASE`. The jars come from Debian's
-//! packages (`libcurator-recipes-java` and friends, in `/usr/share/java`); without `java`,
-//! `javac` or the jars the tests print why and pass without checking anything.
+//! with `javac`, once per test binary and Curator version), driven line by line: it prints
+//! `ACQUIRED <node>` (or `LEADER`, `TIMEOUT`, ...) and holds until it reads `RELEASE`.
+//!
+//! Which Curator: `ZK_CURATOR` (5.9.0, 5.4.0 or 2.13.0), else the one that goes with the
+//! server release `ZK_VERSION` (3.9.5: 5.9.0, the default; 3.8.0/debian: 5.4.0; 3.6.3: 2.13.0).
+//! `scripts/zk-jars.sh --curator V` names the jars: Debian's packages (`libcurator-recipes-java`
+//! and friends, in `/usr/share/java`) for 5.4.0, Apache's jars out of the pinned `pyspark`
+//! sdists for the others. Without `java` or `javac` the tests print why and pass without
+//! checking anything (they fail under `CI=true`).
 
 mod common;
 
@@ -21,8 +26,8 @@ use std::time::{Duration, Instant};
 use zklock::inspect::Role;
 use zklock::{Client, DistributedMutex, DistributedRwLock, LeaderElection, Semaphore};
 
-/// Jars of the Debian packages the peer needs, in `/usr/share/java`.
-const JARS: &[&str] = &[
+/// Jars of the Debian packages the peer needs with Curator 5.4.0, in `/usr/share/java`.
+const DEBIAN_JARS: &[&str] = &[
     "curator-recipes",
     "curator-framework",
     "curator-client",
@@ -32,7 +37,7 @@ const JARS: &[&str] = &[
     "slf4j-api",
     "slf4j-nop",
 ];
-const JAR_DIR: &str = "/usr/share/java";
+const DEBIAN_JAR_DIR: &str = "/usr/share/java";
 const PEER_SOURCE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/interop/CuratorPeer.java"
@@ -50,6 +55,61 @@ const LONG: Duration = Duration::from_secs(20);
 /// The classpath to run the compiled peer with.
 struct Java {
     classpath: String,
+}
+
+/// The Curator version of this run: `ZK_CURATOR`, else the one of `ZK_VERSION`'s jars.
+fn curator_version() -> String {
+    if let Ok(v) = std::env::var("ZK_CURATOR") {
+        return v;
+    }
+    match std::env::var("ZK_VERSION").as_deref() {
+        Ok("3.6.3") => "2.13.0",
+        Ok("debian" | "3.8.0") => "5.4.0",
+        _ => "5.9.0",
+    }
+    .to_owned()
+}
+
+/// The jars of Curator `version` and its ZooKeeper client, as class path entries, from
+/// `scripts/zk-jars.sh` (which fetches them once). Each must be there: a missing one is a
+/// broken set-up, not a reason to skip.
+fn curator_jars(version: &str) -> Vec<PathBuf> {
+    let out = Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/zk-jars.sh"))
+        .args(["--curator", version])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run scripts/zk-jars.sh");
+    assert!(
+        out.status.success(),
+        "scripts/zk-jars.sh --curator {version} failed"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let dir = PathBuf::from(stdout.lines().next().expect("a jar dir").trim());
+    let names: Vec<String> = if dir == Path::new(DEBIAN_JAR_DIR) {
+        DEBIAN_JARS.iter().map(|j| format!("{j}.jar")).collect()
+    } else {
+        // Apache's jars carry their versions; slf4j binds to the log4j 2 that comes with them.
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".jar"))
+            .collect();
+        names.sort();
+        names
+    };
+    let recipes = if dir == Path::new(DEBIAN_JAR_DIR) {
+        "curator-recipes.jar".to_owned()
+    } else {
+        format!("curator-recipes-{version}.jar")
+    };
+    assert!(
+        names.contains(&recipes),
+        "{} holds no {recipes}: not Curator {version}",
+        dir.display()
+    );
+    names.into_iter().map(|n| dir.join(n)).collect()
 }
 
 /// Compiles the peer once per test binary; `Err` (the reason to skip) only if Java is missing.
@@ -76,13 +136,12 @@ fn setup_java() -> Result<Java, String> {
         .filter(|tool| !tool_works(tool))
         .map(|tool| format!("`{tool}` (openjdk-17-jdk-headless)"))
         .collect();
-    let jars: Vec<PathBuf> = JARS
-        .iter()
-        .map(|j| Path::new(JAR_DIR).join(format!("{j}.jar")))
-        .collect();
     if !missing.is_empty() {
         return Err(format!("missing {}", missing.join(", ")));
     }
+    let version = curator_version();
+    let jars = curator_jars(&version);
+    eprintln!("interop: Curator {version}");
     // With Java present, missing Curator jars are a broken set-up, not a reason to skip.
     let absent: Vec<String> = jars
         .iter()

@@ -244,13 +244,17 @@ fn multilock_in_opposite_orders_never_deadlocks_and_is_all_or_nothing() {
     let base = common::lock_path("multi");
     let (x, y) = (format!("{base}/x"), format!("{base}/y"));
     thread::scope(|s| {
-        for (client, first, second) in [(&a, &x, &y), (&b, &y, &x)] {
+        // The same locks (a mutex at x, a write lock at y: one recipe per path), given in
+        // opposite orders.
+        for (client, mutex_first) in [(&a, true), (&b, false)] {
+            let (x, y) = (&x, &y);
             s.spawn(move || {
-                let both = MultiLock::new(client)
-                    .mutex(first)
-                    .unwrap()
-                    .write_lock(second)
-                    .unwrap();
+                let both = if mutex_first {
+                    MultiLock::new(client).mutex(x).unwrap().write_lock(y)
+                } else {
+                    MultiLock::new(client).write_lock(y).unwrap().mutex(x)
+                }
+                .unwrap();
                 for _ in 0..15 {
                     let guard = both.lock().unwrap();
                     assert!(guard.is_held());

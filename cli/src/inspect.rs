@@ -85,6 +85,14 @@ impl View {
         self.entries.iter().filter(|e| e.holds == Some(true))
     }
 
+    /// Whether anything holds the lock: a holder by its recipe's rule, or a semaphore's lease
+    /// whose standing is unknown (without --permits): with any lease there, a permit is taken.
+    pub fn held(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.holds == Some(true) || (e.holds.is_none() && e.kind == LEASE))
+    }
+
     pub fn waiting(&self) -> usize {
         self.entries
             .iter()
@@ -126,7 +134,7 @@ fn kind(role: Role) -> &'static str {
 
 /// Reads the nodes under `path`; the library tells the layout from them, and who holds by
 /// each recipe's rule.
-pub fn look(client: &Client, path: &str, permits: Option<u32>) -> Result<View, Failure> {
+pub fn look(client: &Client, path: &str, permits: Option<u32>) -> zklock::Result<View> {
     let found = client.inspect(path, permits.map(|p| p as usize))?;
     let entries = found.nodes.into_iter().map(entry).collect();
     Ok(View {
@@ -196,8 +204,8 @@ pub fn break_lock(global: &Global, args: &BreakArgs) -> Outcome {
             }
         },
     };
-    println!(
-        "will delete {} ({}, {}, session {}, age {}, owner {})",
+    let shown = format!(
+        "{} ({}, {}, session {}, age {}, owner {})",
         target.full_path(),
         target.standing(),
         target.kind,
@@ -205,24 +213,30 @@ pub fn break_lock(global: &Global, args: &BreakArgs) -> Outcome {
         format_duration(age(&target.contender)),
         target.owner(),
     );
-    if target.holds == Some(true) {
-        if let Some(next) = view.entries.get(position + 1) {
-            match view.layout {
-                Some(LockKind::Mutex) => {
-                    println!("the next waiter ({}) will acquire the lock", next.owner());
-                }
-                Some(LockKind::Election) => {
-                    println!("the next participant ({}) will lead", next.owner());
-                }
-                _ => {}
-            }
+    // Who takes over once the holder's node is gone.
+    let next = match (target.holds, view.entries.get(position + 1), view.layout) {
+        (Some(true), Some(next), Some(LockKind::Mutex)) => Some(format!(
+            "the next waiter ({}) acquires the lock",
+            next.owner()
+        )),
+        (Some(true), Some(next), Some(LockKind::Election)) => {
+            Some(format!("the next participant ({}) leads", next.owner()))
+        }
+        _ => None,
+    };
+    // Nothing is said to be deleted before the server has deleted it: a refused or failed
+    // delete must not read as done (with --yes nothing precedes the outcome).
+    if !args.yes {
+        println!("to delete: {shown}");
+        if let Some(next) = &next {
+            println!("once it is deleted, {next}");
+        }
+        if !confirm()? {
+            println!("not deleted");
+            return Ok(code::NOTHING_DONE);
         }
     }
-    if !args.yes && !confirm()? {
-        println!("not deleted");
-        return Ok(code::NOTHING_DONE);
-    }
-    delete(&client, &view, target)
+    delete(&client, &view, target, &shown, next.as_deref())
 }
 
 /// Asks on stderr, reads the answer from stdin; anything but y/yes (or end of input) is no.
@@ -240,7 +254,15 @@ fn confirm() -> Result<bool, Failure> {
     ))
 }
 
-fn delete(client: &Client, view: &View, target: &Entry) -> Outcome {
+/// Deletes `target` (described as `shown`) and says so, with who takes over (`next`), only
+/// once the server has deleted it.
+fn delete(
+    client: &Client,
+    view: &View,
+    target: &Entry,
+    shown: &str,
+    next: Option<&str>,
+) -> Outcome {
     let path = target.full_path();
     let node = &target.contender;
     let deleted = match Some(target.recipe) {
@@ -256,7 +278,10 @@ fn delete(client: &Client, view: &View, target: &Entry) -> Outcome {
     };
     match deleted {
         Ok(true) => {
-            println!("deleted {path}");
+            println!("deleted {shown}");
+            if let Some(next) = next {
+                println!("{next}");
+            }
             Ok(0)
         }
         Ok(false) => {

@@ -26,8 +26,11 @@ use zklock::Client;
 /// Exit codes of zklock itself. `run` otherwise exits with its command's status.
 mod code {
     /// `break`: nothing was deleted (declined, no holder, or the node changed or vanished);
-    /// `revoke`: no holder, or its node vanished.
+    /// `revoke`: no holder, or its node vanished; `status`: LOCKPATH is no lock.
     pub const NOTHING_DONE: u8 = 1;
+    /// `status`: some nodes under LOCKPATH could not be read (listed as unreadable), so the
+    /// locks shown may not be all there are.
+    pub const INCOMPLETE: u8 = 2;
     /// `run --on-revoke=release`: revocation was requested while the command ran; the command
     /// was stopped and the lock released.
     pub const REVOKED: u8 = 121;
@@ -52,12 +55,16 @@ Exit codes:
   1..=120  run, leader: the command's own exit status; 128+N if it was killed by signal N
   1        break: nothing deleted (declined, no holder, node changed or already gone);
            revoke: no holder, or its node is already gone;
-           status: no lock at LOCKPATH (no such node, or a node that is not a lock)
+           status: no lock at LOCKPATH (a node that is not a lock; with --must-exist,
+           also no node)
+  2        status: nodes under LOCKPATH could not be read (no permission, connection
+           lost): the locks listed may not be all there are
   121      run --on-revoke=release: revocation was requested; the command was stopped
   122      run: the lock was lost while the command ran; the command was killed
            leader: leadership was lost while the command ran; the command was killed
-  123      run --nonblock: the lock is busy (or -E N)
-  124      run --timeout: the lock was still busy when the timeout ran out (or -E N)
+  123      run --nonblock: the lock is busy (with -E N: N, and nothing printed)
+  124      run --timeout: the lock was still busy when the timeout ran out (with -E N:
+           N, and nothing printed)
   125      zklock failed: bad usage or input, ZooKeeper unreachable, authentication
            failed or not allowed by the node's ACL, unknown node, several holders and
            no --node, revoke on a semaphore or election
@@ -172,7 +179,8 @@ enum Command {
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 struct RunArgs {
-    /// Fail at once with exit code 123 (or --conflict-exit-code) if the lock is busy.
+    /// Fail at once with exit code 123 (or --conflict-exit-code, silently) if the lock is
+    /// busy.
     #[arg(long, short = 'n', conflicts_with = "timeout")]
     nonblock: bool,
 
@@ -182,7 +190,9 @@ struct RunArgs {
     timeout: Option<Dur>,
 
     /// The exit code when --nonblock finds the lock busy or --timeout runs out, instead of
-    /// 123 and 124 (as flock -E): e.g. `-E 0` for a cron job that should quietly skip a run.
+    /// 123 and 124 (as flock -E); such a conflict then prints nothing (as flock), so `-E 0`
+    /// makes a cron job skip a run without a word, and `-E 123` only silences `-n`. Errors
+    /// (ZooKeeper unreachable, not allowed) still print and exit 125; -v logs the conflict.
     #[arg(long, short = 'E', value_name = "N")]
     conflict_exit_code: Option<u8>,
 
@@ -348,25 +358,35 @@ struct LeaderArgs {
 /// newlines escaped). A semaphore's nodes are named `leases/NAME` (leases, held or waited for)
 /// and `locks/NAME` (lease takers queued).
 ///
-/// An empty node is a free lock (a released lock's node stays until the server sweeps it).
-/// A path with no node ("no lock at LOCKPATH: no such node": a typo, or a lock unused for a
-/// while), or whose node has children but no lock nodes (a parent of locks, /zookeeper), is no
-/// lock: status says so and exits 1, listing the locks held or waited for up to 4 levels below
-/// it.
+/// An empty node is a free lock (a released lock's node stays until the server sweeps it),
+/// and so is a path with no node (the server sweeps a free lock's node after about a minute):
+/// exit 0. With --must-exist a path with no node is no lock ("no lock at LOCKPATH: no such
+/// node", exit 1), which catches a typo. A node with children but no lock nodes (a parent of
+/// locks, /zookeeper) is no lock: status says so and exits 1, listing the locks held or waited
+/// for up to 4 levels below it. A node below it that zklock may not read (a creator-only lock
+/// of another identity) or fails to read (connection lost) is listed as unreadable, with the
+/// error, and status exits 2: the locks listed may not be all there are.
 #[derive(Debug, Args)]
 #[command(after_help = EXIT_CODES)]
 struct StatusArgs {
-    /// Print one JSON object: {"path", "contenders": [{"position", "standing", "node",
-    /// "sequence", "session_id", "owner", "host", "pid", "thread", "created_ms", "age_ms",
-    /// "fencing_token", "version", "type", "holds"}], "layout", "permits"}. host, pid and
-    /// thread are null for non-zklock owners; holds is null where unknown; layout is "mutex",
-    /// "rwlock", "semaphore", "election" or null (a free lock); permits is null unless given.
-    /// When LOCKPATH is no lock (exit 1), layout is null and three more fields follow:
-    /// "exists" (whether there is a node), "locks" ([{"path", "layout", "contenders",
-    /// "holders", "waiting"}] for the locks found below it) and "truncated" (the search
-    /// stopped at its limits).
+    /// Print one JSON object, with the same keys whatever LOCKPATH is: {"path", "exists"
+    /// (there is a node), "lock" (LOCKPATH is a lock, held or free: exit 0), "held" (something
+    /// holds it: a holder, a reader, a leader, a semaphore's lease), "layout" ("mutex",
+    /// "rwlock", "semaphore", "election", or null: no lock nodes), "layouts" (every recipe whose
+    /// nodes are there; more than one is a misuse), "permits" (null unless given),
+    /// "contenders": [{"position", "standing", "node", "sequence", "session_id", "owner",
+    /// "host", "pid", "thread", "created_ms", "age_ms", "fencing_token", "version", "type",
+    /// "holds"}], "locks": [{"path", "layout", "contenders", "holders", "waiting"}] (held or
+    /// waited-for locks found below a LOCKPATH that is no lock), "truncated" (that search
+    /// stopped early), "unreadable": [{"path", "error"}] (nodes it could not read: exit 2)}.
+    /// host, pid and thread are null for non-zklock owners; holds is null where unknown.
     #[arg(long)]
     json: bool,
+
+    /// A path with no node is no lock (exit 1) rather than a free one: catches a typo in
+    /// LOCKPATH.
+    #[arg(long)]
+    must_exist: bool,
 
     /// The semaphore's number of permits (ZooKeeper does not store it), to tell held leases
     /// from the one being waited for.
@@ -458,19 +478,33 @@ fn duration_value(text: &str) -> Result<Duration, String> {
     text::parse_duration(text).map(|d| d.value)
 }
 
-/// A failure that ends zklock with a one-line message and an exit code.
+/// A failure that ends zklock with an exit code and, unless silent, a one-line message.
 #[derive(Debug)]
 pub struct Failure {
     code: u8,
-    message: String,
+    /// What goes to stderr; `None` for an outcome the caller asked to be quiet about.
+    message: Option<String>,
 }
 
 impl Failure {
     /// Exit code 125 with `message`.
     pub fn error(message: impl Into<String>) -> Failure {
+        Failure::with_code(code::ERROR, message)
+    }
+
+    /// Exit code `code` with `message`.
+    pub fn with_code(code: u8, message: impl Into<String>) -> Failure {
         Failure {
-            code: code::ERROR,
-            message: message.into(),
+            code,
+            message: Some(message.into()),
+        }
+    }
+
+    /// Exit code `code` and nothing on stderr.
+    pub fn silent(code: u8) -> Failure {
+        Failure {
+            code,
+            message: None,
         }
     }
 }
@@ -513,7 +547,9 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("zklock: {}", failure.message);
+            if let Some(message) = &failure.message {
+                eprintln!("zklock: {message}");
+            }
             ExitCode::from(failure.code)
         }
     }

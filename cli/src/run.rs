@@ -129,20 +129,25 @@ fn acquire<G>(
         };
         match attempt {
             Ok(Some(guard)) => return Ok(guard),
-            Ok(None) if args.nonblock => {
-                return Err(Failure {
-                    code: args.conflict_exit_code.unwrap_or(code::BUSY),
-                    message: format!("{} is busy", args.path),
-                })
-            }
             Ok(None) => {
-                return Err(Failure {
-                    code: args.conflict_exit_code.unwrap_or(code::TIMEOUT),
-                    message: match &args.timeout {
-                        Some(timeout) => format!("{} still busy after {timeout}", args.path),
-                        None => format!("{} still busy", args.path),
-                    },
-                })
+                let (default_code, message) = match (&args.timeout, args.nonblock) {
+                    (_, true) => (code::BUSY, format!("{} is busy", args.path)),
+                    (Some(timeout), false) => (
+                        code::TIMEOUT,
+                        format!("{} still busy after {timeout}", args.path),
+                    ),
+                    (None, false) => (code::TIMEOUT, format!("{} still busy", args.path)),
+                };
+                // With -E the caller has said what a conflict means (a cron job's `-E 0`: skip
+                // this run): a conflict is then no news, and prints nothing, as flock does.
+                // Cron mails whatever a job prints, whatever its exit status.
+                return Err(match args.conflict_exit_code {
+                    Some(code) => {
+                        info!("{message}");
+                        Failure::silent(code)
+                    }
+                    None => Failure::with_code(default_code, message),
+                });
             }
             // The session expired while we waited (a long outage): our place in the queue is
             // gone, but the client opens a new session, so queue again while time remains.

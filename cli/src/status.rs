@@ -1,5 +1,5 @@
 //! `zklock status`: a lock's holders and waiters, or, for a path that is not a lock, the locks
-//! under it.
+//! under it and the nodes there it could not read.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -9,7 +9,7 @@ use zklock::Client;
 
 use crate::inspect::{age, look, Entry, View};
 use crate::text::{format_duration, json_string, printable, session_hex};
-use crate::{code, Failure, Global, Outcome, StatusArgs};
+use crate::{code, Global, Outcome, StatusArgs};
 
 /// How far below a path that is not a lock `status` looks for locks: levels, nodes listed, and
 /// locks shown.
@@ -20,38 +20,41 @@ const SEARCH_LOCKS: usize = 100;
 pub fn status(global: &Global, args: &StatusArgs) -> Outcome {
     let client = global.connect_existing()?;
     let view = look(&client, &args.path, args.permits)?;
-    if view.is_lock() {
-        print!(
-            "{}",
-            if args.json {
-                status_json(&view)
-            } else {
-                status_table(&view)
-            }
-        );
-        return Ok(0);
-    }
+    // A free lock's empty node is swept by the server after a while: no node is a free lock
+    // too, unless the caller wants to catch a typo.
+    let lock = view.is_lock() || (view.children.is_none() && !args.must_exist);
     let below = match view.children {
-        Some(n) if n > 0 => find_locks(&client, &args.path)?,
+        Some(n) if n > 0 && !lock => find_locks(&client, &args.path),
         _ => Below::default(),
     };
     print!(
         "{}",
         if args.json {
-            no_lock_json(&view, &below)
+            status_json(&view, lock, &below)
+        } else if lock {
+            status_table(&view)
         } else {
             no_lock_text(&view, &below)
         }
     );
-    Ok(code::NOTHING_DONE)
+    Ok(if !below.unreadable.is_empty() {
+        code::INCOMPLETE
+    } else if lock {
+        0
+    } else {
+        code::NOTHING_DONE
+    })
 }
 
 /// The held or waited-for locks found under a path that is not a lock.
 #[derive(Default)]
 struct Below {
     locks: Vec<View>,
-    /// The search stopped at one of its limits.
+    /// The search stopped early: at one of its limits, or at an error that ends every read.
     truncated: bool,
+    /// The nodes that could not be read, and why: locks, or parents of locks, zklock cannot
+    /// tell anything about.
+    unreadable: Vec<(String, zklock::Error)>,
 }
 
 /// Whether a node name ends in a ten-digit sequence number, as every lock node's does.
@@ -59,9 +62,26 @@ fn is_sequential(name: &str) -> bool {
     name.bytes().rev().take_while(u8::is_ascii_digit).count() >= 10
 }
 
+/// Whether no further read can succeed after `err`: the session or the client is gone, or the
+/// connection stayed down for a call's whole wait.
+fn ends_every_read(err: &zklock::Error) -> bool {
+    use zklock::Error;
+    matches!(
+        err,
+        Error::ConnectionLoss { .. }
+            | Error::SessionExpired
+            | Error::Closed
+            | Error::AuthFailed
+            | Error::Forked
+            | Error::Runtime { .. }
+    )
+}
+
 /// Looks breadth-first for held or waited-for locks below `root` (itself not a lock), within
-/// the search limits. Nodes we may not read are skipped.
-fn find_locks(client: &Client, root: &str) -> Result<Below, Failure> {
+/// the search limits. A node that cannot be read (not allowed, a listing too large, the
+/// connection lost) is listed as unreadable: it may be a lock, or hold some below it. Once the
+/// connection or session is gone, the search stops there.
+fn find_locks(client: &Client, root: &str) -> Below {
     let mut below = Below::default();
     let mut queue = VecDeque::from([(root.to_owned(), 0)]);
     let mut listed = 0;
@@ -73,18 +93,35 @@ fn find_locks(client: &Client, root: &str) -> Result<Below, Failure> {
         listed += 1;
         let mut children = match client.children(&path) {
             Ok(Some(children)) => children,
-            Ok(None) | Err(zklock::Error::NoAuth { .. }) => continue,
-            Err(err) => return Err(err.into()),
+            // Gone since its parent was listed.
+            Ok(None) => continue,
+            Err(err) => {
+                let last = ends_every_read(&err);
+                below.unreadable.push((path, err));
+                if last {
+                    below.truncated = true;
+                    break;
+                }
+                continue;
+            }
         };
         // The library tells from the names whether a lock may be there; `look` decides.
         if path != root && LockKind::of_children(&children).is_some() {
-            let view = match look(client, &path, None) {
-                Ok(view) => view,
-                Err(_) => continue,
-            };
-            if !view.entries.is_empty() {
-                below.locks.push(view);
-                continue;
+            match look(client, &path, None) {
+                Ok(view) if !view.entries.is_empty() => {
+                    below.locks.push(view);
+                    continue;
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    let last = ends_every_read(&err);
+                    below.unreadable.push((path, err));
+                    if last {
+                        below.truncated = true;
+                        break;
+                    }
+                    continue;
+                }
             }
         }
         if depth < SEARCH_DEPTH {
@@ -100,7 +137,8 @@ fn find_locks(client: &Client, root: &str) -> Result<Below, Failure> {
         }
     }
     below.locks.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(below)
+    below.unreadable.sort_by(|a, b| a.0.cmp(&b.0));
+    below
 }
 
 fn no_lock_text(view: &View, below: &Below) -> String {
@@ -116,10 +154,13 @@ fn no_lock_text(view: &View, below: &Below) -> String {
         ),
     };
     if view.children.is_some_and(|n| n > 0) {
+        // What was not read may be a lock: never claim there is none.
+        let unread = !below.unreadable.is_empty();
         if below.locks.is_empty() {
             let _ = writeln!(
                 out,
-                "no lock is held or waited for under it{}",
+                "no {}lock is held or waited for under it{}",
+                if unread { "readable " } else { "" },
                 if below.truncated {
                     " (as far as zklock looked)"
                 } else {
@@ -129,7 +170,8 @@ fn no_lock_text(view: &View, below: &Below) -> String {
         } else {
             let _ = writeln!(
                 out,
-                "locks held or waited for under it{}:",
+                "{}locks held or waited for under it{}:",
+                if unread { "readable " } else { "" },
                 if below.truncated {
                     " (zklock stopped looking; there may be more)"
                 } else {
@@ -140,35 +182,30 @@ fn no_lock_text(view: &View, below: &Below) -> String {
                 let _ = writeln!(out, "{}", summary(lock));
             }
         }
+        if unread {
+            let n = below.unreadable.len();
+            let _ = writeln!(
+                out,
+                "{n} node{} under it could not be read, and may be or hold locks:",
+                if n == 1 { "" } else { "s" }
+            );
+            for (path, err) in &below.unreadable {
+                let _ = writeln!(out, "{path}: {}", printable(&err.to_string()));
+            }
+            if below
+                .unreadable
+                .iter()
+                .any(|(_, err)| matches!(err, zklock::Error::NoAuth { .. }))
+            {
+                let _ = writeln!(
+                    out,
+                    "(to read a creator-only lock, connect as an identity its ACL admits, with \
+                     --auth-digest or --sasl-user)"
+                );
+            }
+        }
     }
     out
-}
-
-fn no_lock_json(view: &View, below: &Below) -> String {
-    let locks: Vec<String> = below
-        .locks
-        .iter()
-        .map(|lock| {
-            format!(
-                "{{\"path\":{},\"layout\":{},\"contenders\":{},\"holders\":{},\"waiting\":{}}}",
-                json_string(&lock.path),
-                lock.layout
-                    .map_or("null".into(), |l| format!("\"{}\"", l.name())),
-                lock.entries.len(),
-                lock.holders().count(),
-                lock.waiting(),
-            )
-        })
-        .collect();
-    format!(
-        "{{\"path\":{},\"contenders\":[],\"layout\":null,\"permits\":{},\"exists\":{},\
-         \"locks\":[{}],\"truncated\":{}}}\n",
-        json_string(&view.path),
-        view.permits.map_or("null".into(), |p| p.to_string()),
-        view.children.is_some(),
-        locks.join(","),
-        below.truncated,
-    )
 }
 
 fn waiting(n: usize) -> String {
@@ -193,6 +230,10 @@ fn summary(view: &View) -> String {
     let holders: Vec<&Entry> = view.holders().collect();
     let waiters = waiting(view.waiting());
     match view.layout {
+        // No --must-exist: a typo looks free too, so say there is no node.
+        None if view.children.is_none() => {
+            format!("{path}: free (no holder, no waiters; no node at this path)")
+        }
         None => format!("{path}: free (no holder, no waiters)"),
         Some(_) if view.entries.is_empty() => {
             format!("{path}: free (no holder, no waiters)")
@@ -278,53 +319,89 @@ fn status_table(view: &View) -> String {
     out
 }
 
-fn status_json(view: &View) -> String {
-    let items: Vec<String> = view
+/// `status --json`: one object with the same keys whatever the path is (a held or free
+/// lock, no node, a parent of locks, several recipes' nodes).
+fn status_json(view: &View, lock: bool, below: &Below) -> String {
+    let contenders: Vec<String> = view
         .entries
         .iter()
         .enumerate()
-        .map(|(i, e)| {
-            let c = &e.contender;
-            let owner = c.owner_info();
-            let (host, pid, thread) = match &owner {
-                Some(o) => (
-                    json_string(o.host),
-                    o.pid.to_string(),
-                    json_string(o.thread),
-                ),
-                None => ("null".into(), "null".into(), "null".into()),
-            };
+        .map(|(i, e)| contender_json(i, e))
+        .collect();
+    let locks: Vec<String> = below
+        .locks
+        .iter()
+        .map(|lock| {
             format!(
-                "{{\"position\":{i},\"standing\":\"{}\",\"node\":{},\"sequence\":{},\
-                 \"session_id\":\"{}\",\"owner\":{},\"host\":{host},\"pid\":{pid},\
-                 \"thread\":{thread},\"created_ms\":{},\"age_ms\":{},\"fencing_token\":{},\
-                 \"version\":{},\"type\":\"{}\",\"holds\":{}}}",
-                e.standing(),
-                json_string(&e.name),
-                c.sequence,
-                session_hex(c.session_id),
-                json_string(&c.owner),
-                c.created_ms,
-                age(c).as_millis(),
-                c.zxid,
-                c.version,
-                e.kind,
-                e.holds.map_or("null".into(), |h| h.to_string()),
+                "{{\"path\":{},\"layout\":{},\"contenders\":{},\"holders\":{},\"waiting\":{}}}",
+                json_string(&lock.path),
+                layout_json(lock.layout),
+                lock.entries.len(),
+                lock.holders().count(),
+                lock.waiting(),
             )
         })
         .collect();
+    let unreadable: Vec<String> = below
+        .unreadable
+        .iter()
+        .map(|(path, err)| {
+            format!(
+                "{{\"path\":{},\"error\":{}}}",
+                json_string(path),
+                json_string(&err.to_string())
+            )
+        })
+        .collect();
+    let layouts: Vec<String> = view.layouts.iter().map(|l| layout_json(Some(*l))).collect();
     format!(
-        "{{\"path\":{},\"contenders\":[{}],\"layout\":{},\"layouts\":[{}],\"permits\":{}}}\n",
+        "{{\"path\":{},\"exists\":{},\"lock\":{lock},\"held\":{},\"layout\":{},\
+         \"layouts\":[{}],\"permits\":{},\"contenders\":[{}],\"locks\":[{}],\
+         \"truncated\":{},\"unreadable\":[{}]}}\n",
         json_string(&view.path),
-        items.join(","),
-        view.layout
-            .map_or("null".into(), |l| format!("\"{}\"", l.name())),
-        view.layouts
-            .iter()
-            .map(|l| format!("\"{}\"", l.name()))
-            .collect::<Vec<_>>()
-            .join(","),
+        view.children.is_some(),
+        view.held(),
+        layout_json(view.layout),
+        layouts.join(","),
         view.permits.map_or("null".into(), |p| p.to_string()),
+        contenders.join(","),
+        locks.join(","),
+        below.truncated,
+        unreadable.join(","),
+    )
+}
+
+fn layout_json(layout: Option<LockKind>) -> String {
+    layout.map_or("null".into(), |l| format!("\"{}\"", l.name()))
+}
+
+fn contender_json(position: usize, e: &Entry) -> String {
+    let c = &e.contender;
+    let owner = c.owner_info();
+    let (host, pid, thread) = match &owner {
+        Some(o) => (
+            json_string(o.host),
+            o.pid.to_string(),
+            json_string(o.thread),
+        ),
+        None => ("null".into(), "null".into(), "null".into()),
+    };
+    format!(
+        "{{\"position\":{position},\"standing\":\"{}\",\"node\":{},\"sequence\":{},\
+         \"session_id\":\"{}\",\"owner\":{},\"host\":{host},\"pid\":{pid},\
+         \"thread\":{thread},\"created_ms\":{},\"age_ms\":{},\"fencing_token\":{},\
+         \"version\":{},\"type\":\"{}\",\"holds\":{}}}",
+        e.standing(),
+        json_string(&e.name),
+        c.sequence,
+        session_hex(c.session_id),
+        json_string(&c.owner),
+        c.created_ms,
+        age(c).as_millis(),
+        c.zxid,
+        c.version,
+        e.kind,
+        e.holds.map_or("null".into(), |h| h.to_string()),
     )
 }
 

@@ -256,13 +256,13 @@ pub fn hold(
         Ok(child) => child,
         Err(err) => {
             let name = job.command[0].to_string_lossy();
-            return Err(Failure {
-                code: match err.kind() {
+            return Err(Failure::with_code(
+                match err.kind() {
                     ErrorKind::NotFound => code::NOT_FOUND,
                     _ => code::CANNOT_EXECUTE,
                 },
-                message: format!("cannot run {name:?}: {err}"),
-            });
+                format!("cannot run {name:?}: {err}"),
+            ));
         }
     };
     debug!("started command, pid {}", child.pid());

@@ -446,7 +446,12 @@ fn break_frees_a_lock_held_by_a_stopped_process() {
     declined.stdin.take().unwrap().write_all(b"n\n").unwrap();
     let out = declined.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stdout(&out).contains("will delete"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("to delete: "), "{}", stdout(&out));
+    assert!(
+        !stdout(&out).contains("deleted /"),
+        "declined, yet said deleted: {}",
+        stdout(&out)
+    );
     assert!(
         stdout(&out).contains(&format!("pid={}", holder.pid())),
         "{}",
@@ -458,7 +463,17 @@ fn break_frees_a_lock_held_by_a_stopped_process() {
     let started = Instant::now();
     let out = output(zklock().args(["break", "--yes", &path]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stdout(&out).contains("deleted"), "{}", stdout(&out));
+    // Said once done, with the node it deleted and who takes over.
+    let said = stdout(&out);
+    let lines: Vec<&str> = said.lines().collect();
+    assert!(
+        lines.len() == 2
+            && lines[0].starts_with(&format!("deleted {path}/"))
+            && lines[0].contains(&format!("pid={} ", holder.pid()))
+            && lines[1].starts_with("the next waiter (")
+            && lines[1].contains(&format!("pid={} ", waiter.pid())),
+        "{said}"
+    );
     assert_eq!(waiter.exit_code(Duration::from_secs(15)), 0);
     assert!(started.elapsed() < Duration::from_secs(15));
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "waiter ran\n");
@@ -632,7 +647,8 @@ fn break_as_another_digest_identity_fails_on_a_creator_only_lock() {
         err.starts_with("zklock: not allowed to delete ") && err.contains("ACL"),
         "{err}"
     );
-    assert!(stdout(&out).contains("will delete"), "{}", stdout(&out));
+    // Refused: nothing said it deletes, or deleted, or that anyone takes over.
+    assert_eq!(stdout(&out), "", "a refused break announced the deletion");
     assert_eq!(contenders(&path), 1, "bob's break deleted the node");
     // Nor can he queue on it (an error, not "busy").
     let out = bob(&["run", "--nonblock", &path, "--", "true"]);
@@ -1393,9 +1409,10 @@ fn status_tells_a_path_that_is_not_a_lock_and_lists_the_locks_under_it() {
     assert_eq!(text.lines().count(), 3, "{text}");
     assert!(text.contains("thread=evil\\nPOS  ROLE"), "{text}");
 
-    // A typo, a parent of locks, ZooKeeper's own node: exit 1, never "free".
+    // A typo (with --must-exist), a parent of locks, ZooKeeper's own node: exit 1, never
+    // "free".
     let typo = format!("{parent}/nope");
-    let out = output(zklock().args(["status", &typo]));
+    let out = output(zklock().args(["status", "--must-exist", &typo]));
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stdout(&out).starts_with(&format!("no lock at {typo}: no such node")),
@@ -1429,12 +1446,16 @@ fn status_tells_a_path_that_is_not_a_lock_and_lists_the_locks_under_it() {
         parse_json(&out),
         json!({
             "path": parent,
-            "contenders": [],
-            "layout": null,
-            "permits": null,
             "exists": true,
+            "lock": false,
+            "held": false,
+            "layout": null,
+            "layouts": [],
+            "permits": null,
+            "contenders": [],
             "locks": [lock(format!("{parent}/a"), "mutex"), lock(format!("{parent}/team/b"), "rwlock")],
             "truncated": false,
+            "unreadable": [],
         })
     );
     let out = output(zklock().args(["break", "--yes", &typo]));
@@ -1856,4 +1877,299 @@ fn a_timed_run_cut_off_by_an_outage_names_the_servers_the_path_and_the_timeout()
     for fact in [path.as_str(), &proxy.connect_string(), "--timeout 4s"] {
         assert!(last.contains(fact), "{fact} missing: {err}");
     }
+}
+
+/// The top-level keys of a `status --json` object.
+fn keys_of(status: &Value) -> std::collections::BTreeSet<String> {
+    status
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {status}"))
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// `zklock status --json <args>` with any exit code: the code and the parsed object.
+fn status_json_any(args: &[&str]) -> (i32, Value) {
+    let out = output(zklock().args(["status", "--json"]).args(args));
+    let code = out.status.code().expect("zklock exits");
+    (code, parse_json(&out))
+}
+
+#[test]
+fn a_conflict_exit_code_makes_a_conflict_silent_as_flock_for_cron() {
+    let path = common::lock_path("cli-cron");
+    let ready = scratch("cron").join("ready");
+    let mut holder = run_sh(&[], &path, r#"echo held > "$1"; exec sleep 60"#, &[&ready]);
+    wait_for_file(&ready);
+
+    // The guide's cron line on a busy lock: nothing printed (cron mails any output), exit N.
+    for (args, expected) in [
+        (&["-n", "-E", "0"][..], 0),
+        (&["--nonblock", "-E", "123"], 123),
+        (&["-w", "0.3", "-E", "0"], 0),
+        (&["--wait", "0.3", "--conflict-exit-code", "7"], 7),
+    ] {
+        let out = output(
+            zklock()
+                .arg("run")
+                .args(args)
+                .arg(&path)
+                .args(["--", "echo", "ran"]),
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(stderr(&out), "", "{args:?}: a conflict with -E printed");
+        assert_eq!(stdout(&out), "", "{args:?}: the command ran");
+    }
+    // Without -E a conflict says so; with -v, also with -E.
+    let out = output(zklock().args(["run", "-n", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(123), "{}", stderr(&out));
+    assert_eq!(stderr(&out), format!("zklock: {path} is busy\n"));
+    let out = output(zklock().args(["-v", "run", "-n", "-E", "0", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{path} is busy")),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(contenders(&path), 1, "a conflicting run left a node");
+
+    // A free lock: the job runs, and its output is all there is.
+    holder.signal(Signal::SIGTERM);
+    assert_eq!(holder.exit_code(Duration::from_secs(10)), 128 + 15);
+    let out = output(zklock().args(["run", "-n", "-E", "0", &path, "--", "echo", "ran"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        (stdout(&out).as_str(), stderr(&out).as_str()),
+        ("ran\n", "")
+    );
+    // Failures still print, and so still mail: ZooKeeper unreachable.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = output(zklock().args([
+        "--connect",
+        &format!("127.0.0.1:{port}"),
+        "run",
+        "-n",
+        "-E",
+        "0",
+        &path,
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).starts_with("zklock: "), "{}", stderr(&out));
+}
+
+#[test]
+fn a_missing_node_is_a_free_lock_unless_it_must_exist() {
+    let path = common::lock_path("cli-missing");
+    let out = output(zklock().args(["status", &path]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("{path}: free (no holder, no waiters; no node at this path)\n")
+    );
+    let (code, free) = status_json_any(&[&path]);
+    assert_eq!(code, 0, "{free}");
+    assert_eq!(
+        (&free["exists"], &free["lock"], &free["held"]),
+        (&json!(false), &json!(true), &json!(false)),
+        "{free}"
+    );
+    assert_eq!(free["contenders"], json!([]), "{free}");
+
+    // --must-exist: no lock, exit 1, as before the sweep became invisible.
+    let out = output(zklock().args(["status", "--must-exist", &path]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with(&format!("no lock at {path}: no such node")),
+        "{}",
+        stdout(&out)
+    );
+    let (code, none) = status_json_any(&["--must-exist", &path]);
+    assert_eq!(code, 1, "{none}");
+    assert_eq!(
+        (&none["exists"], &none["lock"], &none["held"]),
+        (&json!(false), &json!(false), &json!(false)),
+        "{none}"
+    );
+    assert_eq!(keys_of(&none), keys_of(&free));
+
+    // A released lock whose node is still there reads the same, with --must-exist too.
+    let out = output(zklock().args(["run", &path, "--", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let (code, released) = status_json_any(&["--must-exist", &path]);
+    assert_eq!(code, 0, "{released}");
+    assert_eq!(
+        (&released["exists"], &released["lock"], &released["held"]),
+        (&json!(true), &json!(true), &json!(false)),
+        "{released}"
+    );
+    assert_eq!(keys_of(&released), keys_of(&free));
+}
+
+#[test]
+fn status_json_has_the_same_keys_whatever_the_path_is() {
+    use zklock::{DistributedMutex, LeaderElection, Semaphore};
+
+    let root = common::lock_path("cli-json-keys");
+    let client = common::client();
+    let held = format!("{root}/held");
+    let _held = DistributedMutex::new(&client, &held)
+        .unwrap()
+        .lock()
+        .unwrap();
+    let free = format!("{root}/free");
+    DistributedMutex::new(&client, &free)
+        .unwrap()
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let semaphore = format!("{root}/semaphore");
+    let _permit = Semaphore::new(&client, &semaphore, 2)
+        .unwrap()
+        .acquire()
+        .unwrap();
+    let election = format!("{root}/election");
+    let _leading = LeaderElection::new(&client, &election)
+        .unwrap()
+        .participate()
+        .unwrap();
+    // Two recipes at one path, as another client (or zklock before 0.2) could leave them.
+    let mixed = format!("{root}/mixed");
+    let _mixed = DistributedMutex::new(&client, &mixed)
+        .unwrap()
+        .lock()
+        .unwrap();
+    let _writer = common::raw::create_ephemeral(&format!(
+        "{mixed}/_c_00000000-0000-4000-8000-000000000000-__WRIT__0000000009"
+    ));
+    let missing = format!("{root}/missing");
+
+    // (arguments, exit code, held, layouts)
+    let cases: [(&[&str], i32, bool, Value); 9] = [
+        (&[&held], 0, true, json!(["mutex"])),
+        (&[&free], 0, false, json!([])),
+        (&[&missing], 0, false, json!([])),
+        (&["--must-exist", &missing], 1, false, json!([])),
+        (&[&semaphore], 0, true, json!(["semaphore"])),
+        (
+            &["--permits", "2", &semaphore],
+            0,
+            true,
+            json!(["semaphore"]),
+        ),
+        (&[&election], 0, true, json!(["election"])),
+        (&[&mixed], 0, true, json!(["mutex", "rwlock"])),
+        // A parent of locks: no lock itself.
+        (&[&root], 1, false, json!([])),
+    ];
+    let mut first: Option<std::collections::BTreeSet<String>> = None;
+    for (args, code, is_held, layouts) in cases {
+        let (exit, status) = status_json_any(args);
+        assert_eq!(exit, code, "{args:?}: {status}");
+        assert_eq!(status["held"], json!(is_held), "{args:?}: {status}");
+        assert_eq!(status["layouts"], layouts, "{args:?}: {status}");
+        let keys = keys_of(&status);
+        match &first {
+            None => first = Some(keys),
+            Some(first) => assert_eq!(&keys, first, "{args:?}: {status}"),
+        }
+    }
+    let (_, parent) = status_json_any(&[&root]);
+    assert_eq!(
+        parent["locks"].as_array().map(Vec::len),
+        Some(4),
+        "{parent}"
+    );
+}
+
+#[test]
+fn status_of_a_parent_reports_the_locks_it_may_not_read() {
+    use zklock::acl::NodeAcl;
+    use zklock::DistributedMutex;
+
+    let parent = common::lock_path("cli-unreadable");
+    let secret = format!("{parent}/secret");
+    let open = format!("{parent}/open");
+    // alice's lock admits only alice, even to look; another lock beside it is open.
+    let alice = common::client_as("alice", NodeAcl::CreatorOnly);
+    let _secret = DistributedMutex::new(&alice, &secret)
+        .unwrap()
+        .lock()
+        .unwrap();
+    let client = common::client();
+    let _open = DistributedMutex::new(&client, &open)
+        .unwrap()
+        .lock()
+        .unwrap();
+
+    let out = output(zklock().args(["status", &parent]));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[..4],
+        [
+            format!("no lock at {parent}: it has 2 child nodes and no lock nodes").as_str(),
+            "readable locks held or waited for under it:",
+            format!("{open}: held, no waiters").as_str(),
+            "1 node under it could not be read, and may be or hold locks:",
+        ],
+        "{text}"
+    );
+    assert!(
+        lines[4].starts_with(&format!(
+            "{secret}: not authorized (ACL): READ on {secret} "
+        )),
+        "{text}"
+    );
+    assert!(!text.contains("no lock is held"), "{text}");
+
+    let (code, status) = status_json_any(&[&parent]);
+    assert_eq!(code, 2, "{status}");
+    let unreadable = status["unreadable"].as_array().expect("unreadable array");
+    assert_eq!(unreadable.len(), 1, "{status}");
+    assert_eq!(unreadable[0]["path"], json!(secret), "{status}");
+    assert!(
+        unreadable[0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&format!("READ on {secret}"))),
+        "{status}"
+    );
+    assert_eq!(
+        status["locks"],
+        json!([{"path": open, "layout": "mutex", "contenders": 1, "holders": 1, "waiting": 0}]),
+        "{status}"
+    );
+    // The same keys as any other status.
+    let (_, lock) = status_json_any(&[&open]);
+    assert_eq!(keys_of(&status), keys_of(&lock));
+
+    // As alice, everything is readable: both locks, exit 1 (the parent is no lock).
+    let out = output(zklock().env("ZKLOCK_PASSWORD", "alice-password").args([
+        "--auth-digest",
+        "alice",
+        "status",
+        "--json",
+        &parent,
+    ]));
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let status = parse_json(&out);
+    assert_eq!(status["unreadable"], json!([]), "{status}");
+    assert_eq!(
+        status["locks"].as_array().map(Vec::len),
+        Some(2),
+        "{status}"
+    );
 }

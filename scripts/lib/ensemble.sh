@@ -139,6 +139,7 @@ ensemble() {
         return 0
     fi
     ensure_installed
+    start="$(now_ms)" # the start timeout does not count a first download of the jars
     mark_workdir
     lock_dir "$ens_dir" create
     : >"$ens_dir/.zklock-zk"
@@ -146,7 +147,7 @@ ensemble() {
     for id in "${ids[@]}"; do ensure_member "$id" 0; done
     wait_members "$start" "${ids[@]}"
     for id in "${ids[@]}"; do
-        log "member $id: 127.0.0.1:$(member_port "$id") Mode: $(zk_mode "$(member_port "$id")")"
+        log "member $id: 127.0.0.1:$(member_port "$id") Mode: $(zk_mode "$(member_port "$id")"), ZooKeeper $(zk_served_version "$(member_port "$id")")"
     done
     log "ensemble serving after $(elapsed "$start"); logs: $ens_dir/<id>/server.log"
     connect_string
@@ -168,6 +169,7 @@ ensemble_member() {
         log "member $id has no config yet; generating it"
     fi
     ensure_installed
+    start="$(now_ms)" # the start timeout does not count a first download of the jars
     mark_workdir
     lock_dir "$ens_dir" create
     : >"$ens_dir/.zklock-zk"

@@ -167,12 +167,16 @@ secure_standalone() {
         die "a ZooKeeper server that is not the --${what/+/ --} server of $dir already serves on 127.0.0.1:$port; pick another ZK_PORT"
     fi
     ensure_installed
+    start="$(now_ms)" # the start timeout does not count a first download of the jars
     mark_workdir
     lock_dir "$dir" create
     : >"$dir/.zklock-zk"
     if ((sasl)); then
         write_jaas "$dir"
         launch_jvm_opts+=("-Djava.security.auth.login.config=$dir/jaas.conf")
+        # ZooKeeper 3.6 knows no enforce.auth.* (3.7+): its switch to close sessions without
+        # SASL is this property (ignored by later releases, which read the zoo.cfg lines)
+        launch_jvm_opts+=("-Dzookeeper.sessionRequireClientSASLAuth=true")
     fi
     if ((tls)); then
         gen_tls "$dir"
@@ -209,7 +213,7 @@ secure_standalone() {
         fi
         sleep 0.2
     done
-    log "$what server serving (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
+    log "$what server (ZooKeeper $(zk_served_version "$port")) serving (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
     if ((sasl)); then
         log "SASL DIGEST-MD5 users: alice/alice-secret, bob/bob-secret ($dir/jaas.conf); sessions without SASL are refused"
     fi

@@ -11,10 +11,10 @@ use super::withdraw::OurNode;
 
 /// Our node, claimed: it holds the lock. On a [`Session`], [`held`](Claimed::held) makes it
 /// the [`Held`] a guard keeps; the in-memory tests look at it as it is.
-pub(super) struct Claimed<S: Queue> {
+pub(crate) struct Claimed<S: Queue> {
     pub(super) session: Arc<S>,
-    pub(super) node_path: String,
-    pub(super) stat: NodeStat,
+    pub(crate) node_path: String,
+    pub(crate) stat: NodeStat,
     pub(super) generation: i64,
 }
 

@@ -3,7 +3,6 @@
 //! One future, which blocking callers wait on with their own thread and async callers await.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
@@ -71,13 +70,13 @@ pub(crate) struct Options {
 /// out) read as a timeout, not an outage: the session layer reports every wait that reached
 /// its deadline as [`Error::ConnectionLoss`], whatever the connection's state. Every
 /// acquisition front end (`acquire_on`, `acquire_lease`) passes its outcome through here.
-pub(super) fn past_deadline_is_busy<T>(
+pub(crate) fn past_deadline_is_busy<T>(
     session: &impl Queue,
     deadline: Option<Instant>,
     outcome: Result<Option<T>>,
 ) -> Result<Option<T>> {
     match outcome {
-        Err(Error::ConnectionLoss { .. }) if deadline.is_some_and(|d| Instant::now() >= d) => {
+        Err(Error::ConnectionLoss { .. }) if deadline.is_some_and(|d| session.now() >= d) => {
             gave_up(session)
         }
         outcome => outcome,
@@ -123,7 +122,7 @@ async fn rival_present<S: Queue>(
 }
 
 /// The wait loop of [`acquire_on`], on any [`Queue`]: our node, claimed, or `None` (busy).
-pub(super) async fn contend<S: Queue>(
+pub(crate) async fn contend<S: Queue>(
     session: &Arc<S>,
     lock_path: &str,
     kind: &Kind,
@@ -223,6 +222,9 @@ pub(super) async fn contend<S: Queue>(
         // The queue ahead can be long and the wait too: with many waiters, keeping each one's
         // copy alive grows memory with the square of the queue.
         drop(ahead);
+        // Followed from before the watch is asked for: a reconnect between its reply and the
+        // wait would otherwise go unseen, and a watch the reconnect lost never fires.
+        let states = session.states();
         let watcher = match Box::pin(session.watch_node(&blocker_path, deadline)).await {
             Ok(Some(watcher)) => watcher,
             Ok(None) => continue, // Gone already: re-list at once.
@@ -232,6 +234,7 @@ pub(super) async fn contend<S: Queue>(
         debug!("{} waits for {blocker_path}", contender.node_path);
         let woken = Box::pin(wait_for_change(
             session.as_ref(),
+            states,
             watcher,
             &mut contender,
             deadline,
@@ -339,17 +342,22 @@ enum Wake {
 /// Waits for `watcher` to fire, a reconnect, or the deadline. Session end is an error (and
 /// disarms `contender`: the server already removed the node). Dropping the watcher (on
 /// return, or when the future is dropped) removes the watch from the server.
+///
+/// `state` must be taken ([`Queue::states`]) before the watch was asked for: a disconnect
+/// and reconnect between the watch's reply and this wait is then seen as a state change
+/// (the reconnect may have lost the watch; simulation seed 1385).
 pub(super) async fn wait_for_change<S: Queue>(
     session: &S,
+    mut state: S::States,
     watcher: S::Watch,
     contender: &mut OurNode<S>,
     deadline: Option<Instant>,
 ) -> Result<Woken> {
-    let mut since = Instant::now();
+    let mut since = session.now();
     let mut disconnected_seen = false;
-    let mut state = session.states();
     let mut fired = std::pin::pin!(S::fired(watcher));
-    let mut timer = deadline.map(crate::rt::runtime::sleep_until);
+    let timer = deadline.map(|at| session.sleep_until(at));
+    let mut timer = std::pin::pin!(timer);
     // A state change may have slipped in before the watch was set: if not connected now,
     // start with a session change pending.
     let mut session_changed = session.liveness() != Liveness::Connected;
@@ -365,7 +373,7 @@ pub(super) async fn wait_for_change<S: Queue>(
                 if changed.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(Wake::Session);
                 }
-                match timer.as_mut().map(|t| Pin::new(t).poll(cx)) {
+                match timer.as_mut().as_pin_mut().map(|t| t.poll(cx)) {
                     Some(Poll::Ready(())) => Poll::Ready(Wake::Deadline),
                     _ => Poll::Pending,
                 }
@@ -384,7 +392,7 @@ pub(super) async fn wait_for_change<S: Queue>(
                 Liveness::Disconnected => {
                     if !disconnected_seen {
                         disconnected_seen = true;
-                        since = Instant::now();
+                        since = session.now();
                     }
                     debug!("{}: connection lost while waiting", contender.node_path)
                 }
@@ -400,17 +408,18 @@ pub(super) async fn wait_for_change<S: Queue>(
 
 #[cfg(test)]
 mod tests {
-    //! The wait loop driven in memory (see `memory.rs`): each test polls a contender until it
-    //! waits, changes the queue or the session under it, and polls again.
+    //! The wait loop driven on the simulated ZooKeeper (see `sim/store.rs`): each test polls a
+    //! contender until it waits (every request and message moved), changes the queue or the
+    //! session under it, and polls again.
 
     use std::future::Future;
     use std::pin::Pin;
 
-    use futures_lite::future::{block_on, poll_once};
-
     use super::*;
     use crate::core::kind::{nearest_lower_writer, previous_node, Role, READ};
-    use crate::core::memory::Memory;
+    use crate::core::sim::client::SimSession;
+    use crate::core::sim::store::Store;
+    use crate::core::sim::Sim;
     use crate::metrics::Recipe;
 
     const LOCK: &str = "/lock";
@@ -441,23 +450,26 @@ mod tests {
         rival: |_| None,
     };
 
-    type Outcome = Result<Option<Claimed<Memory>>>;
+    type Outcome = Result<Option<Claimed<SimSession>>>;
 
     /// A contender's acquisition, polled by hand.
-    struct Contender(Pin<Box<dyn Future<Output = Outcome>>>);
+    struct Contender(Pin<Box<dyn Future<Output = Outcome>>>, Sim);
 
     impl Contender {
-        fn new(store: &Arc<Memory>, kind: &'static Kind) -> Contender {
-            let store = store.clone();
-            Contender(Box::pin(async move {
-                let attempt = Attempt::forever();
-                contend(&store, LOCK, kind, &attempt, None, b"").await
-            }))
+        fn new(store: &Store, kind: &'static Kind) -> Contender {
+            let session = store.session.clone();
+            Contender(
+                Box::pin(async move {
+                    let attempt = Attempt::forever();
+                    contend(&session, LOCK, kind, &attempt, None, b"").await
+                }),
+                store.sim.clone(),
+            )
         }
 
         /// Runs the acquisition until it waits (`None`) or ends.
         fn poll(&mut self) -> Option<Outcome> {
-            block_on(poll_once(self.0.as_mut()))
+            self.1.poll(self.0.as_mut())
         }
 
         fn waits(&mut self) {
@@ -469,7 +481,7 @@ mod tests {
             }
         }
 
-        fn claims(&mut self, store: &Memory) {
+        fn claims(&mut self, store: &Store) {
             let claimed = self
                 .poll()
                 .expect("done")
@@ -488,7 +500,7 @@ mod tests {
 
     #[test]
     fn the_blockers_deletion_hands_the_lock_over() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let holder = store.add_other("lock-");
         let mut waiter = Contender::new(&store, &EXCLUSIVE);
         waiter.waits();
@@ -501,7 +513,7 @@ mod tests {
 
     #[test]
     fn a_node_ahead_withdrawing_makes_the_waiter_wait_on_the_next_one() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let holder = store.add_other("lock-");
         let queued = store.add_other("lock-");
         let mut waiter = Contender::new(&store, &EXCLUSIVE);
@@ -518,7 +530,7 @@ mod tests {
 
     #[test]
     fn readers_ignore_readers() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         store.add_other("__READ__");
         store.add_other("__READ__");
         let mut reader = Contender::new(&store, &READER);
@@ -526,7 +538,7 @@ mod tests {
         assert_eq!(store.last_watched(), None, "never waited");
 
         // Behind a writer, a reader waits for that writer, not for the reader queued between.
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         store.add_other("__READ__");
         let writer = store.add_other("__WRIT__");
         store.add_other("__READ__");
@@ -539,7 +551,7 @@ mod tests {
 
     #[test]
     fn a_writer_queues_behind_readers() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let first = store.add_other("__READ__");
         let second = store.add_other("__READ__");
         let mut writer = Contender::new(&store, &WRITER);
@@ -554,22 +566,23 @@ mod tests {
 
     #[test]
     fn a_reconnect_makes_the_waiter_look_again() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let holder = store.add_other("lock-");
         let mut waiter = Contender::new(&store, &EXCLUSIVE);
         waiter.waits();
-        store.set_liveness(Liveness::Disconnected);
+        store.disconnect();
         waiter.waits();
-        // Released during the outage, and the notification lost with the connection.
-        store.remove_unseen(&holder);
+        // Released during the outage, and the notification lost with the connection (the
+        // server forgot the watch with it, and the reconnect's SetWatches misses the change).
+        store.delete(&holder);
         waiter.waits();
-        store.set_liveness(Liveness::Connected);
+        store.reconnect_missing_changes();
         waiter.claims(&store);
     }
 
     #[test]
     fn our_node_deleted_while_waiting_is_a_lost_lock() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let holder = store.add_other("lock-");
         let mut waiter = Contender::new(&store, &EXCLUSIVE);
         waiter.waits();
@@ -582,7 +595,7 @@ mod tests {
     }
 
     /// Our session's nodes, in queue order.
-    fn ours_in_order(store: &Memory) -> Vec<String> {
+    fn ours_in_order(store: &Store) -> Vec<String> {
         let mut ours = store.ours();
         ours.sort_by(|a, b| a[a.len() - 10..].cmp(&b[b.len() - 10..]));
         ours
@@ -599,7 +612,7 @@ mod tests {
 
     #[test]
     fn what_the_session_learnt_spares_the_listing_at_a_handoff() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let holder = store.add_other("lock-");
         let mut first = Contender::new(&store, &EXCLUSIVE);
         first.waits();
@@ -619,7 +632,7 @@ mod tests {
 
     #[test]
     fn a_node_ahead_withdrawing_is_no_handoff_even_with_what_was_learnt() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         let holder = store.add_other("lock-");
         let mut first = Contender::new(&store, &EXCLUSIVE);
         first.waits();
@@ -640,7 +653,7 @@ mod tests {
 
     #[test]
     fn a_used_up_counter_queues_nothing() {
-        let store = Memory::new();
+        let store = Store::new(LOCK);
         store.set_counter(i32::MAX - 1);
         let holder = store.add_other("lock-");
         // Numbered 2147483647, as every node after it would be: refused, and withdrawn.
@@ -667,8 +680,8 @@ mod tests {
 
     #[test]
     fn a_node_of_another_session_is_not_claimed() {
-        let store = Memory::new();
-        store.report_owner(crate::core::memory::OTHER);
+        let store = Store::new(LOCK);
+        store.report_owner(store.other);
         let mut contender = Contender::new(&store, &EXCLUSIVE);
         contender.loses();
         assert!(store.ours().is_empty(), "withdrawn, not held");

@@ -34,7 +34,7 @@ pub(crate) async fn acquire_lease(
 }
 
 /// The steps of [`acquire_lease`], on any [`Queue`], whose errors it has yet to sort.
-pub(super) async fn take_lease<S: Queue>(
+pub(crate) async fn take_lease<S: Queue>(
     session: &Arc<S>,
     leases_path: &str,
     lease_name: &str,
@@ -81,6 +81,8 @@ pub(super) async fn take_lease<S: Queue>(
         if let Patience::DontWait = attempt.patience {
             return Ok(None);
         }
+        // Followed from before the watch is asked for (see `wait_for_change`).
+        let states = session.states();
         let watching = Box::pin(session.watch_children(leases_path, deadline));
         let (listed, watcher) = match watching.await {
             Ok(watched) => watched,
@@ -91,7 +93,8 @@ pub(super) async fn take_lease<S: Queue>(
             return claim(contender, leases_path, stat, generation).map(Some);
         }
         drop(listed);
-        let woken = wait_for_change(session.as_ref(), watcher, &mut contender, deadline).await?;
+        let woken =
+            wait_for_change(session.as_ref(), states, watcher, &mut contender, deadline).await?;
         if let Woken::TimedOut = woken {
             return gave_up(session.as_ref());
         }
@@ -100,22 +103,21 @@ pub(super) async fn take_lease<S: Queue>(
 
 #[cfg(test)]
 mod tests {
-    use futures_lite::future::{block_on, poll_once};
-
     use super::*;
-    use crate::core::memory::Memory;
+    use crate::core::sim::store::Store;
 
     #[test]
     fn a_lease_is_taken_once_a_lease_is_returned() {
-        let store = Memory::new();
+        let store = Store::new("/leases");
         let other = store.add_other("lease-");
+        let session = store.session.clone();
         let mut taking = Box::pin(async {
             let attempt = Attempt::forever();
-            take_lease(&store, "/leases", "lease-", 1, &attempt, None).await
+            take_lease(&session, "/leases", "lease-", 1, &attempt, None).await
         });
-        assert!(block_on(poll_once(taking.as_mut())).is_none(), "waits");
+        assert!(store.sim.poll(taking.as_mut()).is_none(), "waits");
         store.delete(&other);
-        let claimed = block_on(poll_once(taking.as_mut())).expect("done");
+        let claimed = store.sim.poll(taking.as_mut()).expect("done");
         let claimed = claimed.expect("no error").expect("taken");
         assert_eq!(claimed.node_path, format!("/leases/{}", store.ours()[0]));
     }

@@ -6,7 +6,8 @@
 //! - [`kind`]: what a recipe contributes (names, roles, blocker rule);
 //! - [`wait`]: how long an acquisition waits, and what stops it;
 //! - [`queue`]: the seam between the core and ZooKeeper (requests, watches, session state),
-//!   which the session implements and unit tests drive in memory (`memory.rs`);
+//!   which the session implements and unit tests and the simulation drive on a simulated
+//!   ZooKeeper ([`sim`]);
 //! - [`place`]: creating our node at most once;
 //! - [`contend`]: the wait for the blocker, and the end of an acquisition's requests;
 //!   [`leases`]: a semaphore's count of leases instead of a blocker;
@@ -20,11 +21,10 @@ pub(crate) mod contend;
 pub(crate) mod held;
 pub(crate) mod kind;
 pub(crate) mod leases;
-#[cfg(test)]
-mod memory;
 pub(crate) mod partial;
 pub(crate) mod place;
 pub(crate) mod queue;
+pub(crate) mod sim;
 pub(crate) mod standing;
 pub(crate) mod track;
 pub(crate) mod wait;

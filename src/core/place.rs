@@ -49,10 +49,7 @@ pub(super) async fn create_node<S: Queue>(
     attempt: &Attempt,
     deadline: Option<Instant>,
 ) -> Result<Option<Created<S>>> {
-    let prefix = format!(
-        "{}{lock_name}",
-        protected_prefix(&crate::random::Uuid::new_v4())
-    );
+    let prefix = format!("{}{lock_name}", protected_prefix(&session.unique_id()));
     let placed = place_node(session.as_ref(), lock_path, &prefix, data, deadline).await?;
     let Some((name, stat, children, parent)) = placed else {
         return Ok(None);
@@ -72,7 +69,7 @@ pub(super) async fn create_node<S: Queue>(
         // one sent after the create was answered, shared with the session's other creates.
         _ => {
             session
-                .list_since(lock_path, deadline, Instant::now())
+                .list_since(lock_path, deadline, session.now())
                 .await?
         }
     };
@@ -183,166 +180,91 @@ async fn find_created(
 
 #[cfg(test)]
 mod tests {
-    //! The waiting core's decisions about placing our node, driven through [`NodeStore`] by
-    //! an in-memory store that scripts each create's outcome (the integration tests prove the
-    //! same against a real server, with real faults, in seconds rather than milliseconds).
+    //! The waiting core's decisions about placing our node, driven through [`NodeStore`] on
+    //! the simulated ZooKeeper, with each create's fate scripted (the integration tests prove
+    //! the same against a real server, with real faults, in seconds rather than milliseconds).
 
-    use std::collections::VecDeque;
-
-    use parking_lot::Mutex as RefCell;
+    use std::time::Duration;
 
     use super::*;
+    use crate::core::sim::store::Store;
+    use crate::core::sim::world::CreateFault as Step;
 
-    /// What the next create does.
-    #[derive(Clone, Copy)]
-    enum Step {
-        /// Creates the node and answers.
-        Apply,
-        /// Creates the node, but the reply is lost.
-        ApplyLost,
-        /// Nothing is created and the reply is lost.
-        Lost,
-        TimedOut,
-        ParentMissing,
+    const PREFIX: &str = "_c_1-lock-";
+
+    fn scripted(steps: &[Step]) -> Store {
+        let store = Store::new("/lock");
+        store.script(steps);
+        store
     }
 
-    #[derive(Default)]
-    struct MemoryStore {
-        steps: RefCell<VecDeque<Step>>,
-        children: RefCell<Vec<String>>,
-        calls: RefCell<Vec<&'static str>>,
-        swept: RefCell<Vec<String>>,
-        fail_listing: bool,
-        sequence: RefCell<u32>,
-    }
-
-    impl MemoryStore {
-        fn scripted(steps: &[Step]) -> MemoryStore {
-            MemoryStore {
-                steps: RefCell::new(steps.iter().copied().collect()),
-                ..MemoryStore::default()
-            }
-        }
-
-        fn stat() -> NodeStat {
-            NodeStat {
-                czxid: 7,
-                ephemeral_owner: 1,
-                ctime: 0,
-                version: 0,
-            }
-        }
-
-        fn add(&self, prefix: &str) -> String {
-            let mut sequence = self.sequence.lock();
-            let name = format!("{prefix}{:010}", *sequence);
-            *sequence += 1;
-            self.children.lock().push(name.clone());
-            name
+    impl Store {
+        fn script(&self, steps: &[Step]) {
+            let id = self.session.id;
+            self.sim
+                .world
+                .lock()
+                .create_faults
+                .insert(id, steps.iter().copied().collect());
         }
 
         fn calls(&self) -> Vec<&'static str> {
-            self.calls.lock().clone()
+            self.sim.world.lock().session(self.session.id).calls.clone()
+        }
+
+        fn swept(&self) -> Vec<String> {
+            self.sim.world.lock().session(self.session.id).swept.clone()
+        }
+
+        fn children(&self) -> Vec<String> {
+            self.sim.settle();
+            self.sim.world.lock().children("/lock")
         }
     }
 
-    impl NodeStore for MemoryStore {
-        async fn create(
-            &self,
-            _: &str,
-            prefix: &str,
-            _: &[u8],
-            _: Option<Instant>,
-        ) -> Result<Create> {
-            self.calls.lock().push("create");
-            let step = self.steps.lock().pop_front().unwrap_or(Step::Apply);
-            Ok(match step {
-                Step::Apply => Create::Created {
-                    name: self.add(prefix),
-                    stat: MemoryStore::stat(),
-                    children: Some(self.children.lock().clone()),
-                    parent: Some(MemoryStore::stat()),
-                },
-                Step::ApplyLost => {
-                    self.add(prefix);
-                    Create::Unknown
-                }
-                Step::Lost => Create::Unknown,
-                Step::TimedOut => Create::TimedOut,
-                Step::ParentMissing => Create::ParentMissing,
-            })
-        }
-        async fn wait_connected(&self, _: Option<Instant>) -> Result<()> {
-            Ok(())
-        }
-        async fn sync(&self, _: &str, _: Option<Instant>) -> Result<()> {
-            self.calls.lock().push("sync");
-            Ok(())
-        }
-        async fn list(&self, _: &str, _: Option<Instant>) -> Result<Vec<String>> {
-            self.calls.lock().push("list");
-            if self.fail_listing {
-                return Err(Error::connection_loss());
-            }
-            Ok(self.children.lock().clone())
-        }
-        async fn stat(&self, path: &str, _: Option<Instant>) -> Result<Option<NodeStat>> {
-            let name = path.rsplit('/').next().unwrap_or_default();
-            Ok(self
-                .children
-                .lock()
-                .iter()
-                .any(|c| c == name)
-                .then(MemoryStore::stat))
-        }
-        async fn ensure_path(&self, _: &str, _: Option<Instant>) -> Result<()> {
-            self.calls.lock().push("ensure_path");
-            Ok(())
-        }
-        fn sweep(&self, _: &str, prefix: &str) {
-            self.swept.lock().push(prefix.to_owned());
-        }
-    }
-
-    fn place(store: &MemoryStore) -> Result<Option<FoundNode>> {
-        let mut placing = std::pin::pin!(place_node(store, "/lock", "_c_1-lock-", b"", None));
-        crate::rt::runtime::block_on(placing.as_mut(), None)
-            .unwrap_or_else(|_| Err(Error::connection_loss()))
+    /// Places our node, with a deadline a second away on the virtual clock.
+    fn place(store: &Store) -> Result<Option<FoundNode>> {
+        let deadline = store.session.now() + Duration::from_secs(1);
+        let session = store.session.clone();
+        let mut placing = Box::pin(async move {
+            place_node(session.as_ref(), "/lock", PREFIX, b"", Some(deadline)).await
+        });
+        store.sim.run(placing.as_mut()).expect("placing ends")
     }
 
     #[test]
     fn a_lost_reply_to_an_executed_create_finds_the_node_after_a_sync() {
-        let store = MemoryStore::scripted(&[Step::ApplyLost]);
+        let store = scripted(&[Step::ApplyLost]);
         let (name, _, children, _) = place(&store).unwrap().expect("placed");
         assert_eq!(name, "_c_1-lock-0000000000");
-        assert_eq!(store.children.lock().len(), 1, "never created twice");
+        assert_eq!(store.children().len(), 1, "never created twice");
         assert_eq!(children.unwrap(), [name]);
         assert_eq!(store.calls(), ["create", "sync", "list"]);
     }
 
     #[test]
     fn a_lost_create_that_never_executed_is_sent_again() {
-        let store = MemoryStore::scripted(&[Step::Lost, Step::Lost, Step::Apply]);
+        let store = scripted(&[Step::Lost, Step::Lost, Step::Apply]);
         let (name, _, _, _) = place(&store).unwrap().expect("placed");
-        assert_eq!(store.children.lock().as_slice(), [name]);
+        assert_eq!(store.children().as_slice(), [name]);
         let creates = store.calls().iter().filter(|c| **c == "create").count();
         assert_eq!(creates, 3);
     }
 
     #[test]
     fn a_create_that_is_never_answered_gives_up_and_sweeps() {
-        let store = MemoryStore::scripted(&[Step::Lost; UNANSWERED_CREATES as usize]);
+        let store = scripted(&[Step::Lost; UNANSWERED_CREATES as usize]);
         assert!(matches!(place(&store), Err(Error::ConnectionLoss { .. })));
-        assert_eq!(store.swept.lock().as_slice(), ["_c_1-lock-"]);
+        assert_eq!(store.swept().as_slice(), [PREFIX]);
     }
 
     #[test]
     fn a_missing_lock_path_is_created_a_few_times_then_reported() {
-        let store = MemoryStore::scripted(&[Step::ParentMissing, Step::Apply]);
+        let store = Store::without_path("/lock");
         assert!(place(&store).unwrap().is_some());
         assert_eq!(store.calls(), ["create", "ensure_path", "create"]);
 
-        let store = MemoryStore::scripted(&[Step::ParentMissing; 1 + PARENT_ATTEMPTS as usize]);
+        let store = scripted(&[Step::ParentGone; 1 + PARENT_ATTEMPTS as usize]);
         assert!(matches!(place(&store), Err(Error::NoNode { .. })));
         let ensures = store
             .calls()
@@ -354,17 +276,21 @@ mod tests {
 
     #[test]
     fn a_create_past_its_deadline_is_left_to_the_background() {
-        let store = MemoryStore::scripted(&[Step::TimedOut]);
+        let store = scripted(&[Step::Stall]);
         assert!(place(&store).unwrap().is_none());
     }
 
     #[test]
     fn a_failed_lookup_sweeps_whatever_the_create_may_have_left() {
-        let store = MemoryStore {
-            fail_listing: true,
-            ..MemoryStore::scripted(&[Step::ApplyLost])
-        };
+        let store = scripted(&[Step::ApplyLost]);
+        // The lookup's listing (after the sync) goes unanswered past the deadline.
+        store
+            .sim
+            .world
+            .lock()
+            .stall
+            .insert(store.session.id, "children");
         assert!(matches!(place(&store), Err(Error::ConnectionLoss { .. })));
-        assert_eq!(store.swept.lock().as_slice(), ["_c_1-lock-"]);
+        assert_eq!(store.swept().as_slice(), [PREFIX]);
     }
 }

@@ -1,6 +1,7 @@
 //! The seam between the waiting core's decisions and ZooKeeper: the requests, watches and
 //! session-state changes an acquisition uses, as traits the [`Session`] implements, so that
-//! unit tests can drive the whole wait loop through an in-memory store (`memory.rs`).
+//! unit tests and the simulation (`core/sim`) can drive the whole wait loop through a simulated
+//! ZooKeeper.
 //!
 //! Dispatch is static: the core is generic over the store, and for the [`Session`] its futures
 //! are the ones it awaited before the seam existed (as small, and `Send`).
@@ -49,6 +50,16 @@ pub(crate) trait NodeStore: Sync {
     ) -> impl Future<Output = Result<()>> + Send;
     /// Deletes, in the background, every child of `lock_path` starting with `prefix`.
     fn sweep(&self, lock_path: &str, prefix: &str);
+
+    /// The clock every deadline and wait of the core is measured on: the monotonic clock for
+    /// a [`Session`], a virtual one in the simulation (`core/sim`). Statically dispatched, so
+    /// the real build calls `Instant::now()` as before.
+    fn now(&self) -> Instant;
+    /// Resolves once [`now`](Self::now) reaches `at`.
+    fn sleep_until(&self, at: Instant) -> impl Future<Output = ()> + Send;
+    /// A fresh id for a protected node name: random for a [`Session`], seeded in the
+    /// simulation (so that a seed replays byte for byte).
+    fn unique_id(&self) -> crate::random::Uuid;
 }
 
 /// Everything else an acquisition asks of its session: listings, watches, the session's state
@@ -136,6 +147,18 @@ impl NodeStore for Session {
     }
     fn sweep(&self, lock_path: &str, prefix: &str) {
         self.sweep_in_background(lock_path, prefix);
+    }
+    #[inline]
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+    #[inline]
+    fn sleep_until(&self, at: Instant) -> impl Future<Output = ()> + Send {
+        crate::rt::timer::sleep_until(at)
+    }
+    #[inline]
+    fn unique_id(&self) -> crate::random::Uuid {
+        crate::random::Uuid::new_v4()
     }
 }
 

@@ -77,7 +77,7 @@ pub(crate) fn ended(session: &Session) -> Loss {
 
 /// The rule itself, on what [`judge`] reads: the lease (`lease_left`) and the end
 /// (`ended`) are looked at only where they matter.
-fn decide(
+pub(crate) fn decide(
     deleted: bool,
     liveness: Liveness,
     lease_left: impl FnOnce() -> Option<Duration>,

@@ -120,6 +120,17 @@ impl Attempt {
         }
     }
 
+    /// An attempt that waits until `deadline` of a clock other than the monotonic one (the
+    /// simulation's virtual clock), `timeout` after its start.
+    pub(crate) fn until(deadline: Instant, timeout: Duration) -> Attempt {
+        Attempt {
+            patience: Patience::Until(deadline),
+            timeout: Some(timeout),
+            cancel: None,
+            withdrawals: Withdrawals::default(),
+        }
+    }
+
     /// The deadline of the acquisition's requests; `one_call` gives the deadline of a one-off
     /// call on the client (see `Client::call_deadline`).
     pub(crate) fn deadline(&self, one_call: impl FnOnce() -> Instant) -> Option<Instant> {

@@ -25,7 +25,7 @@
 //!               [--kill-grace DUR] [--suspended-grace DUR] [--foreground] LOCKPATH [--] COMMAND [ARGS...]
 //! zklock leader [--id ID] [--kill-grace DUR] [--suspended-grace DUR] [--foreground]
 //!               LOCKPATH [--] COMMAND [ARGS...]
-//! zklock status [--json] [--permits N] LOCKPATH
+//! zklock status [--json] [--permits N] [--must-exist] LOCKPATH
 //! zklock break  [--node NAME] [--yes] LOCKPATH
 //! zklock revoke [--node NAME] LOCKPATH
 //! zklock completions bash|zsh|fish|elvish|powershell
@@ -59,7 +59,7 @@
 //!
 //! - `run` acquires the lock (waiting as long as it takes, `-n/--nonblock` not at all,
 //!   `-w/--wait/--timeout DUR` at most that long; `-E N` makes both conflicts exit N instead of
-//!   123 or 124, as `flock -E` does; `-s/--shared` takes the read side of a read/write lock at
+//!   123 or 124, as `flock -E` does, and print nothing, as `flock` does (`-v` still logs them); `-s/--shared` takes the read side of a read/write lock at
 //!   LOCKPATH and `-x/--exclusive` its write side, as `flock -s`/`-x`: a plain `run` is a mutex,
 //!   which `-s` runs do not exclude; `--permits N` takes one of N leases of a semaphore, as
 //!   `consul lock -n N`, with no fencing token and no revocation), runs the command with `ZKLOCK_LOCK_PATH`,
@@ -121,8 +121,7 @@
 //!   instance of a service running.
 //! - `status` lists holders and waiters in queue order with standing (`holder`, `waiter`), type, age,
 //!   session id, node name and owner (`host=.. pid=.. thread=..`, or an election's participant
-//!   id); `--json` prints one object for scripts (fields as in `zklock help status`: per node
-//!   also `"type"` and `"holds"`, and the lock's `"layout"`). It reads every layout and tells
+//!   id); `--json` prints one object for scripts (its keys are in "status --json" below). It reads every layout and tells
 //!   them apart by the nodes under LOCKPATH: a mutex (`…-lock-N` nodes, type `exclusive`), a
 //!   read/write lock (`__READ__`/`__WRIT__`, types `read`/`write`; the leading readers or the
 //!   leading writer hold it), a semaphore (`leases/` and `locks/` children; nodes shown as
@@ -131,15 +130,25 @@
 //!   not store a semaphore's size: with `--permits N` the first N leases show as holders and the
 //!   rest as waiting, without it their standing is `unknown`. Control characters in owner data (a
 //!   newline) are shown escaped (`\n`), so each node stays on one line.
-//! - `status` on a path that is no lock says so and exits 1: "no lock at PATH: no such node" (a
-//!   typo, or a lock nobody has used for a while: the server sweeps a free lock's empty node
-//!   after about a minute), or "no lock at PATH: it has N child nodes and no lock nodes" (a
-//!   parent of locks, `/zookeeper`), followed by the locks held or waited for up to 4 levels
-//!   below it, one summary line each (`--json`: `"exists"`, `"locks"`, `"truncated"`). An empty
-//!   node is a free lock: "PATH: free (no holder, no waiters)", exit 0.
-//! - `break` shows the holder's node (or `--node NAME`), asks for `y` on stdin unless `--yes`,
-//!   and deletes it only if it is unchanged since shown. It works for every layout; where several
-//!   nodes hold (readers, leases) it needs `--node`.
+//! - An empty node is a free lock: "PATH: free (no holder, no waiters)", exit 0. So is a path
+//!   with no node ("PATH: free (no holder, no waiters; no node at this path)", exit 0): the
+//!   server sweeps a free lock's empty node after about a minute, and a lock must not change its
+//!   answer when it does. That also makes a typo look free: `--must-exist` turns a missing node
+//!   into "no lock at PATH: no such node", exit 1.
+//! - `status` on a node that is no lock ("no lock at PATH: it has N child nodes and no lock
+//!   nodes": a parent of locks, `/zookeeper`) says so and exits 1, followed by the locks held or
+//!   waited for up to 4 levels below it, one summary line each. What it cannot read below it is
+//!   listed, never passed over: a node its ACL does not let us read (a creator-only lock of
+//!   another identity: `PATH: not authorized (ACL): READ on PATH refused for identity ...`), or
+//!   one whose read failed (a listing too large, the connection lost; a lost connection or
+//!   session ends the search there). Then it exits 2, since the locks listed may not be all
+//!   there are, and says "readable locks held ..." rather than "no lock is held ...".
+//! - `break` shows the holder's node (or `--node NAME`) as "to delete: NODE (...)", asks for
+//!   `y` on stdin unless `--yes`, and deletes it only if it is unchanged since shown. Only then
+//!   does it say "deleted NODE (...)" and who takes over (the next waiter of a mutex, the next
+//!   participant of an election); a refused delete (the ACL, exit 125) or a node that changed
+//!   (exit 1) says so and nothing else, and `--yes` prints nothing before the outcome. It works
+//!   for every layout; where several nodes hold (readers, leases) it needs `--node`.
 //! - `revoke` asks the holder (every holder of a read lock, or `--node NAME`) to release, by
 //!   writing Curator's revocation marker into its node (which replaces the owner data `status`
 //!   shows). Nothing is forced: `run --on-revoke=release` complies, programs holding a
@@ -147,17 +156,43 @@
 //!   `RevocationListener` decide, others ignore it. A `run` that ignores a request still notices
 //!   a later `break` at once. Semaphores and elections have no revocation protocol.
 //!
+//! # `status --json`
+//!
+//! One object on one line, with the same keys whatever LOCKPATH is (a held or a free lock, no
+//! node, a semaphore, an election, several recipes' nodes, a parent of locks), so that a script
+//! can read `.held` without looking at the exit code first:
+//!
+//! | key | value |
+//! |---|---|
+//! | `path` | LOCKPATH |
+//! | `exists` | whether there is a node at LOCKPATH |
+//! | `lock` | whether LOCKPATH is a lock, held or free (then the exit code is 0): it has lock nodes, or is an empty node, or has no node (unless `--must-exist`) |
+//! | `held` | whether something holds it: a mutex's holder, a reader or the writer, a leader, a semaphore's lease (any lease takes a permit, so this holds without `--permits` too) |
+//! | `layout` | `"mutex"`, `"rwlock"`, `"semaphore"`, `"election"`, or `null` when there are no lock nodes (a free lock, or no lock); the first of `layouts` |
+//! | `layouts` | every recipe whose nodes are at LOCKPATH; more than one is a misuse, each recipe then thinking it holds the path |
+//! | `permits` | `--permits` as given, or `null` |
+//! | `contenders` | the lock's nodes in queue order, each `{"position", "standing", "node", "sequence", "session_id", "owner", "host", "pid", "thread", "created_ms", "age_ms", "fencing_token", "version", "type", "holds"}`: standing `"holder"`, `"waiter"` or `"unknown"`; host, pid and thread `null` for owners zklock did not write; `holds` `null` where unknown; `fencing_token` the node's creation zxid |
+//! | `locks` | for a LOCKPATH that is no lock, the locks held or waited for up to 4 levels below it, each `{"path", "layout", "contenders", "holders", "waiting"}` (counts); otherwise `[]` |
+//! | `truncated` | that search stopped early: at its limits (4 levels, 500 nodes listed, 100 locks) or at an error that ends every read (listed in `unreadable`) |
+//! | `unreadable` | the nodes below LOCKPATH that search could not read, each `{"path", "error"}` with the error as text (`not authorized (ACL): READ on PATH refused for identity ...`); not empty: exit 2 |
+//!
+//! ```sh
+//! zklock status --json /locks/nightly-report | jq -e .held >/dev/null && echo "running somewhere"
+//! zklock status --json /locks | jq -r '.unreadable[] | "\(.path): \(.error)"'
+//! ```
+//!
 //! # Exit codes
 //!
 //! | exit code | meaning |
 //! |---|---|
 //! | 0 | success (`run`, `leader`: the command exited 0) |
 //! | 1–120 | `run`, `leader`: the command's own status; 128+N if a signal N killed it |
-//! | 1 | `break`: nothing deleted (declined, no holder, no lock, node changed or already gone); `revoke`: no holder, or its node already gone; `status`: no lock at PATH (no such node, or a node that is not a lock) |
+//! | 1 | `break`: nothing deleted (declined, no holder, no lock, node changed or already gone); `revoke`: no holder, or its node already gone; `status`: no lock at PATH (a node that is not a lock; with `--must-exist`, no node) |
+//! | 2 | `status`: nodes below PATH could not be read (listed as unreadable): the locks shown may not be all there are |
 //! | 121 | `run --on-revoke=release`: revocation was requested; the command was stopped and the lock released |
 //! | 122 | `run`: the lock was lost while the command ran; `leader`: leadership was lost; the command was killed |
-//! | 123 | `run --nonblock`: the lock is busy (or N, with `-E N`) |
-//! | 124 | `run --timeout`: still busy when the timeout ran out (or N, with `-E N`) |
+//! | 123 | `run --nonblock`: the lock is busy (with `-E N`: N, and nothing printed) |
+//! | 124 | `run --timeout`: still busy when the timeout ran out (with `-E N`: N, and nothing printed) |
 //! | 125 | zklock itself failed: bad usage or input (invalid path, bad duration, unknown node, several holders and no `--node`, `revoke` on a semaphore or election), ZooKeeper unreachable, authentication failed, TLS failed, or the node's ACL does not admit us |
 //! | 126 / 127 | `run`, `leader`: the command could not be executed / was not found |
 //!
@@ -213,11 +248,15 @@
 //! ```sh
 //! # /etc/cron.d/nightly-report
 //! ZKLOCK_CONNECT=zk1:2181,zk2:2181,zk3:2181/prod
-//! 0 2 * * * app zklock run --nonblock /locks/nightly-report -- /opt/app/bin/nightly-report; c=$?; [ $c -eq 123 ] || exit $c
+//! 0 2 * * * app zklock run --nonblock -E 0 /locks/nightly-report -- /opt/app/bin/nightly-report
 //! ```
 //!
-//! The trailing test turns "another host has it" (123) into success so cron sends no mail, while
-//! real failures and 122 (lock lost, job killed) still do. The lock guarantees that two runs never
+//! Cron mails whatever a job prints, whatever its exit status. With `-E 0` a host that finds
+//! the lock taken prints nothing and exits 0, so the hosts that skip the job send no mail, and a
+//! wrapper that looks at exit codes sees success (`-E 3`, say, keeps the skip silent but tells
+//! it apart). Everything else still prints, so it still mails: the job's own output, zklock's
+//! failures (exit 125: ZooKeeper unreachable, not allowed by an ACL) and a lock lost while the
+//! job ran (122: the job was killed). The lock guarantees that two runs never
 //! overlap, not that the job runs once per night: a host whose clock is late can start it again
 //! after the first run finished. If that matters, have the job record the night it completed (in
 //! ZooKeeper with `Client::set_data`, or in its own database) and exit early. Pass

@@ -47,6 +47,27 @@
 //! The command-line tool takes the same options as flags: see
 //! [`cli`, "Security"](super::cli#security-credentials-acls-tls).
 //!
+//! # ZooKeeper releases
+//!
+//! ZooKeeper 3.9 changed one answer that locks with restricted ACLs meet: `exists` on a node
+//! whose ACL denies READ to the caller answers NoAuth, where 3.8 (and 3.6) answer with the node's
+//! stat. (`getChildren` and `getData` need READ on every release.) The server checks READ only
+//! on a node that is there, so zklock reads that NoAuth as "it exists", and these give the same
+//! answer on every release:
+//!
+//! - [`ClientBuilder::require_chroot`] through a chroot that denies READ connects (before, on
+//!   3.9.5: `not authorized (ACL): READ on /…/chroot`);
+//! - fenced writes create a missing node below a parent that allows CREATE but not READ
+//!   (`world:anyone:cdw`), as `Client::set_data` does (before, on 3.9.5: NoAuth READ).
+//!
+//! On a lock whose nodes are another identity's and creator-only, every call gives the same typed
+//! [`Error::NoAuth`] on 3.9.5 and 3.8.0, at once and leaving nothing behind: queueing
+//! (`try_lock`, timed and untimed waits, semaphores, read/write locks, elections) is refused
+//! CREATE on the lock path; listing and inspection (`contenders`, `Client::inspect`,
+//! `current_leader`, `zklock status`) READ; `break_*` DELETE and revocation WRITE. With
+//! [`NodeAcl::CreatorOnlyAnyoneRead`] others see the holder (never "free"). `tests/acl_releases.rs`
+//! runs each of these on a server of each release.
+//!
 //! # Trying it locally
 //!
 //! `scripts/start-zk.sh --sasl` starts a server that requires SASL (users `alice`/`alice-secret`
@@ -61,6 +82,7 @@
 //! [`NodeAcl::CreatorOnlyAnyoneRead`]: crate::acl::NodeAcl::CreatorOnlyAnyoneRead
 //! [`ParentAcl::Shared`]: crate::acl::ParentAcl::Shared
 //! [`ClientBuilder::auth_digest`]: crate::ClientBuilder::auth_digest
+//! [`ClientBuilder::require_chroot`]: crate::ClientBuilder::require_chroot
 //! [`ClientBuilder::auth`]: crate::ClientBuilder::auth
 //! [`Error::NoAuth`]: crate::Error::NoAuth
 //! [`Error::AuthFailed`]: crate::Error::AuthFailed

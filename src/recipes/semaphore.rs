@@ -5,7 +5,7 @@ use std::fmt;
 use std::time::Instant;
 
 use crate::client::Client;
-use crate::core::contend::{acquire_on, Options};
+use crate::core::contend::{acquire_on, past_deadline_is_busy, Options};
 use crate::core::held::Held;
 use crate::core::leases::acquire_lease;
 use crate::core::partial::Partial;
@@ -121,7 +121,13 @@ impl Semaphore {
             // Our gate node exists (and with it the gate), so another recipe's contender that
             // lists the path after this finds the semaphore; this listing finds one that
             // created its node before (see `rival_of`). Refused, `taken` releases the gate.
-            let beside = Box::pin(session.list_async(&self.path, deadline)).await?;
+            let beside = Box::pin(session.list_async(&self.path, deadline)).await;
+            // Run into the deadline on a live connection, the listing is a timeout, as the
+            // gate's and the leases' requests are.
+            let Some(beside) = past_deadline_is_busy(session.as_ref(), deadline, beside.map(Some))?
+            else {
+                return Ok(None);
+            };
             if let Some(rival) = rival_of(LockKind::Semaphore, &beside) {
                 return Err(Error::RecipeConflict {
                     path: self.path.clone(),

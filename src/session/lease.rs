@@ -82,8 +82,15 @@ impl Lease {
 
     /// How long, from now, the lease still runs; `None` once it has run out.
     pub(crate) fn remaining(&self) -> Option<Duration> {
+        self.remaining_at(Instant::now())
+    }
+
+    /// How long, from `now`, the lease still runs: the clock seam the simulation judges a
+    /// lease through on its virtual clock (`core/sim`); real callers use
+    /// [`remaining`](Self::remaining).
+    pub(crate) fn remaining_at(&self, now: Instant) -> Option<Duration> {
         self.expiry()
-            .checked_duration_since(Instant::now())
+            .checked_duration_since(now)
             .filter(|left| !left.is_zero())
     }
 

@@ -41,13 +41,16 @@ pub(crate) fn open_session(
                 root: zk.clone(),
             };
             let made = if config.require_chroot {
-                let exists = Box::pin(chroot.root.check_stat(root));
+                // Whether it exists, not its stat: a chroot that denies this identity READ
+                // answers a stat request with NoAuth on ZooKeeper 3.9 (with the stat on 3.8),
+                // and the identity may still lock below it.
+                let exists = Box::pin(chroot.root.exists(root));
                 block_on(exists, Some(deadline))
                     .map(|found| match found {
-                        Ok(None) => Err(Error::NoChroot {
+                        Ok(false) => Err(Error::NoChroot {
                             chroot: root.to_owned(),
                         }),
-                        Ok(Some(_)) => Ok(()),
+                        Ok(true) => Ok(()),
                         Err(err) => Err(Error::from_zk(err, root, &identity)),
                     })
                     .map_err(drop)

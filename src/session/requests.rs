@@ -50,10 +50,12 @@ impl Session {
         Ok(children)
     }
 
-    /// Whether `path` exists (needs no permission on it, unlike reading its data).
+    /// Whether `path` exists, whatever its ACL: ZooKeeper 3.9 answers exists on a node that
+    /// denies READ with NoAuth (earlier releases with its stat), which proves it is there
+    /// ([`zk::Client::exists`](crate::wire::Client::exists)).
     pub(crate) async fn exists_async(&self, path: &str, deadline: Option<Instant>) -> Result<bool> {
         self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
-            Box::pin(async move { zk.check_stat(&p).await.map(|stat| stat.is_some()) })
+            Box::pin(async move { zk.exists(&p).await })
         })
         .await
     }

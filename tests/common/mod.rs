@@ -242,3 +242,26 @@ impl Exclusion {
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
+
+/// The `zklock` binary of the workspace's CLI crate, built first if needed (tests of the
+/// library that run the CLI, such as tests/acl_releases.rs, cannot name it with
+/// `CARGO_BIN_EXE_zklock`, which only the CLI crate's own tests have). For the library's tests:
+/// the target dir is the one beside the library's manifest, unless `CARGO_TARGET_DIR` says.
+pub fn zklock_binary() -> std::path::PathBuf {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = std::process::Command::new(cargo)
+                .args(["build", "--quiet", "-p", "zklock-cli", "--bin", "zklock"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "building the zklock binary failed");
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+            target.join("debug").join("zklock")
+        })
+        .clone()
+}

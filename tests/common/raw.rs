@@ -114,10 +114,14 @@ impl Out {
     }
     /// The create body, for create and createContainer alike: no data, world:anyone ALL.
     fn create(self, path: &str, flags: i32) -> Self {
+        self.create_for_anyone(path, flags, 31)
+    }
+    /// The create body of a node whose one ACL entry gives world:anyone `perms`.
+    fn create_for_anyone(self, path: &str, flags: i32, perms: i32) -> Self {
         self.string(path)
             .buffer(b"")
             .int(1)
-            .int(31)
+            .int(perms)
             .string("world")
             .string("anyone")
             .int(flags)
@@ -535,6 +539,20 @@ impl RawClient {
             created += n;
         }
         created
+    }
+
+    /// Creates the persistent node `path` (no data) whose ACL gives world:anyone only `perms`
+    /// (bits READ 1, WRITE 2, CREATE 4, DELETE 8, ADMIN 16), e.g. a parent that lets anyone
+    /// create below it but not list it; its parent must exist.
+    pub fn create_persistent_for_anyone(&self, path: &str, perms: i32) {
+        let body = Out::default().create_for_anyone(path, 0, perms);
+        let reply = self.call_one(OP_CREATE, body);
+        if reply.err != OK {
+            panic!(
+                "raw client: creating persistent {path} for anyone:{perms}: {}",
+                code_name(reply.err)
+            );
+        }
     }
 
     /// Creates the ephemeral node `path` (world:anyone ALL, no data) in this session.

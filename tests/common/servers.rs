@@ -236,19 +236,33 @@ pub struct PrivateServer {
 impl PrivateServer {
     /// Starts the server and waits until it serves.
     pub fn start(jvm_opts: &str) -> PrivateServer {
+        Self::start_with(jvm_opts, &[])
+    }
+
+    /// Starts a server of ZooKeeper release `release` (`3.9.5`, `3.6.3`, `debian`: see
+    /// `scripts/start-zk.sh --version`), whatever `ZK_VERSION` the run has.
+    pub fn start_release(release: &str) -> PrivateServer {
+        Self::start_with("", &[("ZK_VERSION", release.to_owned())])
+    }
+
+    fn start_with(jvm_opts: &str, env: &[(&'static str, String)]) -> PrivateServer {
         let port = free_port();
-        let servers = Servers::start(
-            &[],
-            &[
-                ("ZK_PORT", port.to_string()),
-                ("ZK_JVM_OPTS", jvm_opts.to_owned()),
-                ("ZK_HEAP", "128m".to_owned()),
-            ],
-        );
+        let mut env = env.to_vec();
+        env.extend([
+            ("ZK_PORT", port.to_string()),
+            ("ZK_JVM_OPTS", jvm_opts.to_owned()),
+            ("ZK_HEAP", "128m".to_owned()),
+        ]);
+        let servers = Servers::start(&[], &env);
         PrivateServer {
             port,
             _servers: servers,
         }
+    }
+
+    /// The release the server reports (`srvr`: "3.9.5"), `None` if it does not answer.
+    pub fn release(&self) -> Option<String> {
+        version(&self.connect_string())
     }
 
     /// `127.0.0.1:<port>`.
@@ -394,6 +408,15 @@ pub fn mode(addr: &str) -> Option<String> {
         .ok()?
         .lines()
         .find_map(|l| l.strip_prefix("Mode: ").map(|m| m.trim().to_owned()))
+}
+
+/// The release of the server at `addr` (`srvr`'s "Zookeeper version: 3.9.5-<hash>, built on
+/// ..." gives "3.9.5"), `None` if it does not answer.
+pub fn version(addr: &str) -> Option<String> {
+    four_letter(addr, "srvr").ok()?.lines().find_map(|l| {
+        let v = l.strip_prefix("Zookeeper version: ")?;
+        Some(v.split(['-', ',']).next()?.trim().to_owned())
+    })
 }
 
 /// The server's `mntr` values (counters and gauges as integers; others are left out).

@@ -1,4 +1,4 @@
-//! Editing a stopped ZooKeeper 3.8 server's snapshot, to give a test a state it could not
+//! Editing a stopped ZooKeeper server's snapshot (3.6 to 3.9), to give a test a state it could not
 //! reach through the API in reasonable time (a lock path whose child counter is near 2^31).
 //!
 //! The format (`FileSnap.serialize`, `SerializeUtils.serializeSnapshot`, `DataTree.serialize`),
@@ -14,7 +14,8 @@
 //!   (ints), ephemeralOwner, pzxid (longs); the tree ends with the path "/";
 //! * a seal (`SnapStream.sealStream`): the Adler-32 of every byte before it (long), then "/";
 //! * with `zookeeper.digest.enabled` (the default), the zxid digest: zxid (long), digest
-//!   version (int), digest (long), and a second seal over everything before it.
+//!   version (int), digest (long), and a second seal over everything before it;
+//! * from ZooKeeper 3.9 on, the last processed zxid (long) and one more seal.
 //!
 //! The existing seals are checked before anything is changed, so a file this reader misreads
 //! fails loudly instead of being patched in the wrong place.
@@ -111,6 +112,15 @@ impl Reader<'_> {
     }
 }
 
+/// Whether a seal (the Adler-32 of every byte before it, then "/") is at `at`.
+fn seal_at(buf: &[u8], at: usize) -> bool {
+    let Some(sum) = buf.get(at..at + 8) else {
+        return false;
+    };
+    let sum = i64::from_be_bytes(sum.try_into().unwrap());
+    sum == i64::from(adler32(&buf[..at])) && buf.get(at + 8..at + 13) == Some(&[0, 0, 0, 1, b'/'])
+}
+
 /// Where the fields to patch are: the `cversion` of each node, and the seals.
 struct Layout {
     /// (path, offset of its cversion int).
@@ -152,9 +162,15 @@ fn layout(buf: &[u8]) -> Layout {
         r.take(2 * 4 + 2 * 8);
     }
     let mut seals = vec![r.seal()];
-    if r.pos < buf.len() {
-        // The zxid digest: zxid, digest version, digest; then its seal.
-        r.take(8 + 4 + 8);
+    while r.pos < buf.len() {
+        // A sealed trailer: the zxid digest (zxid, digest version, digest: 20 bytes), or from
+        // ZooKeeper 3.9 on the last processed zxid (8 bytes). Whichever is followed by a seal
+        // that matches.
+        let len = [20, 8]
+            .into_iter()
+            .find(|&len| seal_at(buf, r.pos + len))
+            .unwrap_or_else(|| panic!("no sealed trailer at {}: misread", r.pos));
+        r.take(len);
         seals.push(r.seal());
     }
     assert_eq!(r.pos, buf.len(), "bytes after the last seal");
