@@ -55,6 +55,11 @@ fn sampling_while<T>(guard: &LockGuard, calls: impl FnOnce() -> T) -> (T, usize,
             }
         });
         let _stop = StopOnDrop(&stop);
+        // The calls can be over in milliseconds: let the sampler take its first sample before
+        // they start, however late a loaded machine schedules it.
+        while samples.load(Ordering::SeqCst) == 0 {
+            std::thread::yield_now();
+        }
         calls()
     });
     (out, samples.into_inner(), not_held.into_inner())
