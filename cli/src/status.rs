@@ -57,6 +57,17 @@ struct Below {
     unreadable: Vec<(String, zklock::Error)>,
 }
 
+impl Below {
+    /// Lists `path` as unreadable for `err`; `true` if the search must stop there (the error
+    /// ends every read), which marks it truncated.
+    fn note_unreadable(&mut self, path: String, err: zklock::Error) -> bool {
+        let last = ends_every_read(&err);
+        self.unreadable.push((path, err));
+        self.truncated |= last;
+        last
+    }
+}
+
 /// Whether a node name ends in a ten-digit sequence number, as every lock node's does.
 fn is_sequential(name: &str) -> bool {
     name.bytes().rev().take_while(u8::is_ascii_digit).count() >= 10
@@ -96,10 +107,7 @@ fn find_locks(client: &Client, root: &str) -> Below {
             // Gone since its parent was listed.
             Ok(None) => continue,
             Err(err) => {
-                let last = ends_every_read(&err);
-                below.unreadable.push((path, err));
-                if last {
-                    below.truncated = true;
+                if below.note_unreadable(path, err) {
                     break;
                 }
                 continue;
@@ -114,10 +122,7 @@ fn find_locks(client: &Client, root: &str) -> Below {
                 }
                 Ok(_) => {}
                 Err(err) => {
-                    let last = ends_every_read(&err);
-                    below.unreadable.push((path, err));
-                    if last {
-                        below.truncated = true;
+                    if below.note_unreadable(path, err) {
                         break;
                     }
                     continue;
