@@ -11,7 +11,7 @@
 
 use crate::core::kind::{nearest_lower_writer, previous_node, Kind, Rival, Role, READ};
 use crate::metrics::Recipe;
-use crate::znode::layout::LockNode;
+use crate::znode::layout::name_and_sequence;
 
 /// The text before the sequence number in a mutex node's name (Curator: `LockInternals`
 /// `lockName` of `InterProcessMutex`).
@@ -187,9 +187,10 @@ impl Layout {
         match self {
             Layout::Queue(kinds) => {
                 let names = kinds.first().map(|k| k.lock_names()).unwrap_or_default();
+                // Without copying a name: every acquisition scans its listing with this.
                 children
                     .iter()
-                    .any(|c| LockNode::parse(c.as_ref().to_owned(), &names).is_some())
+                    .any(|c| name_and_sequence(c.as_ref(), &names).is_some())
             }
             Layout::Semaphore(layout) => children
                 .iter()
@@ -228,6 +229,7 @@ pub(crate) const CATALOGUE: &[Entry] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::znode::layout::LockNode;
 
     /// Every set of names the catalogue has, one set per queue.
     fn name_sets() -> Vec<Vec<&'static str>> {

@@ -37,7 +37,7 @@ const SEQUENCE_LEN: usize = 10;
 
 /// Which of `lock_names` a child carries and its sequence: the text after the last
 /// occurrence of any of the names, as Curator's `fixForSorting` does.
-fn name_and_sequence(name: &str, lock_names: &[&str]) -> Option<(usize, i64)> {
+pub(crate) fn name_and_sequence(name: &str, lock_names: &[&str]) -> Option<(usize, i64)> {
     // Every waiter reads the whole queue at a handoff, so the usual shape is checked first,
     // on bytes and without searching: a lock name, then ZooKeeper's ten-character suffix, and
     // no lock name starting after that one.
