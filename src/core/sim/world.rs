@@ -890,17 +890,11 @@ impl World {
                 .get_mut(&id)
                 .and_then(VecDeque::pop_front);
             match fault {
-                Some(CreateFault::ApplyLost) => {
-                    let _ = self.apply(id, &request.op);
-                    self.session_mut(id).outbox.push_front(request);
-                    let saved = self.applied_percent;
-                    self.applied_percent = 0;
-                    self.drop_link(id);
-                    self.applied_percent = saved;
-                    self.reconnect(id);
-                    return true;
-                }
-                Some(CreateFault::Lost) => {
+                Some(fault @ (CreateFault::ApplyLost | CreateFault::Lost)) => {
+                    // Applied or not, the reply is lost with the connection.
+                    if matches!(fault, CreateFault::ApplyLost) {
+                        let _ = self.apply(id, &request.op);
+                    }
                     self.session_mut(id).outbox.push_front(request);
                     let saved = self.applied_percent;
                     self.applied_percent = 0;
