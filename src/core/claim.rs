@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::session::{Liveness, NodeStat, Session};
 
 use super::held::Held;
-use super::queue::Queue;
+use super::seam::Queue;
 use super::withdraw::OurNode;
 
 /// Our node, claimed: it holds the lock. On a [`Session`], [`held`](Claimed::held) makes it

@@ -21,7 +21,7 @@ use super::claim::{claim, node_vanished, Claimed};
 use super::held::Held;
 use super::kind::{Kind, Rival};
 use super::place::{create_node, Created};
-use super::queue::Queue;
+use super::seam::Queue;
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 

@@ -14,7 +14,7 @@ use crate::session::NodeStat;
 use crate::znode::layout::protected_prefix;
 
 use super::claim::node_vanished;
-use super::queue::{NodeStore, Queue};
+use super::seam::{NodeStore, Queue};
 use super::wait::Attempt;
 use super::withdraw::OurNode;
 

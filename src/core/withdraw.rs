@@ -9,7 +9,7 @@ use log::debug;
 
 use crate::session::{Liveness, Session};
 
-use super::queue::Queue;
+use super::seam::Queue;
 
 /// Our node while we wait: withdrawn on every path that does not end holding the lock (an
 /// error, a timeout, a cancellation, or the future being dropped at any await point).

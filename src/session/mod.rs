@@ -6,9 +6,9 @@
 //!   ACLs, TLS), [`open`] (chroot, lease, keepalive);
 //! - the [`Session`] itself, below: its state, its liveness and the retry of requests;
 //! - its requests: [`requests`] (reads and repeatable writes), [`create`] (our lock nodes),
-//!   [`watches`] with [`watch`] (the watches a waiter awaits, and a holder's own-node watch),
+//!   [`watches`] with [`own_node`] (the watches a waiter awaits, and a holder's own-node watch),
 //!   [`listing`] (listings shared by waiters), [`follow`] (the head of a queue, followed from
-//!   outside it), [`release`] and [`releases`] (deletes retried in
+//!   outside it), [`delete`] and [`releases`] (deletes retried in
 //!   the background), [`txn`] (transactions);
 //! - what it proves: [`lease`] (for how long the server cannot have expired it);
 //! - [`errors`]: the transport's errors in zklock's terms, [`op`]: a request on its way, and
@@ -18,6 +18,7 @@ pub(crate) mod chroot;
 pub(crate) mod config;
 pub(crate) mod connect_string;
 pub(crate) mod create;
+pub(crate) mod delete;
 pub(crate) mod dial;
 pub(crate) mod errors;
 pub(crate) mod floors;
@@ -26,13 +27,12 @@ pub(crate) mod lease;
 pub(crate) mod listing;
 pub(crate) mod op;
 pub(crate) mod open;
-pub(crate) mod release;
+pub(crate) mod own_node;
 pub(crate) mod releases;
 pub(crate) mod requests;
 pub(crate) mod retry;
 pub(crate) mod security;
 pub(crate) mod txn;
-pub(crate) mod watch;
 pub(crate) mod watches;
 
 use std::future::Future;

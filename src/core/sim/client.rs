@@ -19,7 +19,7 @@ use crate::session::{Liveness, NodeStat};
 use crate::wire as zk;
 
 use super::world::{Background, Mode, Op, Reply, World, ZkErr};
-use crate::core::queue::{NodeStore, Queue};
+use crate::core::seam::{NodeStore, Queue};
 
 /// The world, shared by the simulated sessions and the scheduler.
 pub(crate) type Shared = Arc<Mutex<World>>;

@@ -9,11 +9,11 @@ use super::handshake::{attempt, Established};
 use super::{Answer, Pending, Shared, CLOSE_WAIT};
 use crate::rt::relay::io_log;
 use crate::wire::attempt::AttemptError;
+use crate::wire::events::{self, SessionState};
 use crate::wire::hosts::Rotation;
 use crate::wire::jute::{Malformed, Reader};
 use crate::wire::link::{self, Closer, Frames, Read1};
 use crate::wire::proto::{xid, Notification, ReplyHeader};
-use crate::wire::watches::{self, SessionState};
 use crate::wire::Error;
 
 /// A connection that dies sooner than this after its handshake counts toward a reconnect storm.
@@ -217,7 +217,7 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
                 return Ok(Handled::Going); // A state event or a type we never watch for.
             };
             let fired = shared.watches.lock().fire(&note.path, event_type);
-            watches::deliver(fired, &note.path);
+            events::deliver(fired, &note.path);
             Ok(Handled::Going)
         }
         xid::PING => {

@@ -19,11 +19,11 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::attempt::AttemptError;
+use super::events::{self, Kind, SessionState, StateCell, Watches};
 use super::hosts::{Host, Rotation};
 use super::jute::{Malformed, Reader, Writer};
 use super::link::{Closer, Link, Sink};
 use super::proto::{op, xid, SET_WATCHES_MAX_BYTES};
-use super::watches::{self, Kind, SessionState, StateCell, Watches};
 use super::Error;
 use crate::rt::relay::io_log;
 
@@ -202,7 +202,7 @@ impl Shared {
             let _ = (p.on_reply)(Answer::Lost(err.clone()));
         }
         let fired = self.watches.lock().take_all();
-        watches::deliver_end(fired);
+        events::deliver_end(fired);
     }
 
     /// The connection is gone: fail what was in flight, mark the session disconnected.

@@ -12,7 +12,7 @@ use super::claim::{claim, node_vanished, Claimed};
 use super::contend::{gave_up, past_deadline_is_busy, wait_for_change, Woken};
 use super::held::Held;
 use super::place::{create_node, Created};
-use super::queue::Queue;
+use super::seam::Queue;
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 
