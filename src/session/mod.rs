@@ -177,13 +177,13 @@ impl Session {
             return Liveness::Ended;
         }
         match self.state() {
-            zk::SessionState::SyncConnected => Liveness::Connected,
-            zk::SessionState::Disconnected => Liveness::Disconnected,
+            zk::KeeperState::SyncConnected => Liveness::Connected,
+            zk::KeeperState::Disconnected => Liveness::Disconnected,
             _ => Liveness::Ended,
         }
     }
 
-    pub(crate) fn state(&self) -> zk::SessionState {
+    pub(crate) fn state(&self) -> zk::KeeperState {
         self.state.peek_state()
     }
 
@@ -195,8 +195,8 @@ impl Session {
             return Error::Closed;
         }
         match self.state() {
-            zk::SessionState::AuthFailed => Error::AuthFailed,
-            zk::SessionState::Closed => Error::Closed,
+            zk::KeeperState::AuthFailed => Error::AuthFailed,
+            zk::KeeperState::Closed => Error::Closed,
             _ => Error::SessionExpired,
         }
     }
@@ -210,7 +210,7 @@ impl Session {
             // Check before waiting: `changed()` never returns once the state is terminal.
             match state.state() {
                 s if s.is_terminated() => return Err(self.ended_error()),
-                zk::SessionState::SyncConnected => return Ok(()),
+                zk::KeeperState::SyncConnected => return Ok(()),
                 _ => {}
             }
             if until(Box::pin(state.changed()), deadline).await.is_err() {
@@ -228,7 +228,7 @@ impl Session {
         loop {
             // Consume the current state first, so no change between check and wait is missed.
             let current = state.state();
-            if !matches!(current, zk::SessionState::SyncConnected) {
+            if !matches!(current, zk::KeeperState::SyncConnected) {
                 return true;
             }
             if until(Box::pin(state.changed()), deadline).await.is_err() {
@@ -323,7 +323,7 @@ impl Session {
             zk.join_io(deadline);
         }
         match (self.state(), closing) {
-            (zk::SessionState::Closed, Some(zk)) => zk.close_confirmed(),
+            (zk::KeeperState::Closed, Some(zk)) => zk.close_confirmed(),
             _ => true,
         }
     }

@@ -29,7 +29,7 @@ pub(crate) mod subject;
 pub(crate) mod tls;
 
 pub use client::{Client, Connector};
-pub use events::{OneshotWatcher, SessionState, StateWatcher};
+pub use events::{KeeperState, OneshotWatcher, StateWatcher};
 /// The one reading of a connect string's `host:port` entries, for the layers above.
 pub(crate) use hosts::parse_address;
 pub use proto::{perms, Acl, CreateMode, EventType, Stat};
