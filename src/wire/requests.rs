@@ -7,9 +7,9 @@ use std::sync::Arc;
 use super::client::Client;
 use super::completion::{self, Completion};
 use super::conn::{self, Answer};
+use super::events::{Kind, OneshotWatcher, Unwatch};
 use super::jute::{self, Reader, Writer};
 use super::proto::{self, op, perms, Stat};
-use super::watches::{Kind, OneshotWatcher, Unwatch};
 use super::{CreateOptions, Error, Refused, Result, TxnRequest};
 
 /// A node's data and stat, as a getData reply gives them.
