@@ -11,10 +11,10 @@ use crate::error::Result;
 use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::Runtime;
 use crate::session::config::SessionConfig;
-use crate::session::connect_string::split_connect_string;
 use crate::session::open::open_session;
 use crate::session::releases::Releases;
 use crate::session::security::{NodeAcl, ParentAcl, Security};
+use crate::wire as zk;
 
 use super::hub::{Hub, Listener, Observe};
 use super::state::StateChange;
@@ -342,8 +342,7 @@ impl ClientBuilder {
             (self.config, self.observe, self.release_timeout);
         // Given to the state thread, not kept by the client: see `Hub::start`.
         let listener = observe.listener.take();
-        let (hosts, chroot) =
-            split_connect_string(&config.connect_string, config.security.is_tls())?;
+        let zk::ConnectString { hosts, chroot } = config.read_connect_string()?;
         let runtime = Runtime::shared()?;
         let releases = Arc::new(Releases::default());
         let session = open_session(

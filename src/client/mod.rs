@@ -64,7 +64,7 @@ pub struct Client {
 
 struct Inner {
     config: SessionConfig,
-    hosts: String,
+    hosts: Vec<zk::Host>,
     chroot: Option<String>,
     /// `None` only while the client is being dropped.
     session: Mutex<Option<Arc<Session>>>,

@@ -1,8 +1,8 @@
 //! The session layer: one ZooKeeper session and every request zklock makes through it, above
 //! the transport (`wire`). The recipes and the waiting core never see the transport's types.
 //!
-//! - opening a session: [`config`] (what it is opened with), [`connect_string`] (checking the
-//!   connect string), [`dial`] (connecting within the connect timeout), [`security`] (auth,
+//! - opening a session: [`config`] (what it is opened with, the connect string read),
+//!   [`dial`] (connecting within the connect timeout), [`security`] (auth,
 //!   ACLs, TLS), [`open`] (chroot, lease, keepalive);
 //! - the [`Session`] itself, below: its state, its liveness and the retry of requests;
 //! - its requests: [`requests`] (reads and repeatable writes), [`create`] (our lock nodes),
@@ -16,7 +16,6 @@
 
 pub(crate) mod chroot;
 pub(crate) mod config;
-pub(crate) mod connect_string;
 pub(crate) mod create;
 pub(crate) mod delete;
 pub(crate) mod dial;

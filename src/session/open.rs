@@ -20,7 +20,7 @@ use super::{dial, proves_alive, Handles, Session};
 pub(crate) fn open_session(
     runtime: &Runtime,
     config: &SessionConfig,
-    hosts: &str,
+    hosts: &[zk::Host],
     chroot: Option<&str>,
     releases: &Arc<Releases>,
     deadline: Option<Instant>,

@@ -30,8 +30,8 @@ pub(crate) mod tls;
 
 pub use client::{Client, Connector};
 pub use events::{KeeperState, OneshotWatcher, StateWatcher};
-/// The one reading of a connect string's `host:port` entries, for the layers above.
-pub(crate) use hosts::parse_address;
+/// The one reading of a connect string, for the layers above.
+pub(crate) use hosts::{parse as parse_connect_string, ConnectString, Host};
 pub use proto::{perms, Acl, CreateMode, EventType, Stat};
 
 /// An ACL list.
