@@ -10,6 +10,7 @@ use crate::core::held::DEFAULT_RELEASE_TIMEOUT;
 use crate::error::Result;
 use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::Runtime;
+use crate::session::blocking;
 use crate::session::config::SessionConfig;
 use crate::session::open::open_session;
 use crate::session::releases::Releases;
@@ -345,14 +346,16 @@ impl ClientBuilder {
         let zk::ConnectString { hosts, chroot } = config.read_connect_string()?;
         let runtime = Runtime::shared()?;
         let releases = Arc::new(Releases::default());
-        let session = open_session(
+        let closed = CancelToken::for_client();
+        let session = blocking(open_session(
             &runtime,
             &config,
             &hosts,
             chroot.as_deref(),
             &releases,
             None,
-        )?;
+            &closed,
+        ))?;
         info!(
             "connected to {} (session {:#x}, timeout {:?})",
             config.connect_string, session.id, session.timeout
@@ -363,9 +366,9 @@ impl ClientBuilder {
             hosts,
             chroot,
             session: Mutex::new(Some(Arc::new(session))),
-            reconnect: Mutex::new(()),
+            renewal: Default::default(),
             releases: releases.clone(),
-            closed: CancelToken::for_client(),
+            closed,
             close_outcome: Mutex::new(None),
             observe,
             release_timeout,

@@ -332,8 +332,36 @@ pub(crate) fn block_on<F: Future + Unpin>(
     park_on(future, deadline)
 }
 
+thread_local! {
+    /// Set while the thread waits in [`block_on`]: a caller's own thread, blocked in a call.
+    static CALLER_BLOCKS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is a caller's own, blocked in a zklock call ([`block_on`]):
+/// a step that must block (opening a session) may then block right here. Anywhere else (an
+/// async runtime's worker, zklock's runtime thread) it must not.
+pub(crate) fn caller_may_block() -> bool {
+    CALLER_BLOCKS.with(std::cell::Cell::get)
+}
+
+/// Marks the thread as a blocked caller for its lifetime, restoring the mark it found.
+struct CallerBlocks(bool);
+
+impl CallerBlocks {
+    fn mark() -> CallerBlocks {
+        CallerBlocks(CALLER_BLOCKS.with(|blocks| blocks.replace(true)))
+    }
+}
+
+impl Drop for CallerBlocks {
+    fn drop(&mut self) {
+        CALLER_BLOCKS.with(|blocks| blocks.set(self.0));
+    }
+}
+
 /// [`block_on`]'s wait, on the calling thread.
 fn park_on<F: Future + Unpin>(mut future: F, deadline: Option<Instant>) -> Result<F::Output, F> {
+    let _caller = CallerBlocks::mark();
     let parker = Parker::current();
     let waker = Waker::from(parker.clone());
     let mut cx = Context::from_waker(&waker);

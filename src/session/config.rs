@@ -45,7 +45,14 @@ mod tests {
 
     #[test]
     fn a_connect_string_that_does_not_read_is_a_typed_error_naming_it() {
-        for bad in ["", "  ", "a:1,,b:2", "a:1/bad//chroot", "a:1/trailing/", "a:70000"] {
+        for bad in [
+            "",
+            "  ",
+            "a:1,,b:2",
+            "a:1/bad//chroot",
+            "a:1/trailing/",
+            "a:70000",
+        ] {
             let config = SessionConfig {
                 connect_string: bad.to_owned(),
                 session_timeout: Duration::from_secs(1),
