@@ -11,7 +11,7 @@ use common::client_via;
 use common::proxy::Proxy;
 use common::servers::PrivateServer;
 use zklock::client::SessionState;
-use zklock::{DistributedMutex, Error, LockState};
+use zklock::{CancelToken, DistributedMutex, Error, LockState, Wait};
 
 #[test]
 fn silenced_holder_knows_before_the_next_holder_acquires() {
@@ -424,4 +424,84 @@ fn unlock_on_a_frozen_server_reports_an_unknown_outcome() {
     let mutex = DistributedMutex::new(&observer, &path).unwrap();
     assert!(common::wait_contenders(&mutex, 0, Duration::from_secs(5)));
     drop(client);
+}
+
+/// A blocking call that finds its session expired opens the new one on its own thread, which
+/// may block: no `zklock-renew` thread (that one is for async callers only), however long the
+/// connect takes, and the call still ends at its timeout.
+#[test]
+fn a_blocking_lock_renews_an_expired_session_on_its_own_thread() {
+    let proxy = Proxy::start(&common::connect_string());
+    let path = common::lock_path("renew-here");
+    let client = client_via(&proxy, Duration::from_secs(2));
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    let first_session = client.session_id();
+    drop(mutex.lock().unwrap());
+    proxy.blackhole(true);
+    assert!(common::eventually(Duration::from_secs(20), || client
+        .state()
+        == SessionState::Expired));
+    // New connections are refused: the renewal's connect goes on until the call's timeout.
+    proxy.refuse(true);
+    proxy.blackhole(false);
+    proxy.sever();
+    let (done, renew_thread_seen) = (AtomicBool::new(false), AtomicBool::new(false));
+    let outcome = thread::scope(|s| {
+        s.spawn(|| {
+            while !done.load(Ordering::SeqCst) {
+                if thread_named("zklock-renew") {
+                    renew_thread_seen.store(true, Ordering::SeqCst);
+                }
+                thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let started = Instant::now();
+        let outcome = mutex.lock_timeout(Duration::from_millis(1500));
+        done.store(true, Ordering::SeqCst);
+        (outcome, started.elapsed())
+    });
+    let (outcome, took) = outcome;
+    assert!(
+        matches!(outcome, Err(Error::ConnectionLoss { .. })),
+        "{outcome:?}"
+    );
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    assert!(
+        !renew_thread_seen.load(Ordering::SeqCst),
+        "a blocking call renewed its session on a thread of its own"
+    );
+    // A cancel stops the renewal's connect in progress (no timeout: it would otherwise go on
+    // for the connect timeout).
+    let token = CancelToken::new();
+    let (outcome, took) = thread::scope(|s| {
+        s.spawn(|| {
+            thread::sleep(Duration::from_millis(500));
+            token.cancel();
+        });
+        let started = Instant::now();
+        let outcome = mutex.lock_with(Wait::forever().cancel_on(&token));
+        (outcome, started.elapsed())
+    });
+    assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
+    assert!(
+        took < Duration::from_millis(1500),
+        "cancelled after {took:?}"
+    );
+    proxy.refuse(false);
+    let guard = mutex
+        .lock_timeout(Duration::from_secs(10))
+        .unwrap()
+        .expect("lock on a new session");
+    assert_ne!(guard.session_id(), first_session);
+    assert!(!renew_thread_seen.load(Ordering::SeqCst));
+}
+
+/// Whether a thread of this process is named `name` (Linux).
+fn thread_named(name: &str) -> bool {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.trim() == name)
+    })
 }

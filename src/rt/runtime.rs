@@ -423,4 +423,26 @@ mod tests {
         let late = handle.spawn(async { 1 });
         assert_eq!(block_on(late, None).ok(), Some(None));
     }
+
+    #[test]
+    fn only_a_caller_blocked_in_block_on_may_block_and_the_mark_ends_with_it() {
+        assert!(!caller_may_block(), "a plain thread is not inside a call");
+        let seen = |_| Box::pin(async { caller_may_block() });
+        assert_eq!(block_on(seen(()), None).ok(), Some(true));
+        // Nested (a blocking step inside a blocking call): still marked, and after the inner
+        // wait returns as well.
+        let nested = Box::pin(async {
+            let inner = block_on(Box::pin(async { caller_may_block() }), None).ok();
+            (inner, caller_may_block())
+        });
+        assert_eq!(block_on(nested, None).ok(), Some((Some(true), true)));
+        assert!(!caller_may_block(), "the mark ends with the call");
+        // A task on zklock's runtime thread must never block it.
+        let rt = Runtime::start().unwrap();
+        let task = rt.handle().spawn(async { caller_may_block() });
+        assert_eq!(
+            block_on(task, Some(Instant::now() + Duration::from_secs(5))).ok(),
+            Some(Some(false))
+        );
+    }
 }

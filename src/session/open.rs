@@ -40,13 +40,13 @@ pub(crate) async fn open_session(
     // The session exists no earlier than the connect request: the lease starts from there.
     let (zk, connect_sent) = if caller_may_block() {
         let _stops = cancel::watch([stops]);
-        dial::dial(config, hosts, deadline)?
+        dial::dial(config, hosts, deadline).map_err(stopped_or)?
     } else {
         let (config, hosts, stops) = (config.clone(), hosts.to_vec(), stops.clone());
         // Only a renewal gets here: an async connect runs all of it on a thread of its own.
         on_thread("zklock-renew", move || {
             let _stops = cancel::watch([&stops]);
-            dial::dial(&config, &hosts, deadline)
+            dial::dial(&config, &hosts, deadline).map_err(stopped_or)
         })
         .await??
     };
@@ -130,6 +130,12 @@ pub(crate) async fn open_session(
     );
     session.spawn(keepalive);
     Ok(session)
+}
+
+/// A dial's error, unless a token the thread watches stopped it: then why it was stopped
+/// ([`Error::Cancelled`] or [`Error::Closed`]).
+fn stopped_or(err: Error) -> Error {
+    cancel::interruption().unwrap_or(err)
 }
 
 /// Renews `lease` whenever a third of the session timeout passes without an answered request,
