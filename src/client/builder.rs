@@ -346,7 +346,6 @@ impl ClientBuilder {
         let zk::ConnectString { hosts, chroot } = config.read_connect_string()?;
         let runtime = Runtime::shared()?;
         let releases = Arc::new(Releases::default());
-        let closed = CancelToken::for_client();
         let session = blocking(open_session(
             &runtime,
             &config,
@@ -354,7 +353,7 @@ impl ClientBuilder {
             chroot.as_deref(),
             &releases,
             None,
-            &closed,
+            None,
         ))?;
         info!(
             "connected to {} (session {:#x}, timeout {:?})",
@@ -368,7 +367,7 @@ impl ClientBuilder {
             session: Mutex::new(Some(Arc::new(session))),
             renewal: Default::default(),
             releases: releases.clone(),
-            closed,
+            closed: CancelToken::for_client(),
             close_outcome: Mutex::new(None),
             observe,
             release_timeout,

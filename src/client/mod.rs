@@ -155,7 +155,7 @@ impl Client {
             self.inner.chroot.as_deref(),
             &self.inner.releases,
             deadline,
-            &self.inner.closed,
+            Some(&self.inner.closed),
         )
         .await;
         let fresh = match fresh {

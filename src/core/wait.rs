@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::rt::cancel::{self, CancelToken};
-use crate::rt::runtime::{caller_may_block, deadline_after};
+use crate::rt::runtime::deadline_after;
 
 use super::withdraw::{Withdrawals, CANCEL_WITHDRAW_WAIT, WITHDRAW_WAIT};
 
@@ -162,7 +162,7 @@ impl Attempt {
     ///
     /// The blocking calls run the same future on their own thread
     /// ([`blocking`](crate::session::blocking)): a cancel wakes that thread through the
-    /// future's waker, or, in a step that blocks the thread, through the tokens it watches.
+    /// future's waker.
     pub(crate) async fn run<T>(
         &self,
         closes: &CancelToken,
@@ -181,10 +181,6 @@ impl Attempt {
             let mut acquire = std::pin::pin!(acquire);
             let mut stop = std::pin::pin!(cancel::first_cancelled(&tokens));
             std::future::poll_fn(|cx| {
-                // On a blocked caller's own thread, a step of the acquisition may block it
-                // (opening a new session after an expiry, see `session/open.rs`): the thread
-                // watches the tokens meanwhile, so that a cancel stops that step too.
-                let _watching = caller_may_block().then(|| cancel::watch(&tokens));
                 if let Poll::Ready(outcome) = acquire.as_mut().poll(cx) {
                     return Poll::Ready((outcome, WITHDRAW_WAIT));
                 }

@@ -332,36 +332,8 @@ pub(crate) fn block_on<F: Future + Unpin>(
     park_on(future, deadline)
 }
 
-thread_local! {
-    /// Set while the thread waits in [`block_on`]: a caller's own thread, blocked in a call.
-    static CALLER_BLOCKS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Whether the calling thread is a caller's own, blocked in a zklock call ([`block_on`]):
-/// a step that must block (opening a session) may then block right here. Anywhere else (an
-/// async runtime's worker, zklock's runtime thread) it must not.
-pub(crate) fn caller_may_block() -> bool {
-    CALLER_BLOCKS.with(std::cell::Cell::get)
-}
-
-/// Marks the thread as a blocked caller for its lifetime, restoring the mark it found.
-struct CallerBlocks(bool);
-
-impl CallerBlocks {
-    fn mark() -> CallerBlocks {
-        CallerBlocks(CALLER_BLOCKS.with(|blocks| blocks.replace(true)))
-    }
-}
-
-impl Drop for CallerBlocks {
-    fn drop(&mut self) {
-        CALLER_BLOCKS.with(|blocks| blocks.set(self.0));
-    }
-}
-
 /// [`block_on`]'s wait, on the calling thread.
 fn park_on<F: Future + Unpin>(mut future: F, deadline: Option<Instant>) -> Result<F::Output, F> {
-    let _caller = CallerBlocks::mark();
     let parker = Parker::current();
     let waker = Waker::from(parker.clone());
     let mut cx = Context::from_waker(&waker);
@@ -422,27 +394,5 @@ mod tests {
         drop(rt);
         let late = handle.spawn(async { 1 });
         assert_eq!(block_on(late, None).ok(), Some(None));
-    }
-
-    #[test]
-    fn only_a_caller_blocked_in_block_on_may_block_and_the_mark_ends_with_it() {
-        assert!(!caller_may_block(), "a plain thread is not inside a call");
-        let seen = |_| Box::pin(async { caller_may_block() });
-        assert_eq!(block_on(seen(()), None).ok(), Some(true));
-        // Nested (a blocking step inside a blocking call): still marked, and after the inner
-        // wait returns as well.
-        let nested = Box::pin(async {
-            let inner = block_on(Box::pin(async { caller_may_block() }), None).ok();
-            (inner, caller_may_block())
-        });
-        assert_eq!(block_on(nested, None).ok(), Some((Some(true), true)));
-        assert!(!caller_may_block(), "the mark ends with the call");
-        // A task on zklock's runtime thread must never block it.
-        let rt = Runtime::start().unwrap();
-        let task = rt.handle().spawn(async { caller_may_block() });
-        assert_eq!(
-            block_on(task, Some(Instant::now() + Duration::from_secs(5))).ok(),
-            Some(Some(false))
-        );
     }
 }

@@ -8,7 +8,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::rt::cancel::{self, CancelToken};
-use crate::rt::runtime::{caller_may_block, deadline_after, on_thread, Runtime};
+use crate::rt::runtime::{deadline_after, on_thread, Runtime};
 use crate::wire as zk;
 
 use super::chroot::Chroot;
@@ -19,12 +19,14 @@ use super::retry::retry_pause_async;
 use super::{dial, proves_alive, until, Handles, Session};
 
 /// Opens a session on `hosts`: dials within the connect timeout (and `deadline`), checks or
-/// creates the chroot, and starts the lease and its keepalive. A token in `stops` (the
-/// client's close token) stops it between connection attempts.
+/// creates the chroot, and starts the lease and its keepalive.
 ///
-/// Dialling blocks (the transport's connect does): a blocked caller's own thread dials right
-/// here, as a blocking call may; an async caller's future has it done on a short-lived
-/// thread of its own, so that no async runtime's worker blocks. The rest is awaited.
+/// Dialling blocks (the transport's connect and handshake are blocking socket calls, which
+/// nothing can interrupt). The first connect, whose caller simply blocks, dials on the calling
+/// thread (`stops: None`). A renewal, inside a call that a cancel token or the client's
+/// closing must stop at once, dials on a short-lived thread of its own watching `stops` (the
+/// client's close token) and awaits it: the call can then end promptly while the connect runs
+/// out in the background. Everything after the dial is awaited on the caller's own executor.
 pub(crate) async fn open_session(
     runtime: &Runtime,
     config: &SessionConfig,
@@ -32,23 +34,22 @@ pub(crate) async fn open_session(
     chroot: Option<&str>,
     releases: &Arc<Releases>,
     deadline: Option<Instant>,
-    stops: &CancelToken,
+    stops: Option<&CancelToken>,
 ) -> Result<Session> {
     let started = Instant::now();
     let connect_deadline = deadline_after(config.connect_timeout);
     let deadline = deadline.map_or(connect_deadline, |d| d.min(connect_deadline));
     // The session exists no earlier than the connect request: the lease starts from there.
-    let (zk, connect_sent) = if caller_may_block() {
-        let _stops = cancel::watch([stops]);
-        dial::dial(config, hosts, deadline).map_err(stopped_or)?
-    } else {
-        let (config, hosts, stops) = (config.clone(), hosts.to_vec(), stops.clone());
-        // Only a renewal gets here: an async connect runs all of it on a thread of its own.
-        on_thread("zklock-renew", move || {
-            let _stops = cancel::watch([&stops]);
-            dial::dial(&config, &hosts, deadline).map_err(stopped_or)
-        })
-        .await??
+    let (zk, connect_sent) = match stops {
+        None => dial::dial(config, hosts, deadline)?,
+        Some(stops) => {
+            let (config, hosts, stops) = (config.clone(), hosts.to_vec(), stops.clone());
+            on_thread("zklock-renew", move || {
+                let _stops = cancel::watch([&stops]);
+                dial::dial(&config, &hosts, deadline)
+            })
+            .await??
+        }
     };
     let acl = config.security.acl;
     let parent_acl = config.security.parents();
@@ -130,12 +131,6 @@ pub(crate) async fn open_session(
     );
     session.spawn(keepalive);
     Ok(session)
-}
-
-/// A dial's error, unless a token the thread watches stopped it: then why it was stopped
-/// ([`Error::Cancelled`] or [`Error::Closed`]).
-fn stopped_or(err: Error) -> Error {
-    cancel::interruption().unwrap_or(err)
 }
 
 /// Renews `lease` whenever a third of the session timeout passes without an answered request,
