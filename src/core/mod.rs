@@ -10,7 +10,7 @@
 //!   ZooKeeper ([`sim`]);
 //! - [`place`]: creating our node at most once;
 //! - [`contend`]: the wait for the blocker, and the end of an acquisition's requests;
-//!   [`permits`]: a semaphore's count of leases instead of a blocker;
+//!   [`permits`]: a semaphore's count of permit nodes instead of a blocker;
 //! - [`claim`], [`withdraw`]: the two ends of a wait (ours, or deleted again);
 //! - [`held`]: a held node, its release; [`partial`]: all or nothing across several;
 //! - [`standing`]: the one rule deciding whether a lock is held; [`track`]: what is reported

@@ -1,5 +1,6 @@
-//! A semaphore's lease, Curator's `InterProcessSemaphoreV2` way: not a queue with a blocker,
-//! but a count of lease nodes that admits at most `permits`.
+//! A semaphore's permit, Curator's `InterProcessSemaphoreV2` way: not a queue with a blocker,
+//! but a count of permit nodes (in Curator's `leases` directory) that admits at most
+//! `permits`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,10 +17,10 @@ use super::seam::ZkSession;
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 
-/// Takes one lease under `leases_path` of a semaphore with `permits` leases, Curator's
-/// `InterProcessSemaphoreV2` way: create a lease node, then wait until at most `permits` lease
-/// nodes exist. The caller serialises lease takers with the semaphore's internal mutex, so only
-/// one of them watches the leases at a time.
+/// Takes one permit of a semaphore with `permits` permits, Curator's `InterProcessSemaphoreV2`
+/// way: create a permit node (named `lease_name`) under `leases_path`, then wait until at most
+/// `permits` permit nodes exist. The caller serialises permit takers with the semaphore's
+/// internal mutex, so only one of them watches the permit nodes at a time.
 pub(crate) async fn acquire_permit_node(
     session: &Arc<Session>,
     leases_path: &str,
