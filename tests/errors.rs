@@ -553,7 +553,7 @@ mod bad_input {
 }
 
 mod messages {
-    //! Messages that must not mislead (issue 33, item 8), each against a real server: a wrong
+    //! Messages that must not mislead, each against a real server: a wrong
     //! digest password, a release after `Client::close`, a connect that fails fast, a refusal
     //! inside a chroot.
 

@@ -559,7 +559,7 @@ mod mutex {
 
     #[test]
     fn a_holder_whose_node_is_deleted_reports_lost() {
-        // (tests/herd.rs checks that the watch this sets is removed before a normal release.)
+        // (`scale.rs`, `herd`, checks that the watch this sets is removed before a normal release.)
         let raw = common::RawClient::connect(&common::connect_string());
         let client = common::client();
         let path = common::lock_path("holder-node-deleted");

@@ -142,11 +142,11 @@ mod chaos {
     /// One contender process: `THREADS` threads on one session loop over lock / work / check /
     /// unlock until the stop file appears, appending `H <who> <enter_ns> <check_ns> <held>` per hold.
     #[test]
-    #[ignore = "run as a child process by chaos_run"]
+    #[ignore = "run as a child process by holders_never_overlap_while_processes_are_killed_servers_restarted_and_connections_cut"]
     fn worker_chaos() {
         let var = |k: &str| std::env::var(k).unwrap();
         let (path, log, stop) = (var("LOCK"), var("LOG"), var("STOP"));
-        // ZK_CONNECT: the proxies in front of the ensemble, set by chaos_run.
+        // ZK_CONNECT: the proxies in front of the ensemble, set by holders_never_overlap_while_processes_are_killed_servers_restarted_and_connections_cut.
         let client = common::client_with(Duration::from_secs(3));
         thread::scope(|s| {
             for t in 0..THREADS {
@@ -206,7 +206,7 @@ mod chaos {
     }
 
     #[test]
-    fn chaos_run() {
+    fn holders_never_overlap_while_processes_are_killed_servers_restarted_and_connections_cut() {
         let (_, _exclusive) = ensemble::ensemble();
         let seconds: u64 = std::env::var("ZKLOCK_CHAOS_SECS")
             .ok()

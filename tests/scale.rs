@@ -15,7 +15,7 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
 }
 
 mod busy_session_restart {
-    //! Issue 22: a busy session survives a reconnect. A session with 10,000 data watches on
+    //! A busy session survives a reconnect. A session with 10,000 data watches on
     //! 290-character paths keeps them across a short server restart (the old client crate dropped
     //! its connection at the second SetWatches reply, on every attempt, until the session expired);
     //! and a holder sharing its session with 2,000 waiters that all re-list after a reconnect reads
@@ -531,7 +531,7 @@ mod busy_session_restart {
 }
 
 mod long_queues {
-    //! Long queues (issue 33, item 6): a lock path with tens of thousands of queued nodes has a
+    //! Long queues: a lock path with tens of thousands of queued nodes has a
     //! listing larger than ZooKeeper's default `jute.maxbuffer` (20,000 Curator-named nodes: a
     //! 1,180,088-byte reply). The server sends it all the same; zklock must read it, or, over the
     //! client's own limit, fail that one call with `Error::ReplyTooLarge`, and never drop the
