@@ -573,7 +573,8 @@ mod shared_parents {
         bob_guard.unlock().unwrap();
     }
 
-    fn client_as(user: &str) -> Client {
+    /// A client of `user` (password "pw") whose nodes are creator-only.
+    fn creator_only_client(user: &str) -> Client {
         common::init_logging();
         Client::builder(&common::connect_string())
             .session_timeout(Duration::from_secs(4))
@@ -594,7 +595,7 @@ mod shared_parents {
     fn fenced_write_parents_let_other_identities_write_siblings() {
         let root = common::lock_path("review-fence-acl");
         common::RawClient::connect(&common::connect_string()).mkdir_open(&root);
-        let (alice, bob) = (client_as("alice"), client_as("bob"));
+        let (alice, bob) = (creator_only_client("alice"), creator_only_client("bob"));
 
         // Control: parents made by an ordinary write are shared.
         alice
