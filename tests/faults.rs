@@ -3,8 +3,8 @@
 //! the way back. Holders learn of their loss before anyone else acquires, waiters survive,
 //! deadlines hold, nothing is guessed and nothing is left behind.
 //!
-//! The ensemble's failover and the chaos run are in `faults_ensemble.rs`; a session expiring
-//! between the steps of one acquisition in `faults_between_steps.rs`.
+//! The ensemble's failover is in `faults_ensemble.rs`, the chaos run in `faults_chaos.rs`, a
+//! session expiring between the steps of one acquisition in `faults_between_steps.rs`.
 
 mod common;
 

@@ -81,9 +81,10 @@
 //! | ensemble re-created from scratch (data dirs wiped), servers back on the same addresses | the old sessions are refused: `Lost`. zxids begin again, so the zxid alone ([`FencingToken::zxid`](crate::FencingToken::zxid)) goes backwards; [`fencing()`](crate::LockGuard::fencing) does not: its generation (the lock path's creation time) is later than any token of the old ensemble's (`tests/fenced.rs`), as long as the servers' clocks were not set back across the re-creation | acquires on a new session |
 //! | a request of a timed acquisition still on its way at the deadline, connection healthy | — | `Ok(None)` (a timeout), never [`Error::ConnectionLoss`]: `tests/recipes.rs` releases a 1-permit semaphore around a waiter's 30 ms deadline 300 times (14 errors before the fix) |
 //!
-//! These rows are what `tests/faults.rs` and `tests/faults_ensemble.rs` (failover, chaos) exercise; the
-//! chaos run (kills, restarts and severed connections every 1.5–3 s for 30 s) has completed
-//! 1,700–2,400 holds per run with no overlap among holders that still believed in their lock.
+//! These rows are what `tests/faults.rs`, `tests/faults_ensemble.rs` and `tests/faults_chaos.rs`
+//! exercise; the chaos run (kills, restarts and severed connections every 1.5–3 s for 30 s) has
+//! completed 1,700–2,400 holds per run with no overlap among holders that still believed in their
+//! lock.
 //!
 //! # After an expiry
 //!
