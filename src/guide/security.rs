@@ -75,7 +75,7 @@
 //! (`ZK_SECURE_PORT`, default `ZK_PORT`+1000) whose CA, client certificate and key it writes to
 //! the directory it prints; give each a `ZK_PORT` of its own, e.g.
 //! `ZK_PORT=2196 scripts/start-zk.sh --tls` serves TLS on 127.0.0.1:3196 and needs `openssl`
-//! (see the script's header). `tests/security.rs` (`secure_servers`) runs against such servers.
+//! (see the script's header). `tests/security_tls_sasl.rs` runs against such servers.
 //!
 //! [`NodeAcl::CreatorOnly`]: crate::acl::NodeAcl::CreatorOnly
 //! [`NodeAcl::CreatorOnlyAnyoneRead`]: crate::acl::NodeAcl::CreatorOnlyAnyoneRead

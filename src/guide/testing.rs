@@ -36,9 +36,9 @@
 //!
 //! The compatibility pass (`.ci/run`, once per release) runs the binaries that touch the wire,
 //! sessions, restarts, snapshots, ensembles, ACLs, TLS/SASL and interop: `exclusion`, `scale`,
-//! `faults`, `faults_ensemble`, `security`, `fenced` and `interop`. `security.rs`'s
-//! `acls_on_each_release` starts a 3.9.5 and a 3.8.0 server of its own whatever the run's
-//! release, so the ACL scenarios run on both in every run.
+//! `faults`, `faults_ensemble`, `security`, `security_tls_sasl`, `fenced` and `interop`.
+//! `security.rs`'s `acls_on_each_release` starts a 3.9.5 and a 3.8.0 server of its own whatever
+//! the run's release, so the ACL scenarios run on both in every run.
 //!
 //! What needs which release: zklock creates lock parents as container nodes and its nodes with
 //! `create2` (the reply carries the stat), both ZooKeeper 3.5+; 3.4 is not supported. What differs between the releases zklock meets:
@@ -61,8 +61,11 @@
 //! a binary, tests that would disturb each other's timing take a lock: the heavy tests of
 //! `scale.rs` run one at a time, the tests on the shared ensemble of `faults_ensemble.rs` too, and
 //! in `leases.rs` the healthy-holder test never runs beside a private ensemble. The chaos run has
-//! a binary, and so an ensemble, of its own: on ZooKeeper 3.6.3 the failover tests failed when
-//! they ran on the ensemble it had just churned.
+//! a binary, and so an ensemble, of its own (on ZooKeeper 3.6.3 the failover tests failed when
+//! they ran on the ensemble it had just churned), and so do the SASL and TLS servers' tests
+//! (`security_tls_sasl.rs`: they bound a connect to 3 s; on 3.6.3, on a loaded machine, one TLS
+//! connect took longer once they shared a binary with `security.rs`, which starts servers of two
+//! releases).
 //!
 //! | subject | file: module | what it proves |
 //! |---|---|---|
@@ -97,7 +100,7 @@
 //! | | `async_blocking_calls.rs` | (feature `tokio`; each case a process of its own) a blocking call on a tokio worker, multi-thread or current-thread, is warned about once per process on stderr and in the log, naming the `_async` calls; none on `spawn_blocking` threads, a multi-thread runtime's `block_on` thread, plain threads or for async calls; two workers, an async holder and two tasks calling `lock()` no longer deadlock (`block_in_place`) |
 //! | security | `security.rs`: `acls`, `shared_parents` | creator-only ACLs keep other identities from breaking or joining a lock; refusals name the identity, the permission and the node; credentials never show; parents created on the way, by a lock or inside a fenced write's transaction, let other identities create siblings |
 //! | | `security.rs`: `acls_on_each_release` | on a 3.9.5 and a 3.8.0 server each: `require_chroot(true)` through a chroot that denies READ, `fenced_set_data` below a parent that lets anyone create but not read, and another identity's `try_lock`, timed wait, inspection, break, revocation, semaphore, read/write lock and election on creator-only nodes: the same answer on both (a typed `NoAuth` naming CREATE or READ, within 3 s, nothing left behind, the holder undisturbed; with READ for everyone, inspection shows the holder) |
-//! | | `security.rs`: `secure_servers` | private SASL and TLS servers (`scripts/start-zk.sh --sasl --tls`): wrong SASL password is `AuthFailed` in under 3 s, locks over TLS, untrusted CA or missing client certificate is `Error::Tls` within the connect timeout |
+//! | | `security_tls_sasl.rs` | private SASL and TLS servers (`scripts/start-zk.sh --sasl --tls`): wrong SASL password is `AuthFailed` in under 3 s, locks over TLS, untrusted CA or missing client certificate is `Error::Tls` within the connect timeout |
 //! | bad input and messages | `errors.rs`: `bad_input` | bad paths, unicode, long paths, oversized data, garbage connect strings and credentials through every entry point: typed errors, no panic, no node left |
 //! | | `errors.rs`: `messages` | a wrong digest password is told it is another identity; a release after `close` is `Closed`, not lost; a connect failing fast says how long it took; inside a chroot a refusal names the node the server refused |
 //! | hostile server | `hostile_server.rs` | a fake server on loopback (no ZooKeeper needed) that grants a session, then sends bodies cut short, replies of the wrong type or to no request, frames announced at 2 GiB (skipped, its request failed) or over the client's limit answering no request, half a frame, a reply trickled a byte at a time, a garbled notification, garbage behind the handshake; or answers the handshake with a bogus `ConnectResponse`: every call ends by its deadline, the client resets the connection (logged) and comes back on a new one with the same session, memory stays bounded, a bad handshake is a failed attempt followed by the next |
@@ -134,7 +137,8 @@
 //! | `uptime.rs` | lost replies and deadlines in outages to `faults.rs` (`lost_replies`, `deadlines_in_outages`); creator-only parents to `security.rs` (`shared_parents`); the chroot and the forked child to `lifecycle.rs` (`long_lived_chroot`, `forked_children`) |
 //! | `async_locks.rs`, `async_calls.rs`, `async_faults.rs` | `async_api.rs`: `acquisitions`, `other_calls`, `under_faults` |
 //! | `blocking_in_async.rs` | `async_blocking_calls.rs` |
-//! | `security.rs`, `acl_releases.rs`, `secure_servers.rs` | `security.rs`: `acls`, `acls_on_each_release`, `secure_servers` |
+//! | `security.rs`, `acl_releases.rs` | `security.rs`: `acls`, `acls_on_each_release` |
+//! | `secure_servers.rs` | `security_tls_sasl.rs` |
 //! | `fuzz_input.rs`, `messages.rs` | `errors.rs`: `bad_input`, `messages` |
 //! | `fenced.rs`, `hostile_server.rs`, `interop.rs`, `examples_run.rs`, `cli/tests/*` | unchanged |
 //!
