@@ -63,9 +63,8 @@
 //! in `leases.rs` the healthy-holder test never runs beside a private ensemble. The chaos run has
 //! a binary, and so an ensemble, of its own (on ZooKeeper 3.6.3 the failover tests failed when
 //! they ran on the ensemble it had just churned), and so do the SASL and TLS servers' tests
-//! (`security_tls_sasl.rs`: they bound a connect to 3 s; on 3.6.3, on a loaded machine, one TLS
-//! connect took longer once they shared a binary with `security.rs`, which starts servers of two
-//! releases).
+//! (`security_tls_sasl.rs`), which bound a connect to 3 s and would otherwise run beside the
+//! server starts of `security.rs` (two releases).
 //!
 //! | subject | file: module | what it proves |
 //! |---|---|---|
