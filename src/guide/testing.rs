@@ -61,8 +61,8 @@
 //! a binary, tests that would disturb each other's timing take a lock: the heavy tests of
 //! `scale.rs` run one at a time, the tests on the shared ensemble of `faults_ensemble.rs` too, and
 //! in `leases.rs` the healthy-holder test never runs beside a private ensemble. The chaos run has
-//! a binary, and so an ensemble, of its own (on ZooKeeper 3.6.3 the failover tests failed when
-//! they ran on the ensemble it had just churned), and so do the SASL and TLS servers' tests
+//! a binary, and so an ensemble, of its own (the failover tests never run on the ensemble it has
+//! just churned), and so do the SASL and TLS servers' tests
 //! (`security_tls_sasl.rs`), which bound a connect to 3 s and would otherwise run beside the
 //! server starts of `security.rs` (two releases).
 //!
