@@ -82,7 +82,7 @@
 //! | | `faults_chaos.rs` | 4 processes × 2 threads for 30 s while holders are SIGKILLed, servers restarted and connections severed: no overlap among holders that still believed in their lock, progress for every survivor, no nodes left |
 //! | | `faults_between_steps.rs` | a session expiring between the steps of a multi-lock or a semaphore acquisition fails the whole acquisition and leaves nothing behind |
 //! | | `scale.rs`: `busy_session_restart` | 10,000 data watches on 290-character paths on one session survive a restart of a private server (data kept, down about 2 s, 10 s session): every watch back on the server, 500 holders learn of a revocation through the watch they set before the restart, 10,000 waiters then acquire in queue order, nothing expires; a holder reads `Held` (sampled every 2 ms) while 2,000 waiters of its session queue up, and after a cut connection while they all re-list |
-//! | | `scale.rs`: `long_queues` | queues of 20,000 and 50,000 nodes (listings over ZooKeeper's default `jute.maxbuffer`) are read and other locks of the client stay held; over the client's own limit each call fails alone with `ReplyTooLarge`, at once, leaving nothing |
+//! | | `scale.rs`: `long_queues` | queues of 20,000 and 50,000 nodes (listings over ZooKeeper's default `jute.maxbuffer`) are read, listed and inspected whole while other locks of the client stay held; over the client's own limit each call fails alone with `ReplyTooLarge`, at once, leaving nothing; nodes whose data is too large to read in one batch are read one by one |
 //! | | `scale.rs`: `herd` | one watch notification per release (server `mntr` counters, private server); after a reconnect, the waiters of one session share one listing (getChildren counted through the proxy) |
 //! | sessions and leases | `leases.rs`: `call_time_lease` | a holder frozen (SIGSTOP) past its session never reads held after another process acquired (every answer stamped with `CLOCK_MONOTONIC` before the call; directly and through the proxy); `lease_remaining()` shrinks in a blackhole and returns with the server; a healthy loaded holder never reads `Suspended` in 20 s |
 //! | | `leases.rs`: `behind_a_partitioned_follower` | a holder behind a follower cut off from the leader never reads held after the quorum expired it: the nemesis's scenario (root, private network namespace) and a private ensemble with the follower cut off through the proxy |
@@ -112,8 +112,8 @@
 //! ## Where the older test files went
 //!
 //! Until 0.2 the files were named by the history that added them. Every test and assertion moved
-//! (in `tests/` and `cli/tests/`, before and after: 286 tests, 18 of them ignored workers run as
-//! child processes, plus the 8 cases of `async_blocking_calls.rs`; 1,541
+//! (in `tests/` and `cli/tests/`, before and after: 288 tests, 18 of them ignored workers run as
+//! child processes, plus the 8 cases of `async_blocking_calls.rs`; 1,553
 //! `assert!`/`assert_eq!`/`assert_ne!` and 89 `panic!`), under the same function names but for
 //! three: `chaos_run` is now
 //! `holders_never_overlap_while_processes_are_killed_servers_restarted_and_connections_cut`, and
@@ -146,7 +146,7 @@
 //! Unit tests in the crate cover the pure parts (paths, connect strings, node order across the
 //! sequence wrap, the lease arithmetic, the one rule that decides a lock's state,
 //! cancellation, the timers), through the `NodeStore` seam every outcome of placing a node in
-//! the queue, and through the `Queue` seam the wait loop itself against the simulated ZooKeeper
+//! the queue, and through the `ZkSession` seam the wait loop itself against the simulated ZooKeeper
 //! (`core/sim`, below): handoff, a node ahead withdrawing, readers ignoring readers, a writer
 //! behind readers, the re-check after a reconnect whose notification was lost, our own node
 //! deleted while waiting, the ownership check at the claim, and a semaphore's lease count; property tests (proptest) feed arbitrary bytes to the
@@ -159,7 +159,7 @@
 //! `cargo run --release --example simulate -- --seeds N [--from S]` runs N seeded schedules of
 //! a deterministic simulation (issue 34): two or three simulated processes, each a session with
 //! one to three tasks, acquire a mutex, a read/write lock, a leader election or a semaphore
-//! (one to three permits) through the real waiting core (`contend`, `take_lease`) against a
+//! (one to three permits) through the real waiting core (`contend`, `take_permit_node`) against a
 //! simulated ZooKeeper (`core/sim`: the data tree with its `cversion` numbering and its stop at
 //! 2^31-1, one-shot watches fired as `DataTree` fires them, containers and their sweep,
 //! sessions that expire, connections that drop with requests applied or not, reconnects whose
