@@ -5,9 +5,9 @@
 #     jars once into a cache, see scripts/lib/dist.sh; "debian" is Debian's zookeeper package);
 #   - a JDK and Apache Curator's jars for the interop tests (tests/interop.rs: the Curator of
 #     ZK_VERSION's jars, or ZK_CURATOR; Debian's libcurator-*-java is Curator 5.4.0);
-#   - openssl for the certificates of the TLS test server (tests/secure_servers.rs).
+#   - openssl for the certificates of the TLS test server (tests/security_tls_sasl.rs).
 # Runs the tests of the whole workspace: the library and the `zklock-cli` crate (cli/).
-# Extra arguments go to `cargo test` (e.g. scripts/test.sh --test mutex, or -p zklock-cli).
+# Extra arguments go to `cargo test` (e.g. scripts/test.sh --test exclusion, or -p zklock-cli).
 #
 # Servers: every server of the run lives in a work dir of its own, ZK_WORKDIR=a fresh
 # ${TMPDIR:-/tmp}/zklock-test.XXXXXX: the main server, started here on a free port and passed

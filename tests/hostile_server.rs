@@ -1,5 +1,5 @@
 //! A hostile or broken server never panics the client, never makes it allocate without bound,
-//! and never keeps a call past its deadline (issue 22, item 6).
+//! and never keeps a call past its deadline.
 //!
 //! The server here is a fake, on 127.0.0.1: it tests zklock's decoding, not ZooKeeper. It
 //! speaks enough of the protocol to grant a session (ConnectRequest and ConnectResponse, reply
@@ -39,7 +39,7 @@ const MEMORY_BOUND: usize = 64 << 20;
 /// Garbage rounds per test: each one must be followed by a new connection.
 const ROUNDS: usize = 2;
 /// The largest reply a client reads by default (`ClientBuilder::max_reply_size`). A larger
-/// one in reply to a request fails that request alone (tests/long_queue.rs); one that answers
+/// one in reply to a request fails that request alone (tests/scale.rs, `long_queues`); one that answers
 /// no request is garbage.
 const MAX_FRAME: usize = 16 << 20;
 

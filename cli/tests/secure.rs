@@ -31,8 +31,9 @@ fn run(cmd: &mut Command) -> (Option<i32>, String, Duration) {
 }
 
 #[test]
-fn tls_options() {
-    let Some(server) = tls_server("cli::tls_options") else {
+fn tls_flags_lock_over_tls_and_bad_material_is_a_one_line_error() {
+    let Some(server) = tls_server("tls_flags_lock_over_tls_and_bad_material_is_a_one_line_error")
+    else {
         return;
     };
     let file = |name: &str| server.dir.join(name);
@@ -70,8 +71,9 @@ fn tls_options() {
 }
 
 #[test]
-fn sasl_options() {
-    let Some(server) = sasl_server("cli::sasl_options") else {
+fn sasl_flags_lock_and_a_wrong_password_is_a_one_line_error() {
+    let Some(server) = sasl_server("sasl_flags_lock_and_a_wrong_password_is_a_one_line_error")
+    else {
         return;
     };
     let path = lock_path("cli-sasl");

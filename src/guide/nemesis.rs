@@ -191,7 +191,7 @@
 //!
 //! # What it found
 //!
-//! A lease violation, now `tests/follower_lease.rs`, set up exactly by
+//! A lease violation, now a test in `tests/leases.rs`, set up exactly by
 //! `scripts/nemesis.sh --scenario follower-lease --sync-limit 25`: a holder connected to a
 //! follower is partitioned, with that follower, from the leader and the other follower, while a
 //! contender waits on the majority side. The follower goes on answering the holder (pings, reads,
@@ -220,9 +220,9 @@
 //!
 //! **Fixed:** the lease is now renewed only by answers the leader has seen: writes, and a `sync`
 //! as the keepalive (a follower must pass a sync on to the leader, so a cut-off follower leaves it
-//! unanswered); reads no longer count. `tests/follower_lease.rs` (this scenario, syncLimit 5 s,
-//! 3 trials) passes and runs in CI, as does `tests/lifecycle.rs`'s version of it (a proxy
-//! between a follower and the leader, found independently by a code review).
+//! unanswered); reads no longer count. `tests/leases.rs` (module `behind_a_partitioned_follower`:
+//! this scenario, syncLimit 5 s, 3 trials) passes and runs in CI, as does its version through a
+//! proxy between a follower and the leader (found independently by a code review), beside it.
 //!
 //! Nothing else: in every run so far (60 s to 10 min, 5 or 9 clients, 2-3 s sessions) no
 //! overlap, no lost update, no stale write accepted, no token out of order, no orphan node or

@@ -22,7 +22,7 @@
 //! list the queue again (sequence numbers only grow, so nothing can be ahead of it): it only reads
 //! its own node, to be sure nobody deleted it meanwhile. After a reconnect, when every waiter
 //! looks at the queue again, the waiters of one session on one lock path share one listing
-//! instead of each fetching the whole queue (`tests/herd.rs`: 40 waiters on one session sent 40
+//! instead of each fetching the whole queue (`tests/scale.rs`: 40 waiters on one session sent 40
 //! listings after their connection was cut, now 1).
 //!
 //! # Sharing locks with Curator

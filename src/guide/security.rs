@@ -65,8 +65,8 @@
 //! (`try_lock`, timed and untimed waits, semaphores, read/write locks, elections) is refused
 //! CREATE on the lock path; listing and inspection (`contenders`, `Client::inspect`,
 //! `current_leader`, `zklock status`) READ; `break_*` DELETE and revocation WRITE. With
-//! [`NodeAcl::CreatorOnlyAnyoneRead`] others see the holder (never "free"). `tests/acl_releases.rs`
-//! runs each of these on a server of each release.
+//! [`NodeAcl::CreatorOnlyAnyoneRead`] others see the holder (never "free"). `tests/security.rs`
+//! (`acls_on_each_release`) runs each of these on a server of each release.
 //!
 //! # Trying it locally
 //!
@@ -75,8 +75,7 @@
 //! (`ZK_SECURE_PORT`, default `ZK_PORT`+1000) whose CA, client certificate and key it writes to
 //! the directory it prints; give each a `ZK_PORT` of its own, e.g.
 //! `ZK_PORT=2196 scripts/start-zk.sh --tls` serves TLS on 127.0.0.1:3196 and needs `openssl`
-//! (see the script's header). `tests/security.rs` and `tests/secure_servers.rs` run against
-//! such servers.
+//! (see the script's header). `tests/security_tls_sasl.rs` runs against such servers.
 //!
 //! [`NodeAcl::CreatorOnly`]: crate::acl::NodeAcl::CreatorOnly
 //! [`NodeAcl::CreatorOnlyAnyoneRead`]: crate::acl::NodeAcl::CreatorOnlyAnyoneRead

@@ -244,7 +244,7 @@ impl Exclusion {
 }
 
 /// The `zklock` binary of the workspace's CLI crate, built first if needed (tests of the
-/// library that run the CLI, such as tests/acl_releases.rs, cannot name it with
+/// library that run the CLI, such as tests/security.rs, cannot name it with
 /// `CARGO_BIN_EXE_zklock`, which only the CLI crate's own tests have). For the library's tests:
 /// the target dir is the one beside the library's manifest, unless `CARGO_TARGET_DIR` says.
 pub fn zklock_binary() -> std::path::PathBuf {

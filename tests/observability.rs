@@ -1,4 +1,4 @@
-//! Observability (issue 14) against real servers: the session state read through
+//! Observability against real servers: the session state read through
 //! `Client::state`, waited for with `wait_state_change` and told to a listener, across a
 //! blackhole, a server restart, an expiry and `close()`; connect errors that say what each host
 //! did and how long connecting took; and the metrics, scraped over HTTP from the example's

@@ -4,7 +4,8 @@
 //! its lock overlapped another holder, that every surviving contender made progress, and that
 //! no lock node is left.
 //!
-//! Runs for `ZKLOCK_CHAOS_SECS` seconds (default 30).
+//! Runs for `ZKLOCK_CHAOS_SECS` seconds (default 30). A binary, and so an ensemble, of its own:
+//! the failover tests of `faults_ensemble.rs` never run on an ensemble it has just churned.
 
 mod common;
 
@@ -32,11 +33,11 @@ fn now_ns() -> u128 {
 /// One contender process: `THREADS` threads on one session loop over lock / work / check /
 /// unlock until the stop file appears, appending `H <who> <enter_ns> <check_ns> <held>` per hold.
 #[test]
-#[ignore = "run as a child process by chaos_run"]
+#[ignore = "run as a child process by the chaos test below"]
 fn worker_chaos() {
     let var = |k: &str| std::env::var(k).unwrap();
     let (path, log, stop) = (var("LOCK"), var("LOG"), var("STOP"));
-    // ZK_CONNECT: the proxies in front of the ensemble, set by chaos_run.
+    // ZK_CONNECT: the proxies in front of the ensemble, set by the driver (the test below).
     let client = common::client_with(Duration::from_secs(3));
     thread::scope(|s| {
         for t in 0..THREADS {
@@ -96,7 +97,7 @@ struct Hold {
 }
 
 #[test]
-fn chaos_run() {
+fn holders_never_overlap_while_processes_are_killed_servers_restarted_and_connections_cut() {
     let (_, _exclusive) = ensemble::ensemble();
     let seconds: u64 = std::env::var("ZKLOCK_CHAOS_SECS")
         .ok()

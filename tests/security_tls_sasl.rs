@@ -7,6 +7,9 @@
 //! The tests skip (with a message on stderr) only when the tools the servers need are
 //! missing: java, and for TLS also keytool and openssl; under `CI=true` they fail instead
 //! (`common::skip_unless_ci`).
+//!
+//! A binary of its own: its tests bound a connect to a few seconds, which the ZooKeeper servers
+//! that `security.rs` starts (two releases) would eat into on a loaded machine.
 #![cfg(any(feature = "sasl", feature = "tls"))]
 
 mod common;

@@ -1,4 +1,6 @@
-//! Holders and waiters across server restarts and leader failover in a three-server ensemble.
+//! Holders and waiters across server restarts and leader failover in a three-server ensemble
+//! (`tests/common/ensemble.rs`, one per test binary, its tests serialised). The chaos run on an
+//! ensemble is `faults_chaos.rs`.
 
 mod common;
 
