@@ -5,12 +5,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::session::Session;
 use crate::znode::layout::owner_data;
 
 use super::claim::{claim, node_vanished, Claimed};
 use super::contend::{gave_up, past_deadline_is_busy, wait_for_change, Woken};
-use super::held::Held;
+use super::hold::Holds;
 use super::place::{create_node, Created};
 use super::queue::Queue;
 use super::wait::{Attempt, Patience};
@@ -19,18 +18,18 @@ use super::withdraw::OurNode;
 /// Takes one lease under `leases_path` of a semaphore with `permits` leases, Curator's
 /// `InterProcessSemaphoreV2` way: create a lease node, then wait until at most `permits` lease
 /// nodes exist. The caller serialises lease takers with the semaphore's internal mutex, so only
-/// one of them watches the leases at a time.
-pub(crate) async fn acquire_lease(
-    session: &Arc<Session>,
+/// one of them watches the leases at a time (see [`permits`](super::permits)).
+pub(crate) async fn acquire_lease<S: Holds>(
+    session: &Arc<S>,
     leases_path: &str,
     lease_name: &str,
     permits: usize,
     attempt: &Attempt,
     deadline: Option<Instant>,
-) -> Result<Option<Held>> {
+) -> Result<Option<S::Held>> {
     let taken = take_lease(session, leases_path, lease_name, permits, attempt, deadline).await;
     let claimed = past_deadline_is_busy(session.as_ref(), deadline, taken)?;
-    Ok(claimed.map(|claimed| claimed.held(leases_path)))
+    Ok(claimed.map(|claimed| S::hold(claimed, leases_path)))
 }
 
 /// The steps of [`acquire_lease`], on any [`Queue`], whose errors it has yet to sort.

@@ -13,15 +13,20 @@
 //!   [`leases`]: a semaphore's count of leases instead of a blocker;
 //! - [`claim`], [`withdraw`]: the two ends of a wait (ours, or deleted again);
 //! - [`held`]: a held node, its release; [`partial`]: all or nothing across several;
+//! - [`hold`]: what an acquisition of several holds, on any session; [`ordered`]: a
+//!   multi-lock's locks in their one order; [`permits`]: a semaphore's gate and leases;
 //! - [`standing`]: the one rule deciding whether a lock is held; [`track`]: what is reported
 //!   about a hold and its loss.
 
 pub(crate) mod claim;
 pub(crate) mod contend;
 pub(crate) mod held;
+pub(crate) mod hold;
 pub(crate) mod kind;
 pub(crate) mod leases;
+pub(crate) mod ordered;
 pub(crate) mod partial;
+pub(crate) mod permits;
 pub(crate) mod place;
 pub(crate) mod queue;
 pub(crate) mod sim;

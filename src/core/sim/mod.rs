@@ -13,6 +13,7 @@
 //! The unit tests of the core drive the same world step by step through [`Sim`].
 
 pub(crate) mod client;
+pub(crate) mod held;
 #[cfg(test)]
 pub(crate) mod store;
 pub(crate) mod world;

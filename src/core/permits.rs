@@ -1,0 +1,104 @@
+//! A semaphore's permits, Curator's `InterProcessSemaphoreV2` way: lease takers queue on a
+//! mutex, the gate; the one at its head takes its leases (see [`leases`](super::leases)) and
+//! leaves the gate to the next.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+use super::contend::past_deadline_is_busy;
+use super::hold::{take, Hold, Holds};
+use super::kind::{Kind, Rival};
+use super::leases::acquire_lease;
+use super::partial::Partial;
+use super::wait::Attempt;
+
+/// Where one semaphore's nodes are, and what it is.
+#[derive(Clone)]
+pub(crate) struct SemaphoreAt {
+    /// The semaphore's path.
+    pub(crate) path: String,
+    /// The gate's path, a lock of `gate_kind` (a mutex).
+    pub(crate) gate: String,
+    pub(crate) gate_kind: &'static Kind,
+    /// The path of the lease nodes, and their name.
+    pub(crate) leases: String,
+    pub(crate) lease_name: &'static str,
+    pub(crate) permits: usize,
+    /// The recipe's name, as errors give it.
+    pub(crate) recipe: &'static str,
+    /// Given the children of the semaphore's path, another recipe whose nodes are there.
+    pub(crate) rival: fn(&[String]) -> Option<Rival>,
+}
+
+/// Takes `count` leases of `semaphore` on `session` (`count` between 1 and the permits),
+/// all or nothing. `Ok(None)` when busy and the patience ran out; on that and on every
+/// error, what was taken is released, the gate last (see [`Partial`]).
+///
+/// One pass through the gate for all `count` leases: two takers each holding some leases
+/// while waiting for more would wait for each other for ever. One session for the gate and
+/// every lease: were it to expire half-way, a lease taken on a new session would wait while
+/// the gate (lost with the old one) let others in. Once every lease is taken, the gate is
+/// released, waiting for the server at most `gate_wait` (a slow reply finishes in the
+/// background).
+pub(crate) async fn take_permits<S: Holds>(
+    session: &Arc<S>,
+    semaphore: &SemaphoreAt,
+    count: usize,
+    attempt: &Attempt,
+    deadline: Option<Instant>,
+    gate_wait: Duration,
+) -> Result<Option<Vec<S::Held>>> {
+    debug_assert!((1..=semaphore.permits).contains(&count));
+    let gate = Box::pin(take(
+        session,
+        &semaphore.gate,
+        semaphore.gate_kind,
+        attempt,
+        deadline,
+    ))
+    .await?;
+    let Some(gate) = gate else {
+        return Ok(None);
+    };
+    // Dropped on the way out, `taken` releases what was taken (all or nothing); the gate,
+    // taken first, goes last.
+    let mut taken = Partial::new(attempt);
+    taken.push(gate);
+    // One recipe per path: our gate node exists (and with it the gate), so another recipe's
+    // contender that lists the path after this finds the semaphore; this listing finds one
+    // that created its node before (see `Kind::rival`). Refused, `taken` releases the gate.
+    let beside = Box::pin(session.list(&semaphore.path, deadline)).await;
+    // Run into the deadline on a live connection, the listing is a timeout, as the gate's
+    // and the leases' requests are.
+    let Some(beside) = past_deadline_is_busy(session.as_ref(), deadline, beside.map(Some))? else {
+        return Ok(None);
+    };
+    if let Some(rival) = (semaphore.rival)(&beside) {
+        return Err(Error::RecipeConflict {
+            path: semaphore.path.clone(),
+            ours: semaphore.recipe,
+            theirs: rival.recipe,
+        });
+    }
+    for _ in 0..count {
+        let lease = Box::pin(acquire_lease(
+            session,
+            &semaphore.leases,
+            semaphore.lease_name,
+            semaphore.permits,
+            attempt,
+            deadline,
+        ))
+        .await?;
+        match lease {
+            Some(lease) => taken.push(lease),
+            None => return Ok(None),
+        }
+    }
+    let mut leases = taken.complete();
+    // Leave the gate to the next taker.
+    leases.remove(0).release_logged(gate_wait).await;
+    Ok(Some(leases))
+}
