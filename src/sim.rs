@@ -95,6 +95,8 @@ struct Acquisition {
     /// The future is dropped after this many polls (cancellation, a `select!`, an abort).
     drop_after: Option<u32>,
     hold: Duration,
+    /// A pause before it (a lock path left empty for a while, so its container may go).
+    pause: Duration,
 }
 
 /// A holder, as the checks see it.
@@ -177,6 +179,10 @@ struct Schedule {
     more: Rng,
     /// For a multi-lock schedule, the kind of each lock path (a mutex or a write lock).
     kinds: BTreeMap<String, &'static Kind>,
+    /// One lock path used and left empty again and again, its container swept often: made
+    /// anew, it numbers its nodes from 0 again, below what the sessions learnt of the last
+    /// one (`session/floors.rs` keys what it learns by the path's incarnation).
+    reuse: bool,
 }
 
 impl Schedule {
@@ -200,6 +206,12 @@ impl Schedule {
             _ if more.below(6) == 0 => Recipe::Multi,
             _ => recipe,
         };
+        // One in five of the seeds that queue on their lock paths reuse one path.
+        let reuse = matches!(recipe, Recipe::Mutex | Recipe::RwLock | Recipe::Election)
+            && more.below(5) == 0;
+        if reuse {
+            locks.truncate(1);
+        }
         let mut kinds = BTreeMap::new();
         if recipe == Recipe::Multi {
             locks = (0..2 + more.below(2))
@@ -215,6 +227,9 @@ impl Schedule {
             Some(Duration::from_secs(1)),
             Some(Duration::from_secs(5)),
         ][extra.below(3)];
+        if reuse {
+            world.sweep_every = Some(Duration::from_millis(100 + 100 * more.below(5) as u64));
+        }
         let mut limits = BTreeMap::new();
         world.mkdirs("/locks", Mode::Persistent);
         for lock in &locks {
@@ -247,6 +262,7 @@ impl Schedule {
             extra,
             more,
             kinds,
+            reuse,
             limits,
         };
         let processes = 2 + schedule.rng.below(2);
@@ -259,15 +275,22 @@ impl Schedule {
                 schedule.spawn(&session, plan);
             }
         }
-        world
-            .lock()
-            .note(|| format!("seed {seed}: {recipe:?} on {:?}", schedule.locks));
+        world.lock().note(|| {
+            format!(
+                "seed {seed}: {recipe:?} on {:?} (reuse: {reuse})",
+                schedule.locks
+            )
+        });
         schedule
     }
 
     fn plan(&mut self, recipe: Recipe) -> Vec<Acquisition> {
         let rng = &mut self.rng;
-        (0..1 + rng.below(3) + self.extra.below(3))
+        let longer = match self.reuse {
+            true => 2 + self.more.below(4),
+            false => 0,
+        };
+        (0..1 + rng.below(3) + self.extra.below(3) + longer)
             .map(|_| {
                 let more = &mut self.more;
                 let target = match recipe {
@@ -296,7 +319,11 @@ impl Schedule {
                     wait,
                     drop_after: rng.chance(15).then(|| 1 + rng.below(6) as u32),
                     hold: Duration::from_millis(rng.below(2_000) as u64),
+                    pause: Duration::ZERO,
                 };
+                if self.reuse {
+                    acquisition.pause = Duration::from_millis(more.below(1_500) as u64);
+                }
                 if recipe == Recipe::Multi {
                     acquisition.target = multi_target(more, &self.kinds, &acquisition.lock);
                 }
@@ -706,6 +733,10 @@ impl<F: Future + ?Sized> Future for Budget<F> {
 /// One task: its acquisitions, one after the other, each held for a while and released.
 async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: Vec<Acquisition>) {
     for acquisition in plan {
+        if !acquisition.pause.is_zero() {
+            let until = session.world.lock().now + acquisition.pause;
+            sleep_until(&session.world, until).await;
+        }
         if session.liveness() == Liveness::Ended {
             return;
         }
