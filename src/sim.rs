@@ -97,6 +97,9 @@ struct Acquisition {
     hold: Duration,
     /// A pause before it (a lock path left empty for a while, so its container may go).
     pause: Duration,
+    /// Taken revocable: a revocation request (a write to a node it holds) makes it release
+    /// at once, as a revocable guard's holder does.
+    revocable: bool,
 }
 
 /// A holder, as the checks see it.
@@ -183,6 +186,10 @@ struct Schedule {
     /// anew, it numbers its nodes from 0 again, below what the sessions learnt of the last
     /// one (`session/floors.rs` keys what it learns by the path's incarnation).
     reuse: bool,
+    /// Revocation requests now and then to a holder (one seed in four; drawn apart, see
+    /// `extra`).
+    revocations: bool,
+    revoke: Rng,
 }
 
 impl Schedule {
@@ -212,6 +219,8 @@ impl Schedule {
         if reuse {
             locks.truncate(1);
         }
+        let mut revoke = Rng::new(seed ^ 0x7265_766F_6B65);
+        let revocations = revoke.below(4) == 0;
         let mut kinds = BTreeMap::new();
         if recipe == Recipe::Multi {
             locks = (0..2 + more.below(2))
@@ -263,6 +272,8 @@ impl Schedule {
             more,
             kinds,
             reuse,
+            revocations,
+            revoke,
             limits,
         };
         let processes = 2 + schedule.rng.below(2);
@@ -320,7 +331,11 @@ impl Schedule {
                     drop_after: rng.chance(15).then(|| 1 + rng.below(6) as u32),
                     hold: Duration::from_millis(rng.below(2_000) as u64),
                     pause: Duration::ZERO,
+                    revocable: false,
                 };
+                if self.revocations {
+                    acquisition.revocable = self.revoke.chance(50);
+                }
                 if self.reuse {
                     acquisition.pause = Duration::from_millis(more.below(1_500) as u64);
                 }
@@ -407,6 +422,9 @@ impl Schedule {
     fn step(&mut self, faults: bool) -> bool {
         if faults && self.rng.chance(self.fault_percent) {
             self.fault();
+            return true;
+        }
+        if self.revocations && self.revoke.chance(2) && self.request_revocation() {
             return true;
         }
         let ready: Vec<usize> = {
@@ -551,6 +569,22 @@ impl Schedule {
                 world.partition(session, length);
             }
         }
+    }
+
+    /// A revocation request to one of the holders (`request_revocation`: a write to its node);
+    /// `false` if no one holds.
+    fn request_revocation(&mut self) -> bool {
+        let book = self.book.borrow();
+        if book.holders.is_empty() {
+            return false;
+        }
+        let holder = &book.holders[self.revoke.below(book.holders.len())];
+        let path = holder.node_path.clone();
+        drop(book);
+        let mut world = self.world.lock();
+        world.note(|| format!("revocation requested of {path}"));
+        world.set_data_now(&path);
+        true
     }
 
     /// The faults stop: frozen processes resume once their time is up, silent connections
@@ -703,6 +737,25 @@ fn reads_held(world: &World, holder: &Holder, now: std::time::Instant) -> bool {
 /// What an acquisition ends with: the nodes held, in the order taken.
 type Acquired = crate::error::Result<Option<Vec<SimHeld>>>;
 
+/// Holds until `until`, or, if `revocable` (the holder's own-node watches), until one of them
+/// reports a revocation request (a change of its node's data): `true` then.
+async fn hold(world: &Shared, until: Duration, revocable: Option<&[u64]>) -> bool {
+    std::future::poll_fn(|cx| {
+        let mut world = world.lock();
+        for w in revocable.unwrap_or_default() {
+            if world.watch_fired(*w, cx.waker()) == Some(Some(zk::EventType::NodeDataChanged)) {
+                return Poll::Ready(true);
+            }
+        }
+        if world.now >= until {
+            return Poll::Ready(false);
+        }
+        world.add_timer(until, cx.waker());
+        Poll::Pending
+    })
+    .await
+}
+
 /// A future dropped after `polls` polls.
 struct Budget<F: ?Sized> {
     inner: Option<Pin<Box<F>>>,
@@ -854,7 +907,13 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
                     });
                 }
                 let until = session.world.lock().now + acquisition.hold;
-                sleep_until(&session.world, until).await;
+                let revocable = acquisition.revocable.then_some(&watches[..]);
+                if hold(&session.world, until, revocable).await {
+                    session
+                        .world
+                        .lock()
+                        .note(|| format!("task {task} releases on a revocation request"));
+                }
                 book.borrow_mut().holders.retain(|h| h.task != task);
                 for watch in watches {
                     session.world.lock().unwatch(watch);
