@@ -102,3 +102,105 @@ pub(crate) async fn take_permits<S: Holds>(
     leases.remove(0).release_logged(gate_wait).await;
     Ok(Some(leases))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::kind::{previous_node, Role};
+    use crate::core::sim::world::{Mode, OPERATOR};
+    use crate::core::sim::Sim;
+    use crate::metrics::Recipe;
+
+    const GATE: Kind = Kind {
+        names: &[("lock-", Role::Exclusive)],
+        ours: 0,
+        blocker: previous_node,
+        metric: Recipe::Semaphore,
+        recipe: "test",
+        rival: |_| None,
+    };
+
+    /// A semaphore at `/s` with `permits`, refusing to share its path with `rival-` nodes.
+    fn semaphore(permits: usize) -> SemaphoreAt {
+        SemaphoreAt {
+            path: "/s".to_owned(),
+            gate: "/s/locks".to_owned(),
+            gate_kind: &GATE,
+            leases: "/s/leases".to_owned(),
+            lease_name: "lease-",
+            permits,
+            recipe: "semaphore",
+            rival: |children| {
+                children
+                    .iter()
+                    .any(|c| c.starts_with("rival-"))
+                    .then_some(Rival {
+                        recipe: "rival",
+                        holders: &[],
+                    })
+            },
+        }
+    }
+
+    #[test]
+    fn several_leases_are_taken_in_one_pass_and_the_gate_left() {
+        let sim = Sim::new(1);
+        sim.world.lock().mkdirs("/s", Mode::Persistent);
+        let session = sim.session();
+        let at = semaphore(3);
+        let attempt = Attempt::forever();
+        let mut taking = Box::pin(take_permits(
+            &session,
+            &at,
+            2,
+            &attempt,
+            None,
+            Duration::ZERO,
+        ));
+        let taken = sim.poll(taking.as_mut()).expect("done").expect("no error");
+        let leases = taken.expect("taken");
+        assert_eq!(leases.len(), 2);
+        sim.settle();
+        let world = sim.world.lock();
+        assert_eq!(world.children("/s/leases").len(), 2);
+        assert!(world.children("/s/locks").is_empty(), "the gate is left");
+        drop(world);
+        drop(leases);
+        sim.settle();
+        assert!(
+            sim.world.lock().children("/s/leases").is_empty(),
+            "released"
+        );
+    }
+
+    #[test]
+    fn another_recipe_at_the_path_is_refused_and_nothing_is_left() {
+        let sim = Sim::new(1);
+        sim.world.lock().mkdirs("/s", Mode::Persistent);
+        sim.world.lock().create_now(OPERATOR, "/s/rival-", true);
+        let session = sim.session();
+        let at = semaphore(1);
+        let attempt = Attempt::forever();
+        let mut taking = Box::pin(take_permits(
+            &session,
+            &at,
+            1,
+            &attempt,
+            None,
+            Duration::ZERO,
+        ));
+        match sim.poll(taking.as_mut()).expect("done") {
+            Err(Error::RecipeConflict { path, ours, theirs }) => {
+                assert_eq!((path.as_str(), ours, theirs), ("/s", "semaphore", "rival"));
+            }
+            other => panic!(
+                "expected RecipeConflict, got {:?}",
+                other.map(|o| o.is_some())
+            ),
+        }
+        drop(taking);
+        sim.settle();
+        let world = sim.world.lock();
+        assert!(world.children("/s/locks").is_empty() && world.children("/s/leases").is_empty());
+    }
+}
