@@ -92,7 +92,9 @@
 //! the queue, and through the `Queue` seam the wait loop itself against the simulated ZooKeeper
 //! (`core/sim`, below): handoff, a node ahead withdrawing, readers ignoring readers, a writer
 //! behind readers, the re-check after a reconnect whose notification was lost, our own node
-//! deleted while waiting, the ownership check at the claim, and a semaphore's lease count; property tests (proptest) feed arbitrary bytes to the
+//! deleted while waiting, the ownership check at the claim, a semaphore's lease count, a multi-lock
+//! taking its locks in the order of their paths and releasing them when one is busy, and a
+//! semaphore's one pass for several leases and its refusal of another recipe's path; property tests (proptest) feed arbitrary bytes to the
 //! wire's decoders and framing. `cargo test --lib` needs no server. One unit test keeps the
 //! house plan: every `crate::`/`super::` import in `src/` points down the layers (random, error,
 //! metrics, rt, znode, wire, session, core, client, recipes, sim) and no files import each other.
