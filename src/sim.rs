@@ -25,7 +25,7 @@ use crate::core::hold::{take, Hold};
 use crate::core::kind::{Kind, Role};
 use crate::core::ordered::take_in_order;
 use crate::core::permits::take_permits;
-use crate::core::queue::{NodeStore, Queue};
+use crate::core::seam::{NodeStore, ZkSession};
 use crate::core::standing::{decide, Loss, Standing};
 use crate::core::wait::Attempt;
 use crate::error::Error;

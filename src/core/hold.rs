@@ -16,7 +16,7 @@ use super::claim::Claimed;
 use super::contend::{contend, past_deadline_is_busy};
 use super::held::Held;
 use super::kind::Kind;
-use super::queue::Queue;
+use super::seam::ZkSession;
 use super::wait::Attempt;
 
 /// A node that holds a lock (or a gate, or a lease) for an acquisition of several.
@@ -33,7 +33,7 @@ pub(crate) trait Hold: Send + 'static {
 }
 
 /// A session whose claimed nodes can be held as [`Hold`]s.
-pub(crate) trait Holds: Queue {
+pub(crate) trait Holds: ZkSession {
     type Held: Hold;
     /// The node `claimed` in `lock_path`, held.
     fn hold(claimed: Claimed<Self>, lock_path: &str) -> Self::Held;

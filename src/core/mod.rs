@@ -5,16 +5,17 @@
 //!
 //! - [`kind`]: what a recipe contributes (names, roles, blocker rule);
 //! - [`wait`]: how long an acquisition waits, and what stops it;
-//! - [`queue`]: the seam between the core and ZooKeeper (requests, watches, session state),
+//! - [`seam`]: the seam between the core and ZooKeeper (requests, watches, session state),
 //!   which the session implements and unit tests and the simulation drive on a simulated
 //!   ZooKeeper ([`sim`]);
 //! - [`place`]: creating our node at most once;
 //! - [`contend`]: the wait for the blocker, and the end of an acquisition's requests;
-//!   [`leases`]: a semaphore's count of leases instead of a blocker;
+//!   [`permits`]: a semaphore's count of permit nodes instead of a blocker, and its pass
+//!   through the gate for one or several;
 //! - [`claim`], [`withdraw`]: the two ends of a wait (ours, or deleted again);
 //! - [`held`]: a held node, its release; [`partial`]: all or nothing across several;
 //! - [`hold`]: what an acquisition of several holds, on any session; [`ordered`]: a
-//!   multi-lock's locks in their one order; [`permits`]: a semaphore's gate and leases;
+//!   multi-lock's locks in their one order;
 //! - [`standing`]: the one rule deciding whether a lock is held; [`track`]: what is reported
 //!   about a hold and its loss.
 
@@ -23,12 +24,11 @@ pub(crate) mod contend;
 pub(crate) mod held;
 pub(crate) mod hold;
 pub(crate) mod kind;
-pub(crate) mod leases;
 pub(crate) mod ordered;
 pub(crate) mod partial;
 pub(crate) mod permits;
 pub(crate) mod place;
-pub(crate) mod queue;
+pub(crate) mod seam;
 pub(crate) mod sim;
 pub(crate) mod standing;
 pub(crate) mod track;

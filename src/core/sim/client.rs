@@ -1,4 +1,4 @@
-//! A simulated session behind the [`Queue`] seam: each call goes through the simulated
+//! A simulated session behind the [`ZkSession`] seam: each call goes through the simulated
 //! connection as the real [`Session`](crate::session::Session)'s does (reads and syncs retried
 //! after a lost connection, a create pipelined with its listing and reported `Unknown` when its
 //! answer is lost), measured on the virtual clock.
@@ -19,7 +19,7 @@ use crate::session::{Liveness, NodeStat};
 use crate::wire as zk;
 
 use super::world::{Background, Mode, Op, Reply, World, ZkErr};
-use crate::core::queue::{NodeStore, Queue};
+use crate::core::seam::{NodeStore, ZkSession};
 
 /// The world, shared by the simulated sessions and the scheduler.
 pub(crate) type Shared = Arc<Mutex<World>>;
@@ -33,7 +33,7 @@ pub(crate) struct SimSession {
     pub(crate) world: Shared,
     pub(crate) id: i64,
     floors: Floors,
-    /// The latest listing of each lock path through [`Queue::list_since`], with when it was
+    /// The latest listing of each lock path through [`ZkSession::list_since`], with when it was
     /// sent: the waiters of the session share it, as they share the session's listings
     /// (`session/listing.rs`: a waiter gets any listing sent no earlier than it asks for).
     shared: Mutex<std::collections::BTreeMap<String, (Instant, Listed)>>,
@@ -384,7 +384,7 @@ impl NodeStore for SimSession {
     }
 }
 
-impl Queue for SimSession {
+impl ZkSession for SimSession {
     type Watch = SimWatch;
     type States = (Shared, i64, u64);
 

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 pub(crate) use requests::{Background, CreateFault};
 use requests::{Msg, Request, Slot};
-pub(crate) use sessions::SessionState;
+pub(crate) use sessions::SessionRecord;
 use tree::ZNode;
 pub(crate) use tree::{Mode, Op, Reply, Stat, ZkErr};
 pub(crate) use watches::{WatchKind, WatchReg};
@@ -64,7 +64,7 @@ pub(crate) struct World {
     pub(crate) now: Duration,
     zxid: i64,
     nodes: BTreeMap<String, ZNode>,
-    pub(crate) sessions: BTreeMap<i64, SessionState>,
+    pub(crate) sessions: BTreeMap<i64, SessionRecord>,
     next_session: i64,
     watches: BTreeMap<u64, WatchReg>,
     next_watch: u64,

@@ -13,7 +13,7 @@ use crate::session::Liveness;
 use crate::wire as zk;
 
 /// One session: the server's view (alive, last heard), the connection, and the client's view.
-pub(crate) struct SessionState {
+pub(crate) struct SessionRecord {
     pub(crate) timeout: Duration,
     /// The server has expired (or closed) it.
     pub(super) server_ended: bool,
@@ -59,7 +59,7 @@ impl World {
         let lease = Lease::new(self.instant(), timeout);
         self.sessions.insert(
             id,
-            SessionState {
+            SessionRecord {
                 timeout,
                 server_ended: false,
                 last_heard: self.now,
@@ -82,11 +82,11 @@ impl World {
         );
     }
 
-    pub(crate) fn session(&self, id: i64) -> &SessionState {
+    pub(crate) fn session(&self, id: i64) -> &SessionRecord {
         &self.sessions[&id]
     }
 
-    pub(super) fn session_mut(&mut self, id: i64) -> &mut SessionState {
+    pub(super) fn session_mut(&mut self, id: i64) -> &mut SessionRecord {
         self.sessions.get_mut(&id).expect("a simulated session")
     }
 
