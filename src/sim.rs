@@ -986,6 +986,19 @@ mod tests {
         assert_eq!(report.violations, Vec::<String>::new());
     }
 
+    /// Regressions of the simulation itself, found by the 2,000,000-seed sweep: four claims
+    /// decided on a listing another task of the session had asked for (the checks did not
+    /// count it as read by the claimer, so a node the operator had replaced under the same
+    /// name looked claimed after its deletion was seen), and a process frozen for no time at
+    /// all, which the clock never thawed (seed 1558670).
+    #[test]
+    fn the_seeds_the_long_sweep_failed_hold() {
+        for seed in [162_302, 1_040_435, 1_208_639, 1_315_175, 1_558_670] {
+            let report = simulate(seed, false);
+            assert_eq!(report.violations, Vec::<String>::new(), "seed {seed}");
+        }
+    }
+
     #[test]
     fn a_few_hundred_schedules_hold_every_invariant() {
         let mut acquired = 0;

@@ -36,7 +36,7 @@ pub(crate) struct SimSession {
     /// The latest listing of each lock path through [`ZkSession::list_since`], with when it was
     /// sent: the waiters of the session share it, as they share the session's listings
     /// (`session/listing.rs`: a waiter gets any listing sent no earlier than it asks for).
-    shared: Mutex<std::collections::BTreeMap<String, (Instant, Listed)>>,
+    shared: Mutex<std::collections::BTreeMap<String, (Instant, Listed, i64)>>,
 }
 
 impl SimSession {
@@ -407,20 +407,22 @@ impl ZkSession for SimSession {
         // listing sent no earlier than `since`, however old its answer, else a new one. (Sent
         // strictly later: on the virtual clock many steps share an instant, and a listing
         // sent at `since` may have been sent before what the caller waits for.)
-        if let Some((sent, listed)) = self.shared.lock().get(lock_path) {
+        if let Some((sent, listed, zxid)) = self.shared.lock().get(lock_path) {
             if *sent > since {
                 let id = self.id;
-                self.world
-                    .lock()
-                    .note(|| format!("{id:#x} shares a listing of {lock_path}"));
+                let mut world = self.world.lock();
+                world.note(|| format!("{id:#x} shares a listing of {lock_path}"));
+                // (For the checks: this task read that answer.)
+                world.read_by_task(*zxid, "children");
                 return Ok(listed.clone());
             }
         }
         let sent = self.now();
         let listed = self.list_with_stat(lock_path, deadline).await?;
+        let zxid = self.world.lock().last_taken;
         let mut shared = self.shared.lock();
-        if shared.get(lock_path).is_none_or(|(at, _)| *at < sent) {
-            shared.insert(lock_path.to_owned(), (sent, listed.clone()));
+        if shared.get(lock_path).is_none_or(|(at, _, _)| *at < sent) {
+            shared.insert(lock_path.to_owned(), (sent, listed.clone(), zxid));
         }
         Ok(listed)
     }

@@ -115,6 +115,8 @@ pub(crate) struct World {
     /// One line per step, for a failing seed's trace.
     pub(crate) trace: Vec<String>,
     pub(crate) tracing: bool,
+    /// The zxid of the answer taken last (by any task).
+    pub(crate) last_taken: i64,
 }
 
 /// The id the operator's (and the tests' "other") changes are made under: a session that
@@ -158,6 +160,7 @@ impl World {
             payloads: BTreeMap::new(),
             trace: Vec::new(),
             tracing: false,
+            last_taken: 0,
         };
         world.nodes.insert(
             "/".to_owned(),

@@ -163,17 +163,24 @@ impl World {
             Some(outcome) => {
                 let (answered_at, label) = (s.zxid, s.label);
                 self.slots.remove(&slot);
-                if let Some(task) = self.polling {
-                    let seen = self.task_seen.entry(task).or_default();
-                    *seen = (*seen).max(answered_at);
-                    self.task_last.insert(task, label);
-                }
+                self.last_taken = answered_at;
+                self.read_by_task(answered_at, label);
                 Some(outcome)
             }
             None => {
                 s.waker = Some(waker.clone());
                 None
             }
+        }
+    }
+
+    /// The task being polled read an answer to `label` given at `zxid` (its own, or one that
+    /// another task of its session asked for and shares).
+    pub(crate) fn read_by_task(&mut self, zxid: i64, label: &'static str) {
+        if let Some(task) = self.polling {
+            let seen = self.task_seen.entry(task).or_default();
+            *seen = (*seen).max(zxid);
+            self.task_last.insert(task, label);
         }
     }
 
