@@ -282,7 +282,7 @@ pub enum Error {
         code: i32,
         /// The path of the failed operation ("" when not tied to one).
         path: String,
-        /// The client crate's description.
+        /// The transport's description of the error (`wire::Error`).
         message: String,
     },
 }

@@ -11,7 +11,7 @@ use common::client_via;
 use common::proxy::Proxy;
 use common::servers::PrivateServer;
 use zklock::client::SessionState;
-use zklock::{DistributedMutex, Error, LockState};
+use zklock::{CancelToken, DistributedMutex, Error, LockState, Wait};
 
 #[test]
 fn silenced_holder_knows_before_the_next_holder_acquires() {
@@ -424,4 +424,59 @@ fn unlock_on_a_frozen_server_reports_an_unknown_outcome() {
     let mutex = DistributedMutex::new(&observer, &path).unwrap();
     assert!(common::wait_contenders(&mutex, 0, Duration::from_secs(5)));
     drop(client);
+}
+
+/// A blocking call that finds its session expired opens a new one within the call: it ends
+/// at its timeout however long the connect would take, a cancel stops it at once even while a
+/// server swallows the handshake (a blocking socket call nothing interrupts: the connect runs
+/// on a thread of its own), and once a server answers the lock is taken on a new session.
+#[test]
+fn renewing_an_expired_session_ends_at_the_timeout_and_at_once_on_cancel() {
+    let proxy = Proxy::start(&common::connect_string());
+    let path = common::lock_path("renewal");
+    let client = client_via(&proxy, Duration::from_secs(2));
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    let first_session = client.session_id();
+    drop(mutex.lock().unwrap());
+    proxy.blackhole(true);
+    assert!(common::eventually(Duration::from_secs(20), || client
+        .state()
+        == SessionState::Expired));
+    // New connections are refused: the renewal's connect goes on until the call's timeout.
+    proxy.refuse(true);
+    proxy.blackhole(false);
+    proxy.sever();
+    let started = Instant::now();
+    let outcome = mutex.lock_timeout(Duration::from_millis(1500));
+    let took = started.elapsed();
+    assert!(
+        matches!(outcome, Err(Error::ConnectionLoss { .. })),
+        "{outcome:?}"
+    );
+    assert!(took < Duration::from_secs(4), "took {took:?}");
+    // A server that accepts and never answers: the handshake hangs for its share of the
+    // session timeout, and no timeout is given; the cancel ends the call all the same.
+    proxy.refuse(false);
+    proxy.blackhole(true);
+    let token = CancelToken::new();
+    let (outcome, took) = thread::scope(|s| {
+        s.spawn(|| {
+            thread::sleep(Duration::from_millis(500));
+            token.cancel();
+        });
+        let started = Instant::now();
+        let outcome = mutex.lock_with(Wait::forever().cancel_on(&token));
+        (outcome, started.elapsed())
+    });
+    assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
+    assert!(
+        took < Duration::from_millis(1000),
+        "cancelled after {took:?}"
+    );
+    proxy.blackhole(false);
+    let guard = mutex
+        .lock_timeout(Duration::from_secs(10))
+        .unwrap()
+        .expect("lock on a new session");
+    assert_ne!(guard.session_id(), first_session);
 }

@@ -10,11 +10,12 @@ use crate::core::held::DEFAULT_RELEASE_TIMEOUT;
 use crate::error::Result;
 use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::Runtime;
+use crate::session::blocking;
 use crate::session::config::SessionConfig;
-use crate::session::connect_string::split_connect_string;
 use crate::session::open::open_session;
 use crate::session::releases::Releases;
 use crate::session::security::{NodeAcl, ParentAcl, Security};
+use crate::wire as zk;
 
 use super::hub::{Hub, Listener, Observe};
 use super::state::StateChange;
@@ -342,18 +343,18 @@ impl ClientBuilder {
             (self.config, self.observe, self.release_timeout);
         // Given to the state thread, not kept by the client: see `Hub::start`.
         let listener = observe.listener.take();
-        let (hosts, chroot) =
-            split_connect_string(&config.connect_string, config.security.is_tls())?;
+        let zk::ConnectString { hosts, chroot } = config.read_connect_string()?;
         let runtime = Runtime::shared()?;
         let releases = Arc::new(Releases::default());
-        let session = open_session(
+        let session = blocking(open_session(
             &runtime,
             &config,
             &hosts,
             chroot.as_deref(),
             &releases,
             None,
-        )?;
+            None,
+        ))?;
         info!(
             "connected to {} (session {:#x}, timeout {:?})",
             config.connect_string, session.id, session.timeout
@@ -364,7 +365,7 @@ impl ClientBuilder {
             hosts,
             chroot,
             session: Mutex::new(Some(Arc::new(session))),
-            reconnect: Mutex::new(()),
+            renewal: Default::default(),
             releases: releases.clone(),
             closed: CancelToken::for_client(),
             close_outcome: Mutex::new(None),

@@ -35,7 +35,7 @@ use crate::rt::runtime::{deadline_after, Runtime};
 use crate::session::config::SessionConfig;
 use crate::session::open::open_session;
 use crate::session::releases::Releases;
-use crate::session::Session;
+use crate::session::{until, Session};
 use crate::wire as zk;
 
 use self::hub::{wait_any_async, Hub, Observe, LISTENER_STOP_WAIT};
@@ -64,12 +64,12 @@ pub struct Client {
 
 struct Inner {
     config: SessionConfig,
-    hosts: String,
+    hosts: Vec<zk::Host>,
     chroot: Option<String>,
     /// `None` only while the client is being dropped.
     session: Mutex<Option<Arc<Session>>>,
-    /// Held by the one thread replacing an expired session.
-    reconnect: Mutex<()>,
+    /// Taken by the one call replacing an expired session.
+    renewal: Renewal,
     releases: Arc<Releases>,
     /// Cancelled by [`Client::close`]: every call in progress on any clone watches it.
     closed: CancelToken,
@@ -82,6 +82,24 @@ struct Inner {
     hub: Arc<Hub>,
     // Dropped last: the session's task runs on it.
     runtime: Arc<Runtime>,
+}
+
+/// Who is replacing an expired session: one call at a time.
+#[derive(Default)]
+pub(crate) struct Renewal {
+    busy: Mutex<bool>,
+    /// Notified when a renewal ends.
+    ended: event_listener::Event,
+}
+
+/// One call's turn at [`Renewal`], given back when dropped.
+struct RenewalTurn<'a>(&'a Renewal);
+
+impl Drop for RenewalTurn<'_> {
+    fn drop(&mut self) {
+        *self.0.busy.lock() = false;
+        self.0.ended.notify(usize::MAX);
+    }
 }
 
 impl Client {
@@ -102,37 +120,21 @@ impl Client {
             .map_or(Duration::ZERO, |s| s.lease.timeout())
     }
 
-    /// The current session for a call, replacing it first if the server expired it.
-    /// Replacing an expired session means opening a connection, which blocks: it runs on a short-lived thread of its own, so no async
-    /// runtime's worker waits for it.
+    /// The current session for a call, replacing it first if the server expired it (see
+    /// [`open_session`] for where the connect blocks).
     pub(crate) async fn session_async(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
         let current = self.current_session()?;
         if current.state() != zk::KeeperState::Expired {
             return Ok(current);
         }
-        let client = self.clone();
-        crate::rt::runtime::on_thread("zklock-renew", move || {
-            let _watching = client.watch_close();
-            client.current_or_renewed(deadline)
-        })
-        .await?
+        self.renew_async(deadline).await
     }
 
-    fn current_or_renewed(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
-        let current = self.current_session()?;
-        if current.state() != zk::KeeperState::Expired {
-            return Ok(current);
-        }
-        // One thread reconnects; the others wait for it, each within its own deadline. The
-        // session slot itself stays free, so inspecting the client never blocks on a connect.
-        let reconnecting = match deadline {
-            None => self.inner.reconnect.lock(),
-            Some(deadline) => self
-                .inner
-                .reconnect
-                .try_lock_until(deadline)
-                .ok_or_else(Error::connection_loss)?,
-        };
+    /// Replaces the expired session. One call renews; the others wait for it, each within its
+    /// own deadline, then take what it installed. The session slot itself stays free, so
+    /// inspecting the client never waits for a connect.
+    async fn renew_async(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
+        let _turn = self.renewal_turn(deadline).await?;
         let current = self.current_session()?;
         if current.state() != zk::KeeperState::Expired {
             return Ok(current); // Replaced while we waited.
@@ -153,7 +155,9 @@ impl Client {
             self.inner.chroot.as_deref(),
             &self.inner.releases,
             deadline,
-        );
+            Some(&self.inner.closed),
+        )
+        .await;
         let fresh = match fresh {
             Ok(fresh) if self.is_closed() => {
                 fresh.close(); // Closed while we connected.
@@ -174,9 +178,23 @@ impl Client {
         }
         *slot = Some(fresh.clone());
         drop(slot);
-        drop(reconnecting);
         self.inner.hub.notify();
         Ok(fresh)
+    }
+
+    /// The turn to renew the session, once no other call has it, or [`Error::ConnectionLoss`]
+    /// at `deadline`. Given back when dropped (also when the renewing future is).
+    async fn renewal_turn(&self, deadline: Option<Instant>) -> Result<RenewalTurn<'_>> {
+        let renewal = &self.inner.renewal;
+        loop {
+            let ended = renewal.ended.listen();
+            if !std::mem::replace(&mut *renewal.busy.lock(), true) {
+                return Ok(RenewalTurn(renewal));
+            }
+            if until(Box::pin(ended), deadline).await.is_err() {
+                return Err(Error::connection_loss());
+            }
+        }
     }
 
     /// The deadline of a one-off call: one [`call_timeout`](Self::call_timeout) from now.

@@ -1,7 +1,7 @@
 //! A semaphore's permits, Curator's `InterProcessSemaphoreV2` way: not a queue with a blocker,
-//! but a count of permit nodes (`leases/`) that admits at most `permits`; lease takers queue
-//! on a mutex, the gate (`locks/`), and the one at its head takes its permit nodes and leaves
-//! the gate to the next.
+//! but a count of permit nodes (in Curator's `leases` directory) that admits at most
+//! `permits`; permit takers queue on a mutex, the gate (`locks`), and the one at its head
+//! takes its permit nodes and leaves the gate to the next.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,10 +19,11 @@ use super::seam::ZkSession;
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 
-/// Takes one lease under `leases_path` of a semaphore with `permits` leases, Curator's
-/// `InterProcessSemaphoreV2` way: create a lease node, then wait until at most `permits` lease
-/// nodes exist. The caller serialises lease takers with the semaphore's internal mutex, so only
-/// one of them watches the leases at a time (see [`take_permits`]).
+/// Takes one permit of a semaphore with `permits` permits, Curator's `InterProcessSemaphoreV2`
+/// way: create a permit node (named `lease_name`) under `leases_path`, then wait until at most
+/// `permits` permit nodes exist. The caller serialises permit takers with the semaphore's
+/// internal mutex, so only one of them watches the permit nodes at a time (see
+/// [`take_permits`]).
 pub(crate) async fn acquire_permit_node<S: Holds>(
     session: &Arc<S>,
     leases_path: &str,

@@ -6,6 +6,13 @@
 //! `SessionState` (`Client::state`, the state thread, its listener and the session metrics),
 //! the loss counter as a cause (`track.rs`). So they cannot disagree about when a lock stops
 //! being held.
+//!
+//! The states on the way, one per layer that needs its own: the transport's `KeeperState`
+//! (what the protocol says: connected, disconnected, expired, auth failed, closed); the
+//! session's [`Liveness`] (connected, disconnected or ended, also when the client was closed
+//! or the process forked, which the protocol cannot know; the simulated session produces it
+//! too); [`Standing`] here (the rule: the lease and our node's deletion added, and why a lock
+//! was lost); and the two public readings of it, [`LockState`] and `SessionState`.
 
 use std::time::Duration;
 

@@ -146,6 +146,14 @@
 //!
 //! # Long queues and many locks
 //!
+//! Inspecting a long queue (`contenders()`, `Client::inspect`, `zklock status`) lists it and
+//! reads every node's data, a thousand nodes per `multiRead` request, all batches sent at once
+//! (`tests/long_queue.rs` prints the figures). On 2026-11-27, release build, ZooKeeper 3.9.5,
+//! load average 10 (other builds running): `contenders()` on 20,000 queued nodes 0.23 s and on
+//! 50,000 0.43 s; with one `getData` per node it took 1.29 s for 20,000 on the same machine
+//! (load 8), and 4.04 s for 50,000 while the 20,000-node test ran beside it. `zklock status --json` on 20,000 nodes, process start and
+//! connection included: 0.48 s.
+//!
 //! Rerun on the new transport (`BENCH_ANCHORS=0 BENCH_FLOOR=0 scripts/bench.sh`, 2026-11-24
 //! 08:58 UTC, load average 0.8):
 //!

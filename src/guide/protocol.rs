@@ -120,7 +120,7 @@
 //! | `zklock-rearm` | while reconnecting with watches | sets the session's watches again, while the I/O thread goes on reading |
 //! | `zklock-runtime` | one per process | background tasks: keepalives, own-node watches of holders, background releases and withdrawals |
 //! | `zklock-timer` | one per process, once a future polled on another executor (tokio, smol) sets a timer | wakes those futures' timers; a blocked caller keeps its own timers on its own thread |
-//! | `zklock-connect`, `zklock-close`, `zklock-renew` | short-lived, one per `connect_async`, `close_async` or expired-session renewal by an async call | the blocking steps of those calls (DNS, TCP, TLS, the handshake; waiting for a close), so no executor thread blocks on them |
+//! | `zklock-connect`, `zklock-close`, `zklock-renew` | short-lived, one per `connect_async`, `close_async` or renewal of an expired session | the blocking steps of those calls (DNS, TCP, TLS, the handshake; waiting for a close), so no executor thread blocks on them |
 //! | `zklock-state` | one per client | watches the session and publishes its changes: log lines, metrics, the listener |
 //! | `zklock-listener` | one per client with a listener | runs the [`on_state_change`] listener |
 //! | `zklock-log` | one per process | writes the log lines made on zklock's I/O and runtime threads, so a slow logger never stalls the network |

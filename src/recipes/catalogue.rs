@@ -26,7 +26,7 @@ const WRITE_NAME: &str = "__WRIT__";
 /// Curator's `LeaderLatch` participant name.
 const LATCH_NAME: &str = "latch-";
 
-/// The name of Curator's semaphore lease nodes (`InterProcessSemaphoreV2`).
+/// The name of a semaphore's permit nodes, Curator's "lease" nodes (`InterProcessSemaphoreV2`).
 const LEASE_NAME: &str = "lease-";
 
 /// [`DistributedMutex`](crate::DistributedMutex): ZooKeeper's lock recipe, Curator's
@@ -77,8 +77,9 @@ pub(crate) const LATCH: Kind = Kind {
 };
 
 /// How a [`Semaphore`](crate::Semaphore) lies under its path, as Curator's
-/// `InterProcessSemaphoreV2`: lease takers queue on a mutex, the gate; the one at its head
-/// creates a lease node and waits until at most `permits` of them exist.
+/// `InterProcessSemaphoreV2`: permit takers queue on a mutex, the gate; the one at its head
+/// creates a permit node (Curator: a lease) and waits until at most `permits` of them exist.
+/// The field names follow Curator's node names.
 pub(crate) struct SemaphoreLayout {
     /// The child of the semaphore's path holding the lease nodes.
     pub(crate) leases: &'static str,
@@ -194,7 +195,7 @@ pub(crate) enum Layout {
     /// Contenders queue right under the lock path, each as one of these kinds (which share
     /// their names).
     Queue(&'static [&'static Kind]),
-    /// A semaphore's leases and gate.
+    /// A semaphore's permit nodes and gate.
     Semaphore(&'static SemaphoreLayout),
 }
 

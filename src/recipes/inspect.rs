@@ -36,7 +36,7 @@ pub struct Contender {
     pub version: i32,
     /// Whether this node holds the lock, by its recipe's rule (the first node of a mutex or an
     /// election; the leading readers, or the leading writer, of a read/write lock; the first
-    /// `permits` leases of a semaphore).
+    /// `permits` permit nodes of a semaphore).
     pub holds: bool,
 }
 
@@ -222,8 +222,8 @@ pub struct Inspection {
     /// each recipe then thinks it holds the path.
     pub kinds: Vec<LockKind>,
     /// Their nodes, recipe by recipe, each in queue order: the contenders of a mutex, a
-    /// read/write lock or an election; a semaphore's leases, oldest first, then the lease
-    /// takers queued at its gate.
+    /// read/write lock or an election; a semaphore's permit nodes, oldest first, then the
+    /// permit takers queued at its gate.
     pub nodes: Vec<InspectedNode>,
     /// How many children the node at the path has, of any kind; `None` if there is no node.
     pub children: Option<usize>,
@@ -239,16 +239,17 @@ pub struct InspectedNode {
     /// that cannot be told).
     pub contender: Contender,
     /// Its path relative to the inspected path: its name, or for a semaphore `leases/<name>`
-    /// (a lease) and `locks/<name>` (a lease taker queued at the gate).
+    /// (a permit node: Curator names them leases) and `locks/<name>` (a permit taker queued
+    /// at the gate).
     pub name: String,
-    /// The full path of its parent: the inspected path, or a semaphore's leases or gate node.
+    /// The full path of its parent: the inspected path, or a semaphore's `leases` or gate node.
     /// A lock's `break_contender` at that path deletes the node.
     pub parent: String,
-    /// Whether it holds the lock (leads, holds a lease), by its recipe's rule; `None` where
-    /// that cannot be told: a semaphore's leases, unless its permits were given. A queued lease
-    /// taker holds nothing.
+    /// Whether it holds the lock (leads, holds a permit), by its recipe's rule; `None` where
+    /// that cannot be told: a semaphore's permit nodes, unless its permits were given. A
+    /// queued permit taker holds nothing.
     pub holds: Option<bool>,
-    /// A semaphore's lease taker, queued at its gate for its turn to take a lease.
+    /// A semaphore's permit taker, queued at its gate for its turn to take a permit.
     pub queued: bool,
 }
 
@@ -349,7 +350,8 @@ impl Client {
     }
 }
 
-/// A semaphore's leases, then the lease takers queued at its gate (for [`Client::inspect`]).
+/// A semaphore's permit nodes, then the permit takers queued at its gate (for
+/// [`Client::inspect`]).
 async fn semaphore_nodes(
     session: &Session,
     path: &str,

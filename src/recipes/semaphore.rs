@@ -1,4 +1,4 @@
-//! `Semaphore`: N leases shared across processes, node-compatible with Curator's
+//! `Semaphore`: N permits shared across processes, node-compatible with Curator's
 //! `InterProcessSemaphoreV2`.
 
 use std::fmt;
@@ -18,34 +18,34 @@ use super::guard_calls::{guard_calls, least_certain};
 use super::inspect::{self, Contender};
 use super::queue::acquisitions;
 
-/// A counting semaphore: at most `permits` leases are held at once, across every process using
-/// the same ZooKeeper path. A crashed holder's leases vanish with its session.
+/// A counting semaphore: at most `permits` permits are held at once, across every process
+/// using the same ZooKeeper path. A crashed holder's permits vanish with its session.
 ///
-/// The layout is Curator's `InterProcessSemaphoreV2`: lease takers queue on a mutex at
-/// `<path>/locks`; the one at its head creates a lease node under `<path>/leases` and waits,
-/// watching the leases, until at most `permits` exist. So zklock and Curator processes can
+/// The layout is Curator's `InterProcessSemaphoreV2`: permit takers queue on a mutex at
+/// `<path>/locks`; the one at its head creates a permit node under `<path>/leases` (Curator
+/// calls them leases) and waits, watching them, until at most `permits` exist. So zklock and Curator processes can
 /// share one semaphore, as long as all use the same number of permits (ZooKeeper does not
 /// store it).
 #[derive(Clone)]
 pub struct Semaphore {
     client: Client,
-    /// Where its gate and leases are, and its permits.
+    /// Where its gate and permit nodes are, and its permits.
     at: SemaphoreAt,
 }
 
-/// Leases of a [`Semaphore`]; released (all of them) when dropped, blocking at most the
+/// Permits of a [`Semaphore`], one node each; released (all of them) when dropped, blocking at most the
 /// client's [release timeout](crate::ClientBuilder::release_timeout) for all of them together
 /// (what is not confirmed by then goes on in the background).
-#[must_use = "the leases are released as soon as the permit is dropped"]
+#[must_use = "the permits are released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]
 pub struct Permit {
-    leases: Vec<Held>,
-    /// Keeps the client (its runtime) alive as long as the leases.
+    nodes: Vec<Held>,
+    /// Keeps the client (its runtime) alive as long as the nodes.
     client: Client,
 }
 
 impl Semaphore {
-    /// A semaphore with `permits` leases at `path`; nothing is sent until first use.
+    /// A semaphore with `permits` permits at `path`; nothing is sent until first use.
     ///
     /// # Errors
     /// [`Error::InvalidPath`] for a bad path; [`Error::InvalidArgument`] for zero permits.
@@ -62,7 +62,7 @@ impl Semaphore {
         })
     }
 
-    acquisitions!("one lease" => Permit, via take_one():
+    acquisitions!("one permit" => Permit, via take_one():
         acquire, try_acquire, acquire_timeout, acquire_with;
         async acquire_async, try_acquire_async, acquire_with_async);
 
@@ -70,9 +70,9 @@ impl Semaphore {
         self.take(1, attempt, background).await
     }
 
-    acquisitions!("`count` leases (taken in one pass: two takers of several leases cannot deadlock each other)"
+    acquisitions!("`count` permits (taken in one pass: two takers of several permits cannot deadlock each other)"
         => Permit, via take(count: usize),
-        errors "[`Error::InvalidArgument`] if `count` is zero or more than the permits. Leases taken before an error, a timeout or a cancel are released (all or nothing).":
+        errors "[`Error::InvalidArgument`] if `count` is zero or more than the permits. Permits taken before an error, a timeout or a cancel are released (all or nothing).":
         acquire_many, try_acquire_many, acquire_many_timeout, acquire_many_with;
         async acquire_many_async, try_acquire_many_async, acquire_many_with_async);
 
@@ -84,24 +84,24 @@ impl Semaphore {
     ) -> Result<Option<Permit>> {
         if count == 0 || count > self.at.permits {
             return Err(Error::InvalidArgument(
-                "lease count must be between 1 and the permits",
+                "permit count must be between 1 and the permits",
             ));
         }
         let measured = Acquisition::start(&self.client, SEMAPHORE.metric, &self.at.path);
         let acquire = async {
             let deadline = attempt.deadline(|| self.client.call_deadline());
-            // One session for the gate and every lease (see `take_permits`).
+            // One session for the gate and every permit (see `take_permits`).
             let session = Box::pin(self.client.session_async(deadline)).await?;
             let release_wait = self.client.release_timeout();
             let taken = take_permits(&session, &self.at, count, &attempt, deadline, release_wait);
-            let Some(mut leases) = Box::pin(taken).await? else {
+            let Some(mut nodes) = Box::pin(taken).await? else {
                 return Ok(None);
             };
-            for lease in &mut leases {
-                lease.background_drop = background;
+            for node in &mut nodes {
+                node.background_drop = background;
             }
             Ok(Some(Permit {
-                leases,
+                nodes,
                 client: self.client.clone(),
             }))
         };
@@ -109,17 +109,17 @@ impl Semaphore {
             .run(self.client.close_token(), Box::pin(acquire))
             .await;
         measured.finish(&attempt, outcome, |permit| {
-            permit.leases.iter_mut().collect()
+            permit.nodes.iter_mut().collect()
         })
     }
 
-    /// Deletes a lease node if unchanged since inspected (a hung holder's), freeing its permit;
+    /// Deletes a permit node if unchanged since inspected (a hung holder's), freeing its permit;
     /// see [`DistributedMutex::break_contender`](crate::DistributedMutex::break_contender).
     ///
     /// # Errors
     /// As there.
-    pub fn break_contender(&self, lease: &Contender) -> Result<bool> {
-        crate::session::blocking(self.break_contender_async(lease))
+    pub fn break_contender(&self, permit: &Contender) -> Result<bool> {
+        crate::session::blocking(self.break_contender_async(permit))
     }
 
     /// As [`break_contender`](Self::break_contender), as a future (`Send`, any executor).
@@ -128,8 +128,8 @@ impl Semaphore {
     ///
     /// # Errors
     /// As [`break_contender`](Self::break_contender).
-    pub async fn break_contender_async(&self, lease: &Contender) -> Result<bool> {
-        inspect::break_contender(&self.client, &self.at.leases, lease).await
+    pub async fn break_contender_async(&self, permit: &Contender) -> Result<bool> {
+        inspect::break_contender(&self.client, &self.at.leases, permit).await
     }
 
     /// The number of permits.
@@ -137,7 +137,7 @@ impl Semaphore {
         self.at.permits
     }
 
-    /// The leases now held (and, briefly, the one being waited for), oldest first. Blocks for
+    /// The permit nodes now held (and, briefly, the one being waited for), oldest first. Blocks for
     /// a few round trips.
     ///
     /// # Errors
@@ -173,26 +173,26 @@ impl fmt::Debug for Semaphore {
 }
 
 impl Permit {
-    /// How many leases this permit holds.
+    /// How many permits this guard holds.
     pub fn count(&self) -> usize {
-        self.leases.len()
+        self.nodes.len()
     }
 
-    /// The lease nodes' paths.
+    /// The permit nodes' paths.
     pub fn node_paths(&self) -> Vec<&str> {
-        self.leases.iter().map(Held::node_path).collect()
+        self.nodes.iter().map(Held::node_path).collect()
     }
 
-    guard_calls!("every lease",
-        fencing: "The token of the first lease node. A semaphore admits several holders at once, so a token does not single out one holder: it orders the leases (a later lease has a higher token), which lets a store refuse a holder whose lease is older than one it knows to be later; [`tokens`](Self::tokens) gives every lease's.");
+    guard_calls!("every permit",
+        fencing: "The token of the first permit node. A semaphore admits several holders at once, so a token does not single out one holder: it orders the permits (a later permit has a higher token), which lets a store refuse a holder whose permit is older than one it knows to be later; [`tokens`](Self::tokens) gives every permit's.");
 
-    /// The leases, in the order taken.
+    /// The permit nodes, in the order taken.
     fn nodes(&self) -> std::slice::Iter<'_, Held> {
-        self.leases.iter()
+        self.nodes.iter()
     }
 
     fn nodes_to_release(&mut self) -> Vec<&mut Held> {
-        self.leases.iter_mut().collect()
+        self.nodes.iter_mut().collect()
     }
 
     fn client(&self) -> &Client {
@@ -204,10 +204,10 @@ impl Drop for Permit {
     fn drop(&mut self) {
         // Closing the client wakes a release stuck on a silent connection.
         let _closing = self.client.watch_close();
-        // One bound for the whole drop, not one per lease.
+        // One bound for the whole drop, not one per permit.
         let deadline = deadline_after(self.client.release_timeout());
-        for lease in &mut self.leases {
-            lease.release_on_drop(deadline.saturating_duration_since(Instant::now()));
+        for node in &mut self.nodes {
+            node.release_on_drop(deadline.saturating_duration_since(Instant::now()));
         }
     }
 }
@@ -215,10 +215,10 @@ impl Drop for Permit {
 impl fmt::Debug for Permit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
-            .field("leases", &self.node_paths())
+            .field("nodes", &self.node_paths())
             .field(
                 "state",
-                &least_certain(self.leases.iter().map(Held::peek_state)),
+                &least_certain(self.nodes.iter().map(Held::peek_state)),
             )
             .finish()
     }

@@ -28,7 +28,7 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// cancelled, and, if the config asks for it, when every host refuses the connection.
 pub(crate) fn dial(
     config: &SessionConfig,
-    hosts: &str,
+    hosts: &[zk::Host],
     deadline: Instant,
 ) -> Result<(zk::Client, Instant)> {
     let started = Instant::now();
@@ -47,12 +47,6 @@ pub(crate) fn dial(
         let sent = Instant::now();
         let failure = match connector.connect(hosts, deadline) {
             Ok(zk) => return Ok((zk, sent)),
-            Err(zk::Error::BadArguments(reason)) => {
-                return Err(Error::InvalidConnectString {
-                    connect_string: config.connect_string.clone(),
-                    reason,
-                })
-            }
             Err(zk::Error::AuthFailed) => return Err(Error::AuthFailed),
             Err(err) => err.to_string(),
         };
@@ -61,7 +55,8 @@ pub(crate) fn dial(
         }
         found = probe_all(hosts, secure, deadline);
         debug!(
-            "no session from {hosts} yet ({failure}): {}",
+            "no session from {} yet ({failure}): {}",
+            config.connect_string,
             summary(&found)
         );
         if config.fail_fast_if_refused
@@ -161,25 +156,20 @@ fn pause_until(until: Instant, deadline: Instant) -> bool {
 
 /// Probes every host of `hosts` at once (a thread each), each for at most [`PROBE_TIMEOUT`]
 /// and not past `deadline` by much.
-fn probe_all(hosts: &str, secure: bool, deadline: Instant) -> Vec<HostFailure> {
+fn probe_all(hosts: &[zk::Host], secure: bool, deadline: Instant) -> Vec<HostFailure> {
     let timeout = deadline
         .saturating_duration_since(Instant::now())
         .clamp(Duration::from_millis(100), PROBE_TIMEOUT);
-    let entries: Vec<&str> = hosts
-        .split(',')
-        .map(str::trim)
-        .filter(|h| !h.is_empty())
-        .collect();
     std::thread::scope(|scope| {
-        let probes: Vec<_> = entries
+        let probes: Vec<_> = hosts
             .iter()
-            .map(|&entry| scope.spawn(move || probe(entry, secure, timeout)))
+            .map(|host| scope.spawn(move || probe(host, secure, timeout)))
             .collect();
-        entries
+        hosts
             .iter()
             .zip(probes)
-            .map(|(&entry, probe)| HostFailure {
-                host: entry.to_owned(),
+            .map(|(host, probe)| HostFailure {
+                host: host.entry.clone(),
                 cause: probe
                     .join()
                     .unwrap_or_else(|_| ConnectCause::Unreachable("probe failed".into())),
@@ -188,16 +178,10 @@ fn probe_all(hosts: &str, secure: bool, deadline: Instant) -> Vec<HostFailure> {
     })
 }
 
-/// What a TCP connect of our own to `entry` (`[scheme://]host[:port]`) finds.
-fn probe(entry: &str, secure: bool, timeout: Duration) -> ConnectCause {
-    // The connect string was checked before connecting; an entry that does not read is no
-    // host to probe.
-    let address = match zk::parse_address(entry) {
-        Ok(address) => address,
-        Err(why) => return ConnectCause::Unreachable(why.to_owned()),
-    };
-    let tls = address.tls.unwrap_or(secure);
-    let addrs: Vec<_> = match (address.host, address.port).to_socket_addrs() {
+/// What a TCP connect of our own to `host` finds (`secure`: hosts without a scheme use TLS).
+fn probe(host: &zk::Host, secure: bool, timeout: Duration) -> ConnectCause {
+    let tls = host.uses_tls(secure);
+    let addrs: Vec<_> = match (host.name.as_str(), host.port).to_socket_addrs() {
         Ok(addrs) => addrs.collect(),
         Err(err) => return ConnectCause::Dns(err.to_string()),
     };
@@ -243,16 +227,17 @@ mod tests {
         let addr = free.local_addr().unwrap();
         drop(free);
         let timeout = Duration::from_secs(1);
+        let host = |entry: &str| zk::parse_connect_string(entry, false).unwrap().hosts[0].clone();
         assert_eq!(
-            probe(&addr.to_string(), false, timeout),
+            probe(&host(&addr.to_string()), false, timeout),
             ConnectCause::Refused
         );
         assert!(matches!(
-            probe("no-such-host.invalid:2181", false, timeout),
+            probe(&host("no-such-host.invalid:2181"), false, timeout),
             ConnectCause::Dns(_)
         ));
         let listening = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listening.local_addr().unwrap().to_string();
+        let addr = host(&listening.local_addr().unwrap().to_string());
         assert_eq!(probe(&addr, false, timeout), ConnectCause::NoSession);
         assert_eq!(probe(&addr, true, timeout), ConnectCause::Tls);
     }

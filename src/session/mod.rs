@@ -1,22 +1,32 @@
-//! The session layer: one ZooKeeper session and every request zklock makes through it, above
-//! the transport (`wire`). The recipes and the waiting core never see the transport's types.
+//! The session layer: zklock's one owner of "the session". A [`Session`] is one ZooKeeper
+//! session of a [`Client`](crate::Client) (replaced by the client when it expires) with
+//! everything zklock keeps about it: its lease, its chroot, its ACLs, its background tasks and
+//! releases, and every request zklock makes through it. Below it, the transport (`wire`)
+//! speaks the protocol on a connection (handshake, reconnects, pings, watch bookkeeping) and
+//! reports ZooKeeper's own `KeeperState`; above it, the waiting core and the recipes see only
+//! this layer, never the transport's types.
 //!
-//! - opening a session: [`config`] (what it is opened with), [`connect_string`] (checking the
-//!   connect string), [`dial`] (connecting within the connect timeout), [`security`] (auth,
-//!   ACLs, TLS), [`open`] (chroot, lease, keepalive);
-//! - the [`Session`] itself, below: its state, its liveness and the retry of requests;
-//! - its requests: [`requests`] (reads and repeatable writes), [`create`] (our lock nodes),
-//!   [`watches`] with [`own_node`] (the watches a waiter awaits, and a holder's own-node watch),
-//!   [`listing`] (listings shared by waiters), [`follow`] (the head of a queue, followed from
-//!   outside it), [`delete`] and [`releases`] (deletes retried in
-//!   the background), [`txn`] (transactions);
+//! Where `impl Session` lives, by one rule: this file defines the value and its life (state
+//! and [`Liveness`], the wait for a connection, closing, and the retry of repeatable
+//! requests); each family of requests adds its own `impl Session` block in the file named
+//! after it. Nothing outside this folder adds inherent methods (the core implements its seam
+//! for `Session` in `core/seam.rs`, from the methods here).
+//!
+//! - opening a session: [`config`] (what it is opened with, the connect string read),
+//!   [`dial`] (connecting within the connect timeout), [`security`] (auth, ACLs, TLS),
+//!   [`open`] (chroot, lease, keepalive), [`chroot`];
+//! - its requests, one family per file: [`requests`] (reads and repeatable writes),
+//!   [`create`] (our lock nodes) with [`listing`] (listings shared by waiters) and [`floors`]
+//!   (what its listings proved), [`watches`] (the watches a waiter awaits, and a holder's
+//!   watch on its own node, followed by [`own_node`]), [`follow`] (the head of a queue,
+//!   followed from outside it), [`delete`] (deleting our nodes, retried in the background,
+//!   counted by [`releases`]), [`txn`] (transactions);
 //! - what it proves: [`lease`] (for how long the server cannot have expired it);
 //! - [`errors`]: the transport's errors in zklock's terms, [`op`]: a request on its way, and
 //!   [`retry`]: the pause before a request is repeated.
 
 pub(crate) mod chroot;
 pub(crate) mod config;
-pub(crate) mod connect_string;
 pub(crate) mod create;
 pub(crate) mod delete;
 pub(crate) mod dial;
@@ -57,7 +67,7 @@ use self::releases::Releases;
 use self::retry::RETRY_PAUSE;
 use self::security::NodeAcl;
 
-/// What keeps the session open: the client crate closes it once every handle is dropped.
+/// What keeps the session open: the transport closes it once every handle is dropped.
 struct Handles {
     zk: zk::Client,
     chroot: Option<Chroot>,
@@ -104,8 +114,9 @@ pub(crate) struct Session {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Liveness {
     Connected,
-    /// No word from the server for a while (the client crate's connection timeout, 2/5 of the
-    /// session timeout) or connection dropped: the session may live, or may be expiring.
+    /// No word from the server for a while (the transport gives a connection up after 2/5 of
+    /// the session timeout of silence) or connection dropped: the session may live, or may be
+    /// expiring.
     Disconnected,
     /// Terminal: expired, closed or refused.
     Ended,

@@ -7,7 +7,8 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::rt::runtime::{block_on, deadline_after, Runtime};
+use crate::rt::cancel::{self, CancelToken};
+use crate::rt::runtime::{deadline_after, on_thread, Runtime};
 use crate::wire as zk;
 
 use super::chroot::Chroot;
@@ -15,21 +16,41 @@ use super::config::SessionConfig;
 use super::lease::Lease;
 use super::releases::Releases;
 use super::retry::retry_pause_async;
-use super::{dial, proves_alive, Handles, Session};
+use super::{dial, proves_alive, until, Handles, Session};
 
-pub(crate) fn open_session(
+/// Opens a session on `hosts`: dials within the connect timeout (and `deadline`), checks or
+/// creates the chroot, and starts the lease and its keepalive.
+///
+/// Dialling blocks (the transport's connect and handshake are blocking socket calls, which
+/// nothing can interrupt). The first connect, whose caller simply blocks, dials on the calling
+/// thread (`stops: None`). A renewal, inside a call that a cancel token or the client's
+/// closing must stop at once, dials on a short-lived thread of its own watching `stops` (the
+/// client's close token) and awaits it: the call can then end promptly while the connect runs
+/// out in the background. Everything after the dial is awaited on the caller's own executor.
+pub(crate) async fn open_session(
     runtime: &Runtime,
     config: &SessionConfig,
-    hosts: &str,
+    hosts: &[zk::Host],
     chroot: Option<&str>,
     releases: &Arc<Releases>,
     deadline: Option<Instant>,
+    stops: Option<&CancelToken>,
 ) -> Result<Session> {
     let started = Instant::now();
     let connect_deadline = deadline_after(config.connect_timeout);
     let deadline = deadline.map_or(connect_deadline, |d| d.min(connect_deadline));
     // The session exists no earlier than the connect request: the lease starts from there.
-    let (zk, connect_sent) = dial::dial(config, hosts, deadline)?;
+    let (zk, connect_sent) = match stops {
+        None => dial::dial(config, hosts, deadline)?,
+        Some(stops) => {
+            let (config, hosts, stops) = (config.clone(), hosts.to_vec(), stops.clone());
+            on_thread("zklock-renew", move || {
+                let _stops = cancel::watch([&stops]);
+                dial::dial(&config, &hosts, deadline)
+            })
+            .await??
+        }
+    };
     let acl = config.security.acl;
     let parent_acl = config.security.parents();
     let identity = config.security.identity();
@@ -44,8 +65,8 @@ pub(crate) fn open_session(
                 // Whether it exists, not its stat: a chroot that denies this identity READ
                 // answers a stat request with NoAuth on ZooKeeper 3.9 (with the stat on 3.8),
                 // and the identity may still lock below it.
-                let exists = Box::pin(chroot.root.exists(root));
-                block_on(exists, Some(deadline))
+                until(Box::pin(chroot.root.exists(root)), Some(deadline))
+                    .await
                     .map(|found| match found {
                         Ok(false) => Err(Error::NoChroot {
                             chroot: root.to_owned(),
@@ -55,7 +76,8 @@ pub(crate) fn open_session(
                     })
                     .map_err(drop)
             } else {
-                block_on(chroot.create(parent_acl), Some(deadline))
+                until(chroot.create(parent_acl), Some(deadline))
+                    .await
                     .map(|made| made.map_err(|err| Error::from_zk(err, root, &identity)))
                     .map_err(drop)
             };

@@ -74,10 +74,14 @@ impl Connector {
         self
     }
 
-    /// Opens a session on one of `hosts` (`host:port,...`, no chroot), trying each once, within
+    /// Opens a session on one of `hosts` (a connect string's, read by
+    /// [`parse_connect_string`](super::parse_connect_string)), trying each once, within
     /// `deadline`.
-    pub fn connect(mut self, hosts: &str, deadline: Instant) -> Result<Client> {
-        self.config.hosts = hosts::parse(hosts)?;
+    pub fn connect(mut self, hosts: &[hosts::Host], deadline: Instant) -> Result<Client> {
+        if hosts.is_empty() {
+            return Err(Error::BadArguments("no host in the connect string".into()));
+        }
+        self.config.hosts = hosts.to_vec();
         let shared = conn::open(self.config, deadline)?;
         Ok(Client {
             _owner: Arc::new(Owner(shared.clone())),

@@ -1,6 +1,7 @@
-//! The session's state as callers observe it, and its data and child watches: who waits for
-//! which path, so that a notification (or the end of the session) reaches each of them once,
-//! and so that every live watch can be set again on a new connection.
+//! What the connection engine tells its callers: the session's protocol state
+//! ([`KeeperState`]) and its data and child watch events. Who waits for which path, so that a
+//! notification (or the end of the session) reaches each of them once, and so that every live
+//! watch can be set again on a new connection.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -13,7 +14,10 @@ use parking_lot::Mutex;
 use super::completion::{pair, Completion, Slot};
 use super::proto::{EventType, WatchedEvent};
 
-/// A session's connection state.
+/// A session's state as the protocol reports it: ZooKeeper's `KeeperState` (the Java
+/// client's `Watcher.Event.KeeperState`, the states zklock's transport produces). The session
+/// layer reads it as a `Liveness`, and the public `SessionState` is decided from that and the
+/// lease (`core/standing.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum KeeperState {
     /// Not connected: connecting for the first time, or reconnecting.

@@ -573,6 +573,13 @@ mod client_replies {
     }
 
     impl Server {
+        /// The server's address as a connect string's hosts.
+        fn hosts(&self) -> Vec<crate::wire::Host> {
+            crate::wire::parse_connect_string(&self.addr, false)
+                .unwrap()
+                .hosts
+        }
+
         fn start() -> Server {
             let listener = TcpListener::bind("127.0.0.1:0").unwrap();
             let addr = listener.local_addr().unwrap().to_string();
@@ -751,7 +758,7 @@ mod client_replies {
         let client = Connector::new()
             .session_timeout(Duration::from_secs(4))
             .max_reply_size(limit)
-            .connect(&server.addr, Instant::now() + Duration::from_secs(5))
+            .connect(&server.hosts(), Instant::now() + Duration::from_secs(5))
             .unwrap();
         for which in [4, 6, 2] {
             // getChildren2 and getData replies: a zxid, OK, and a body of 300,000 bytes.
@@ -800,7 +807,7 @@ mod client_replies {
             let server = Server::start();
             let client = Connector::new()
                 .session_timeout(Duration::from_secs(4))
-                .connect(&server.addr, Instant::now() + Duration::from_secs(5))
+                .connect(&server.hosts(), Instant::now() + Duration::from_secs(5))
                 .unwrap();
             for (which, reply) in calls {
                 prop_assert!(alive(&client), "the session answers nothing before the call");

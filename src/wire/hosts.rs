@@ -1,11 +1,12 @@
-//! The connect string's hosts: parsed once, resolved again on every attempt (a name's
-//! addresses change, as pods' do in Kubernetes), tried in rotation.
+//! The connect string, `host:port[,host:port...][/chroot]`: read once, here, when a client is
+//! built, so that malformed input fails at once with a clear reason (rather than after the
+//! connect timeout, or, for a TLS host rustls cannot name, at every connection attempt). Its
+//! hosts are then resolved again on every attempt (a name's addresses change, as pods' do in
+//! Kubernetes) and tried in rotation.
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
-
-use super::Error;
 
 /// One `host[:port]` of the connect string.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +17,24 @@ pub(crate) struct Host {
     pub(crate) port: u16,
     /// `tcp+tls://` given for this host.
     pub(crate) tls: bool,
+    /// `tcp://` given for this host: plain even if the client uses TLS.
+    pub(crate) plain: bool,
+}
+
+impl Host {
+    /// Whether a connection to this host uses TLS, `tls` being the client's default for hosts
+    /// written without a scheme.
+    pub(crate) fn uses_tls(&self, tls: bool) -> bool {
+        self.tls || (tls && !self.plain)
+    }
+}
+
+/// A connect string, read: its hosts in the order written, and its chroot (`None` for none or
+/// `/`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ConnectString {
+    pub(crate) hosts: Vec<Host>,
+    pub(crate) chroot: Option<String>,
 }
 
 /// Turns a host name and port into addresses; a seam so that tests can move a name.
@@ -34,24 +53,105 @@ impl Resolve for SystemResolver {
 
 pub(crate) const DEFAULT_PORT: u16 = 2181;
 
-/// One entry of a connect string, `[scheme://]host[:port]`, as zklock reads it everywhere: to
-/// connect, to check a connect string before connecting, and to probe a host that gave no
-/// session. One reading, so that what is checked is what is dialled.
+/// Reads `connect_string`: hosts, then a chroot after the last host (as in the Java client).
+/// `tls` says whether entries without a scheme use TLS (their host must then be a name rustls
+/// can check a certificate against). The error is the reason, naming the entry at fault.
+pub(crate) fn parse(connect_string: &str, tls: bool) -> Result<ConnectString, String> {
+    let s = connect_string.trim();
+    if s.is_empty() {
+        return Err("empty connect string".into());
+    }
+    let (head, last) = s
+        .rsplit_once(',')
+        .map_or(("", s), |(head, last)| (head, last));
+    // The chroot begins at the first '/' after the last host's scheme, if it has one.
+    let host_start = last.find("://").map_or(0, |at| at + 3);
+    let (last_host, chroot) = match last[host_start..].find('/') {
+        Some(i) => last.split_at(host_start + i),
+        None => (last, ""),
+    };
+    let entries = head.split(',').filter(|_| !head.is_empty());
+    let mut hosts = Vec::new();
+    for entry in entries.chain([last_host]) {
+        let host = read_host(entry.trim(), tls).map_err(|why| format!("{why} in {entry:?}"))?;
+        hosts.push(host);
+    }
+    let chroot = match chroot {
+        "" | "/" => None,
+        root => {
+            crate::znode::path::validate_lock_path(root).map_err(|e| format!("bad chroot: {e}"))?;
+            Some(root.to_owned())
+        }
+    };
+    Ok(ConnectString { hosts, chroot })
+}
+
+/// Reads one `[scheme://]host[:port]` entry (see [`parse_address`]) and checks its host: an
+/// IPv6 address, or a name or IPv4 address of the characters DNS allows, and, for a TLS host,
+/// a name rustls can check a certificate against.
+fn read_host(entry: &str, tls: bool) -> Result<Host, &'static str> {
+    let address = parse_address(entry)?;
+    let host = address.host;
+    let ipv6 = if address.bracketed {
+        // A zone id (`%eth0`) may follow a link-local address.
+        let ip = host.split('%').next().unwrap_or(host);
+        ip.parse::<std::net::Ipv6Addr>()
+            .map_err(|_| "bad IPv6 address")?;
+        true
+    } else {
+        host.parse::<std::net::Ipv6Addr>().is_ok()
+    };
+    if !ipv6 {
+        if host.contains(':') {
+            return Err("too many ':' (write IPv6 addresses in brackets)");
+        }
+        if !host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+        {
+            return Err("invalid character in host");
+        }
+    }
+    if address.tls.unwrap_or(tls) && !tls_server_name(host) {
+        return Err("a TLS host must be an IP address or a DNS name");
+    }
+    Ok(Host {
+        entry: entry.to_owned(),
+        name: host.to_owned(),
+        port: address.port,
+        tls: address.tls == Some(true),
+        plain: address.tls == Some(false),
+    })
+}
+
+/// Whether rustls can name `host` (127.1 or 2130706433, say, it cannot).
+#[cfg(feature = "tls")]
+fn tls_server_name(host: &str) -> bool {
+    rustls_pki_types::ServerName::try_from(host).is_ok()
+}
+
+/// Without the `tls` feature no entry can use TLS.
+#[cfg(not(feature = "tls"))]
+fn tls_server_name(_: &str) -> bool {
+    true
+}
+
+/// One entry of a connect string, `[scheme://]host[:port]`, before its host is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Address<'a> {
+struct Address<'a> {
     /// `Some(true)` for `tcp+tls://`, `Some(false)` for `tcp://`, `None` without a scheme.
-    pub(crate) tls: Option<bool>,
+    tls: Option<bool>,
     /// The host name or address, without brackets (an IPv6 zone id, `%eth0`, is kept).
-    pub(crate) host: &'a str,
-    pub(crate) port: u16,
+    host: &'a str,
+    port: u16,
     /// Written in brackets, as an IPv6 address must be when a port follows it.
-    pub(crate) bracketed: bool,
+    bracketed: bool,
 }
 
 /// Reads one `[scheme://]host[:port]` entry: IPv6 addresses in brackets (an unbracketed
 /// entry that is an IPv6 address as a whole is one, without a port), an absent or empty port
-/// meaning 2181. What the host may contain is for the caller to judge.
-pub(crate) fn parse_address(entry: &str) -> Result<Address<'_>, &'static str> {
+/// meaning 2181. What the host may contain is [`read_host`]'s to judge.
+fn parse_address(entry: &str) -> Result<Address<'_>, &'static str> {
     const UNKNOWN_SCHEME: &str = "unknown scheme (use tcp:// or tcp+tls://)";
     let (tls, address) = match entry.split_once("://") {
         Some(("tcp", rest)) => (Some(false), rest),
@@ -93,26 +193,6 @@ pub(crate) fn parse_address(entry: &str) -> Result<Address<'_>, &'static str> {
         port,
         bracketed,
     })
-}
-
-/// Parses `host[:port],...` (no chroot), each entry as [`parse_address`] reads it; empty
-/// entries are skipped.
-pub(crate) fn parse(hosts: &str) -> Result<Vec<Host>, Error> {
-    let mut out = Vec::new();
-    for entry in hosts.split(',').map(str::trim).filter(|h| !h.is_empty()) {
-        let address =
-            parse_address(entry).map_err(|why| Error::BadArguments(format!("{why} in {entry}")))?;
-        out.push(Host {
-            entry: entry.to_owned(),
-            name: address.host.to_owned(),
-            port: address.port,
-            tls: address.tls == Some(true),
-        });
-    }
-    if out.is_empty() {
-        return Err(Error::BadArguments("no host in the connect string".into()));
-    }
-    Ok(out)
 }
 
 /// The hosts in rotation, starting at a random one so that many clients spread over an
@@ -159,9 +239,110 @@ mod tests {
     use super::*;
     use parking_lot::Mutex;
 
+    /// The connect string's hosts as written and its chroot.
+    fn split_connect_string(s: &str, tls: bool) -> Result<(String, Option<String>), String> {
+        let read = parse(s, tls)?;
+        let entries: Vec<&str> = read.hosts.iter().map(|h| h.entry.as_str()).collect();
+        Ok((entries.join(","), read.chroot))
+    }
+
+    #[test]
+    fn url_forms_ports_and_tls_hosts() {
+        assert_eq!(
+            split_connect_string("tcp://a:1", false).unwrap(),
+            ("tcp://a:1".into(), None)
+        );
+        assert_eq!(
+            split_connect_string("a:1,tcp+tls://b:2/root", false).unwrap(),
+            ("a:1,tcp+tls://b:2".into(), Some("/root".into()))
+        );
+        assert_eq!(
+            split_connect_string("[::1]:2181", true).unwrap().0,
+            "[::1]:2181"
+        );
+        assert_eq!(
+            split_connect_string("zk-1.example.com", true).unwrap().0,
+            "zk-1.example.com"
+        );
+        for bad in [
+            "host:1:2",
+            "\0",
+            "a b:1",
+            "a:70000",
+            "a:0",
+            "http://a:1",
+            "[::1",
+            "[::1]x",
+        ] {
+            assert!(split_connect_string(bad, false).is_err(), "{bad}");
+        }
+        // As the transport reads them: empty port = 2181, an unbracketed IPv6 address (as a
+        // whole, with the default port), zones.
+        for good in [
+            "a:",
+            "[::1]:",
+            "fe80::1:2181",
+            "::1",
+            "2001:db8::1",
+            "[fe80::1%eth0]:2181",
+            "zk.example.com.:1",
+        ] {
+            assert!(split_connect_string(good, false).is_ok(), "{good}");
+        }
+        #[cfg(feature = "tls")]
+        {
+            for tls_bad in [
+                "127.1:1",
+                "2130706433:1",
+                "0x7f.1:1",
+                "zk.0xab:1",
+                "tcp+tls://127.1:2",
+            ] {
+                assert!(split_connect_string(tls_bad, true).is_err(), "{tls_bad}");
+            }
+            assert!(
+                split_connect_string("tcp+tls://127.1:2", false).is_err(),
+                "tls by scheme"
+            );
+            assert!(
+                split_connect_string("tcp://127.1:2", true).is_ok(),
+                "plain by scheme"
+            );
+            assert!(
+                split_connect_string("zk_1.example:2", true).is_ok(),
+                "rustls accepts it"
+            );
+        }
+        assert!(
+            split_connect_string("127.1:2", false).is_ok(),
+            "fine without TLS"
+        );
+    }
+
+    #[test]
+    fn splits_hosts_and_chroot() {
+        assert_eq!(
+            split_connect_string("127.0.0.1:2181", false).unwrap(),
+            ("127.0.0.1:2181".into(), None)
+        );
+        assert_eq!(
+            split_connect_string("a:1,b:2/app/x", false).unwrap(),
+            ("a:1,b:2".into(), Some("/app/x".into()))
+        );
+        assert_eq!(
+            split_connect_string("a:1/", false).unwrap(),
+            ("a:1".into(), None)
+        );
+        for bad in ["", "  ", "a:1,,b:2", "a:1/bad//chroot", "a:1/trailing/"] {
+            assert!(split_connect_string(bad, false).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn parses_hosts_ports_ipv6_and_schemes() {
-        let hosts = parse("zk1:2182, zk2 ,[::1]:2183,tcp+tls://zk3:2281,::1").unwrap();
+        let hosts = parse("zk1:2182, zk2 ,[::1]:2183,tcp+tls://zk3:2281,::1", false)
+            .unwrap()
+            .hosts;
         let got: Vec<_> = hosts
             .iter()
             .map(|h| (h.name.as_str(), h.port, h.tls))
@@ -176,10 +357,9 @@ mod tests {
                 ("::1", 2181, false)
             ]
         );
-        assert!(parse("").is_err());
-        assert!(parse("zk1:notaport").is_err());
-        assert!(parse("zk1:0").is_err());
-        assert!(parse("http://zk1").is_err());
+        for bad in ["", "zk1:notaport", "zk1:0", "http://zk1"] {
+            assert!(parse(bad, false).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -233,7 +413,7 @@ mod tests {
         let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let b: SocketAddr = "127.0.0.2:1".parse().unwrap();
         let resolver = Arc::new(Moving(Mutex::new(vec![a, b])));
-        let mut rotation = Rotation::new(parse("zk.example:1").unwrap(), resolver);
+        let mut rotation = Rotation::new(parse("zk.example:1", false).unwrap().hosts, resolver);
         let host = rotation.next();
         assert_eq!(rotation.resolve(&host).unwrap(), vec![a]);
         let host = rotation.next();
@@ -242,7 +422,10 @@ mod tests {
 
     #[test]
     fn rotation_visits_every_host() {
-        let mut rotation = Rotation::new(parse("a:1,b:2,c:3").unwrap(), Arc::new(SystemResolver));
+        let mut rotation = Rotation::new(
+            parse("a:1,b:2,c:3", false).unwrap().hosts,
+            Arc::new(SystemResolver),
+        );
         let mut seen: Vec<String> = (0..3).map(|_| rotation.next().name).collect();
         seen.sort();
         assert_eq!(seen, vec!["a", "b", "c"]);

@@ -1,7 +1,10 @@
-//! zklock's own ZooKeeper transport: the jute encoding of the requests zklock sends, one
-//! session engine (an I/O thread per session that reads, pings and reconnects; callers write
-//! their own requests), and a small client handle whose calls each return one
-//! [`Completion`](completion::Completion) that a blocked thread or an async task can wait on.
+//! zklock's own ZooKeeper transport: the jute encoding of the requests zklock sends, the
+//! connection engine (`conn`: an I/O thread per ZooKeeper session that reads, pings and
+//! reconnects; callers write their own requests), and a small handle whose calls each return
+//! one [`Completion`](completion::Completion) that a blocked thread or an async task can wait
+//! on. It reports the session's protocol state ([`KeeperState`]) and watch events
+//! (`events.rs`); what zklock makes of a session (its lease, chroot, retries, our nodes) is
+//! the session layer's (`session/`), the one owner of that word above this module.
 //!
 //! Owning the wire lets zklock guarantee what the recipes need: watches re-armed however many
 //! there are, requests pipelined with TCP_NODELAY, a session expiry reported as such, and a
@@ -30,8 +33,8 @@ pub(crate) mod tls;
 
 pub use client::{Client, Connector};
 pub use events::{KeeperState, OneshotWatcher, StateWatcher};
-/// The one reading of a connect string's `host:port` entries, for the layers above.
-pub(crate) use hosts::parse_address;
+/// The one reading of a connect string, for the layers above.
+pub(crate) use hosts::{parse as parse_connect_string, ConnectString, Host};
 pub use proto::{perms, Acl, CreateMode, EventType, Stat};
 
 /// An ACL list.

@@ -1,5 +1,5 @@
-//! The session engine: one I/O thread per session reads replies and notifications, sends
-//! pings, and reconnects. Callers queue their requests in an outbox and write them themselves.
+//! The connection engine: one I/O thread per ZooKeeper session reads replies and
+//! notifications, sends pings, and reconnects, keeping the session across connections. Callers queue their requests in an outbox and write them themselves.
 //! Here is what the session's handles and its threads share, and the session's life: opened,
 //! connected, disconnected, closed. [`handshake`] establishes the session on one connection,
 //! [`outbox`] queues and writes the requests, [`io_thread`] reads, pings and reconnects.
