@@ -526,6 +526,10 @@ mod acquisitions {
         send(&mutex.lock_with_async(zklock::Wait::timeout(Duration::from_secs(1))));
         let semaphore = Semaphore::new(&client, &common::lock_path("async-send-s"), 1).unwrap();
         send(&semaphore.acquire_many_async(1));
+        let multi = MultiLock::new(&client)
+            .mutex(&common::lock_path("async-send-m"))
+            .unwrap();
+        send(&multi.lock_async());
         send(&client.close_async());
         send(&Client::builder("127.0.0.1:1").connect_async());
     }

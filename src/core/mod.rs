@@ -10,16 +10,21 @@
 //!   ZooKeeper ([`sim`]);
 //! - [`place`]: creating our node at most once;
 //! - [`contend`]: the wait for the blocker, and the end of an acquisition's requests;
-//!   [`permits`]: a semaphore's count of permit nodes instead of a blocker;
+//!   [`permits`]: a semaphore's count of permit nodes instead of a blocker, and its pass
+//!   through the gate for one or several;
 //! - [`claim`], [`withdraw`]: the two ends of a wait (ours, or deleted again);
 //! - [`held`]: a held node, its release; [`partial`]: all or nothing across several;
+//! - [`hold`]: what an acquisition of several holds, on any session; [`ordered`]: a
+//!   multi-lock's locks in their one order;
 //! - [`standing`]: the one rule deciding whether a lock is held; [`track`]: what is reported
 //!   about a hold and its loss.
 
 pub(crate) mod claim;
 pub(crate) mod contend;
 pub(crate) mod held;
+pub(crate) mod hold;
 pub(crate) mod kind;
+pub(crate) mod ordered;
 pub(crate) mod partial;
 pub(crate) mod permits;
 pub(crate) mod place;

@@ -5,7 +5,7 @@ use log::debug;
 
 use crate::session::Liveness;
 
-use super::held::Held;
+use super::hold::Hold;
 use super::wait::Attempt;
 use super::withdraw::Withdrawals;
 
@@ -13,30 +13,30 @@ use super::withdraw::Withdrawals;
 /// before it completes (an error, a timeout, or the future dropped), it releases them in the
 /// background, in reverse order of taking; the acquisition's front end waits for that, as for
 /// a withdrawn node (see [`Withdrawals`]).
-pub(crate) struct Partial {
-    held: Vec<Held>,
+pub(crate) struct Partial<H: Hold> {
+    held: Vec<H>,
     withdrawals: Withdrawals,
 }
 
-impl Partial {
-    pub(crate) fn new(attempt: &Attempt) -> Partial {
+impl<H: Hold> Partial<H> {
+    pub(crate) fn new(attempt: &Attempt) -> Partial<H> {
         Partial {
             held: Vec::new(),
             withdrawals: attempt.withdrawals.clone(),
         }
     }
 
-    pub(crate) fn push(&mut self, held: Held) {
+    pub(crate) fn push(&mut self, held: H) {
         self.held.push(held);
     }
 
     /// Everything was taken: the nodes, in the order taken, now for the caller to hold.
-    pub(crate) fn complete(mut self) -> Vec<Held> {
+    pub(crate) fn complete(mut self) -> Vec<H> {
         std::mem::take(&mut self.held)
     }
 }
 
-impl Drop for Partial {
+impl<H: Hold> Drop for Partial<H> {
     fn drop(&mut self) {
         while let Some(mut held) = self.held.pop() {
             debug!("releasing {} after a failed acquisition", held.node_path());

@@ -25,6 +25,25 @@
 //! instead of each fetching the whole queue (`tests/scale.rs`: 40 waiters on one session sent 40
 //! listings after their connection was cut, now 1).
 //!
+//! ## A node made again under a contender's name
+//!
+//! A contender decides from a listing, and a listing carries names, not creation zxids: a node
+//! that an operator (or a tool restoring a backup) deletes and creates again under the same
+//! name is, to a listing, the contender's own. zklock's decision is to take the name as the
+//! contender's place in the queue and not to read the node's stat before every claim: a
+//! contender that decides on a listing claims what carries its name; one that decides on a read
+//! of its own node (the handoff without a listing above) compares the node's `czxid` with its
+//! create's and reports [`Error::LockLost`](crate::Error::LockLost) if it changed. A read before
+//! every claim would cost the uncontended acquire the second round trip that pipelining saves,
+//! to notice something nothing but a hand-made change inside a lock path does, and the nodes
+//! under a lock path belong to the lock (to break a stuck holder,
+//! [`break_contender`](crate::DistributedMutex::break_contender) deletes its node and makes
+//! none). What it costs when someone does it anyway: between the delete and the create, the
+//! waiter behind the contender sees its predecessor gone and may take the lock, and the
+//! contender, listing after the create, takes it too; and the contender's release deletes the
+//! replacement. The simulation keeps the decision honest both ways (`sim.rs`): a claim decided
+//! on a listing may hold a replaced node; a claim decided on a read of the node never does.
+//!
 //! # Sharing locks with Curator
 //!
 //! Each recipe uses the node layout of its Curator counterpart, so Java services using Curator

@@ -10,6 +10,7 @@
 //! metrics documentation lists.)
 
 use crate::core::kind::{nearest_lower_writer, previous_node, Kind, Rival, Role, READ};
+use crate::core::permits::SemaphoreAt;
 use crate::metrics::Recipe;
 use crate::znode::layout::name_and_sequence;
 
@@ -97,6 +98,22 @@ pub(crate) const SEMAPHORE: SemaphoreLayout = SemaphoreLayout {
     gate_kind: &MUTEX,
     metric: Recipe::Semaphore,
 };
+
+impl SemaphoreLayout {
+    /// Where the nodes of the semaphore at `path` with `permits` leases are, for the core.
+    pub(crate) fn at(&self, path: &str, permits: usize) -> SemaphoreAt {
+        SemaphoreAt {
+            path: path.to_owned(),
+            gate: format!("{path}/{}", self.gate),
+            gate_kind: self.gate_kind,
+            leases: format!("{path}/{}", self.leases),
+            lease_name: self.lease_names[0].0,
+            permits,
+            recipe: LockKind::Semaphore.name(),
+            rival: |children| rival_of(LockKind::Semaphore, children),
+        }
+    }
+}
 
 /// A [`MultiLock`](crate::MultiLock) has no nodes of its own (its members are mutexes and
 /// write locks, each with its kind): only the metric label of its acquisitions.

@@ -3,10 +3,9 @@
 use std::fmt;
 
 use crate::client::Client;
-use crate::core::contend::{acquire_on, Options};
 use crate::core::held::Held;
 use crate::core::kind::Kind;
-use crate::core::partial::Partial;
+use crate::core::ordered::take_in_order;
 use crate::core::wait::Attempt;
 use crate::error::{Error, Result};
 use crate::znode::path::validate_lock_path;
@@ -96,8 +95,7 @@ impl MultiLock {
         lock, try_lock, lock_timeout, lock_with;
         async lock_async, try_lock_async, lock_with_async);
 
-    /// All or nothing: on any early return `taken` is dropped, releasing what was taken in
-    /// reverse order within the deadline.
+    /// All or nothing, in the order of the paths (see `take_in_order`).
     async fn acquire(&self, attempt: Attempt, background: bool) -> Result<Option<MultiGuard>> {
         if self.members.is_empty() {
             // A guard of nothing would be held by no one: every guard has at least one node.
@@ -112,17 +110,11 @@ impl MultiLock {
             // One session for every member: were it to expire half-way, the later members
             // would fail with it rather than be taken on a new session beside lost ones.
             let session = Box::pin(self.client.session_async(deadline)).await?;
-            let mut taken = Partial::new(&attempt);
-            for (path, kind) in &self.members {
-                let options = Options::default();
-                let held = acquire_on(&session, path, kind, &attempt, deadline, &options).await?;
-                match held {
-                    Some(held) => taken.push(held),
-                    None => return Ok(None),
-                }
-            }
+            let taken = take_in_order(&session, &self.members, &attempt, deadline);
+            let Some(taken) = Box::pin(taken).await? else {
+                return Ok(None);
+            };
             let guards = taken
-                .complete()
                 .into_iter()
                 .map(|mut held| {
                     held.background_drop = background;

@@ -5,17 +5,15 @@ use std::fmt;
 use std::time::Instant;
 
 use crate::client::Client;
-use crate::core::contend::{acquire_on, past_deadline_is_busy, Options};
 use crate::core::held::Held;
-use crate::core::partial::Partial;
-use crate::core::permits::acquire_permit_node;
+use crate::core::permits::{take_permits, SemaphoreAt};
 use crate::core::wait::Attempt;
 use crate::error::{Error, Result};
 use crate::rt::runtime::deadline_after;
 use crate::znode::path::validate_lock_path;
 
 use super::acquisition::Acquisition;
-use super::catalogue::{rival_of, LockKind, SEMAPHORE};
+use super::catalogue::SEMAPHORE;
 use super::guard_calls::{guard_calls, least_certain};
 use super::inspect::{self, Contender};
 use super::queue::acquisitions;
@@ -31,12 +29,8 @@ use super::queue::acquisitions;
 #[derive(Clone)]
 pub struct Semaphore {
     client: Client,
-    path: String,
-    /// The path of the permit nodes (`<path>/leases`).
-    leases: String,
-    permits: usize,
-    /// The path of the mutex that serialises permit takers.
-    gate: String,
+    /// Where its gate and permit nodes are, and its permits.
+    at: SemaphoreAt,
 }
 
 /// Permits of a [`Semaphore`], one node each; released (all of them) when dropped, blocking at most the
@@ -64,10 +58,7 @@ impl Semaphore {
         }
         Ok(Semaphore {
             client: client.clone(),
-            path: path.to_owned(),
-            leases: format!("{path}/{}", SEMAPHORE.leases),
-            permits,
-            gate: format!("{path}/{}", SEMAPHORE.gate),
+            at: SEMAPHORE.at(path, permits),
         })
     }
 
@@ -91,73 +82,21 @@ impl Semaphore {
         attempt: Attempt,
         background: bool,
     ) -> Result<Option<Permit>> {
-        if count == 0 || count > self.permits {
+        if count == 0 || count > self.at.permits {
             return Err(Error::InvalidArgument(
                 "permit count must be between 1 and the permits",
             ));
         }
-        let measured = Acquisition::start(&self.client, SEMAPHORE.metric, &self.path);
+        let measured = Acquisition::start(&self.client, SEMAPHORE.metric, &self.at.path);
         let acquire = async {
             let deadline = attempt.deadline(|| self.client.call_deadline());
-            // One session for the gate and every permit: were it to expire half-way, a permit
-            // taken on a new session would wait while the gate (lost with the old one) let
-            // others in.
+            // One session for the gate and every permit (see `take_permits`).
             let session = Box::pin(self.client.session_async(deadline)).await?;
-            // One pass through the gate for all `count` permits: two takers each holding some
-            // permits while waiting for more would wait for each other for ever.
-            let options = Options::default();
-            let gate_kind = SEMAPHORE.gate_kind;
-            let gate = acquire_on(
-                &session, &self.gate, gate_kind, &attempt, deadline, &options,
-            )
-            .await?;
-            let Some(gate) = gate else {
+            let release_wait = self.client.release_timeout();
+            let taken = take_permits(&session, &self.at, count, &attempt, deadline, release_wait);
+            let Some(mut nodes) = Box::pin(taken).await? else {
                 return Ok(None);
             };
-            // Dropped on the way out, `taken` releases what was taken (all or nothing); the
-            // gate, taken first, goes last.
-            let mut taken = Partial::new(&attempt);
-            taken.push(gate);
-            // Our gate node exists (and with it the gate), so another recipe's contender that
-            // lists the path after this finds the semaphore; this listing finds one that
-            // created its node before (see `rival_of`). Refused, `taken` releases the gate.
-            let beside = Box::pin(session.list_async(&self.path, deadline)).await;
-            // Run into the deadline on a live connection, the listing is a timeout, as the
-            // gate's and the permits' requests are.
-            let Some(beside) = past_deadline_is_busy(session.as_ref(), deadline, beside.map(Some))?
-            else {
-                return Ok(None);
-            };
-            if let Some(rival) = rival_of(LockKind::Semaphore, &beside) {
-                return Err(Error::RecipeConflict {
-                    path: self.path.clone(),
-                    ours: LockKind::Semaphore.name(),
-                    theirs: rival.recipe,
-                });
-            }
-            let (leases, lease_name) = (&self.leases, SEMAPHORE.lease_names[0].0);
-            for _ in 0..count {
-                let permit = acquire_permit_node(
-                    &session,
-                    leases,
-                    lease_name,
-                    self.permits,
-                    &attempt,
-                    deadline,
-                )
-                .await?;
-                match permit {
-                    Some(permit) => taken.push(permit),
-                    None => return Ok(None),
-                }
-            }
-            let mut nodes = taken.complete();
-            // Leave the gate to the next taker, waiting for the server no longer than a
-            // dropped permit would (a slow reply finishes in the background).
-            nodes
-                .remove(0)
-                .release_logged(self.client.release_timeout())
-                .await;
             for node in &mut nodes {
                 node.background_drop = background;
             }
@@ -190,12 +129,12 @@ impl Semaphore {
     /// # Errors
     /// As [`break_contender`](Self::break_contender).
     pub async fn break_contender_async(&self, permit: &Contender) -> Result<bool> {
-        inspect::break_contender(&self.client, &self.leases, permit).await
+        inspect::break_contender(&self.client, &self.at.leases, permit).await
     }
 
     /// The number of permits.
     pub fn permits(&self) -> usize {
-        self.permits
+        self.at.permits
     }
 
     /// The permit nodes now held (and, briefly, the one being waited for), oldest first. Blocks for
@@ -213,10 +152,10 @@ impl Semaphore {
     /// # Errors
     /// As [`contenders`](Self::contenders).
     pub async fn contenders_async(&self) -> Result<Vec<Contender>> {
-        let permits = self.permits;
+        let permits = self.at.permits;
         inspect::contenders(
             &self.client,
-            &self.leases,
+            &self.at.leases,
             SEMAPHORE.lease_names,
             |_, at| at < permits,
         )
@@ -227,8 +166,8 @@ impl Semaphore {
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
-            .field("leases", &self.leases)
-            .field("permits", &self.permits)
+            .field("leases", &self.at.leases)
+            .field("permits", &self.at.permits)
             .finish()
     }
 }

@@ -33,6 +33,10 @@ pub(crate) struct SimSession {
     pub(crate) world: Shared,
     pub(crate) id: i64,
     floors: Floors,
+    /// The latest listing of each lock path through [`ZkSession::list_since`], with when it was
+    /// sent: the waiters of the session share it, as they share the session's listings
+    /// (`session/listing.rs`: a waiter gets any listing sent no earlier than it asks for).
+    shared: Mutex<std::collections::BTreeMap<String, (Instant, Listed, i64)>>,
 }
 
 impl SimSession {
@@ -41,6 +45,7 @@ impl SimSession {
             world: world.clone(),
             id,
             floors: Floors::default(),
+            shared: Mutex::default(),
         }
     }
 
@@ -396,9 +401,30 @@ impl ZkSession for SimSession {
         &self,
         lock_path: &str,
         deadline: Option<Instant>,
-        _since: Instant,
+        since: Instant,
     ) -> Result<Listed> {
-        self.list_with_stat(lock_path, deadline).await
+        // The contract of the session's shared listings, not their bookkeeping: the latest
+        // listing sent no earlier than `since`, however old its answer, else a new one. (Sent
+        // strictly later: on the virtual clock many steps share an instant, and a listing
+        // sent at `since` may have been sent before what the caller waits for.)
+        if let Some((sent, listed, zxid)) = self.shared.lock().get(lock_path) {
+            if *sent > since {
+                let id = self.id;
+                let mut world = self.world.lock();
+                world.note(|| format!("{id:#x} shares a listing of {lock_path}"));
+                // (For the checks: this task read that answer.)
+                world.read_by_task(*zxid, "children");
+                return Ok(listed.clone());
+            }
+        }
+        let sent = self.now();
+        let listed = self.list_with_stat(lock_path, deadline).await?;
+        let zxid = self.world.lock().last_taken;
+        let mut shared = self.shared.lock();
+        if shared.get(lock_path).is_none_or(|(at, _, _)| *at < sent) {
+            shared.insert(lock_path.to_owned(), (sent, listed.clone(), zxid));
+        }
+        Ok(listed)
     }
     async fn list_with_stat(&self, path: &str, deadline: Option<Instant>) -> Result<Listed> {
         let op = Op::Children {

@@ -1,7 +1,7 @@
 //! A deterministic simulation of ZooKeeper and of the network between it and zklock's
 //! sessions, behind the core's [`ZkSession`](super::seam::ZkSession) seam (issue 34).
 //!
-//! - [`world`]: the data tree (nodes, `cversion` numbering and its stop at 2^31-1, stats,
+//! - [`world`] (one file per concept): the data tree (nodes, `cversion` numbering and its stop at 2^31-1, stats,
 //!   one-shot watches, containers), sessions (expiry, connection loss with requests whose
 //!   outcome is unknown, reconnects that keep or lose the session and may miss a change), the
 //!   operator, and the virtual clock;
@@ -13,6 +13,7 @@
 //! The unit tests of the core drive the same world step by step through [`Sim`].
 
 pub(crate) mod client;
+pub(crate) mod held;
 #[cfg(test)]
 pub(crate) mod store;
 pub(crate) mod world;

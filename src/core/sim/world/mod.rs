@@ -1,0 +1,207 @@
+//! The simulated ensemble and network: ZooKeeper's data tree (as `DataTree` keeps it), its
+//! sessions and watches, each session's connection (requests on their way to the server,
+//! replies and notifications on their way back), and the virtual clock.
+//!
+//! Everything lives behind one lock and is changed only by the scheduler's steps (process one
+//! request, deliver one message, advance the clock, inject one fault) or by the simulated
+//! clients' calls, which only enqueue. No step reads real time or an unseeded random number,
+//! and every collection is ordered, so one seed gives one run.
+//!
+//! By concept: [`tree`] (nodes, stats, numbering, the requests applied), [`watches`],
+//! [`sessions`] (and their faults), [`requests`] (connections, slots, background work),
+//! [`operator`] (direct changes), [`clock`].
+
+mod clock;
+mod operator;
+mod requests;
+mod sessions;
+mod tree;
+mod watches;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+pub(crate) use requests::{Background, CreateFault};
+use requests::{Msg, Request, Slot};
+pub(crate) use sessions::SessionRecord;
+use tree::ZNode;
+pub(crate) use tree::{Mode, Op, Reply, Stat, ZkErr};
+pub(crate) use watches::{WatchKind, WatchReg};
+
+/// A small, fast, seeded generator (splitmix64): the only source of choices in a run.
+#[derive(Clone)]
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x5DEE_CE66_D1CE_4E5B)
+    }
+
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// `true` with probability `percent` / 100.
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// The whole simulated world.
+pub(crate) struct World {
+    pub(crate) origin: Instant,
+    /// Virtual time since `origin`.
+    pub(crate) now: Duration,
+    zxid: i64,
+    nodes: BTreeMap<String, ZNode>,
+    pub(crate) sessions: BTreeMap<i64, SessionRecord>,
+    next_session: i64,
+    watches: BTreeMap<u64, WatchReg>,
+    next_watch: u64,
+    slots: BTreeMap<u64, Slot>,
+    next_slot: u64,
+    /// Timers: (when, sequence) → waker.
+    timers: BTreeMap<(Duration, u64), Waker>,
+    next_timer: u64,
+    pub(crate) rng: Rng,
+    /// Percent chance that a watch is lost across a reconnect (SetWatches missing a change).
+    pub(crate) lose_watch_percent: u64,
+    /// Percent chance that a request in flight when the connection drops was applied.
+    pub(crate) applied_percent: u64,
+    /// Shuffle listings (the server's order is a hash set's).
+    pub(crate) shuffle: bool,
+    /// For nodes removed: czxid → the zxid that removed them.
+    pub(crate) removed: BTreeMap<i64, i64>,
+    /// Scripted faults for the next creates of a session.
+    pub(crate) create_faults: BTreeMap<i64, VecDeque<CreateFault>>,
+    /// Paths the operator put a node of its own under, in place of another.
+    pub(crate) replaced: BTreeSet<String>,
+    /// The task being polled (set by the scheduler), and per task the zxid of the latest
+    /// answer it read: a task that read an answer given after a node's deletion has seen it.
+    pub(crate) polling: Option<usize>,
+    pub(crate) task_seen: BTreeMap<usize, i64>,
+    /// Per task, what the latest answer it read was to (`children`, `get`, ...).
+    pub(crate) task_last: BTreeMap<usize, &'static str>,
+    /// How often the server sweeps empty containers (never if `None`).
+    pub(crate) sweep_every: Option<Duration>,
+    /// Sessions whose next create is answered with another owner in its stat.
+    pub(crate) stale_owner: BTreeSet<i64>,
+    /// The czxids of nodes the operator deleted.
+    pub(crate) operator_removed: BTreeSet<i64>,
+    /// Watches never lost across a reconnect (see [`watch_now`](Self::watch_now)).
+    robust: BTreeSet<u64>,
+    /// Per session, the label of an op (`children`, `sync`, ...) whose next instance the server
+    /// does not get to (the connection goes silent).
+    pub(crate) stall: BTreeMap<i64, &'static str>,
+    /// If set, creates report this owner in their reply's stat (a lying or stale reply).
+    pub(crate) reported_owner: Option<i64>,
+    /// Counter of ids handed out for protected names.
+    pub(crate) ids: u64,
+    /// Background work settled: tokens of background deletes that finished.
+    pub(crate) settled: BTreeSet<u64>,
+    next_token: u64,
+    /// Droppable payloads of background work ("told when settled").
+    pub(crate) payloads: BTreeMap<u64, Box<dyn std::any::Any + Send>>,
+    /// One line per step, for a failing seed's trace.
+    pub(crate) trace: Vec<String>,
+    pub(crate) tracing: bool,
+    /// The zxid of the answer taken last (by any task).
+    pub(crate) last_taken: i64,
+}
+
+/// The id the operator's (and the tests' "other") changes are made under: a session that
+/// never expires.
+pub(crate) const OPERATOR: i64 = 0x0A;
+
+impl World {
+    pub(crate) fn new(seed: u64) -> World {
+        let mut world = World {
+            origin: Instant::now(),
+            now: Duration::ZERO,
+            zxid: 0,
+            nodes: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            next_session: 0x100,
+            watches: BTreeMap::new(),
+            next_watch: 1,
+            slots: BTreeMap::new(),
+            next_slot: 1,
+            timers: BTreeMap::new(),
+            next_timer: 0,
+            rng: Rng::new(seed),
+            lose_watch_percent: 0,
+            applied_percent: 50,
+            shuffle: true,
+            removed: BTreeMap::new(),
+            create_faults: BTreeMap::new(),
+            stall: BTreeMap::new(),
+            robust: BTreeSet::new(),
+            operator_removed: BTreeSet::new(),
+            stale_owner: BTreeSet::new(),
+            sweep_every: None,
+            polling: None,
+            replaced: BTreeSet::new(),
+            task_seen: BTreeMap::new(),
+            task_last: BTreeMap::new(),
+            reported_owner: None,
+            ids: 0,
+            settled: BTreeSet::new(),
+            next_token: 1,
+            payloads: BTreeMap::new(),
+            trace: Vec::new(),
+            tracing: false,
+            last_taken: 0,
+        };
+        world.nodes.insert(
+            "/".to_owned(),
+            ZNode {
+                stat: world.fresh_stat(0),
+                container: false,
+                children: BTreeSet::new(),
+            },
+        );
+        world.open_session_with_id(OPERATOR, Duration::from_secs(3600));
+        world
+    }
+
+    pub(crate) fn instant(&self) -> Instant {
+        self.origin + self.now
+    }
+
+    pub(crate) fn note(&mut self, line: impl FnOnce() -> String) {
+        if self.tracing {
+            let line = format!("{:>8.3}s {}", self.now.as_secs_f64(), line());
+            self.trace.push(line);
+        }
+    }
+
+    fn fresh_stat(&self, owner: i64) -> Stat {
+        Stat {
+            czxid: self.zxid,
+            mzxid: self.zxid,
+            pzxid: self.zxid,
+            ctime: i64::try_from(self.now.as_millis()).unwrap_or(i64::MAX),
+            version: 0,
+            cversion: 0,
+            ephemeral_owner: owner,
+        }
+    }
+}
+
+pub(crate) fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) => "/",
+        Some(i) => &path[..i],
+        None => "/",
+    }
+}
