@@ -63,6 +63,9 @@ pub(crate) struct Options {
     pub(crate) revocable: bool,
     /// The node's data; [`owner_data`] if `None`.
     pub(crate) data: Option<Vec<u8>>,
+    /// Local handoff, with this many local holds at most once another contender waits (see
+    /// `cohort.rs`); exclusive kinds only.
+    pub(crate) local_handoff: Option<u32>,
 }
 
 /// The outcome of an acquisition's requests, with a request that ran into the deadline on a
