@@ -29,7 +29,6 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
@@ -91,14 +90,14 @@ pub(crate) struct Cohort<N> {
     state: Mutex<State<N>>,
     /// The withdrawals of the contentions' nodes, for a caller that leaves to wait for.
     withdrawals: Withdrawals,
-    local_handoffs: AtomicU64,
-    server_releases: AtomicU64,
 }
 
 struct State<N> {
     /// A local caller holds the node (or it was handed to one not yet polled).
     held: bool,
     contention: Option<Contention<N>>,
+    /// The contention waits for no one (a `try_`'s).
+    contention_tries: bool,
     waiters: VecDeque<Arc<Slot<N>>>,
     /// The child watch of the node held.
     others: Option<Others>,
@@ -138,27 +137,18 @@ impl<N: LocalNode> Cohort<N> {
             state: Mutex::new(State {
                 held: false,
                 contention: None,
+                contention_tries: false,
                 waiters: VecDeque::new(),
                 others: None,
                 seen: None,
             }),
             withdrawals: Withdrawals::default(),
-            local_handoffs: AtomicU64::new(0),
-            server_releases: AtomicU64::new(0),
         }
     }
 
     /// The withdrawals of the contentions' nodes (give it to each contention's attempt).
     pub(crate) fn withdrawals(&self) -> Withdrawals {
         self.withdrawals.clone()
-    }
-
-    /// Handoffs so far: (passed on locally, released through the server).
-    pub(crate) fn handoffs(&self) -> (u64, u64) {
-        (
-            self.local_handoffs.load(Ordering::Relaxed),
-            self.server_releases.load(Ordering::Relaxed),
-        )
     }
 
     /// Waits in the local queue for the node. `try_only`: returns `Ok(None)` at once if a
@@ -200,14 +190,12 @@ impl<N: LocalNode> Cohort<N> {
             if let Some(seen) = state.seen.as_mut() {
                 *seen += 1;
             }
-            self.local_handoffs.fetch_add(1, Ordering::Relaxed);
             metrics::handoff(self.recipe, true);
             grant_front(&mut state, Ok(Some(next)));
             return Release::Handed;
         }
         state.held = false;
         state.seen = None;
-        self.server_releases.fetch_add(1, Ordering::Relaxed);
         metrics::handoff(self.recipe, false);
         // The callers left queue again: the first one polled starts a contention.
         if let Some(front) = state.waiters.front() {
@@ -276,6 +264,7 @@ where
         if !state.held && state.contention.is_none() {
             let try_only = state.waiters.front().is_some_and(|front| front.try_only);
             state.contention = Some((this.start)(try_only));
+            state.contention_tries = try_only;
         }
         if let Some(contention) = state.contention.as_mut() {
             // Driven on behalf of every local caller: a cancelled caller's token must not
@@ -290,22 +279,24 @@ where
                         state.others = claim.watch;
                         grant_front(&mut state, Ok(Some(claim.node)));
                     }
-                    Ok(None) => {
-                        // A `try_` contention gave up: busy for every `try_` here; the others
-                        // start again.
+                    Err(err) if !state.contention_tries => {
+                        for waiter in state.waiters.drain(..) {
+                            waiter.grant(Err(err.clone()));
+                        }
+                    }
+                    // A `try_`'s contention gave up, or failed within its one call: that is
+                    // the outcome of every `try_` here; the others start again. (A contention
+                    // that waits gives up only with an error.)
+                    gave_up => {
+                        let given = gave_up.err();
                         state.waiters.retain(|waiter| {
                             if waiter.try_only {
-                                waiter.grant(Ok(None));
+                                waiter.grant(given.clone().map_or(Ok(None), Err));
                             }
                             !waiter.try_only
                         });
                         if let Some(front) = state.waiters.front() {
                             front.wake();
-                        }
-                    }
-                    Err(err) => {
-                        for waiter in state.waiters.drain(..) {
-                            waiter.grant(Err(err.clone()));
                         }
                     }
                 }
