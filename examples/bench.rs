@@ -381,8 +381,16 @@ fn contended(host_port: &str, path: &str) -> anyhow::Result<()> {
 }
 
 // ---- hot: 2 processes x 8 threads on one lock (issue 36) ----
-/// Local holds allowed while another process waits, in `hot` (the default of the docs).
+/// Local holds allowed while another process waits, in `hot` (the docs' suggestion);
+/// `ZKLOCK_HOT_BATCH` sets another.
 const HOT_BATCH: u32 = 32;
+
+fn hot_batch() -> u32 {
+    std::env::var("ZKLOCK_HOT_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(HOT_BATCH)
+}
 const HOT_PROCESSES: usize = 2;
 const HOT_THREADS: usize = 8;
 const HOT_ACQUISITIONS: usize = 4000;
@@ -401,7 +409,7 @@ fn hot(host_port: &str, path: &str, local: bool) -> anyhow::Result<()> {
         .map(|c| {
             let mutex = DistributedMutex::new(c, path)?;
             Ok(if local {
-                mutex.local_handoff(HOT_BATCH)
+                mutex.local_handoff(hot_batch())
             } else {
                 mutex
             })
