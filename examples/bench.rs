@@ -476,11 +476,20 @@ fn hot(host_port: &str, path: &str, local: bool) -> anyhow::Result<()> {
     let order = order.into_inner().unwrap();
     // The longest run of one process's holds while another process had a thread waiting.
     let (mut run, mut worst, mut last) = (0usize, 0usize, u8::MAX);
+    // The same after the first turn of each process (both start at once, so the first
+    // holder's listing at its claim may not show the other's node yet).
+    let (mut turns, mut worst_later) = (0usize, 0usize);
     for &(p, other_waits) in &order {
+        if p != last {
+            turns += 1;
+        }
         run = if p == last && other_waits { run + 1 } else { 1 };
         last = p;
         if other_waits {
             worst = worst.max(run);
+            if turns > HOT_PROCESSES {
+                worst_later = worst_later.max(run);
+            }
         }
     }
     let n = order.len();
@@ -502,6 +511,11 @@ fn hot(host_port: &str, path: &str, local: bool) -> anyhow::Result<()> {
         f((delta(&before, &after, "zk_packets_received") - 1.0) / n as f64),
     );
     result(&format!("{prefix}_max_remote_wait_holds"), worst);
+    result(
+        &format!("{prefix}_max_remote_wait_holds_after_first_turns"),
+        worst_later,
+    );
+    result(&format!("{prefix}_turns"), turns);
     result(
         &format!("{prefix}_mutex"),
         if ok {

@@ -39,8 +39,7 @@ use crate::error::Result;
 use crate::metrics::{self, Recipe};
 use crate::rt::cancel;
 
-use super::contend::gave_up;
-use super::queue::Queue;
+use super::queue::NodeStore;
 use super::withdraw::Withdrawals;
 
 /// Ready once another contender may be waiting for the lock: the child watch set after the
@@ -349,24 +348,24 @@ impl<N: LocalNode, F> Drop for Waiting<N, F> {
 }
 
 /// Waits in `cohort`'s queue for the node, up to `deadline`: then the caller leaves the queue
-/// (withdrawing the node queued for it if it was the last caller), and the outcome is the
-/// core's for a wait that ran out (`Ok(None)`, or a connection loss during an outage). A
-/// caller that can wait for the withdrawal then waits on [`Cohort::withdrawals`].
+/// (withdrawing the node queued for it if it was the last caller) and gets `None`; the outcome
+/// is then the core's for a wait that ran out (`contend::gave_up`). A caller that can wait for
+/// the withdrawal then waits on [`Cohort::withdrawals`].
 pub(crate) async fn wait_locally<S, N, F>(
     session: &S,
     cohort: &Arc<Cohort<N>>,
     try_only: bool,
     deadline: Option<Instant>,
     start: F,
-) -> Result<Option<N>>
+) -> Option<Result<Option<N>>>
 where
-    S: Queue,
+    S: NodeStore,
     N: LocalNode,
     F: FnMut(bool) -> Contention<N> + Unpin,
 {
     let mut waiting = cohort.wait(try_only, start);
     let Some(deadline) = deadline.filter(|_| !try_only) else {
-        return waiting.await;
+        return Some(waiting.await);
     };
     let outcome = {
         let mut timer = std::pin::pin!(session.sleep_until(deadline));
@@ -378,12 +377,7 @@ where
         })
         .await
     };
-    match outcome {
-        Some(outcome) => outcome,
-        None => {
-            // Leave the queue first.
-            drop(waiting);
-            gave_up(session)
-        }
-    }
+    // Ran out: leave the queue.
+    drop(waiting);
+    outcome
 }

@@ -88,7 +88,7 @@ pub(crate) fn past_deadline_is_busy<T>(
 
 /// After the deadline: during an outage the caller learns that the lock could not be decided,
 /// not that it is busy. A wait stopped by cancellation or by closing the client says so.
-pub(super) fn gave_up<T>(session: &impl Queue) -> Result<Option<T>> {
+pub(crate) fn gave_up<T>(session: &impl Queue) -> Result<Option<T>> {
     if let Some(stopped) = interruption() {
         return Err(stopped);
     }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use log::debug;
 
 use crate::core::cohort::{wait_locally, Claim, Contention, Others};
-use crate::core::contend::{acquire_on, Options};
+use crate::core::contend::{acquire_on, gave_up, Options};
 use crate::core::held::Held;
 use crate::core::kind::{Kind, Role};
 use crate::core::wait::{Attempt, Patience};
@@ -143,7 +143,9 @@ impl LockQueue {
             }
         };
         let try_only = matches!(attempt.patience, Patience::DontWait);
-        let waited = wait_locally(session, &cohort, try_only, deadline, start).await;
+        let waited = wait_locally(session, &cohort, try_only, deadline, start)
+            .await
+            .unwrap_or_else(|| gave_up(session));
         if !matches!(waited, Ok(Some(_))) {
             // The node queued for us, if we were the last caller, is being withdrawn.
             let grace = deadline_after(CANCEL_WITHDRAW_WAIT);

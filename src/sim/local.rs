@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::core::cohort::{wait_locally, Claim, Cohort, Contention, LocalNode, Release};
-use crate::core::contend::{contend, past_deadline_is_busy};
+use crate::core::contend::{contend, gave_up, past_deadline_is_busy};
 use crate::core::kind::{Kind, Role};
 use crate::core::queue::{NodeStore, Queue};
 use crate::core::standing::{decide, Loss, Standing};
@@ -278,13 +278,17 @@ pub(super) async fn turn(
         Wait::Try => (true, None),
         Wait::Timeout(timeout) => (false, Some(now + timeout)),
     };
-    let waiting = wait_locally(
-        session.as_ref(),
-        &cohort,
-        try_only,
-        deadline,
-        start(session, lock, kind, batch),
-    );
+    let waiting = async {
+        wait_locally(
+            session.as_ref(),
+            &cohort,
+            try_only,
+            deadline,
+            start(session, lock, kind, batch),
+        )
+        .await
+        .unwrap_or_else(|| gave_up(session.as_ref()))
+    };
     let outcome = match acquisition.drop_after {
         Some(polls) => {
             super::Budget {
