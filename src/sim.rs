@@ -24,8 +24,8 @@ use parking_lot::Mutex;
 use crate::core::claim::Claimed;
 use crate::core::contend::{contend, past_deadline_is_busy};
 use crate::core::kind::{Kind, Role};
-use crate::core::leases::take_lease;
-use crate::core::queue::{NodeStore, Queue};
+use crate::core::permits::take_permit_node;
+use crate::core::seam::{NodeStore, ZkSession};
 use crate::core::standing::{decide, Loss, Standing};
 use crate::core::wait::Attempt;
 use crate::error::Error;
@@ -664,7 +664,7 @@ async fn take_permit(
         path: gate.node_path,
     };
     let lease_name = SEMAPHORE.lease_names[0].0;
-    let lease = take_lease(session, &leases, lease_name, permits, attempt, deadline).await;
+    let lease = take_permit_node(session, &leases, lease_name, permits, attempt, deadline).await;
     past_deadline_is_busy(session.as_ref(), deadline, lease)
 }
 

@@ -157,7 +157,7 @@ fn a_cancelled_semaphore_taker_returns_promptly_on_a_silent_connection() {
 
 /// Client::close (docs: "Every thread blocked in a call on this client or any clone of it
 /// returns promptly"): `LockGuard::wait_revocation_timeout` waits on the `NodeFlags` condvar
-/// (src/watch.rs `OwnNodeWatch::wait_revocation`), which nothing signals on close: the own-node
+/// (src/session/own_node.rs `OwnNodeWatch::wait_revocation`), which nothing signals on close: the own-node
 /// task is aborted by `Session::close`, the guard is already Lost, but the caller stays
 /// blocked for its whole timeout.
 #[test]

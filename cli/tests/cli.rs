@@ -2173,3 +2173,30 @@ fn status_of_a_parent_reports_the_locks_it_may_not_read() {
         "{status}"
     );
 }
+
+/// `status` on a lock with 20,000 queued nodes (Curator's names, from a raw session): more
+/// than fit in ZooKeeper's default `jute.maxbuffer` as one listing, each node's data read in
+/// batches. It answers with all of them, the first as holder, at once (the figure is printed;
+/// the bound only catches a hang or a request per node on a loaded machine).
+#[test]
+fn status_reads_a_queue_of_20_000() {
+    let count = 20_000;
+    let path = common::lock_path("cli-long-queue");
+    let raw = common::RawClient::connect(&common::connect_string());
+    raw.mkdir_open(&path);
+    let prefix = format!("{path}/_c_0e3c1a52-8a4e-4a55-9d51-1f6c2b7d9e10-lock-");
+    assert_eq!(raw.create_sequential_burst(&prefix, count), count);
+    let started = Instant::now();
+    let status = status_json(&path);
+    eprintln!("status --json on {count}: {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let contenders = contenders_of(&status);
+    assert_eq!(contenders.len(), count);
+    assert_eq!(status["held"], json!(true), "{}", status["held"]);
+    let holders: Vec<&Value> = contenders
+        .iter()
+        .filter(|c| c["holds"] == json!(true))
+        .collect();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(holders[0], &contenders[0]);
+}

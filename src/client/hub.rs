@@ -283,7 +283,7 @@ fn watch(
         });
         if session
             .as_ref()
-            .is_some_and(|s| s.state() == zk::SessionState::Disconnected)
+            .is_some_and(|s| s.state() == zk::KeeperState::Disconnected)
         {
             seen.lost_connection = true;
         }

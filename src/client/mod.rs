@@ -140,7 +140,7 @@ impl Client {
     /// runtime's worker waits for it.
     pub(crate) async fn session_async(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
         let current = self.current_session()?;
-        if current.state() != zk::SessionState::Expired {
+        if current.state() != zk::KeeperState::Expired {
             return Ok(current);
         }
         let client = self.clone();
@@ -153,7 +153,7 @@ impl Client {
 
     fn current_or_renewed(&self, deadline: Option<Instant>) -> Result<Arc<Session>> {
         let current = self.current_session()?;
-        if current.state() != zk::SessionState::Expired {
+        if current.state() != zk::KeeperState::Expired {
             return Ok(current);
         }
         // One thread reconnects; the others wait for it, each within its own deadline. The
@@ -167,7 +167,7 @@ impl Client {
                 .ok_or_else(Error::connection_loss)?,
         };
         let current = self.current_session()?;
-        if current.state() != zk::SessionState::Expired {
+        if current.state() != zk::KeeperState::Expired {
             return Ok(current); // Replaced while we waited.
         }
         info!(
@@ -280,8 +280,8 @@ impl Client {
         let current = self.inner.session.lock().clone().ok_or(Error::Closed)?;
         current.check_process()?;
         match current.state() {
-            zk::SessionState::AuthFailed => Err(Error::AuthFailed),
-            zk::SessionState::Closed => Err(Error::Closed),
+            zk::KeeperState::AuthFailed => Err(Error::AuthFailed),
+            zk::KeeperState::Closed => Err(Error::Closed),
             _ => Ok(current),
         }
     }

@@ -6,12 +6,12 @@ use crate::error::{Error, Result};
 use crate::session::{Liveness, NodeStat, Session};
 
 use super::held::Held;
-use super::queue::Queue;
+use super::seam::ZkSession;
 use super::withdraw::OurNode;
 
 /// Our node, claimed: it holds the lock. On a [`Session`], [`held`](Claimed::held) makes it
 /// the [`Held`] a guard keeps; the in-memory tests look at it as it is.
-pub(crate) struct Claimed<S: Queue> {
+pub(crate) struct Claimed<S: ZkSession> {
     pub(super) session: Arc<S>,
     pub(crate) node_path: String,
     pub(crate) stat: NodeStat,
@@ -30,7 +30,7 @@ impl Claimed<Session> {
     }
 }
 
-pub(super) fn claim<S: Queue>(
+pub(super) fn claim<S: ZkSession>(
     mut contender: OurNode<S>,
     lock_path: &str,
     stat: NodeStat,
@@ -55,7 +55,7 @@ pub(super) fn claim<S: Queue>(
 
 /// Our node is missing from the listing: only our session's end or someone deleting it by
 /// hand removes it.
-pub(super) fn node_vanished<S: Queue>(contender: &mut OurNode<S>, lock_path: &str) -> Error {
+pub(super) fn node_vanished<S: ZkSession>(contender: &mut OurNode<S>, lock_path: &str) -> Error {
     contender.armed = false;
     match contender.session.liveness() {
         Liveness::Ended => Error::SessionExpired,

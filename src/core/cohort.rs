@@ -39,7 +39,7 @@ use crate::error::Result;
 use crate::metrics::{self, Recipe};
 use crate::rt::cancel;
 
-use super::queue::NodeStore;
+use super::seam::NodeStore;
 use super::withdraw::Withdrawals;
 
 /// Ready once another contender may be waiting for the lock: the child watch set after the

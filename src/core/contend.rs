@@ -21,7 +21,7 @@ use super::claim::{claim, node_vanished, Claimed};
 use super::held::Held;
 use super::kind::{Kind, Rival};
 use super::place::{create_node, Created};
-use super::queue::Queue;
+use super::seam::ZkSession;
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 
@@ -72,9 +72,9 @@ pub(crate) struct Options {
 /// live connection (a slow reply, or one that was simply still on its way when the time ran
 /// out) read as a timeout, not an outage: the session layer reports every wait that reached
 /// its deadline as [`Error::ConnectionLoss`], whatever the connection's state. Every
-/// acquisition front end (`acquire_on`, `acquire_lease`) passes its outcome through here.
+/// acquisition front end (`acquire_on`, `acquire_permit_node`) passes its outcome through here.
 pub(crate) fn past_deadline_is_busy<T>(
-    session: &impl Queue,
+    session: &impl ZkSession,
     deadline: Option<Instant>,
     outcome: Result<Option<T>>,
 ) -> Result<Option<T>> {
@@ -88,7 +88,7 @@ pub(crate) fn past_deadline_is_busy<T>(
 
 /// After the deadline: during an outage the caller learns that the lock could not be decided,
 /// not that it is busy. A wait stopped by cancellation or by closing the client says so.
-pub(crate) fn gave_up<T>(session: &impl Queue) -> Result<Option<T>> {
+pub(crate) fn gave_up<T>(session: &impl ZkSession) -> Result<Option<T>> {
     if let Some(stopped) = interruption() {
         return Err(stopped);
     }
@@ -102,7 +102,7 @@ pub(crate) fn gave_up<T>(session: &impl Queue) -> Result<Option<T>> {
 /// Whether `rival`, seen by its names among the lock path's children, has nodes there: one
 /// whose nodes lie in children of its own (a semaphore) may have left them empty, and empty
 /// containers stay until the server sweeps them, keeping no one out.
-async fn rival_present<S: Queue>(
+async fn rival_present<S: ZkSession>(
     session: &S,
     lock_path: &str,
     rival: Rival,
@@ -124,8 +124,8 @@ async fn rival_present<S: Queue>(
     Ok(false)
 }
 
-/// The wait loop of [`acquire_on`], on any [`Queue`]: our node, claimed, or `None` (busy).
-pub(crate) async fn contend<S: Queue>(
+/// The wait loop of [`acquire_on`], on any [`ZkSession`]: our node, claimed, or `None` (busy).
+pub(crate) async fn contend<S: ZkSession>(
     session: &Arc<S>,
     lock_path: &str,
     kind: &Kind,
@@ -346,10 +346,10 @@ enum Wake {
 /// disarms `contender`: the server already removed the node). Dropping the watcher (on
 /// return, or when the future is dropped) removes the watch from the server.
 ///
-/// `state` must be taken ([`Queue::states`]) before the watch was asked for: a disconnect
+/// `state` must be taken ([`ZkSession::states`]) before the watch was asked for: a disconnect
 /// and reconnect between the watch's reply and this wait is then seen as a state change
 /// (the reconnect may have lost the watch; simulation seed 1385).
-pub(super) async fn wait_for_change<S: Queue>(
+pub(super) async fn wait_for_change<S: ZkSession>(
     session: &S,
     mut state: S::States,
     watcher: S::Watch,

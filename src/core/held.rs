@@ -9,7 +9,7 @@ use log::{debug, warn};
 use crate::error::{Error, Result};
 use crate::rt::cancel::{self, CancelToken};
 use crate::rt::runtime::{block_on, deadline_after};
-use crate::session::watch::OwnNodeWatch;
+use crate::session::own_node::OwnNodeWatch;
 use crate::session::{blocking, Liveness, NodeStat, Session};
 use crate::znode::token::FencingToken;
 

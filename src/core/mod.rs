@@ -5,12 +5,12 @@
 //!
 //! - [`kind`]: what a recipe contributes (names, roles, blocker rule);
 //! - [`wait`]: how long an acquisition waits, and what stops it;
-//! - [`queue`]: the seam between the core and ZooKeeper (requests, watches, session state),
+//! - [`seam`]: the seam between the core and ZooKeeper (requests, watches, session state),
 //!   which the session implements and unit tests and the simulation drive on a simulated
 //!   ZooKeeper ([`sim`]);
 //! - [`place`]: creating our node at most once;
 //! - [`contend`]: the wait for the blocker, and the end of an acquisition's requests;
-//!   [`leases`]: a semaphore's count of leases instead of a blocker;
+//!   [`permits`]: a semaphore's count of leases instead of a blocker;
 //! - [`claim`], [`withdraw`]: the two ends of a wait (ours, or deleted again);
 //! - [`held`]: a held node, its release; [`partial`]: all or nothing across several;
 //! - [`standing`]: the one rule deciding whether a lock is held; [`track`]: what is reported
@@ -21,10 +21,10 @@ pub(crate) mod cohort;
 pub(crate) mod contend;
 pub(crate) mod held;
 pub(crate) mod kind;
-pub(crate) mod leases;
 pub(crate) mod partial;
+pub(crate) mod permits;
 pub(crate) mod place;
-pub(crate) mod queue;
+pub(crate) mod seam;
 pub(crate) mod sim;
 pub(crate) mod standing;
 pub(crate) mod track;

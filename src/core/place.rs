@@ -14,7 +14,7 @@ use crate::session::NodeStat;
 use crate::znode::layout::protected_prefix;
 
 use super::claim::node_vanished;
-use super::queue::{NodeStore, Queue};
+use super::seam::{NodeStore, ZkSession};
 use super::wait::Attempt;
 use super::withdraw::OurNode;
 
@@ -27,7 +27,7 @@ const PARENT_ATTEMPTS: u32 = 5;
 const UNANSWERED_CREATES: u32 = 10;
 
 /// Our freshly created node, deleted on drop unless claimed.
-pub(super) struct Created<S: Queue> {
+pub(super) struct Created<S: ZkSession> {
     pub(super) contender: OurNode<S>,
     pub(super) name: String,
     pub(super) stat: NodeStat,
@@ -41,7 +41,7 @@ pub(super) struct Created<S: Queue> {
 /// `lock_path` (creating the path if needed), surviving a lost reply without ever leaving two
 /// nodes. `None` if the deadline passed first; a node created late is then deleted in the
 /// background.
-pub(super) async fn create_node<S: Queue>(
+pub(super) async fn create_node<S: ZkSession>(
     session: &Arc<S>,
     lock_path: &str,
     lock_name: &str,

@@ -9,11 +9,11 @@ use log::debug;
 
 use crate::session::{Liveness, Session};
 
-use super::queue::Queue;
+use super::seam::ZkSession;
 
 /// Our node while we wait: withdrawn on every path that does not end holding the lock (an
 /// error, a timeout, a cancellation, or the future being dropped at any await point).
-pub(super) struct OurNode<S: Queue = Session> {
+pub(super) struct OurNode<S: ZkSession = Session> {
     pub(super) session: Arc<S>,
     pub(super) node_path: String,
     pub(super) armed: bool,
@@ -21,7 +21,7 @@ pub(super) struct OurNode<S: Queue = Session> {
     pub(super) withdrawals: Withdrawals,
 }
 
-impl<S: Queue> Drop for OurNode<S> {
+impl<S: ZkSession> Drop for OurNode<S> {
     fn drop(&mut self) {
         if self.armed && self.session.liveness() != Liveness::Ended {
             // Never waits here: this may run on an async runtime's worker (a dropped future).

@@ -89,7 +89,7 @@
 //! Unit tests in the crate cover the pure parts (paths, connect strings, node order across the
 //! sequence wrap, the lease arithmetic, the one rule that decides a lock's state,
 //! cancellation, the timers), through the `NodeStore` seam every outcome of placing a node in
-//! the queue, and through the `Queue` seam the wait loop itself against the simulated ZooKeeper
+//! the queue, and through the `ZkSession` seam the wait loop itself against the simulated ZooKeeper
 //! (`core/sim`, below): handoff, a node ahead withdrawing, readers ignoring readers, a writer
 //! behind readers, the re-check after a reconnect whose notification was lost, our own node
 //! deleted while waiting, the ownership check at the claim, and a semaphore's lease count; property tests (proptest) feed arbitrary bytes to the
@@ -102,7 +102,7 @@
 //! `cargo run --release --example simulate -- --seeds N [--from S]` runs N seeded schedules of
 //! a deterministic simulation (issue 34): two or three simulated processes, each a session with
 //! one to three tasks, acquire a mutex, a read/write lock, a leader election or a semaphore
-//! (one to three permits) through the real waiting core (`contend`, `take_lease`) against a
+//! (one to three permits) through the real waiting core (`contend`, `take_permit_node`) against a
 //! simulated ZooKeeper (`core/sim`: the data tree with its `cversion` numbering and its stop at
 //! 2^31-1, one-shot watches fired as `DataTree` fires them, containers and their sweep,
 //! sessions that expire, connections that drop with requests applied or not, reconnects whose

@@ -7,8 +7,8 @@ use std::time::Instant;
 use crate::client::Client;
 use crate::core::contend::{acquire_on, past_deadline_is_busy, Options};
 use crate::core::held::Held;
-use crate::core::leases::acquire_lease;
 use crate::core::partial::Partial;
+use crate::core::permits::acquire_permit_node;
 use crate::core::wait::Attempt;
 use crate::error::{Error, Result};
 use crate::rt::runtime::deadline_after;
@@ -143,7 +143,7 @@ impl Semaphore {
             }
             let (leases, lease_name) = (&self.leases, SEMAPHORE.lease_names[0].0);
             for _ in 0..count {
-                let lease = acquire_lease(
+                let lease = acquire_permit_node(
                     &session,
                     leases,
                     lease_name,

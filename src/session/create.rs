@@ -7,9 +7,9 @@ use std::time::Instant;
 use crate::error::Result;
 use crate::wire as zk;
 
+use super::delete::{delete_until_gone, sweep};
 use super::errors::outcome_unknown;
 use super::op::{Op, ZkResult};
-use super::release::{delete_until_gone, sweep};
 use super::{until, NodeStat, Session};
 
 /// The replies to a pipelined create (node name, stat) and listing.

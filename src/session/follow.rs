@@ -134,8 +134,8 @@ impl Session {
                 return Err(self.ended_error());
             }
             match now {
-                zk::SessionState::SyncConnected if lost => return Ok(Woke::Reconnected),
-                zk::SessionState::SyncConnected => {}
+                zk::KeeperState::SyncConnected if lost => return Ok(Woke::Reconnected),
+                zk::KeeperState::SyncConnected => {}
                 _ => lost = true,
             }
             let mut changed = Box::pin(states.changed());

@@ -6,9 +6,9 @@
 //!   ACLs, TLS), [`open`] (chroot, lease, keepalive);
 //! - the [`Session`] itself, below: its state, its liveness and the retry of requests;
 //! - its requests: [`requests`] (reads and repeatable writes), [`create`] (our lock nodes),
-//!   [`watches`] with [`watch`] (the watches a waiter awaits, and a holder's own-node watch),
+//!   [`watches`] with [`own_node`] (the watches a waiter awaits, and a holder's own-node watch),
 //!   [`listing`] (listings shared by waiters), [`follow`] (the head of a queue, followed from
-//!   outside it), [`release`] and [`releases`] (deletes retried in
+//!   outside it), [`delete`] and [`releases`] (deletes retried in
 //!   the background), [`txn`] (transactions);
 //! - what it proves: [`lease`] (for how long the server cannot have expired it);
 //! - [`errors`]: the transport's errors in zklock's terms, [`op`]: a request on its way, and
@@ -18,6 +18,7 @@ pub(crate) mod chroot;
 pub(crate) mod config;
 pub(crate) mod connect_string;
 pub(crate) mod create;
+pub(crate) mod delete;
 pub(crate) mod dial;
 pub(crate) mod errors;
 pub(crate) mod floors;
@@ -26,13 +27,12 @@ pub(crate) mod lease;
 pub(crate) mod listing;
 pub(crate) mod op;
 pub(crate) mod open;
-pub(crate) mod release;
+pub(crate) mod own_node;
 pub(crate) mod releases;
 pub(crate) mod requests;
 pub(crate) mod retry;
 pub(crate) mod security;
 pub(crate) mod txn;
-pub(crate) mod watch;
 pub(crate) mod watches;
 
 use std::future::Future;
@@ -177,13 +177,13 @@ impl Session {
             return Liveness::Ended;
         }
         match self.state() {
-            zk::SessionState::SyncConnected => Liveness::Connected,
-            zk::SessionState::Disconnected => Liveness::Disconnected,
+            zk::KeeperState::SyncConnected => Liveness::Connected,
+            zk::KeeperState::Disconnected => Liveness::Disconnected,
             _ => Liveness::Ended,
         }
     }
 
-    pub(crate) fn state(&self) -> zk::SessionState {
+    pub(crate) fn state(&self) -> zk::KeeperState {
         self.state.peek_state()
     }
 
@@ -195,8 +195,8 @@ impl Session {
             return Error::Closed;
         }
         match self.state() {
-            zk::SessionState::AuthFailed => Error::AuthFailed,
-            zk::SessionState::Closed => Error::Closed,
+            zk::KeeperState::AuthFailed => Error::AuthFailed,
+            zk::KeeperState::Closed => Error::Closed,
             _ => Error::SessionExpired,
         }
     }
@@ -210,7 +210,7 @@ impl Session {
             // Check before waiting: `changed()` never returns once the state is terminal.
             match state.state() {
                 s if s.is_terminated() => return Err(self.ended_error()),
-                zk::SessionState::SyncConnected => return Ok(()),
+                zk::KeeperState::SyncConnected => return Ok(()),
                 _ => {}
             }
             if until(Box::pin(state.changed()), deadline).await.is_err() {
@@ -228,7 +228,7 @@ impl Session {
         loop {
             // Consume the current state first, so no change between check and wait is missed.
             let current = state.state();
-            if !matches!(current, zk::SessionState::SyncConnected) {
+            if !matches!(current, zk::KeeperState::SyncConnected) {
                 return true;
             }
             if until(Box::pin(state.changed()), deadline).await.is_err() {
@@ -323,7 +323,7 @@ impl Session {
             zk.join_io(deadline);
         }
         match (self.state(), closing) {
-            (zk::SessionState::Closed, Some(zk)) => zk.close_confirmed(),
+            (zk::KeeperState::Closed, Some(zk)) => zk.close_confirmed(),
             _ => true,
         }
     }

@@ -93,14 +93,37 @@ impl Session {
         self.retry_async(parent, deadline, Seen::ByServer, move |zk, _| {
             let paths = paths.clone();
             Box::pin(async move {
-                let replies: Vec<_> = paths.iter().map(|p| zk.get_data(p)).collect();
-                let mut found = Vec::with_capacity(replies.len());
-                for reply in replies {
-                    found.push(match reply.await {
-                        Ok((data, stat)) => Some((data, NodeStat::from(&stat))),
-                        Err(zk::Error::NoNode) => None,
+                // In batches (one `multiRead` each, all sent at once): a long queue's tens of
+                // thousands of nodes take one request per batch instead of one each.
+                let batches: Vec<_> = read_batches(&paths)
+                    .map(|batch| {
+                        let reply = zk.get_data_each(&batch);
+                        (batch, reply)
+                    })
+                    .collect();
+                let mut found = Vec::with_capacity(paths.len());
+                for (batch, reply) in batches {
+                    let reads = match reply.await {
+                        Ok(reads) => reads,
+                        // Nodes with large data: their batch's reply is over the client's
+                        // limit; one request each may still fit.
+                        Err(zk::Error::ReplyTooLarge { .. }) if batch.len() > 1 => {
+                            let replies: Vec<_> = batch.iter().map(|p| zk.get_data(p)).collect();
+                            let mut reads = Vec::with_capacity(replies.len());
+                            for reply in replies {
+                                reads.push(reply.await);
+                            }
+                            reads
+                        }
                         Err(err) => return Err(err),
-                    });
+                    };
+                    for read in reads {
+                        found.push(match read {
+                            Ok((data, stat)) => Some((data, NodeStat::from(&stat))),
+                            Err(zk::Error::NoNode) => None,
+                            Err(err) => return Err(err),
+                        });
+                    }
                 }
                 Ok(found)
             })
@@ -308,5 +331,60 @@ impl Session {
             }
             outcome => outcome,
         }
+    }
+}
+
+/// The most reads in one `multiRead`, and the most bytes of paths: replies of about 150 KB for
+/// zklock's and Curator's nodes, requests far under the server's `jute.maxbuffer`.
+const READ_BATCH: usize = 1_000;
+const READ_BATCH_BYTES: usize = 256 * 1024;
+
+/// `paths` cut into batches of at most [`READ_BATCH`] reads and [`READ_BATCH_BYTES`] of paths
+/// (a longer path goes alone).
+fn read_batches(paths: &[String]) -> impl Iterator<Item = Vec<&str>> {
+    let mut rest = paths;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let mut take = 0;
+        for path in rest.iter().take(READ_BATCH) {
+            bytes += path.len();
+            if take > 0 && bytes > READ_BATCH_BYTES {
+                break;
+            }
+            take += 1;
+        }
+        let (batch, after) = rest.split_at(take);
+        rest = after;
+        Some(batch.iter().map(String::as_str).collect())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_go_in_batches_bounded_by_count_and_bytes() {
+        let short: Vec<String> = (0..2_500).map(|i| format!("/q/n{i:010}")).collect();
+        let sizes: Vec<usize> = read_batches(&short).map(|b| b.len()).collect();
+        assert_eq!(sizes, [1_000, 1_000, 500]);
+        let long: Vec<String> = (0..5)
+            .map(|i| format!("/{i}{}", "x".repeat(100_000)))
+            .collect();
+        let batches: Vec<Vec<&str>> = read_batches(&long).collect();
+        assert_eq!(batches.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 1]);
+        assert_eq!(
+            batches.concat(),
+            long.iter().map(String::as_str).collect::<Vec<_>>()
+        );
+        let huge = vec!["/".repeat(READ_BATCH_BYTES + 1), "/a".to_owned()];
+        assert_eq!(
+            read_batches(&huge).map(|b| b.len()).collect::<Vec<_>>(),
+            [1, 1]
+        );
+        assert_eq!(read_batches(&[]).count(), 0);
     }
 }

@@ -11,13 +11,13 @@ pub(crate) const RETRY_PAUSE: Duration = Duration::from_millis(20);
 /// Before retrying a request that failed without an answer: pauses briefly if still connected
 /// (throttled), else waits until connected. `false` if the session ended.
 pub(crate) async fn retry_pause_async(state: &mut zk::StateWatcher) -> bool {
-    if matches!(state.peek_state(), zk::SessionState::SyncConnected) {
+    if matches!(state.peek_state(), zk::KeeperState::SyncConnected) {
         sleep(RETRY_PAUSE).await;
     }
     loop {
         match state.state() {
             s if s.is_terminated() => return false,
-            zk::SessionState::SyncConnected => return true,
+            zk::KeeperState::SyncConnected => return true,
             _ => {
                 state.changed().await;
             }

@@ -1,5 +1,5 @@
 //! The session's requests that set watches: the one a waiter awaits itself, and a holder's
-//! watch on its own node, which a task on the runtime follows (see `watch.rs`).
+//! watch on its own node, which a task on the runtime follows (see `own_node.rs`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -7,7 +7,7 @@ use std::time::Instant;
 use crate::error::Result;
 use crate::wire as zk;
 
-use super::watch::{NodeFlags, OwnNodeWatch};
+use super::own_node::{NodeFlags, OwnNodeWatch};
 use super::{NodeData, NodeStat, Seen, Session};
 
 impl Session {

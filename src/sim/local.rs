@@ -17,7 +17,7 @@ use parking_lot::Mutex;
 use crate::core::cohort::{wait_locally, Claim, Cohort, Contention, LocalNode, Release};
 use crate::core::contend::{contend, gave_up, past_deadline_is_busy};
 use crate::core::kind::{Kind, Role};
-use crate::core::queue::{NodeStore, Queue};
+use crate::core::seam::{NodeStore, ZkSession};
 use crate::core::standing::{decide, Loss, Standing};
 use crate::core::wait::Attempt;
 use crate::session::NodeStat;
@@ -236,7 +236,7 @@ fn start(
             let (others, watch) = match listed {
                 Ok((names, watch)) => {
                     record.lock().child = Some(watch.id());
-                    let fired = <SimSession as Queue>::fired(watch);
+                    let fired = <SimSession as ZkSession>::fired(watch);
                     let watch: crate::core::cohort::Others = Box::pin(async move {
                         fired.await;
                     });

@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::conn::{self, Shared};
+use super::events::StateWatcher;
 use super::hosts;
 use super::proto::MAX_FRAME;
 #[cfg(feature = "tls")]
 use super::tls;
-use super::watches::StateWatcher;
 use super::{Error, Result};
 
 /// How to open a session.

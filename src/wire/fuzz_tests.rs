@@ -559,7 +559,7 @@ mod client_replies {
 
     use super::super::client::{Client, Connector};
     use super::super::proto::op;
-    use super::super::{CreateMode, Error, SessionState, TxnRequest, OPEN_ACL};
+    use super::super::{CreateMode, Error, KeeperState, TxnRequest, OPEN_ACL};
     use super::{body, cases};
     use crate::rt::runtime::block_on;
 
@@ -784,7 +784,7 @@ mod client_replies {
         );
         assert_eq!(
             client.state_watcher().peek_state(),
-            SessionState::SyncConnected
+            KeeperState::SyncConnected
         );
         assert_eq!(
             client.shared.watches.lock().armed(),
@@ -809,7 +809,7 @@ mod client_replies {
                 prop_assert!(alive(&client), "the session answers nothing after method {}", which % 10);
             }
             let state = client.state_watcher().peek_state();
-            prop_assert_eq!(state, SessionState::SyncConnected);
+            prop_assert_eq!(state, KeeperState::SyncConnected);
             prop_assert!(server.connections.load(Ordering::SeqCst) >= 1);
         }
     }

@@ -11,6 +11,7 @@ mod attempt;
 mod client;
 mod completion;
 mod conn;
+mod events;
 #[cfg(test)]
 mod fuzz_tests;
 mod hosts;
@@ -26,13 +27,12 @@ mod sasl;
 pub(crate) mod subject;
 #[cfg(feature = "tls")]
 pub(crate) mod tls;
-mod watches;
 
 pub use client::{Client, Connector};
+pub use events::{KeeperState, OneshotWatcher, StateWatcher};
 /// The one reading of a connect string's `host:port` entries, for the layers above.
 pub(crate) use hosts::parse_address;
 pub use proto::{perms, Acl, CreateMode, EventType, Stat};
-pub use watches::{OneshotWatcher, SessionState, StateWatcher};
 
 /// An ACL list.
 pub type Acls = &'static [Acl];

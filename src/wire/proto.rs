@@ -19,6 +19,8 @@ pub(crate) mod op {
     pub(crate) const CREATE2: i32 = 15;
     pub(crate) const REMOVE_WATCHES: i32 = 18;
     pub(crate) const CREATE_CONTAINER: i32 = 19;
+    /// A batch of reads answered together (ZooKeeper 3.6+), each with its own outcome.
+    pub(crate) const MULTI_READ: i32 = 22;
     pub(crate) const AUTH: i32 = 100;
     pub(crate) const SET_WATCHES: i32 = 101;
     #[cfg_attr(not(feature = "sasl"), allow(dead_code))]
@@ -331,6 +333,30 @@ pub(crate) fn read_multi(r: &mut Reader<'_>) -> Decoded<Vec<MultiResult>> {
     }
 }
 
+/// One read's outcome in a `multiRead` reply: a getData reply, or the error code that read
+/// alone would have had.
+pub(crate) type ReadResult = Result<(Vec<u8>, Stat), i32>;
+
+/// The results of a `multiRead` reply of getData reads, one per read, up to its terminating
+/// header.
+pub(crate) fn read_multi_read(r: &mut Reader<'_>) -> Decoded<Vec<ReadResult>> {
+    let mut results = Vec::new();
+    loop {
+        let kind = r.int()?;
+        let done = r.boolean()?;
+        let _err = r.int()?;
+        if done {
+            return Ok(results);
+        }
+        // Each result takes at least a header: bounded by the frame.
+        results.push(match kind {
+            op::GET_DATA => Ok((r.buffer()?.to_vec(), Stat::read(r)?)),
+            op::ERROR => Err(r.int()?),
+            other => return Err(Malformed(format!("op {other} in a multiRead reply"))),
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,6 +395,37 @@ mod tests {
             results,
             vec![MultiResult::Error(0), MultiResult::Error(-101)]
         );
+    }
+
+    #[test]
+    fn multi_read_reply_keeps_each_outcome_in_order() {
+        let mut w = Writer::frame();
+        w.int(op::GET_DATA).boolean(false).int(0);
+        w.buffer(b"host=a pid=1 thread=t");
+        w.long(7).long(8).long(9).long(10).int(1).int(0).int(0);
+        w.long(0x55).int(21).int(0).long(7);
+        w.int(op::ERROR).boolean(false).int(-101).int(-101);
+        w.int(op::ERROR).boolean(false).int(-102).int(-102);
+        w.int(-1).boolean(true).int(-1);
+        let mut frame = w.finish();
+        let results = read_multi_read(&mut Reader::new(&frame.split_off(4))).unwrap();
+        assert_eq!(results.len(), 3);
+        let (data, stat) = results[0].as_ref().unwrap();
+        assert_eq!(data, b"host=a pid=1 thread=t");
+        assert_eq!(
+            (stat.czxid, stat.version, stat.ephemeral_owner),
+            (7, 1, 0x55)
+        );
+        assert_eq!(results[1..], [Err(-101), Err(-102)]);
+    }
+
+    #[test]
+    fn a_multi_read_reply_with_a_write_result_is_malformed() {
+        let mut w = Writer::frame();
+        w.int(op::CREATE).boolean(false).int(0).string("/a");
+        w.int(-1).boolean(true).int(-1);
+        let mut frame = w.finish();
+        assert!(read_multi_read(&mut Reader::new(&frame.split_off(4))).is_err());
     }
 
     #[test]

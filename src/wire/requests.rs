@@ -7,10 +7,13 @@ use std::sync::Arc;
 use super::client::Client;
 use super::completion::{self, Completion};
 use super::conn::{self, Answer};
+use super::events::{Kind, OneshotWatcher, Unwatch};
 use super::jute::{self, Reader, Writer};
 use super::proto::{self, op, perms, Stat};
-use super::watches::{Kind, OneshotWatcher, Unwatch};
 use super::{CreateOptions, Error, Refused, Result, TxnRequest};
+
+/// A node's data and stat, as a getData reply gives them.
+pub type NodeData = (Vec<u8>, Stat);
 
 impl Client {
     /// Creates a node; the reply is its stat and its path (with the sequence number of a
@@ -52,6 +55,44 @@ impl Client {
 
     pub fn get_data(&self, path: &str) -> Completion<(Vec<u8>, Stat)> {
         self.read(op::GET_DATA, path, read_data)
+    }
+
+    /// Reads the data of every node of `paths` in one request (ZooKeeper's `multiRead`, 3.6
+    /// and later), setting no watch. Each read has the outcome it would have had alone, in the
+    /// order of `paths`; the server answers them in one pass, far faster than a request each.
+    pub fn get_data_each(&self, paths: &[&str]) -> Completion<Vec<Result<NodeData>>> {
+        let servers: Vec<String> = paths.iter().map(|p| self.server_path(p)).collect();
+        let asked: Vec<Refused> = paths.iter().map(|p| Refused::new(perms::READ, p)).collect();
+        self.shared.request(
+            op::MULTI_READ,
+            |w| {
+                for server in &servers {
+                    w.int(op::GET_DATA).boolean(false).int(-1);
+                    w.string(server).boolean(false);
+                }
+                w.int(-1).boolean(true).int(-1);
+            },
+            move |err, mut r, _| {
+                if let Some(e) = proto::error_of(err) {
+                    return Ok(Err(e));
+                }
+                let results = proto::read_multi_read(&mut r)?;
+                if results.len() != asked.len() {
+                    return Err(jute::Malformed(format!(
+                        "{} results to a multiRead of {}",
+                        results.len(),
+                        asked.len()
+                    )));
+                }
+                Ok(Ok(results
+                    .into_iter()
+                    .zip(asked)
+                    .map(|(result, asked)| {
+                        result.map_err(|code| error_for(code, asked).unwrap_or(Error::Code(code)))
+                    })
+                    .collect()))
+            },
+        )
     }
 
     /// A read of `path` that sets no watch, its reply decoded by `read`.

@@ -1,4 +1,4 @@
-//! A simulated session behind the [`Queue`] seam: each call goes through the simulated
+//! A simulated session behind the [`ZkSession`] seam: each call goes through the simulated
 //! connection as the real [`Session`](crate::session::Session)'s does (reads and syncs retried
 //! after a lost connection, a create pipelined with its listing and reported `Unknown` when its
 //! answer is lost), measured on the virtual clock.
@@ -19,7 +19,7 @@ use crate::session::{Liveness, NodeStat};
 use crate::wire as zk;
 
 use super::world::{Background, Mode, Op, Reply, World, ZkErr};
-use crate::core::queue::{NodeStore, Queue};
+use crate::core::seam::{NodeStore, ZkSession};
 
 /// The world, shared by the simulated sessions and the scheduler.
 pub(crate) type Shared = Arc<Mutex<World>>;
@@ -386,7 +386,7 @@ impl NodeStore for SimSession {
     }
 }
 
-impl Queue for SimSession {
+impl ZkSession for SimSession {
     type Watch = SimWatch;
     type States = (Shared, i64, u64);
 

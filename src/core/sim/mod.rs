@@ -1,5 +1,5 @@
 //! A deterministic simulation of ZooKeeper and of the network between it and zklock's
-//! sessions, behind the core's [`Queue`](super::queue::Queue) seam (issue 34).
+//! sessions, behind the core's [`ZkSession`](super::seam::ZkSession) seam (issue 34).
 //!
 //! - [`world`]: the data tree (nodes, `cversion` numbering and its stop at 2^31-1, stats,
 //!   one-shot watches, containers), sessions (expiry, connection loss with requests whose

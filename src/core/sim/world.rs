@@ -232,7 +232,7 @@ pub(crate) struct WatchReg {
 }
 
 /// One session: the server's view (alive, last heard), the connection, and the client's view.
-pub(crate) struct SessionState {
+pub(crate) struct SessionRecord {
     pub(crate) timeout: Duration,
     /// The server has expired (or closed) it.
     server_ended: bool,
@@ -289,7 +289,7 @@ pub(crate) struct World {
     pub(crate) now: Duration,
     zxid: i64,
     nodes: BTreeMap<String, ZNode>,
-    pub(crate) sessions: BTreeMap<i64, SessionState>,
+    pub(crate) sessions: BTreeMap<i64, SessionRecord>,
     next_session: i64,
     watches: BTreeMap<u64, WatchReg>,
     next_watch: u64,
@@ -432,7 +432,7 @@ impl World {
         let lease = Lease::new(self.instant(), timeout);
         self.sessions.insert(
             id,
-            SessionState {
+            SessionRecord {
                 timeout,
                 server_ended: false,
                 last_heard: self.now,
@@ -455,11 +455,11 @@ impl World {
         );
     }
 
-    pub(crate) fn session(&self, id: i64) -> &SessionState {
+    pub(crate) fn session(&self, id: i64) -> &SessionRecord {
         &self.sessions[&id]
     }
 
-    fn session_mut(&mut self, id: i64) -> &mut SessionState {
+    fn session_mut(&mut self, id: i64) -> &mut SessionRecord {
         self.sessions.get_mut(&id).expect("a simulated session")
     }
 

@@ -9,11 +9,11 @@ use super::handshake::{attempt, Established};
 use super::{Answer, Pending, Shared, CLOSE_WAIT};
 use crate::rt::relay::io_log;
 use crate::wire::attempt::AttemptError;
+use crate::wire::events::{self, KeeperState};
 use crate::wire::hosts::Rotation;
 use crate::wire::jute::{Malformed, Reader};
 use crate::wire::link::{self, Closer, Frames, Read1};
 use crate::wire::proto::{xid, Notification, ReplyHeader};
-use crate::wire::watches::{self, SessionState};
 use crate::wire::Error;
 
 /// A connection that dies sooner than this after its handshake counts toward a reconnect storm.
@@ -49,7 +49,7 @@ pub(super) fn run(
             return;
         }
         if shared.closing.load(Ordering::SeqCst) {
-            shared.finish(SessionState::Closed);
+            shared.finish(KeeperState::Closed);
             return;
         }
         io_log!(
@@ -154,15 +154,15 @@ fn serve(
                 match handle(shared, &frame, &mut ping_out) {
                     Ok(Handled::Going) => {}
                     Ok(Handled::Closed) => {
-                        shared.state.set(SessionState::Closed);
+                        shared.state.set(KeeperState::Closed);
                         return "closed".into();
                     }
                     Ok(Handled::AuthFailed) => {
-                        shared.state.set(SessionState::AuthFailed);
+                        shared.state.set(KeeperState::AuthFailed);
                         return "authentication failed".into();
                     }
                     Ok(Handled::Expired) => {
-                        shared.state.set(SessionState::Expired);
+                        shared.state.set(KeeperState::Expired);
                         return "the server says the session expired".into();
                     }
                     Err(malformed) => {
@@ -182,7 +182,7 @@ fn serve(
         if shared.closing.load(Ordering::SeqCst) {
             let by = *close_by.get_or_insert(now + CLOSE_WAIT.min(timeout));
             if now >= by {
-                shared.state.set(SessionState::Closed);
+                shared.state.set(KeeperState::Closed);
                 return "closed (no reply to CloseSession)".into();
             }
         }
@@ -217,7 +217,7 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
                 return Ok(Handled::Going); // A state event or a type we never watch for.
             };
             let fired = shared.watches.lock().fire(&note.path, event_type);
-            watches::deliver(fired, &note.path);
+            events::deliver(fired, &note.path);
             Ok(Handled::Going)
         }
         xid::PING => {
@@ -314,7 +314,7 @@ fn reconnect(
     shared: &Arc<Shared>,
     rotation: &mut Rotation,
     last_recv: Instant,
-) -> Result<Established, SessionState> {
+) -> Result<Established, KeeperState> {
     let timeout = shared.timeout();
     // The server expires the session one timeout after it last heard from us; past 7/5 of
     // it, no server will take it back. Giving it up here is the client's decision only: a
@@ -327,11 +327,11 @@ fn reconnect(
     loop {
         for _ in 0..rotation.len() {
             if shared.closing.load(Ordering::SeqCst) {
-                return Err(SessionState::Closed);
+                return Err(KeeperState::Closed);
             }
             let now = Instant::now();
             if now >= hopeless {
-                return Err(SessionState::Expired);
+                return Err(KeeperState::Expired);
             }
             let host = rotation.next();
             // A handshake takes a round trip; one that hangs (a blackholed path) must leave
@@ -349,8 +349,8 @@ fn reconnect(
                 deadline,
             ) {
                 Ok(established) => return Ok(established),
-                Err(AttemptError::Expired) => return Err(SessionState::Expired),
-                Err(AttemptError::AuthFailed) => return Err(SessionState::AuthFailed),
+                Err(AttemptError::Expired) => return Err(KeeperState::Expired),
+                Err(AttemptError::AuthFailed) => return Err(KeeperState::AuthFailed),
                 Err(e) => io_log!(
                     Debug,
                     "session {:#x}: {} gave no session: {e:?}",

@@ -19,11 +19,11 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::attempt::AttemptError;
+use super::events::{self, KeeperState, Kind, StateCell, Watches};
 use super::hosts::{Host, Rotation};
 use super::jute::{Malformed, Reader, Writer};
 use super::link::{Closer, Link, Sink};
 use super::proto::{op, xid, SET_WATCHES_MAX_BYTES};
-use super::watches::{self, Kind, SessionState, StateCell, Watches};
 use super::Error;
 use crate::rt::relay::io_log;
 
@@ -187,7 +187,7 @@ impl Shared {
         if queued.is_ok() {
             self.flush();
         } else {
-            self.finish(SessionState::Closed);
+            self.finish(KeeperState::Closed);
         }
         *self.closed.0.lock() = true;
         self.closed.1.notify_all();
@@ -195,14 +195,14 @@ impl Shared {
 
     /// Ends the session for good: fails every pending request, fires every watcher with the
     /// session's end, closes the socket.
-    fn finish(&self, state: SessionState) {
+    fn finish(&self, state: KeeperState) {
         self.state.set(state);
         let err = terminal_error(self.state.get());
         for p in self.drop_connection() {
             let _ = (p.on_reply)(Answer::Lost(err.clone()));
         }
         let fired = self.watches.lock().take_all();
-        watches::deliver_end(fired);
+        events::deliver_end(fired);
     }
 
     /// The connection is gone: fail what was in flight, mark the session disconnected.
@@ -211,7 +211,7 @@ impl Shared {
             let _ = (p.on_reply)(Answer::Lost(Error::ConnectionLoss));
         }
         if !self.closing.load(Ordering::SeqCst) {
-            self.state.set(SessionState::Disconnected);
+            self.state.set(KeeperState::Disconnected);
         }
     }
 
@@ -301,7 +301,7 @@ impl Shared {
         self.outbox.lock().open = true;
         // Still under `out`: a connection given up meanwhile bumped the generation first, and
         // one given up after this waits for the lock, then marks the session Disconnected.
-        self.state.set(SessionState::SyncConnected);
+        self.state.set(KeeperState::SyncConnected);
         drop(out);
         // Requests queued since the outbox opened found `out` taken: write them.
         self.flush();
@@ -312,10 +312,10 @@ impl Shared {
     }
 }
 
-pub(crate) fn terminal_error(state: SessionState) -> Error {
+pub(crate) fn terminal_error(state: KeeperState) -> Error {
     match state {
-        SessionState::AuthFailed => Error::AuthFailed,
-        SessionState::Closed => Error::ClientClosed,
+        KeeperState::AuthFailed => Error::AuthFailed,
+        KeeperState::Closed => Error::ClientClosed,
         _ => Error::SessionExpired,
     }
 }
@@ -402,7 +402,7 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         pending: Mutex::new(VecDeque::new()),
         last_send: Mutex::new(Instant::now()),
         watches: Mutex::new(Watches::default()),
-        state: StateCell::new(SessionState::Disconnected),
+        state: StateCell::new(KeeperState::Disconnected),
         session_id: response.session_id,
         password: response.password.clone(),
         timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
@@ -435,7 +435,7 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         Ok(writer) => writer,
         Err(e) => {
             io_log!(Error, "cannot start the session's writer thread: {e}");
-            shared.finish(SessionState::Closed);
+            shared.finish(KeeperState::Closed);
             return shared;
         }
     };
@@ -458,7 +458,7 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         Ok(thread) => *shared.io_thread.lock() = Some(thread),
         Err(e) => {
             io_log!(Error, "cannot start the session's I/O thread: {e}");
-            shared.finish(SessionState::Closed);
+            shared.finish(KeeperState::Closed);
             shared.stop_writer();
         }
     }

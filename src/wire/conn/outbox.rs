@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use super::{terminal_error, Answer, OnReply, Pending, Shared};
 use crate::wire::completion::{self, Completion, Slot};
+use crate::wire::events::{Kind, Unwatch};
 use crate::wire::jute::{Malformed, Reader, Writer};
 use crate::wire::link::{Closer, Sink};
 use crate::wire::proto::{op, xid, MAX_FRAME};
-use crate::wire::watches::{Kind, Unwatch};
 use crate::wire::Error;
 
 /// The write side. Requests are queued as pending under this lock as they are written, so the

@@ -15,7 +15,7 @@ use super::proto::{EventType, WatchedEvent};
 
 /// A session's connection state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionState {
+pub enum KeeperState {
     /// Not connected: connecting for the first time, or reconnecting.
     Disconnected,
     SyncConnected,
@@ -24,18 +24,18 @@ pub enum SessionState {
     Closed,
 }
 
-impl SessionState {
+impl KeeperState {
     /// Terminal: the session is over and this state never changes again.
     pub fn is_terminated(self) -> bool {
         matches!(
             self,
-            SessionState::Expired | SessionState::AuthFailed | SessionState::Closed
+            KeeperState::Expired | KeeperState::AuthFailed | KeeperState::Closed
         )
     }
 }
 
 struct StateInner {
-    state: SessionState,
+    state: KeeperState,
     version: u64,
     wakers: HashMap<u64, Waker>,
     next_waiter: u64,
@@ -45,7 +45,7 @@ struct StateInner {
 pub(crate) struct StateCell(Mutex<StateInner>);
 
 impl StateCell {
-    pub(crate) fn new(state: SessionState) -> Arc<StateCell> {
+    pub(crate) fn new(state: KeeperState) -> Arc<StateCell> {
         Arc::new(StateCell(Mutex::new(StateInner {
             state,
             version: 0,
@@ -54,12 +54,12 @@ impl StateCell {
         })))
     }
 
-    pub(crate) fn get(&self) -> SessionState {
+    pub(crate) fn get(&self) -> KeeperState {
         self.0.lock().state
     }
 
     /// Moves to `state`, unless the session is already over; `false` if nothing changed.
-    pub(crate) fn set(&self, state: SessionState) -> bool {
+    pub(crate) fn set(&self, state: KeeperState) -> bool {
         let wakers: Vec<Waker> = {
             let mut inner = self.0.lock();
             if inner.state == state || inner.state.is_terminated() {
@@ -89,14 +89,14 @@ impl StateWatcher {
     }
 
     /// The current state, marked as seen.
-    pub fn state(&mut self) -> SessionState {
+    pub fn state(&mut self) -> KeeperState {
         let inner = self.cell.0.lock();
         self.seen = inner.version;
         inner.state
     }
 
     /// The current state, without marking it seen.
-    pub fn peek_state(&self) -> SessionState {
+    pub fn peek_state(&self) -> KeeperState {
         self.cell.get()
     }
 
@@ -117,9 +117,9 @@ pub struct Changed<'a> {
 }
 
 impl Future for Changed<'_> {
-    type Output = SessionState;
+    type Output = KeeperState;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SessionState> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<KeeperState> {
         let this = &mut *self;
         let mut inner = this.watcher.cell.0.lock();
         if inner.version != this.watcher.seen {
@@ -455,16 +455,16 @@ mod tests {
 
     #[test]
     fn state_changes_wake_and_terminal_states_stick() {
-        let cell = StateCell::new(SessionState::SyncConnected);
+        let cell = StateCell::new(KeeperState::SyncConnected);
         let mut watcher = StateWatcher::new(cell.clone());
-        assert_eq!(watcher.state(), SessionState::SyncConnected);
-        assert!(cell.set(SessionState::Disconnected));
+        assert_eq!(watcher.state(), KeeperState::SyncConnected);
+        assert!(cell.set(KeeperState::Disconnected));
         let got = crate::rt::runtime::block_on(Box::pin(watcher.changed()), None)
             .ok()
             .unwrap();
-        assert_eq!(got, SessionState::Disconnected);
-        assert!(cell.set(SessionState::Expired));
-        assert!(!cell.set(SessionState::SyncConnected));
-        assert_eq!(cell.get(), SessionState::Expired);
+        assert_eq!(got, KeeperState::Disconnected);
+        assert!(cell.set(KeeperState::Expired));
+        assert!(!cell.set(KeeperState::SyncConnected));
+        assert_eq!(cell.get(), KeeperState::Expired);
     }
 }

@@ -12,7 +12,7 @@ use super::claim::{claim, node_vanished, Claimed};
 use super::contend::{gave_up, past_deadline_is_busy, wait_for_change, Woken};
 use super::held::Held;
 use super::place::{create_node, Created};
-use super::queue::Queue;
+use super::seam::ZkSession;
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 
@@ -20,7 +20,7 @@ use super::withdraw::OurNode;
 /// `InterProcessSemaphoreV2` way: create a lease node, then wait until at most `permits` lease
 /// nodes exist. The caller serialises lease takers with the semaphore's internal mutex, so only
 /// one of them watches the leases at a time.
-pub(crate) async fn acquire_lease(
+pub(crate) async fn acquire_permit_node(
     session: &Arc<Session>,
     leases_path: &str,
     lease_name: &str,
@@ -28,13 +28,14 @@ pub(crate) async fn acquire_lease(
     attempt: &Attempt,
     deadline: Option<Instant>,
 ) -> Result<Option<Held>> {
-    let taken = take_lease(session, leases_path, lease_name, permits, attempt, deadline).await;
+    let taken =
+        take_permit_node(session, leases_path, lease_name, permits, attempt, deadline).await;
     let claimed = past_deadline_is_busy(session.as_ref(), deadline, taken)?;
     Ok(claimed.map(|claimed| claimed.held(leases_path)))
 }
 
-/// The steps of [`acquire_lease`], on any [`Queue`], whose errors it has yet to sort.
-pub(crate) async fn take_lease<S: Queue>(
+/// The steps of [`acquire_permit_node`], on any [`ZkSession`], whose errors it has yet to sort.
+pub(crate) async fn take_permit_node<S: ZkSession>(
     session: &Arc<S>,
     leases_path: &str,
     lease_name: &str,
@@ -113,7 +114,7 @@ mod tests {
         let session = store.session.clone();
         let mut taking = Box::pin(async {
             let attempt = Attempt::forever();
-            take_lease(&session, "/leases", "lease-", 1, &attempt, None).await
+            take_permit_node(&session, "/leases", "lease-", 1, &attempt, None).await
         });
         assert!(store.sim.poll(taking.as_mut()).is_none(), "waits");
         store.delete(&other);

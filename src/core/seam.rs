@@ -64,7 +64,7 @@ pub(crate) trait NodeStore: Sync {
 
 /// Everything else an acquisition asks of its session: listings, watches, the session's state
 /// and its changes, and withdrawing a node in the background.
-pub(crate) trait Queue: NodeStore + Send + Sized + 'static {
+pub(crate) trait ZkSession: NodeStore + Send + Sized + 'static {
     /// A watch set on a node or on a path's children; dropping it unsets it.
     type Watch: Send;
     /// The session's state changes, from when they were asked for.
@@ -162,7 +162,7 @@ impl NodeStore for Session {
     }
 }
 
-impl Queue for Session {
+impl ZkSession for Session {
     type Watch = zk::OneshotWatcher;
     type States = zk::StateWatcher;
 
