@@ -3,13 +3,20 @@
 //!
 //! ```text
 //! scripts/start-zk.sh
-//! cargo run --release --example async_bench -- [queue|drop|service|all] [--tasks N]
+//! cargo run --release --example async_bench -- [queue|timeouts|drop|service|all] [--tasks N]
+//!     [--local-handoff BATCH]
 //! ```
+//!
+//! `--local-handoff BATCH` runs `queue` and `timeouts` with local handoff (issue 36): the
+//! tasks of the client then queue in this process behind one node.
 //!
 //! - `queue` (default 10,000 tasks): every task queues on one lock held by another client,
 //!   then the holder lets go and the queue drains. Prints the OS threads zklock added while
 //!   they waited, the peak RSS, the server's watch notifications per release (`mntr`), the
 //!   drain time, acquisitions and overlaps.
+//! - `timeouts` (default 800 tasks): for 25 s, every task acquires one lock again and again
+//!   with a random timeout of 5-400 ms, releasing at once; prints acquisitions, timeouts and
+//!   the nodes left behind.
 //! - `drop` (default 5,000): as many futures queue behind a holder, then every task is
 //!   aborted; prints how long until their nodes were all withdrawn.
 //! - `service` (default 2,000): tasks each take the lock briefly while another task reads a
@@ -101,13 +108,23 @@ fn wait_queued(client: &Client, path: &str, n: usize, limit: Duration) -> anyhow
     }
 }
 
-fn queue(tasks: usize) -> anyhow::Result<()> {
+/// The mutex at `path`, with local handoff in batches of `local` if given.
+fn mutex_at(client: &Client, path: &str, local: Option<u32>) -> anyhow::Result<DistributedMutex> {
+    let mutex = DistributedMutex::new(client, path)?;
+    Ok(match local {
+        Some(batch) => mutex.local_handoff(batch),
+        None => mutex,
+    })
+}
+
+fn queue(tasks: usize, local: Option<u32>) -> anyhow::Result<()> {
     let connect = connect_string();
     let path = format!("/zklock-bench/async-queue-{}", std::process::id());
     let holder_client = Client::connect(&connect)?;
     let holder = DistributedMutex::new(&holder_client, &path)?.lock()?;
     let client = Client::connect(&connect)?;
-    let mutex = DistributedMutex::new(&client, &path)?;
+    let mutex = mutex_at(&client, &path, local)?;
+    let asked = Arc::new(AtomicUsize::new(0));
     let rt = runtime();
     let before = threads();
     let (acquired, inside, overlaps) = (
@@ -120,7 +137,9 @@ fn queue(tasks: usize) -> anyhow::Result<()> {
         .map(|_| {
             let mutex = mutex.clone();
             let (acquired, inside, overlaps) = (acquired.clone(), inside.clone(), overlaps.clone());
+            let asked = asked.clone();
             rt.spawn(async move {
+                asked.fetch_add(1, Ordering::SeqCst);
                 let guard = mutex.lock_async().await?;
                 if inside.fetch_add(1, Ordering::SeqCst) != 0 {
                     overlaps.fetch_add(1, Ordering::SeqCst);
@@ -131,7 +150,18 @@ fn queue(tasks: usize) -> anyhow::Result<()> {
             })
         })
         .collect();
-    wait_queued(&holder_client, &path, tasks + 1, Duration::from_secs(600))?;
+    if local.is_some() {
+        // One node for all the tasks, which wait in this process: wait until every task
+        // asked, and give the last ones a moment to be polled into the local queue.
+        wait_queued(&holder_client, &path, 2, Duration::from_secs(600))?;
+        while asked.load(Ordering::SeqCst) < tasks {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    } else {
+        wait_queued(&holder_client, &path, tasks + 1, Duration::from_secs(600))?;
+    }
+    result("async_queue_local_handoff", local.unwrap_or(0));
     result("async_queue_tasks", tasks);
     result("async_queue_enqueue_ms", started.elapsed().as_millis());
     result(
@@ -168,6 +198,67 @@ fn queue(tasks: usize) -> anyhow::Result<()> {
         format!("{:.2}", fired / tasks as f64),
     );
     result("async_queue_peak_rss_mb", format!("{:.1}", peak_rss_mb()));
+    Ok(())
+}
+
+/// `timeouts`: `tasks` tasks of one client on one lock for 25 s, each acquiring again and again
+/// with a random timeout of 5-400 ms and releasing at once; prints the acquisitions and
+/// timeouts, and the nodes left at the lock path a second after the last task ended.
+fn timeouts(tasks: usize, local: Option<u32>) -> anyhow::Result<()> {
+    const RUN: Duration = Duration::from_secs(25);
+    let connect = connect_string();
+    let path = format!("/zklock-bench/async-timeouts-{}", std::process::id());
+    let client = Client::connect(&connect)?;
+    let mutex = mutex_at(&client, &path, local)?;
+    let rt = runtime();
+    let (acquired, timed_out, errors) = (
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let started = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|t| {
+            let mutex = mutex.clone();
+            let (acquired, timed_out, errors) =
+                (acquired.clone(), timed_out.clone(), errors.clone());
+            rt.spawn(async move {
+                // A small generator of its own per task (xorshift), seeded by the task.
+                let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ (t as u64 + 1);
+                while started.elapsed() < RUN {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let timeout = Duration::from_millis(5 + x % 396);
+                    match mutex.lock_with_async(zklock::Wait::timeout(timeout)).await {
+                        Ok(Some(guard)) => {
+                            acquired.fetch_add(1, Ordering::SeqCst);
+                            let _ = guard.unlock_async().await;
+                        }
+                        Ok(None) => {
+                            timed_out.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(_) => {
+                            errors.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        rt.block_on(handle)?;
+    }
+    let elapsed = started.elapsed();
+    std::thread::sleep(Duration::from_secs(1));
+    let left = client.children(&path)?.map_or(0, |c| c.len());
+    result("async_timeouts_local_handoff", local.unwrap_or(0));
+    result("async_timeouts_tasks", tasks);
+    result("async_timeouts_s", format!("{:.1}", elapsed.as_secs_f64()));
+    result("async_timeouts_acquired", acquired.load(Ordering::SeqCst));
+    result("async_timeouts_timed_out", timed_out.load(Ordering::SeqCst));
+    result("async_timeouts_errors", errors.load(Ordering::SeqCst));
+    result("async_timeouts_nodes_left", left);
     Ok(())
 }
 
@@ -255,21 +346,26 @@ fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let mut scenario = "all".to_owned();
     let mut tasks = None;
+    let mut local = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--tasks" => tasks = Some(args.next().context("--tasks N")?.parse()?),
+            "--local-handoff" => {
+                local = Some(args.next().context("--local-handoff BATCH")?.parse()?);
+            }
             other => scenario = other.to_owned(),
         }
     }
     match scenario.as_str() {
-        "queue" => queue(tasks.unwrap_or(10_000)),
+        "queue" => queue(tasks.unwrap_or(10_000), local),
+        "timeouts" => timeouts(tasks.unwrap_or(800), local),
         "drop" => drop_queued(tasks.unwrap_or(5_000)),
         "service" => service(tasks.unwrap_or(2_000)),
         "all" => {
-            queue(tasks.unwrap_or(10_000))?;
+            queue(tasks.unwrap_or(10_000), local)?;
             drop_queued(tasks.unwrap_or(5_000))?;
             service(tasks.unwrap_or(2_000))
         }
-        other => anyhow::bail!("unknown scenario {other}: queue, drop, service or all"),
+        other => anyhow::bail!("unknown scenario {other}: queue, timeouts, drop, service or all"),
     }
 }

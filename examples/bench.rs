@@ -4,7 +4,8 @@
 //! ```text
 //! cargo build --release --example bench
 //! target/release/examples/bench <scenario> <host:port> <lock path>
-//! # scenario: uncontended | contended | herd | scale | many_locks | floor | floor_sequential
+//! # scenario: uncontended | contended | herd | scale | many_locks | hot | hot_off | floor |
+//! #           floor_sequential
 //! ```
 //!
 //! `uncontended`, `contended` and `herd` follow `LockBench.java` of the anchors step by step
@@ -31,6 +32,13 @@
 //!   locks are never contended). Two passes: `cold` (the lock paths do not exist yet: the
 //!   first acquisition creates them) and `warm` (the same paths again). Throughput, cycle
 //!   latency and server requests per cycle for each.
+//! - `hot` and `hot_off` (issue 36): 2 processes of 8 threads each on one lock, one
+//!   [`Client`] per process (a process is a session to ZooKeeper; here both are in this one OS
+//!   process, sharing one clock and one overlap counter), 4,000 acquisitions in all, empty
+//!   critical section; `hot` with local handoff (batch 32), `hot_off` without. Prints
+//!   acquisitions per second, server requests per acquisition, `hot_max_remote_wait_holds`
+//!   (the most holds of one process in a row while a thread of the other waited in `lock()`)
+//!   and `hot_mutex=PASS|FAIL`.
 //!
 //! - `floor` and `floor_sequential`: not zklock at all, but the measuring stick of the
 //!   uncontended cycle. A minimal blocking ZooKeeper client written out below (one
@@ -369,6 +377,156 @@ fn contended(host_port: &str, path: &str) -> anyhow::Result<()> {
         result("con_handoff_n", h.len());
     }
     result_rss("con");
+    Ok(())
+}
+
+// ---- hot: 2 processes x 8 threads on one lock (issue 36) ----
+/// Local holds allowed while another process waits, in `hot` (the docs' suggestion);
+/// `ZKLOCK_HOT_BATCH` sets another.
+const HOT_BATCH: u32 = 32;
+
+fn hot_batch() -> u32 {
+    std::env::var("ZKLOCK_HOT_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(HOT_BATCH)
+}
+const HOT_PROCESSES: usize = 2;
+const HOT_THREADS: usize = 8;
+const HOT_ACQUISITIONS: usize = 4000;
+
+/// `hot`: 2 "processes" (each one [`Client`], i.e. one session, as ZooKeeper sees a process)
+/// of 8 threads each on one lock, 4,000 acquisitions in all, empty critical section; with
+/// local handoff (`batch` 32) unless `local` is false. Prints acquisitions per second, server
+/// requests per acquisition (`mntr`), the most holds of one process in a row while the other
+/// had a thread waiting (`hot_max_remote_wait_holds`), and PASS if no two holders overlapped.
+fn hot(host_port: &str, path: &str, local: bool) -> anyhow::Result<()> {
+    let clients = (0..HOT_PROCESSES)
+        .map(|_| open(host_port))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mutexes = clients
+        .iter()
+        .map(|c| {
+            let mutex = DistributedMutex::new(c, path)?;
+            Ok(if local {
+                mutex.local_handoff(hot_batch())
+            } else {
+                mutex
+            })
+        })
+        .collect::<zklock::Result<Vec<_>>>()?;
+    let per_thread = HOT_ACQUISITIONS / (HOT_PROCESSES * HOT_THREADS);
+    let holders = AtomicI32::new(0);
+    let overlaps = AtomicUsize::new(0);
+    let errors = AtomicUsize::new(0);
+    // Per process: threads inside `lock()` now; the holders in order, by process.
+    let waiting: Vec<AtomicUsize> = (0..HOT_PROCESSES).map(|_| AtomicUsize::new(0)).collect();
+    let order: Mutex<Vec<(u8, bool)>> = Mutex::new(Vec::with_capacity(HOT_ACQUISITIONS));
+    let go = Latch::default();
+    let (before, wall, after) = thread::scope(|s| {
+        let threads: Vec<_> = (0..HOT_PROCESSES * HOT_THREADS)
+            .map(|t| {
+                let p = t % HOT_PROCESSES;
+                let mutex = &mutexes[p];
+                let (holders, overlaps, errors, go) = (&holders, &overlaps, &errors, &go);
+                let (waiting, order) = (&waiting, &order);
+                s.spawn(move || {
+                    go.wait();
+                    for _ in 0..per_thread {
+                        waiting[p].fetch_add(1, Ordering::SeqCst);
+                        let guard = mutex.lock();
+                        waiting[p].fetch_sub(1, Ordering::SeqCst);
+                        let guard = match guard {
+                            Ok(guard) => guard,
+                            Err(e) => {
+                                errors.fetch_add(1, Ordering::SeqCst);
+                                eprintln!("process {p}: lock: {e}");
+                                break;
+                            }
+                        };
+                        if holders.fetch_add(1, Ordering::SeqCst) + 1 != 1 {
+                            overlaps.fetch_add(1, Ordering::SeqCst);
+                        }
+                        // Did another process wait while this one held?
+                        let other_waits = (0..HOT_PROCESSES)
+                            .any(|q| q != p && waiting[q].load(Ordering::SeqCst) > 0);
+                        order.lock().unwrap().push((p as u8, other_waits));
+                        holders.fetch_sub(1, Ordering::SeqCst);
+                        if let Err(e) = guard.unlock() {
+                            errors.fetch_add(1, Ordering::SeqCst);
+                            eprintln!("process {p}: unlock: {e}");
+                            break;
+                        }
+                    }
+                })
+            })
+            .collect();
+        let before = mntr(host_port);
+        let start = nano_time();
+        go.count_down();
+        for t in threads {
+            if t.join().is_err() {
+                errors.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let wall = (nano_time() - start) as f64 / 1e9;
+        (before, wall, mntr(host_port))
+    });
+    let (before, after) = (before?, after?);
+    let order = order.into_inner().unwrap();
+    // The longest run of one process's holds while another process had a thread waiting.
+    let (mut run, mut worst, mut last) = (0usize, 0usize, u8::MAX);
+    // The same after the first turn of each process (both start at once, so the first
+    // holder's listing at its claim may not show the other's node yet).
+    let (mut turns, mut worst_later) = (0usize, 0usize);
+    for &(p, other_waits) in &order {
+        if p != last {
+            turns += 1;
+        }
+        run = if p == last && other_waits { run + 1 } else { 1 };
+        last = p;
+        if other_waits {
+            worst = worst.max(run);
+            if turns > HOT_PROCESSES {
+                worst_later = worst_later.max(run);
+            }
+        }
+    }
+    let n = order.len();
+    let (overlaps, errors) = (overlaps.into_inner(), errors.into_inner());
+    let ok = errors == 0 && overlaps == 0 && n == HOT_ACQUISITIONS;
+    let prefix = if local { "hot" } else { "hot_off" };
+    result(&format!("{prefix}_local_handoff"), local);
+    result(
+        &format!("{prefix}_batch"),
+        if local { HOT_BATCH } else { 0 },
+    );
+    result(&format!("{prefix}_wall_s"), format!("{wall:.3}"));
+    result(
+        &format!("{prefix}_acq_per_s"),
+        format!("{:.0}", n as f64 / wall),
+    );
+    result(
+        &format!("{prefix}_req_per_acq"),
+        f((delta(&before, &after, "zk_packets_received") - 1.0) / n as f64),
+    );
+    result(&format!("{prefix}_max_remote_wait_holds"), worst);
+    result(
+        &format!("{prefix}_max_remote_wait_holds_after_first_turns"),
+        worst_later,
+    );
+    result(&format!("{prefix}_turns"), turns);
+    result(
+        &format!("{prefix}_mutex"),
+        if ok {
+            "PASS".to_owned()
+        } else {
+            format!("FAIL(overlaps={overlaps},errors={errors},done={n})")
+        },
+    );
+    result_rss(prefix);
+    drop(mutexes);
+    drop(clients);
     Ok(())
 }
 
@@ -989,7 +1147,7 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [mode, host_port, path] = args.as_slice() else {
         eprintln!(
-            "usage: bench <uncontended|contended|herd|scale|many_locks|floor|floor_sequential> \
+            "usage: bench <uncontended|contended|herd|scale|many_locks|hot|hot_off|floor|floor_sequential> \
              <host:port> <lock path>"
         );
         std::process::exit(2);
@@ -1000,6 +1158,8 @@ fn main() -> anyhow::Result<()> {
         "herd" => herd(host_port, path),
         "scale" => scale(host_port, path),
         "many_locks" => many_locks(host_port, path),
+        "hot" => hot(host_port, path, true),
+        "hot_off" => hot(host_port, path, false),
         "floor" => floor(host_port, path, true),
         "floor_sequential" => floor(host_port, path, false),
         other => bail!("unknown scenario {other:?}"),

@@ -11,9 +11,13 @@
 //! violation) and ends with `simulate: N schedules, V violations`; exits 1 if V > 0.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use zklock::__simulation::{simulate, Report};
+
+/// Local handoffs over every schedule run.
+static LOCAL_HANDOFFS: AtomicU64 = AtomicU64::new(0);
 
 /// How many trace lines a failing seed shows.
 const TAIL: usize = 30;
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
                     let mut seed = from + t;
                     while seed < from + seeds {
                         let report: Report = simulate(seed, false);
+                        LOCAL_HANDOFFS.fetch_add(report.local_handoffs, Ordering::Relaxed);
                         if !report.violations.is_empty() {
                             failed.push((seed, report.violations));
                         }
@@ -94,6 +99,10 @@ fn main() -> ExitCode {
         "{seeds} schedules in {:.1} s: {:.0} schedules/s on {threads} thread(s)",
         elapsed.as_secs_f64(),
         seeds as f64 / elapsed.as_secs_f64()
+    );
+    eprintln!(
+        "{} acquisitions handed over locally (local handoff)",
+        LOCAL_HANDOFFS.load(Ordering::Relaxed)
     );
     println!("simulate: {seeds} schedules, {} violations", failures.len());
     if failures.is_empty() {

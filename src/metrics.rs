@@ -18,6 +18,7 @@
 //! | `zklock_reconnects_total` | counter | | connections re-established after a loss, on the same session or, after an expiry, a new one |
 //! | `zklock_session_expirations_total` | counter | | sessions expired by the server |
 //! | `zklock_background_releases` | gauge | | releases still being retried in the background (connection down) |
+//! | `zklock_handoffs_total` | counter | `recipe`, `via` | ends of holds of locks with [local handoff](crate::DistributedMutex::local_handoff): `via="local"` passed to another caller of the same client without the server, `via="server"` the node released through the server |
 //!
 //! - `recipe`: `mutex`, `rwlock_read`, `rwlock_write`, `semaphore`, `multi`, `election`.
 //! - `outcome`: `acquired`; `busy` (a `try_*` call found it held); `timeout` (a timed call ran
@@ -159,6 +160,11 @@ pub const EXPIRATIONS: &str = "zklock_session_expirations_total";
 /// `zklock_background_releases`: gauge of releases retried in the background.
 pub const BACKGROUND_RELEASES: &str = "zklock_background_releases";
 
+/// `zklock_handoffs_total`: counter of the ends of holds of locks with local handoff, by
+/// label `via`: `local` (passed to another caller of the same client without the server) or
+/// `server` (the node released through the server).
+pub const HANDOFFS: &str = "zklock_handoffs_total";
+
 /// Every metric name zklock records.
 pub const NAMES: &[&str] = &[
     INFO,
@@ -173,6 +179,7 @@ pub const NAMES: &[&str] = &[
     RECONNECTS,
     EXPIRATIONS,
     BACKGROUND_RELEASES,
+    HANDOFFS,
 ];
 
 /// Histogram buckets (upper bounds, in seconds) for [`ACQUIRE_WAIT`] and [`HOLD`], for
@@ -246,6 +253,10 @@ mod imp {
             BACKGROUND_RELEASES,
             "Releases still being retried in the background"
         );
+        describe_counter!(
+            HANDOFFS,
+            "Ends of holds of locks with local handoff: passed on locally, or released through the server"
+        );
         describe_gauge!(INFO, "Always 1; the zklock version in the version label");
         describe_gauge!(
             LOCKS_HELD,
@@ -282,6 +293,12 @@ mod imp {
         gauge!(SESSION_STATE).increment(delta);
     }
 
+    /// A hold of a lock with local handoff ended: passed on `local`ly, or through the server.
+    pub(crate) fn handoff(recipe: Recipe, local: bool) {
+        let via = if local { "local" } else { "server" };
+        counter!(HANDOFFS, "recipe" => recipe.label(), "via" => via).increment(1);
+    }
+
     /// Makes every series exist from the start (at zero), as far as it does not depend on a
     /// lock path: an alert on a rate or an increase needs the series before the first event.
     pub(crate) fn register_all() {
@@ -298,6 +315,11 @@ mod imp {
         }
         for cause in CAUSES {
             counter!(LOCKS_LOST, "cause" => cause.label()).increment(0);
+        }
+        for recipe in [Recipe::Mutex, Recipe::RwLockWrite] {
+            for via in ["local", "server"] {
+                counter!(HANDOFFS, "recipe" => recipe.label(), "via" => via).increment(0);
+            }
         }
         refresh_hold_ages();
         // Last: once it shows, every series above does.
@@ -371,6 +393,7 @@ mod imp {
     pub(crate) fn hold(_: Recipe, _: Option<&str>, _: Duration) {}
     pub(crate) fn lost(_: LossCause, _: Option<&str>) {}
     pub(crate) fn connected(_: f64) {}
+    pub(crate) fn handoff(_: Recipe, _: bool) {}
     pub(crate) fn register_all() {}
     pub(crate) fn waiting(_: Recipe, _: Option<&str>, _: f64) {}
     pub(crate) fn hold_started(_: Recipe, _: Option<&str>) -> u64 {

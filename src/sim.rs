@@ -38,6 +38,8 @@ use crate::core::sim::held::SimHeld;
 use crate::core::sim::world::{parent_of, Mode, Rng, World, OPERATOR};
 use crate::core::sim::TIMEOUT;
 
+mod local;
+
 /// What one schedule found.
 #[derive(Debug, Default)]
 pub struct Report {
@@ -49,6 +51,8 @@ pub struct Report {
     pub acquired: u64,
     /// The run's step trace (when asked for).
     pub trace: Vec<String>,
+    /// Acquisitions handed over locally, without the server (local handoff, issue 36).
+    pub local_handoffs: u64,
 }
 
 /// The recipes a schedule can exercise.
@@ -100,6 +104,8 @@ struct Acquisition {
     /// Taken revocable: a revocation request (a write to a node it holds) makes it release
     /// at once, as a revocable guard's holder does.
     revocable: bool,
+    /// Through the process's local queue, with this batch (see `local.rs`).
+    local: Option<u32>,
 }
 
 /// A holder, as the checks see it.
@@ -113,6 +119,8 @@ struct Holder {
     watch: u64,
     /// Its node's czxid: the fencing token.
     czxid: i64,
+    /// The token's local number (local handoff).
+    local: u16,
     /// Its token was checked against the previous holder's (when it first read `Held`).
     fenced: bool,
 }
@@ -121,11 +129,13 @@ struct Holder {
 #[derive(Default)]
 struct Book {
     holders: Vec<Holder>,
-    /// Per lock path, the czxid of its latest exclusive holder (the fencing token's order).
-    last_token: BTreeMap<String, i64>,
+    /// Per lock path, the czxid (and local number) of its latest exclusive holder (the
+    /// fencing token's order).
+    last_token: BTreeMap<String, (i64, u16)>,
     violations: Vec<String>,
     acquired: u64,
     finished: BTreeSet<usize>,
+    local: local::LocalBook,
 }
 
 type SharedBook = Rc<RefCell<Book>>;
@@ -277,12 +287,25 @@ impl Schedule {
             limits,
         };
         let processes = 2 + schedule.rng.below(2);
+        // Local handoff is drawn apart too, so that schedules without it keep theirs.
+        let mut local_rng = Rng::new(seed.rotate_left(29) ^ 0x10ca1);
         for _ in 0..processes {
             let id = world.lock().open_session(TIMEOUT);
             let session = Arc::new(SimSession::new(&world, id));
             schedule.sessions.push(session.clone());
-            for _ in 0..1 + schedule.rng.below(3) {
-                let plan = schedule.plan(recipe);
+            let batch = matches!(recipe, Recipe::Mutex | Recipe::RwLock)
+                .then(|| local::batch(&mut local_rng))
+                .flatten();
+            // Several local callers per process with local handoff.
+            let extra_tasks = if batch.is_some() { 2 } else { 0 };
+            for _ in 0..1 + schedule.rng.below(3) + extra_tasks {
+                let mut plan = schedule.plan(recipe);
+                for acquisition in &mut plan {
+                    acquisition.local = batch;
+                    if batch.is_some() {
+                        acquisition.hold = local::hold(&mut local_rng);
+                    }
+                }
                 schedule.spawn(&session, plan);
             }
         }
@@ -332,6 +355,7 @@ impl Schedule {
                     hold: Duration::from_millis(rng.below(2_000) as u64),
                     pause: Duration::ZERO,
                     revocable: false,
+                    local: None,
                 };
                 if self.revocations {
                     acquisition.revocable = self.revoke.chance(50);
@@ -411,6 +435,7 @@ impl Schedule {
             steps: self.steps,
             acquired: book.acquired,
             trace: world.trace.clone(),
+            local_handoffs: book.local.handoffs,
         }
     }
 
@@ -606,6 +631,7 @@ impl Schedule {
         // Fencing tokens, in the order their holders first read `Held` (a holder that never
         // does, e.g. one frozen past its session, never uses its token).
         let book = &mut *book;
+        local::observe(&world, book);
         for holder in book.holders.iter_mut() {
             if holder.fenced || matches!(holder.role, Role::Read | Role::Lease) {
                 continue;
@@ -614,11 +640,12 @@ impl Schedule {
                 continue;
             }
             holder.fenced = true;
-            let last = book.last_token.insert(holder.lock.clone(), holder.czxid);
-            if let Some(last) = last.filter(|last| *last >= holder.czxid) {
+            let token = (holder.czxid, holder.local);
+            let last = book.last_token.insert(holder.lock.clone(), token);
+            if let Some(last) = last.filter(|last| *last >= token) {
                 violation = Some(format!(
-                    "step {}: fencing token of {} went from {last} to {} (task {})",
-                    self.steps, holder.lock, holder.czxid, holder.task
+                    "step {}: fencing token of {} went from {last:?} to {token:?} (task {})",
+                    self.steps, holder.lock, holder.task
                 ));
             }
         }
@@ -800,6 +827,14 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
             Wait::Timeout(timeout) => (Attempt::until(now + timeout, timeout), Some(now + timeout)),
         };
         let lock = acquisition.lock.as_str();
+        if let (Target::Lock(kind), Some(batch)) = (&acquisition.target, acquisition.local) {
+            if local::applies(*kind) {
+                if !local::turn(task, &session, &book, &acquisition, *kind, batch).await {
+                    return;
+                }
+                continue;
+            }
+        }
         // The core's own sequences, as the recipes run them (`recipes/*.rs`).
         let acquiring: Pin<Box<dyn Future<Output = Acquired>>> = match &acquisition.target {
             Target::Lock(kind) => Box::pin(async {
@@ -897,6 +932,7 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
                     book.acquired += 1;
                     book.holders.push(Holder {
                         czxid: claimed.stat.czxid,
+                        local: 0,
                         fenced: false,
                         task,
                         lock: held_lock.to_owned(),

@@ -372,6 +372,7 @@ impl ClientBuilder {
             observe,
             release_timeout,
             hub: hub.clone(),
+            cohorts: Default::default(),
             runtime,
         });
         // The state thread holds the client only while it looks, so dropping ends it; a closed

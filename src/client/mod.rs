@@ -29,7 +29,10 @@ use std::time::{Duration, Instant};
 use log::{debug, info, warn};
 use parking_lot::Mutex;
 
+use crate::core::cohort::Cohort;
+use crate::core::held::Held;
 use crate::error::{Error, Result};
+use crate::metrics::Recipe;
 use crate::rt::cancel::{self, CancelToken, Watching};
 use crate::rt::runtime::{deadline_after, Runtime};
 use crate::session::config::SessionConfig;
@@ -80,6 +83,8 @@ struct Inner {
     release_timeout: Duration,
     /// Shared with the client's state thread (`hub.rs`).
     hub: Arc<Hub>,
+    /// The local queues of the locks with local handoff (see `core/cohort.rs`).
+    cohorts: Cohorts,
     // Dropped last: the session's task runs on it.
     runtime: Arc<Runtime>,
 }
@@ -102,7 +107,35 @@ impl Drop for RenewalTurn<'_> {
     }
 }
 
+/// A client's local queues, by lock path, name of node and batch (alive while a caller of the
+/// client waits or holds).
+type Cohorts =
+    Mutex<std::collections::HashMap<(String, &'static str, u32), std::sync::Weak<Cohort<Held>>>>;
+
 impl Client {
+    /// The local queue of `path` for nodes named `name` with local handoff in batches of
+    /// `batch` (see `core/cohort.rs`), shared by every lock object of this client and path.
+    pub(crate) fn cohort(
+        &self,
+        path: &str,
+        name: &'static str,
+        batch: u32,
+        recipe: Recipe,
+    ) -> Arc<Cohort<Held>> {
+        let mut cohorts = self.inner.cohorts.lock();
+        let key = (path.to_owned(), name, batch);
+        if let Some(cohort) = cohorts.get(&key).and_then(std::sync::Weak::upgrade) {
+            return cohort;
+        }
+        // Forget idle ones now and then (amortized: when the map doubled).
+        if cohorts.len().is_power_of_two() {
+            cohorts.retain(|_, weak| weak.strong_count() > 0);
+        }
+        let cohort = Arc::new(Cohort::new(batch, recipe));
+        cohorts.insert(key, Arc::downgrade(&cohort));
+        cohort
+    }
+
     /// The id of the current session (as in ZooKeeper's logs and the `ephemeralOwner` of the
     /// nodes it creates). It changes when an expired session is replaced.
     pub fn session_id(&self) -> i64 {

@@ -63,6 +63,9 @@ pub(crate) struct Options {
     pub(crate) revocable: bool,
     /// The node's data; [`owner_data`] if `None`.
     pub(crate) data: Option<Vec<u8>>,
+    /// Local handoff, with this many local holds at most once another contender waits (see
+    /// `cohort.rs`); exclusive kinds only.
+    pub(crate) local_handoff: Option<u32>,
 }
 
 /// The outcome of an acquisition's requests, with a request that ran into the deadline on a
@@ -85,7 +88,7 @@ pub(crate) fn past_deadline_is_busy<T>(
 
 /// After the deadline: during an outage the caller learns that the lock could not be decided,
 /// not that it is busy. A wait stopped by cancellation or by closing the client says so.
-pub(super) fn gave_up<T>(session: &impl ZkSession) -> Result<Option<T>> {
+pub(crate) fn gave_up<T>(session: &impl ZkSession) -> Result<Option<T>> {
     if let Some(stopped) = interruption() {
         return Err(stopped);
     }

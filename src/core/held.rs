@@ -13,6 +13,7 @@ use crate::session::own_node::OwnNodeWatch;
 use crate::session::{blocking, Liveness, NodeStat, Session};
 use crate::znode::token::FencingToken;
 
+use super::cohort::{Cohort, LocalNode, Release};
 use super::standing::{judge, LockState, Standing};
 use super::track::Track;
 
@@ -45,6 +46,10 @@ pub(crate) struct Held {
     pub(crate) background_drop: bool,
     /// What the acquisition's front end reports about this node (see `track.rs`).
     pub(crate) track: Track,
+    /// How many times the node was passed on inside this process before this holder.
+    local: u16,
+    /// With local handoff: the local queue the release goes through (see `cohort.rs`).
+    cohort: Option<Arc<Cohort<Held>>>,
 }
 
 impl Held {
@@ -68,6 +73,8 @@ impl Held {
             released: false,
             background_drop: false,
             track: Track::default(),
+            local: 0,
+            cohort: None,
         }
     }
 
@@ -96,7 +103,7 @@ impl Held {
     }
 
     pub(crate) fn fencing(&self) -> FencingToken {
-        FencingToken::new(self.generation, self.stat.czxid)
+        FencingToken::local_to(self.generation, self.stat.czxid, self.local)
     }
 
     pub(crate) fn session_id(&self) -> i64 {
@@ -231,6 +238,10 @@ impl Held {
         if self.released {
             return Ok(());
         }
+        let others = match self.hand_on_locally() {
+            Release::Handed => return Ok(()),
+            Release::Server(others) => others,
+        };
         let deadline = deadline_after(wait);
         let lost = || Error::LockLost {
             path: self.lock_path.clone(),
@@ -246,6 +257,8 @@ impl Held {
         self.released = true;
         let left = deadline.saturating_duration_since(Instant::now());
         let deleted = self.session.delete_node_async(&self.node_path, left).await;
+        // Fired by our delete, if it went through: gone without a request.
+        drop(others);
         self.track.released(&deleted, &self.session);
         match deleted {
             Ok(true) => Ok(()),
@@ -268,9 +281,15 @@ impl Held {
     /// Releases without waiting: the delete goes on in the background until the node is gone
     /// or the session has ended; `done` is dropped then.
     pub(crate) fn release_in_background(&mut self, done: impl Send + 'static) {
-        if std::mem::replace(&mut self.released, true) {
+        if self.released {
             return;
         }
+        let others = match self.hand_on_locally() {
+            Release::Handed => return,
+            Release::Server(others) => others,
+        };
+        self.released = true;
+        let done = (done, others);
         if let Some(watch) = self.own_node.take().flatten() {
             watch.stop_in_background();
         }
@@ -279,6 +298,56 @@ impl Held {
         if self.session.liveness() != Liveness::Ended {
             self.session.withdraw_in_background(&self.node_path, done);
         }
+    }
+}
+
+impl Held {
+    /// With local handoff, passes the node to the next local caller if its cohort allows;
+    /// otherwise (and without local handoff) the node is to be released through the server.
+    fn hand_on_locally(&mut self) -> Release {
+        let Some(cohort) = self.cohort.clone() else {
+            return Release::Server(None);
+        };
+        let release = cohort.release(self);
+        if let Release::Server(_) = release {
+            self.cohort = None;
+        }
+        release
+    }
+}
+
+impl LocalNode for Held {
+    fn may_hand_on(&self) -> bool {
+        self.peek_state() == LockState::Held && !self.revocation_requested()
+    }
+
+    fn local(&self) -> u16 {
+        self.local
+    }
+
+    fn hand_on(&mut self) -> Held {
+        let next = Held {
+            session: self.session.clone(),
+            lock_path: self.lock_path.clone(),
+            node_path: self.node_path.clone(),
+            stat: self.stat,
+            generation: self.generation,
+            own_node: std::mem::take(&mut self.own_node),
+            revocable: self.revocable,
+            released: false,
+            background_drop: false,
+            track: Track::default(),
+            local: self.local + 1,
+            cohort: self.cohort.take(),
+        };
+        // This holder's hold ends here, as at a release.
+        self.released = true;
+        self.track.released(&Ok(true), &self.session);
+        next
+    }
+
+    fn join(&mut self, cohort: Arc<Cohort<Held>>) {
+        self.cohort = Some(cohort);
     }
 }
 

@@ -20,6 +20,7 @@
 //!   about a hold and its loss.
 
 pub(crate) mod claim;
+pub(crate) mod cohort;
 pub(crate) mod contend;
 pub(crate) mod held;
 pub(crate) mod hold;

@@ -138,10 +138,16 @@
 //!    scratch (its zxids begin again) or after the server removed the idle container; the new
 //!    generation is later, so its tokens are higher than every older one. The one assumption:
 //!    the servers' clocks are not set back, across that re-creation, by more than the time since
-//!    the previous lock path node was created. A store can keep the token as a `u128`
+//!    the previous lock path node was created. With
+//!    [local handoff](crate::DistributedMutex::local_handoff) the callers of one client pass
+//!    one node from one to the next, and a third number, the node's
+//!    [`local()`](crate::FencingToken::local) count of handoffs (0 for the holder that took it
+//!    from the server), orders them; a later node's zxid is higher, so tokens still increase
+//!    from every holder to the next. A store can keep the token as a `u128`
 //!    ([`to_u128()`](crate::FencingToken::to_u128)), as 32 hex digits that sort as strings
-//!    (`to_string()`, parsed back with `parse()`), or as the pair
-//!    ([`generation()`](crate::FencingToken::generation), [`zxid()`](crate::FencingToken::zxid)).
+//!    (`to_string()`, parsed back with `parse()`), or as the triple
+//!    ([`generation()`](crate::FencingToken::generation), [`zxid()`](crate::FencingToken::zxid),
+//!    [`local()`](crate::FencingToken::local)).
 //!
 //!    *Migrating from `fencing_token()`.* zklock 0.1's `LockGuard::fencing_token()` returned
 //!    the zxid alone (an `i64`, now `fencing().zxid()`), which increases from holder to

@@ -144,6 +144,36 @@
 //! With 1,000 waiters on one lock (`scale`): handoff median 316 µs old, 233 µs new; p99 1,428
 //! µs old, 409 µs new (one run each).
 //!
+//! # Local handoff
+//!
+//! [`DistributedMutex::local_handoff`](crate::DistributedMutex::local_handoff) (issue 36): the
+//! callers of one client share one node and pass it on without the server. Measured on
+//! 2026-11-27 on this 2-core VM with four other builders running (load average 12-41: every
+//! figure here is noisy; compare only within a row). `bench hot` ran three times inside the
+//! anchors run of 17:33 UTC (same private 3.8 server, forceSync=no, load 18-20), where Curator's
+//! `InterProcessMutex` made **412** contended acquisitions/s (zklock without local handoff 567):
+//!
+//! | `bench hot`: 2 sessions x 8 threads, 4,000 acquisitions | acquisitions/s | requests/acquisition | most holds of one session in a row while the other waited | overlaps |
+//! |---|---|---|---|---|
+//! | local handoff, batch 32 | 8,597 / 15,317 / 13,242 (20.9-37x Curator) | 0.19 / 0.13 / 0.17 | 32 / 399 / 138 | 0 |
+//! | `hot_off` (no local handoff) | 897 / 991 / 950 | 5.01 / 5.00 / 5.01 | 6 / 5 / 6 | 0 |
+//!
+//! The bound on other processes holds once the holder knows that another contender waits: the
+//! listing taken at each claim shows it in the steady state, so a turn is then at most `batch`
+//! holds (32 in every steady-state turn seen). Before the first notification arrives it
+//! cannot know: with both sessions starting at once, the first holder's listing may precede
+//! the other's create, and under this load its notification took milliseconds to be read, while
+//! local handoffs ran at 20-30,000/s (batch 1,000: 30,982 acquisitions/s, 0.01 requests
+//! each). `hot_max_remote_wait_holds_after_first_turns` reports the worst run past the first
+//! turns.
+//!
+//! `async_bench` (tokio, 2 workers, one session; local 3.9.5 server; 17:19-18:16 UTC):
+//!
+//! | scenario | without | with local handoff (batch 32) |
+//! |---|---|---|
+//! | `queue`: 10,000 tasks queued behind a holder, then drained | 100.6 s (the commit before: 106.4 s, same server, load 14-19); 1.00 notification per release; peak RSS 60.2 MB | **66-74 ms**; 0 notifications; 2 nodes on the server; peak RSS **36.1 MB** |
+//! | `timeouts`: 800 tasks, random 5-400 ms timeouts, 25 s | **0** acquisitions, 68,359 timeouts; 11,299 nodes still being withdrawn 1 s after | **1,533,087** acquisitions (3,624,304 at load 13), 29,321 timeouts; **0** nodes left |
+//!
 //! # Long queues and many locks
 //!
 //! Inspecting a long queue (`contenders()`, `Client::inspect`, `zklock status`) lists it and

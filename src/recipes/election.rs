@@ -39,6 +39,7 @@ impl LeaderElection {
         let options = Options {
             revocable: true,
             data: None,
+            local_handoff: None,
         };
         Ok(LeaderElection {
             queue: LockQueue::new(client, path, options)?,

@@ -41,6 +41,66 @@ impl DistributedMutex {
         })
     }
 
+    /// Local handoff: the callers of this mutex's [`Client`] (threads and tasks, blocking and
+    /// async mixed, through any mutex object of that client on this path with the same
+    /// `batch`) queue in this process behind one lock node, and a holder's release passes the
+    /// lock straight to the next local caller, without a request to the server, while
+    /// - no other contender (another process, or a lock object without local handoff) is
+    ///   known to wait, or fewer than `batch` local holds have happened since this process
+    ///   learnt of one (from the listing taken when the node was claimed, then from a watch
+    ///   on the lock path's children: a notification, no polling);
+    /// - the lock reads [`Held`](crate::LockState::Held) at that instant (a holder that
+    ///   could have lost its session never hands on);
+    /// - no revocation was requested (for a [`revocable`](Self::revocable) lock).
+    ///
+    /// Otherwise the node is released through the server as usual, and the local callers
+    /// still waiting queue a new node, behind every process that waited meanwhile. So another
+    /// process waits at most about `batch` local holds (plus those that end before the
+    /// notification of its node arrives) once it queued. `batch` 0 counts as 1: no local
+    /// handoff while another contender waits. 32 kept two processes of 8 threads each on one
+    /// lock under 0.25 server requests per acquisition in `examples/bench.rs hot`
+    /// ([`guide::performance`](crate::guide::performance)).
+    ///
+    /// Every guard behaves as without local handoff: its [`state`](LockGuard::state),
+    /// [`is_held`](LockGuard::is_held) and [`wait_lost`](LockGuard::wait_lost) are its own
+    /// (a guard released or passed on reads nothing of the next one's); fenced writes are
+    /// refused once the shared node is gone; its [`fencing`](LockGuard::fencing) token is the
+    /// node's, with a [`local`](crate::FencingToken::local) number one higher than the previous
+    /// local holder's, so tokens still increase from one holder to the next and across
+    /// processes. [`node_path`](LockGuard::node_path) is the same for the local holders of one
+    /// node. A caller that gives up (timeout, [`CancelToken`](crate::CancelToken), a dropped
+    /// future) only leaves the local queue; the last one to leave withdraws the node. A
+    /// `try_lock` while another local caller holds or waits returns `None` without a request.
+    /// The metric `zklock_handoffs_total` counts local and server handoffs
+    /// ([`metrics`](crate::metrics)).
+    ///
+    /// Local callers are served in FIFO order among themselves. Off by default: each caller
+    /// then queues a node of its own, like a caller of another process.
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// // Any number of threads and tasks of this process may share it (or make their own
+    /// // with the same client, path and batch: they share one local queue).
+    /// let mutex = zklock::DistributedMutex::new(&client, "/locks/hot")?.local_handoff(32);
+    /// std::thread::scope(|s| {
+    ///     for _ in 0..8 {
+    ///         s.spawn(|| -> zklock::Result<()> {
+    ///             for _ in 0..100 {
+    ///                 let guard = mutex.lock()?; // mostly handed over without the server
+    ///                 let _token = guard.fencing(); // increases from one holder to the next
+    ///             }
+    ///             Ok(())
+    ///         });
+    ///     }
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn local_handoff(mut self, batch: u32) -> Self {
+        self.queue.options.local_handoff = Some(batch);
+        self
+    }
+
     acquisitions!("the lock" => LockGuard, via acquire():
         lock, try_lock, lock_timeout, lock_with;
         async lock_async, try_lock_async, lock_with_async);

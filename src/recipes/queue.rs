@@ -3,10 +3,19 @@
 //! queue; [`acquisitions!`] writes its public lock methods.
 
 use crate::client::Client;
-use crate::core::contend::{acquire_on, Options};
-use crate::core::kind::Kind;
-use crate::core::wait::Attempt;
+use std::time::Instant;
+
+use log::debug;
+
+use crate::core::cohort::{wait_locally, Claim, Contention, Others};
+use crate::core::contend::{acquire_on, gave_up, Options};
+use crate::core::held::Held;
+use crate::core::kind::{Kind, Role};
+use crate::core::wait::{Attempt, Patience};
+use crate::core::withdraw::CANCEL_WITHDRAW_WAIT;
 use crate::error::Result;
+use crate::rt::runtime::deadline_after;
+use crate::session::Session;
 use crate::znode::path::validate_lock_path;
 
 use super::acquisition::Acquisition;
@@ -45,7 +54,7 @@ impl LockQueue {
     /// callers), the guard releases in the background when dropped.
     pub(crate) async fn acquire(
         &self,
-        kind: &Kind,
+        kind: &'static Kind,
         attempt: Attempt,
         background_drop: bool,
     ) -> Result<Option<LockGuard>> {
@@ -55,7 +64,13 @@ impl LockQueue {
             // The step before the wait is boxed: a future is as large as its largest state.
             let session = Box::pin(self.client.session_async(deadline)).await?;
             let (path, options) = (&self.path, &self.options);
-            let held = acquire_on(&session, path, kind, &attempt, deadline, options).await?;
+            let held = match options.local_handoff.filter(|_| exclusive(kind)) {
+                Some(batch) => {
+                    Box::pin(self.acquire_locally(&session, kind, batch, &attempt, deadline))
+                        .await?
+                }
+                None => acquire_on(&session, path, kind, &attempt, deadline, options).await?,
+            };
             Ok(held.map(|mut held| {
                 held.background_drop = background_drop;
                 LockGuard::new(held, self.client.clone())
@@ -65,6 +80,78 @@ impl LockQueue {
         let closes = self.client.close_token();
         let outcome = attempt.run(closes, Box::pin(acquire)).await;
         measured.finish(&attempt, outcome, |guard| vec![&mut guard.held])
+    }
+
+    /// With local handoff: waits in the client's local queue of this path, whose contentions
+    /// (the core's acquisition, then a listing that watches the path's children) run on
+    /// behalf of every local caller (see `core/cohort.rs`).
+    async fn acquire_locally(
+        &self,
+        session: &Session,
+        kind: &'static Kind,
+        batch: u32,
+        attempt: &Attempt,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Held>> {
+        let name = kind.names[kind.ours].0;
+        let cohort = self.client.cohort(&self.path, name, batch, kind.metric);
+        let start = {
+            let (client, path, withdrawals) =
+                (self.client.clone(), self.path.clone(), cohort.withdrawals());
+            let options = Options {
+                local_handoff: None,
+                ..self.options.clone()
+            };
+            move |try_only: bool| -> Contention<Held> {
+                let (client, path, options) = (client.clone(), path.clone(), options.clone());
+                let mut attempt = if try_only {
+                    Attempt::dont_wait()
+                } else {
+                    Attempt::forever()
+                };
+                attempt.withdrawals = withdrawals.clone();
+                Box::pin(async move {
+                    let deadline = attempt.deadline(|| client.call_deadline());
+                    let session = client.session_async(deadline).await?;
+                    let held = acquire_on(&session, &path, kind, &attempt, deadline, &options);
+                    let Some(held) = held.await? else {
+                        return Ok(None);
+                    };
+                    // Who else waits: the listing says now, its watch later. Unknown (the
+                    // listing failed) counts as someone.
+                    let listed = session
+                        .watch_children_async(&path, Some(client.call_deadline()))
+                        .await;
+                    let (others, watch) = match listed {
+                        Ok((names, watch)) => {
+                            let watch: Others = Box::pin(async move {
+                                watch.changed().await;
+                            });
+                            (names.len() > 1, Some(watch))
+                        }
+                        Err(err) => {
+                            debug!("{path}: cannot watch who queues behind us: {err}");
+                            (true, None)
+                        }
+                    };
+                    Ok(Some(Claim {
+                        node: held,
+                        others,
+                        watch,
+                    }))
+                })
+            }
+        };
+        let try_only = matches!(attempt.patience, Patience::DontWait);
+        let waited = wait_locally(session, &cohort, try_only, deadline, start)
+            .await
+            .unwrap_or_else(|| gave_up(session));
+        if !matches!(waited, Ok(Some(_))) {
+            // The node queued for us, if we were the last caller, is being withdrawn.
+            let grace = deadline_after(CANCEL_WITHDRAW_WAIT);
+            Box::pin(cohort.withdrawals().settled(grace)).await;
+        }
+        waited
     }
 
     /// The nodes queued, in order, as seen by inspection. `kinds` are every kind of node the
@@ -84,6 +171,12 @@ impl LockQueue {
     pub(crate) async fn request_revocation(&self, contender: &Contender) -> Result<bool> {
         inspect::request_revocation(&self.client, &self.path, contender).await
     }
+}
+
+/// Whether local handoff applies to `kind`: a mutex's and a write lock's nodes (readers
+/// share already; an election's leadership is not passed around).
+fn exclusive(kind: &Kind) -> bool {
+    matches!(kind.names[kind.ours].1, Role::Exclusive | Role::Write)
 }
 
 /// Writes a recipe's acquisitions of one kind, with their docs: the four blocking forms

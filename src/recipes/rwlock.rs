@@ -45,6 +45,26 @@ impl DistributedRwLock {
         })
     }
 
+    /// Local handoff for the write lock: the writers of this lock's [`Client`] queue in this
+    /// process behind one node and pass it on without the server, as
+    /// [`DistributedMutex::local_handoff`](crate::DistributedMutex::local_handoff) describes
+    /// (with the same `batch` bound once another contender, a reader included, waits).
+    /// Readers are not affected: they share the lock already, each with a node of its own.
+    /// Off by default.
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// let lock = zklock::DistributedRwLock::new(&client, "/locks/table")?.local_handoff(32);
+    /// let writer = lock.write()?;
+    /// # drop(writer);
+    /// # Ok(()) }
+    /// ```
+    pub fn local_handoff(mut self, batch: u32) -> Self {
+        self.queue.options.local_handoff = Some(batch);
+        self
+    }
+
     acquisitions!("a read lock (no writer queued before us)" => ReadGuard, via acquire_read():
         read, try_read, read_timeout, read_with;
         async read_async, try_read_async, read_with_async);

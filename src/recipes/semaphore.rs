@@ -26,6 +26,12 @@ use super::queue::acquisitions;
 /// calls them leases) and waits, watching them, until at most `permits` exist. So zklock and Curator processes can
 /// share one semaphore, as long as all use the same number of permits (ZooKeeper does not
 /// store it).
+///
+/// There is no local handoff (as [`DistributedMutex::local_handoff`](crate::DistributedMutex::local_handoff)
+/// offers): leases are shared by design, and each lease is a node that other processes count
+/// to decide whether a permit is free; a lease passed on inside a process would keep a
+/// permit from the others without a node they can see change hands, and the gate, the
+/// semaphore's mutex, is held only for the moment a lease is taken.
 #[derive(Clone)]
 pub struct Semaphore {
     client: Client,

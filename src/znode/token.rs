@@ -11,7 +11,9 @@ use crate::error::Error;
 ///
 /// Tokens are ordered first by the lock's *generation*, the creation time of the lock path's
 /// node (server clock, milliseconds since the Unix epoch), then by the creation zxid of the
-/// holder's lock node:
+/// holder's lock node, then by the holder's [`local`](Self::local) number (how many times the
+/// node was passed on inside its process before this holder, with
+/// [local handoff](crate::DistributedMutex::local_handoff); 0 otherwise):
 /// - while the lock path's node exists, every holder's node is created in it, and zxids grow
 ///   across the whole ensemble, so each holder's token is higher than every earlier holder's;
 /// - the lock path's node is created again only when the ensemble's data was re-created
@@ -28,18 +30,35 @@ use crate::error::Error;
 ///
 /// A store can keep the token in any of three forms that sort the same way:
 /// [`to_u128`](Self::to_u128), the [`Display`](fmt::Display) form (32 lower-case hex digits,
-/// which compare as strings in token order; parsed back by [`FromStr`]), or the two numbers
-/// [`generation`](Self::generation) and [`zxid`](Self::zxid) compared in that order.
+/// which compare as strings in token order; parsed back by [`FromStr`]), or the three numbers
+/// [`generation`](Self::generation), [`zxid`](Self::zxid) and [`local`](Self::local) compared
+/// in that order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FencingToken {
     // Field order is the comparison order (derived `Ord`).
     generation: i64,
     zxid: i64,
+    local: u16,
 }
+
+/// The generation's bits in [`FencingToken::to_u128`]: milliseconds up to the year 10889.
+const GENERATION_BITS: u32 = 48;
 
 impl FencingToken {
     pub(crate) fn new(generation: i64, zxid: i64) -> FencingToken {
-        FencingToken { generation, zxid }
+        FencingToken::local_to(generation, zxid, 0)
+    }
+
+    /// The token of the `local`-th holder a lock node was passed to inside its process.
+    pub(crate) fn local_to(generation: i64, zxid: i64, local: u16) -> FencingToken {
+        // (A generation past the 48 bits `to_u128` keeps would be a server clock 8,000 years
+        // ahead: clamped, it still sorts after every earlier one.)
+        let generation = generation.clamp(0, (1 << GENERATION_BITS) - 1);
+        FencingToken {
+            generation,
+            zxid,
+            local,
+        }
     }
 
     /// The generation: the lock path node's creation time (`ctime`), in milliseconds since the
@@ -54,22 +73,34 @@ impl FencingToken {
         self.zxid
     }
 
-    /// One number in token order: the generation in the high 64 bits, the zxid in the low 64
-    /// (both are never negative).
+    /// How many times the lock node was passed on inside its process before this holder took
+    /// it ([local handoff](crate::DistributedMutex::local_handoff)): 0 for the holder that
+    /// took the node from the server, then 1, 2, ... for the callers of the same client it
+    /// was handed to without the server. Always 0 without local handoff.
+    pub fn local(&self) -> u16 {
+        self.local
+    }
+
+    /// One number in token order: the generation in the high 48 bits, the zxid in the next
+    /// 64, the [`local`](Self::local) number in the low 16 (all are never negative).
     pub fn to_u128(&self) -> u128 {
-        (u128::from(self.generation as u64) << 64) | u128::from(self.zxid as u64)
+        (u128::from(self.generation as u64) << 80)
+            | (u128::from(self.zxid as u64) << 16)
+            | u128::from(self.local)
     }
 
     /// The token [`to_u128`](Self::to_u128) made `value` from.
     pub fn from_u128(value: u128) -> FencingToken {
         FencingToken {
-            generation: (value >> 64) as u64 as i64,
-            zxid: value as u64 as i64,
+            generation: (value >> 80) as u64 as i64,
+            zxid: (value >> 16) as u64 as i64,
+            local: value as u16,
         }
     }
 }
 
-/// 32 lower-case hex digits, generation first: strings that compare in token order.
+/// 32 lower-case hex digits (of [`to_u128`](FencingToken::to_u128)), generation first:
+/// strings that compare in token order.
 impl fmt::Display for FencingToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:032x}", self.to_u128())
@@ -108,6 +139,22 @@ mod tests {
         assert!(next > after_the_wipe);
         assert!(next.to_u128() > after_the_wipe.to_u128());
         assert!(next.to_string() > after_the_wipe.to_string());
+    }
+
+    #[test]
+    fn a_local_holder_outranks_the_one_before_it_and_a_later_node_outranks_both() {
+        let node = FencingToken::new(1_763_950_000_123, 0x1b3);
+        let second = FencingToken::local_to(1_763_950_000_123, 0x1b3, 1);
+        let last = FencingToken::local_to(1_763_950_000_123, 0x1b3, u16::MAX);
+        let next_node = FencingToken::new(1_763_950_000_123, 0x1b4);
+        let forms = [node, second, last, next_node];
+        for pair in forms.windows(2) {
+            assert!(pair[0] < pair[1]);
+            assert!(pair[0].to_u128() < pair[1].to_u128());
+            assert!(pair[0].to_string() < pair[1].to_string());
+        }
+        assert_eq!(second.local(), 1);
+        assert_eq!(FencingToken::from_u128(last.to_u128()), last);
     }
 
     #[test]

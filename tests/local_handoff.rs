@@ -1,0 +1,378 @@
+//! Local handoff (`DistributedMutex::local_handoff`, issue 36) on a real server: the callers of
+//! one client share one lock node and pass it on without the server, bounded so that other
+//! processes get their turn, with every guarantee of a guard kept per local holder.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use zklock::{CancelToken, DistributedMutex, Error, LockState, Wait};
+
+const BATCH: u32 = 8;
+
+/// Appends one line to the shared log with a single `write` (O_APPEND: lines of several
+/// processes never interleave).
+fn log_line(log: &str, line: &str) {
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+        .unwrap();
+    file.write_all(format!("{line}\n").as_bytes()).unwrap();
+}
+
+/// One holder's turn: logs enter (with its token) and exit around a short critical section.
+fn critical_section(log: &str, who: &str, guard: &zklock::LockGuard) {
+    assert!(guard.is_held(), "{who}: a fresh guard reads Held");
+    log_line(log, &format!("enter {who} {}", guard.fencing()));
+    thread::sleep(Duration::from_micros(200));
+    log_line(log, &format!("exit {who}"));
+}
+
+/// The worker process of `four_processes_of_eight_callers_never_overlap`: 4 blocking threads
+/// and 4 async tasks on one client.
+#[test]
+#[ignore = "run as a child process by four_processes_of_eight_callers_never_overlap"]
+fn worker_mixed_callers() {
+    let lock = std::env::var("LOCK").unwrap();
+    let log = std::env::var("LOG").unwrap();
+    let rounds: usize = std::env::var("ROUNDS").unwrap().parse().unwrap();
+    let client = common::client();
+    let mutex = DistributedMutex::new(&client, &lock)
+        .unwrap()
+        .local_handoff(BATCH);
+    let pid = std::process::id();
+    let runtime = common::two_worker_runtime();
+    thread::scope(|s| {
+        for t in 0..4 {
+            let (mutex, log) = (mutex.clone(), log.clone());
+            s.spawn(move || {
+                for _ in 0..rounds {
+                    let guard = mutex.lock().unwrap();
+                    critical_section(&log, &format!("{pid}-b{t}"), &guard);
+                }
+            });
+        }
+        let tasks: Vec<_> = (0..4)
+            .map(|t| {
+                let (mutex, log) = (mutex.clone(), log.clone());
+                runtime.spawn(async move {
+                    for _ in 0..rounds {
+                        let guard = mutex.lock_async().await.unwrap();
+                        let (log, who) = (log.clone(), format!("{pid}-a{t}"));
+                        // The critical section blocks briefly: off the runtime's workers.
+                        let guard = tokio::task::spawn_blocking(move || {
+                            critical_section(&log, &who, &guard);
+                            guard
+                        })
+                        .await
+                        .unwrap();
+                        guard.unlock_async().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        runtime.block_on(async {
+            for task in tasks {
+                task.await.unwrap();
+            }
+        });
+    });
+    println!("DONE");
+}
+
+/// Checks the shared log: enter and exit alternate, of the same holder, and tokens strictly
+/// increase. Returns the number of holds.
+fn check_log(log: &str) -> usize {
+    let text = std::fs::read_to_string(log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len() % 2, 0, "every enter has its exit");
+    let mut last: Option<u128> = None;
+    for pair in lines.chunks(2) {
+        let enter: Vec<&str> = pair[0].split(' ').collect();
+        assert_eq!(enter[0], "enter", "overlap: two holders at once ({pair:?})");
+        assert_eq!(pair[1], format!("exit {}", enter[1]), "overlapping holders");
+        let token = u128::from_str_radix(enter[2], 16).unwrap();
+        if let Some(last) = last {
+            assert!(token > last, "token went from {last:x} to {token:x}");
+        }
+        last = Some(token);
+    }
+    lines.len() / 2
+}
+
+#[test]
+fn four_processes_of_eight_callers_never_overlap() {
+    let lock = common::lock_path("local-four");
+    let log = format!(
+        "{}/zklock-local-{}.log",
+        std::env::temp_dir().display(),
+        uuid::Uuid::new_v4().simple()
+    );
+    const ROUNDS: usize = 40;
+    let vars = [
+        ("LOCK", lock.clone()),
+        ("LOG", log.clone()),
+        ("ROUNDS", ROUNDS.to_string()),
+    ];
+    let children: Vec<_> = (0..4)
+        .map(|_| common::spawn_worker("worker_mixed_callers", &vars))
+        .collect();
+    for mut child in children {
+        assert!(child.wait().unwrap().success(), "worker process failed");
+    }
+    assert_eq!(check_log(&log), 4 * 8 * ROUNDS);
+    let client = common::client();
+    assert!(common::eventually(Duration::from_secs(5), || {
+        common::children_count(&client, &lock) == 0
+    }));
+    let _ = std::fs::remove_file(&log);
+}
+
+/// The worker of `a_process_killed_mid_batch_lets_the_others_go_on`: holds in a loop with
+/// 4 threads, saying when it holds.
+#[test]
+#[ignore = "run as a child process by a_process_killed_mid_batch_lets_the_others_go_on"]
+fn worker_batch_forever() {
+    let lock = std::env::var("LOCK").unwrap();
+    let client = common::client();
+    let mutex = DistributedMutex::new(&client, &lock)
+        .unwrap()
+        .local_handoff(1_000);
+    let printed = AtomicBool::new(false);
+    thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| loop {
+                let guard = mutex.lock().unwrap();
+                if guard.fencing().local() > 0 && !printed.swap(true, SeqCst) {
+                    println!("HANDED {}", guard.fencing());
+                    std::io::stdout().flush().unwrap();
+                }
+                thread::sleep(Duration::from_millis(1));
+            });
+        }
+    });
+}
+
+#[test]
+fn a_process_killed_mid_batch_lets_the_others_go_on() {
+    let lock = common::lock_path("local-kill");
+    let mut child = common::spawn_worker("worker_batch_forever", &[("LOCK", lock.clone())]);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("HANDED ") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "worker exited");
+    }
+    let theirs: u128 =
+        u128::from_str_radix(line[line.find("HANDED ").unwrap() + 7..].trim(), 16).unwrap();
+    let client = common::client();
+    let mutex = DistributedMutex::new(&client, &lock)
+        .unwrap()
+        .local_handoff(BATCH);
+    // Queued behind the batch: served within a few of its holds.
+    let served = mutex
+        .lock_timeout(Duration::from_secs(10))
+        .unwrap()
+        .expect("a process waiting behind a batch gets its turn");
+    assert!(served.fencing().to_u128() > theirs);
+    drop(served);
+    // Killed in the middle of its next batch: its node goes with its session.
+    thread::sleep(Duration::from_millis(50));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed_at = Instant::now();
+    let guard = mutex
+        .lock_timeout(Duration::from_secs(30))
+        .unwrap()
+        .expect("lock freed after the killed process's session");
+    assert!(
+        killed_at.elapsed() < common::SESSION_TIMEOUT + Duration::from_secs(3),
+        "taken {:?} after the kill",
+        killed_at.elapsed()
+    );
+    assert!(guard.fencing().to_u128() > theirs);
+}
+
+#[test]
+fn a_session_expiring_mid_batch_stops_the_handoffs() {
+    let proxy = common::proxy::Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, common::SESSION_TIMEOUT);
+    let lock = common::lock_path("local-expiry");
+    let mutex = DistributedMutex::new(&client, &lock)
+        .unwrap()
+        .local_handoff(u32::MAX);
+    let cut = AtomicBool::new(false);
+    let acquired_after_cut = AtomicUsize::new(0);
+    let not_held_when_acquired = AtomicUsize::new(0);
+    let handed = AtomicUsize::new(0);
+    let losses = Mutex::new(Vec::new());
+    let cut_at = Mutex::new(None::<Instant>);
+    thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| loop {
+                match mutex.lock_timeout(Duration::from_secs(20)) {
+                    Ok(Some(guard)) => {
+                        if guard.state() != LockState::Held {
+                            not_held_when_acquired.fetch_add(1, SeqCst);
+                        }
+                        if guard.fencing().local() > 0 {
+                            handed.fetch_add(1, SeqCst);
+                        }
+                        if cut.load(SeqCst) {
+                            acquired_after_cut.fetch_add(1, SeqCst);
+                            // Every local holder of the cut session sees its loss.
+                            let lost = guard.wait_lost_timeout(Duration::from_secs(20));
+                            losses.lock().unwrap().push(lost);
+                        } else {
+                            thread::sleep(Duration::from_millis(20));
+                        }
+                    }
+                    Ok(None) => panic!("timed out"),
+                    Err(Error::SessionExpired | Error::ConnectionLoss { .. }) => break,
+                    Err(err) => panic!("unexpected {err:?}"),
+                }
+                if cut.load(SeqCst)
+                    && cut_at.lock().unwrap().unwrap().elapsed() > common::SESSION_TIMEOUT * 3
+                {
+                    break;
+                }
+            });
+        }
+        thread::sleep(Duration::from_millis(500));
+        proxy.blackhole(true);
+        *cut_at.lock().unwrap() = Some(Instant::now());
+        cut.store(true, SeqCst);
+    });
+    assert!(handed.load(SeqCst) > 0, "the lock was handed on locally");
+    assert_eq!(not_held_when_acquired.load(SeqCst), 0);
+    // At most the holder of the moment of the cut, and the one it handed to before its lease
+    // ran out, hold after the cut; none after the lease lapsed.
+    let losses = losses.into_inner().unwrap();
+    assert!(losses.len() <= 4, "handed on after the cut: {losses:?}");
+    for lost in &losses {
+        assert!(
+            matches!(lost, Some(LockState::Lost | LockState::Suspended)),
+            "{lost:?}"
+        );
+    }
+    proxy.blackhole(false);
+}
+
+#[test]
+fn local_waiters_that_give_up_leave_without_touching_the_server() {
+    let proxy = common::proxy::Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, common::SESSION_TIMEOUT);
+    let lock = common::lock_path("local-cancel");
+    let mutex = DistributedMutex::new(&client, &lock)
+        .unwrap()
+        .local_handoff(BATCH);
+    let holder = mutex.lock().unwrap();
+    proxy.clear_requests();
+    proxy.record_requests(true);
+    let token = CancelToken::new();
+    let runtime = common::two_worker_runtime();
+    thread::scope(|s| {
+        let timed = s.spawn(|| mutex.lock_timeout(Duration::from_millis(200)));
+        let cancelled = s.spawn(|| mutex.lock_with(Wait::forever().cancel_on(&token)));
+        let dropped = runtime.block_on(async {
+            tokio::time::timeout(Duration::from_millis(150), mutex.lock_async()).await
+        });
+        assert!(dropped.is_err(), "the async waiter's future was dropped");
+        thread::sleep(Duration::from_millis(100));
+        token.cancel();
+        assert!(matches!(timed.join().unwrap(), Ok(None)));
+        assert!(matches!(cancelled.join().unwrap(), Err(Error::Cancelled)));
+    });
+    assert!(mutex.try_lock().unwrap().is_none(), "busy, said locally");
+    proxy.record_requests(false);
+    let sent: Vec<i32> = proxy.requests().iter().map(|r| r.opcode).collect();
+    // Pings (opcode 11) and the lease's syncs (9) only.
+    assert!(
+        sent.iter().all(|op| matches!(op, 11 | 9)),
+        "requests sent for local waiters: {sent:?}"
+    );
+    assert_eq!(common::children_count(&client, &lock), 1);
+    holder.unlock().unwrap();
+    assert_eq!(common::children_count(&client, &lock), 0);
+
+    // Behind another process: the last local waiter to leave withdraws the node.
+    let other = common::client();
+    let theirs = DistributedMutex::new(&other, &lock)
+        .unwrap()
+        .lock()
+        .unwrap();
+    thread::scope(|s| {
+        let waiters: Vec<_> = (0..3)
+            .map(|i| {
+                let mutex = &mutex;
+                s.spawn(move || mutex.lock_timeout(Duration::from_millis(300 + 100 * i)))
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(150));
+        assert_eq!(
+            common::children_count(&client, &lock),
+            2,
+            "one node for 3 waiters"
+        );
+        for waiter in waiters {
+            assert!(matches!(waiter.join().unwrap(), Ok(None)));
+        }
+    });
+    assert_eq!(
+        common::children_count(&client, &lock),
+        1,
+        "withdrawn by the last"
+    );
+    drop(theirs);
+}
+
+#[test]
+fn another_process_waits_at_most_a_batch_of_local_holds() {
+    let lock = common::lock_path("local-fair");
+    let (a, b) = (common::client(), common::client());
+    let hot = DistributedMutex::new(&a, &lock)
+        .unwrap()
+        .local_handoff(BATCH);
+    let other = DistributedMutex::new(&b, &lock).unwrap();
+    let holds_by_a = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let worst = AtomicUsize::new(0);
+    thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                while !stop.load(SeqCst) {
+                    let _guard = hot.lock().unwrap();
+                    holds_by_a.fetch_add(1, SeqCst);
+                    thread::sleep(Duration::from_millis(5));
+                }
+            });
+        }
+        thread::sleep(Duration::from_millis(200));
+        for _ in 0..10 {
+            let before = holds_by_a.load(SeqCst);
+            let guard = other.lock_timeout(Duration::from_secs(10));
+            let Ok(Some(guard)) = guard else {
+                // Never served (the hot process kept the lock): fail below, not hang.
+                worst.store(usize::MAX, SeqCst);
+                break;
+            };
+            // Holds that began after we asked (the one in progress then is not counted).
+            let seen = holds_by_a.load(SeqCst) - before;
+            worst.fetch_max(seen, SeqCst);
+            drop(guard);
+            thread::sleep(Duration::from_millis(30));
+        }
+        stop.store(true, SeqCst);
+    });
+    let worst = worst.load(SeqCst);
+    assert!(
+        worst <= BATCH as usize,
+        "another process waited {worst} local holds (batch {BATCH})"
+    );
+    assert!(holds_by_a.load(SeqCst) > 10 * 2, "the hot process held too");
+}
