@@ -828,8 +828,8 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
         };
         let lock = acquisition.lock.as_str();
         if let (Target::Lock(kind), Some(batch)) = (&acquisition.target, acquisition.local) {
-            if local::applies(*kind) {
-                if !local::turn(task, &session, &book, &acquisition, *kind, batch).await {
+            if local::applies(kind) {
+                if !local::turn(task, &session, &book, &acquisition, kind, batch).await {
                     return;
                 }
                 continue;
