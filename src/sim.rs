@@ -745,11 +745,14 @@ fn reads_held(world: &World, holder: &Holder, now: std::time::Instant) -> bool {
         // the guard reports it as lost once it looks.
         return false;
     }
-    let s = world.session(holder.session);
-    let deleted = matches!(
-        world.watch_event(holder.watch),
-        Some(zk::EventType::NodeDeleted)
-    );
+    session_reads_held(world, holder.session, holder.watch, now)
+}
+
+/// Whether a guard of `session` whose own-node watch is `watch` reads `Held` at `now`: the
+/// standing rule of `core/standing.rs` on the simulated session's view.
+fn session_reads_held(world: &World, session: i64, watch: u64, now: std::time::Instant) -> bool {
+    let s = world.session(session);
+    let deleted = matches!(world.watch_event(watch), Some(zk::EventType::NodeDeleted));
     matches!(
         decide(
             deleted,

@@ -18,15 +18,13 @@ use crate::core::cohort::{wait_locally, Claim, Cohort, Contention, LocalNode, Re
 use crate::core::contend::{contend, gave_up, past_deadline_is_busy};
 use crate::core::kind::{Kind, Role};
 use crate::core::seam::{NodeStore, ZkSession};
-use crate::core::standing::{decide, Loss, Standing};
 use crate::core::wait::Attempt;
 use crate::session::NodeStat;
-use crate::wire as zk;
 
 use crate::core::sim::client::{sleep_until, SimSession};
 use crate::core::sim::world::{Rng, World};
 
-use super::{undocumented, Acquisition, Holder, SharedBook, Wait, ONE_CALL};
+use super::{session_reads_held, undocumented, Acquisition, Holder, SharedBook, Wait, ONE_CALL};
 
 /// What the checks follow of one node held through a local queue, shared by its local
 /// holders one after the other.
@@ -99,20 +97,7 @@ pub(super) struct SimHold {
 impl SimHold {
     /// Reads `Held` now, by the holder's own view (its session, its own node's watch).
     fn reads_held(&self, world: &World, now: Instant) -> bool {
-        let s = world.session(self.session.id);
-        let deleted = matches!(
-            world.watch_event(self.own),
-            Some(zk::EventType::NodeDeleted)
-        );
-        matches!(
-            decide(
-                deleted,
-                s.liveness,
-                || s.lease.remaining_at(now),
-                || Loss::Expired
-            ),
-            Standing::Held(_)
-        )
+        session_reads_held(world, self.session.id, self.own, now)
     }
 }
 
