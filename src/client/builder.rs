@@ -76,6 +76,7 @@ impl Client {
                 fail_fast_if_refused: false,
                 require_chroot: false,
                 max_reply_size: DEFAULT_MAX_REPLY_SIZE,
+                coalesce_deletes: true,
                 security: Security::default(),
             },
             observe: Observe::default(),
@@ -125,6 +126,20 @@ impl ClientBuilder {
     /// Defaults to 16 MiB.
     pub fn max_reply_size(mut self, bytes: usize) -> Self {
         self.config.max_reply_size = bytes.max(MIN_MAX_REPLY_SIZE);
+        self
+    }
+
+    /// Whether the deletes of this client's lock nodes (releases, withdrawn waiters) that wait
+    /// while the connection is busy go out together, as one ZooKeeper `multi`: the server then
+    /// pays its per-write costs once for all of them, which raises the throughput of many
+    /// locks on one client (see [`guide::performance`](crate::guide::performance)). A delete
+    /// never waits on an idle connection, and each release's outcome is what its own delete
+    /// would have had: a `multi` that fails is sent again one delete at a time, in order, and
+    /// no later write goes out before it is settled.
+    ///
+    /// Defaults to true.
+    pub fn coalesce_deletes(mut self, on: bool) -> Self {
+        self.config.coalesce_deletes = on;
         self
     }
 

@@ -53,6 +53,21 @@ impl Client {
         )
     }
 
+    /// Deletes one of our own nodes (any version). While the connection is busy it may go
+    /// out in one `multi` with other such deletes; the outcome is what this delete alone
+    /// would have had (a failed `multi` is sent again one delete at a time).
+    pub fn delete_own(&self, path: &str) -> Completion<()> {
+        let server = self.server_path(path);
+        let asked = Refused::new(perms::DELETE, path);
+        self.shared.request_coalescible(
+            op::DELETE,
+            |w| {
+                w.string(&server).int(-1);
+            },
+            |err, _, _| Ok(error_for(err, asked).map_or(Ok(()), Err)),
+        )
+    }
+
     pub fn get_data(&self, path: &str) -> Completion<(Vec<u8>, Stat)> {
         self.read(op::GET_DATA, path, read_data)
     }

@@ -7,6 +7,7 @@
 //! Replies are matched to requests by a FIFO, not by xid: the server answers one session's
 //! requests in order, and several SetWatches share xid -8.
 
+mod coalesce;
 mod handshake;
 mod io_thread;
 mod outbox;
@@ -40,6 +41,9 @@ pub(crate) struct Config {
     /// The largest reply read; a larger one fails its request alone (see
     /// [`Frames::skip_oversized`](super::link::Frames::skip_oversized)).
     pub(crate) max_reply: usize,
+    /// Whether waiting deletes of our own nodes go out together in one `multi` (see
+    /// [`coalesce`]).
+    pub(crate) coalesce: bool,
     /// `(scheme, credential)` pairs sent as auth packets on every connection.
     pub(crate) auth: Vec<(String, Vec<u8>)>,
     #[cfg(feature = "tls")]
@@ -67,6 +71,10 @@ pub(crate) enum Answer<'a> {
 struct Pending {
     xid: i32,
     on_reply: OnReply,
+    /// Its place in the order of the requests written on this session (0 for one written
+    /// before any other on its connection, a SetWatches): a coalesced delete waits for the
+    /// replies to those written before it was queued.
+    seq: u64,
 }
 
 /// What the session's handles and its I/O thread share.
@@ -225,6 +233,7 @@ impl Shared {
         }
         let mut outbox = self.outbox.lock();
         outbox.open = false;
+        outbox.unsettled.clear();
         let mut pending: Vec<Pending> = self.pending.lock().drain(..).collect();
         pending.extend(outbox.queue.drain(..).map(|o| o.pending));
         pending
@@ -283,6 +292,7 @@ impl Shared {
                 .strings(&child);
             let frame = w.finish();
             self.pending.lock().push_back(Pending {
+                seq: 0,
                 xid: xid::SET_WATCHES,
                 on_reply: Box::new(|answer| {
                     if let Answer::Reply { err, .. } = answer {
@@ -398,6 +408,8 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
             open: false,
             next_xid: 1,
             queue: VecDeque::new(),
+            written: 1,
+            unsettled: Vec::new(),
         }),
         pending: Mutex::new(VecDeque::new()),
         last_send: Mutex::new(Instant::now()),

@@ -12,12 +12,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::coalesce::{self, Class, Queued, Take};
 use super::{terminal_error, Answer, OnReply, Pending, Shared};
 use crate::wire::completion::{self, Completion, Slot};
 use crate::wire::events::{Kind, Unwatch};
 use crate::wire::jute::{Malformed, Reader, Writer};
 use crate::wire::link::{Closer, Sink};
-use crate::wire::proto::{op, xid, MAX_FRAME};
+use crate::wire::proto::{self, op, xid, MAX_FRAME};
 use crate::wire::Error;
 
 /// The write side. Requests are queued as pending under this lock as they are written, so the
@@ -37,6 +38,11 @@ pub(super) struct Outbox {
     /// In the order they go out: urgent ones at the front, the others in the order of the
     /// calls.
     pub(super) queue: VecDeque<Outgoing>,
+    /// The sequence number of the next request written (see [`Pending::seq`]).
+    pub(super) written: u64,
+    /// The `multi`s of coalesced deletes on the wire unanswered: their sequence numbers and
+    /// the paths they delete. No write goes out while there is one (see [`coalesce`]).
+    pub(super) unsettled: Vec<(u64, Vec<String>)>,
 }
 
 pub(super) struct Outgoing {
@@ -44,6 +50,31 @@ pub(super) struct Outgoing {
     pub(super) pending: Pending,
     /// Goes out ahead of the others, and even with [`MAX_IN_FLIGHT`] unanswered.
     urgent: bool,
+    class: Class,
+    /// [`Outbox::written`] when it was queued.
+    after: u64,
+}
+
+impl Queued for Outgoing {
+    fn urgent(&self) -> bool {
+        self.urgent
+    }
+    fn class(&self) -> &Class {
+        &self.class
+    }
+    fn after(&self) -> u64 {
+        self.after
+    }
+    fn len(&self) -> usize {
+        self.frame.len()
+    }
+}
+
+/// A delete sent in a `multi`: what it needs to be sent again alone, and its caller's reply.
+struct Member {
+    frame: Vec<u8>,
+    path: String,
+    on_reply: OnReply,
 }
 
 /// How many requests may be on the wire unanswered. The server answers one session's requests
@@ -59,6 +90,14 @@ const WRITER_NET: Duration = Duration::from_millis(100);
 /// How many bytes one write takes from the outbox at most.
 const MAX_BATCH: usize = 256 * 1024;
 
+/// How many deletes one `multi` takes at most (also bounded by the client's largest reply: a
+/// failed `multi` answers 16 bytes an operation).
+const MAX_MULTI_OPS: usize = 512;
+
+/// How many bytes of deletes one `multi` carries at most: far under the server's
+/// `jute.maxbuffer` (1 MiB), which refuses the whole request above it.
+const MAX_MULTI_BYTES: usize = 128 * 1024;
+
 impl Shared {
     /// Queues a request in the outbox (ahead of the others if `urgent`): `write` fills its
     /// body, `on_reply` reads the reply. Fails at once with ConnectionLoss while not connected
@@ -71,8 +110,12 @@ impl Shared {
         write: impl FnOnce(&mut Writer),
         on_reply: OnReply,
         urgent: bool,
+        coalescible: bool,
     ) -> Result<(), (OnReply, Error)> {
-        self.queue_only(opcode, write, on_reply, urgent)?;
+        match self.encode(opcode, write) {
+            Ok(frame) => self.enqueue_as(frame, on_reply, urgent, coalescible)?,
+            Err(e) => return Err((on_reply, e)),
+        }
         self.flush();
         Ok(())
     }
@@ -117,6 +160,18 @@ impl Shared {
         on_reply: OnReply,
         urgent: bool,
     ) -> Result<(), (OnReply, Error)> {
+        self.enqueue_as(frame, on_reply, urgent, false)
+    }
+
+    /// [`enqueue`](Self::enqueue); a `coalescible` delete may go out in a `multi` with
+    /// others (see [`coalesce`]).
+    fn enqueue_as(
+        &self,
+        frame: Vec<u8>,
+        on_reply: OnReply,
+        urgent: bool,
+        coalescible: bool,
+    ) -> Result<(), (OnReply, Error)> {
         let state = self.state.get();
         if state.is_terminated() {
             return Err((on_reply, terminal_error(state)));
@@ -124,7 +179,8 @@ impl Shared {
         if self.closing.load(Ordering::SeqCst) {
             return Err((on_reply, Error::ClientClosed));
         }
-        self.enqueue_any(frame, on_reply, urgent)
+        let coalescible = coalescible && self.config.coalesce;
+        self.enqueue_class(frame, on_reply, urgent, coalescible)
             .map_err(|on_reply| (on_reply, Error::ConnectionLoss))
     }
 
@@ -132,10 +188,21 @@ impl Shared {
     /// `on_reply` back if not connected.
     pub(super) fn enqueue_any(
         &self,
-        mut frame: Vec<u8>,
+        frame: Vec<u8>,
         on_reply: OnReply,
         urgent: bool,
     ) -> Result<(), OnReply> {
+        self.enqueue_class(frame, on_reply, urgent, false)
+    }
+
+    fn enqueue_class(
+        &self,
+        mut frame: Vec<u8>,
+        on_reply: OnReply,
+        urgent: bool,
+        coalescible: bool,
+    ) -> Result<(), OnReply> {
+        let class = Class::of(&frame, coalescible);
         let mut outbox = self.outbox.lock();
         if !outbox.open {
             return Err(on_reply);
@@ -144,8 +211,14 @@ impl Shared {
         frame[4..8].copy_from_slice(&xid.to_be_bytes());
         let outgoing = Outgoing {
             frame,
-            pending: Pending { xid, on_reply },
+            pending: Pending {
+                xid,
+                on_reply,
+                seq: 0,
+            },
             urgent,
+            class,
+            after: outbox.written,
         };
         if urgent {
             outbox.queue.push_front(outgoing);
@@ -209,45 +282,152 @@ impl Shared {
         }
     }
 
-    /// Takes the next requests to write from the outbox, as pending, and their frames. The
-    /// I/O thread needs `pending` for every reply: it is held only to count and to append.
+    /// Takes the next requests to write from the outbox, as pending, and their frames (see
+    /// [`coalesce`] for what goes now and what goes together). The I/O thread needs `pending`
+    /// for every reply: it is held only to plan and to append.
     fn next_batch(&self) -> Option<Vec<u8>> {
-        let (taken, bytes) = {
-            let mut outbox = self.outbox.lock();
-            let mut room = MAX_IN_FLIGHT.saturating_sub(self.pending.lock().len());
-            let (mut taken, mut bytes) = (Vec::new(), 0);
-            while let Some(next) = outbox.queue.front() {
-                let full = bytes + next.frame.len() > MAX_BATCH && !taken.is_empty();
-                if (room == 0 && !next.urgent) || full {
-                    break;
-                }
-                let next = outbox.queue.pop_front().expect("front checked");
-                room = room.saturating_sub(1);
-                bytes += next.frame.len();
-                taken.push(next);
-            }
-            (taken, bytes)
-        };
-        if taken.is_empty() {
+        let mut outbox = self.outbox.lock();
+        let mut pending = self.pending.lock();
+        let takes = self.plan(&outbox, &pending, usize::MAX);
+        if takes.is_empty() {
             return None;
         }
-        let mut batch = Vec::with_capacity(bytes);
-        let mut pending = Vec::with_capacity(taken.len());
-        for outgoing in taken {
-            batch.extend_from_slice(&outgoing.frame);
-            pending.push(outgoing.pending);
+        let mut taken: Vec<Option<Outgoing>> = Vec::with_capacity(outbox.queue.len());
+        let mut left = VecDeque::with_capacity(outbox.queue.len());
+        let mut wanted = vec![false; outbox.queue.len()];
+        for take in &takes {
+            match take {
+                Take::One(i) => wanted[*i] = true,
+                Take::Multi(run) => run.iter().for_each(|i| wanted[*i] = true),
+            }
         }
-        self.pending.lock().extend(pending);
+        for (i, outgoing) in outbox.queue.drain(..).enumerate() {
+            if wanted[i] {
+                taken.push(Some(outgoing));
+            } else {
+                taken.push(None);
+                left.push_back(outgoing);
+            }
+        }
+        outbox.queue = left;
+        let mut batch = Vec::new();
+        for take in takes {
+            let seq = outbox.written;
+            outbox.written += 1;
+            match take {
+                Take::One(i) => {
+                    let outgoing = taken[i].take().expect("taken once");
+                    batch.extend_from_slice(&outgoing.frame);
+                    let mut p = outgoing.pending;
+                    p.seq = seq;
+                    pending.push_back(p);
+                }
+                Take::Multi(run) => {
+                    let members: Vec<Member> = run
+                        .into_iter()
+                        .map(|i| {
+                            let outgoing = taken[i].take().expect("taken once");
+                            let path = match outgoing.class {
+                                Class::Delete(path) => path,
+                                _ => unreachable!("a multi takes deletes only"),
+                            };
+                            Member {
+                                frame: outgoing.frame,
+                                path,
+                                on_reply: outgoing.pending.on_reply,
+                            }
+                        })
+                        .collect();
+                    let xid = next_xid(&mut outbox.next_xid);
+                    let mut w = Writer::frame();
+                    w.int(xid).int(op::MULTI);
+                    for m in &members {
+                        w.int(op::DELETE).boolean(false).int(-1);
+                        w.raw(&m.frame[12..]);
+                    }
+                    w.int(-1).boolean(true).int(-1);
+                    batch.extend_from_slice(&w.finish());
+                    let paths = members.iter().map(|m| m.path.clone()).collect();
+                    outbox.unsettled.push((seq, paths));
+                    pending.push_back(Pending {
+                        xid,
+                        on_reply: settle_multi(seq, members),
+                        seq,
+                    });
+                }
+            }
+        }
         Some(batch)
+    }
+
+    /// What may go out now (at most `limit` takes).
+    fn plan(&self, outbox: &Outbox, pending: &VecDeque<Pending>, limit: usize) -> Vec<Take> {
+        let unsettled: Vec<Vec<String>> = outbox.unsettled.iter().map(|(_, p)| p.clone()).collect();
+        // A failed multi answers a header and an error code for each operation.
+        let max_ops = (self.config.max_reply.saturating_sub(64) / 16).clamp(1, MAX_MULTI_OPS);
+        let wire = coalesce::Wire {
+            room: MAX_IN_FLIGHT.saturating_sub(pending.len()),
+            oldest_unanswered: pending.front().map(|p| p.seq),
+            unsettled: &unsettled,
+            max_bytes: MAX_BATCH,
+            max_ops,
+            max_multi_bytes: MAX_MULTI_BYTES,
+        };
+        coalesce::plan(&outbox.queue, &wire, limit)
     }
 
     /// Whether the outbox holds a request that may go out now.
     pub(super) fn ready(&self) -> bool {
         let outbox = self.outbox.lock();
-        outbox
-            .queue
-            .front()
-            .is_some_and(|next| next.urgent || self.pending.lock().len() < MAX_IN_FLIGHT)
+        if outbox.queue.is_empty() {
+            return false;
+        }
+        let pending = self.pending.lock();
+        !self.plan(&outbox, &pending, 1).is_empty()
+    }
+
+    /// The `multi` `id` was answered: no longer unsettled.
+    fn settled(&self, outbox: &mut Outbox, id: u64) {
+        outbox.unsettled.retain(|(seq, _)| *seq != id);
+    }
+
+    /// The `multi` `id` failed as a whole: its deletes go out again one by one, in their
+    /// order, ahead of every write queued after them (none went out meanwhile), so each caller
+    /// gets what its own request gives.
+    fn fall_back(&self, id: u64, members: Vec<Member>) {
+        let refused = {
+            let mut outbox = self.outbox.lock();
+            self.settled(&mut outbox, id);
+            if outbox.open {
+                let at = outbox.queue.iter().take_while(|o| o.urgent).count();
+                for (k, m) in members.into_iter().enumerate() {
+                    let mut frame = m.frame;
+                    let xid = next_xid(&mut outbox.next_xid);
+                    frame[4..8].copy_from_slice(&xid.to_be_bytes());
+                    let after = outbox.written;
+                    outbox.queue.insert(
+                        at + k,
+                        Outgoing {
+                            frame,
+                            pending: Pending {
+                                xid,
+                                on_reply: m.on_reply,
+                                seq: 0,
+                            },
+                            urgent: false,
+                            class: Class::Write(m.path),
+                            after,
+                        },
+                    );
+                }
+                Vec::new()
+            } else {
+                members
+            }
+        };
+        for m in refused {
+            let _ = (m.on_reply)(Answer::Lost(Error::ConnectionLoss));
+        }
     }
 
     /// Writes a frame. A failed write gives the connection up: part of the frame may have
@@ -291,9 +471,36 @@ impl Shared {
             + Send
             + 'static,
     ) -> Completion<T> {
+        self.request_in(opcode, urgent, false, write, decode)
+    }
+
+    /// As [`request`](Self::request), for a delete of one of our own nodes that may go out in
+    /// a `multi` with other such deletes (see [`coalesce`]): its caller gets what its own
+    /// request would have given.
+    pub(crate) fn request_coalescible<T: Send + 'static>(
+        &self,
+        opcode: i32,
+        write: impl FnOnce(&mut Writer),
+        decode: impl FnOnce(i32, Reader<'_>, &Arc<Shared>) -> Result<Result<T, Error>, Malformed>
+            + Send
+            + 'static,
+    ) -> Completion<T> {
+        self.request_in(opcode, false, true, write, decode)
+    }
+
+    fn request_in<T: Send + 'static>(
+        &self,
+        opcode: i32,
+        urgent: bool,
+        coalescible: bool,
+        write: impl FnOnce(&mut Writer),
+        decode: impl FnOnce(i32, Reader<'_>, &Arc<Shared>) -> Result<Result<T, Error>, Malformed>
+            + Send
+            + 'static,
+    ) -> Completion<T> {
         let (slot, completion) = completion::pair();
         let on_reply = reply_into(slot, decode);
-        if let Err((on_reply, err)) = self.queue(opcode, write, on_reply, urgent) {
+        if let Err((on_reply, err)) = self.queue(opcode, write, on_reply, urgent, coalescible) {
             let _ = on_reply(Answer::Lost(err));
         }
         completion
@@ -350,6 +557,51 @@ impl Unwatch for Shared {
         }
         self.flush();
     }
+}
+
+/// The reply handler of a `multi` of coalesced deletes: all done, each caller gets the reply
+/// its own delete would have had; failed as a whole (or unreadable), each delete goes out
+/// again alone; lost, each caller gets the loss, as for a delete of its own whose reply was
+/// lost (the session layer checks again).
+fn settle_multi(id: u64, members: Vec<Member>) -> OnReply {
+    Box::new(move |answer| match answer {
+        Answer::Lost(err) => {
+            for m in members {
+                let _ = (m.on_reply)(Answer::Lost(err.clone()));
+            }
+            Ok(())
+        }
+        Answer::Reply {
+            err,
+            mut body,
+            shared,
+        } => {
+            let done = err == 0
+                && proto::read_multi(&mut body).is_ok_and(|results| {
+                    results.len() == members.len()
+                        && results
+                            .iter()
+                            .all(|r| matches!(r, proto::MultiResult::Done))
+                });
+            if !done {
+                shared.fall_back(id, members);
+                return Ok(());
+            }
+            shared.settled(&mut shared.outbox.lock(), id);
+            let mut first_malformed = Ok(());
+            for m in members {
+                let answered = (m.on_reply)(Answer::Reply {
+                    err: 0,
+                    body: Reader::new(&[]),
+                    shared,
+                });
+                if first_malformed.is_ok() {
+                    first_malformed = answered;
+                }
+            }
+            first_malformed
+        }
+    })
 }
 
 fn next_xid(next: &mut i32) -> i32 {
