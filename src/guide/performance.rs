@@ -174,6 +174,30 @@
 //! | `queue`: 10,000 tasks queued behind a holder, then drained | 100.6 s (the commit before: 106.4 s, same server, load 14-19); 1.00 notification per release; peak RSS 60.2 MB | **66-74 ms**; 0 notifications; 2 nodes on the server; peak RSS **36.1 MB** |
 //! | `timeouts`: 800 tasks, random 5-400 ms timeouts, 25 s | **0** acquisitions, 68,359 timeouts; 11,299 nodes still being withdrawn 1 s after | **1,533,087** acquisitions (3,624,304 at load 13), 29,321 timeouts; **0** nodes left |
 //!
+//! # Coalesced deletes
+//!
+//! With many locks on one client (a lock per entity), the server is the limit: every lock cycle
+//! is a create, a getChildren and a delete, two of them writes, and ZooKeeper pays a write's
+//! costs (its queues, the commit processor, the log append) per request. A `multi` is one
+//! transaction, so the transport sends the deletes of our own nodes that wait while the
+//! connection is busy as one `multi` (`wire::conn::coalesce` has the rules; the writes keep the
+//! order of the calls). `bench floor_many` measures the bare-socket limit (10,000 existing lock
+//! paths, each cycled once, W cycles in flight) beside zklock's warm pass of `many_locks`
+//! (8 threads, one client), with `coalesce_deletes(false)` first and then with it on; ZooKeeper
+//! 3.9.5 on this 2-core VM, 2026-11-28, release build, other engineers' builds running:
+//!
+//! | run | W=1 plain / multi | W=8 plain / multi | W=32 plain / multi | zklock, deletes alone | zklock, deletes coalesced |
+//! |---|---|---|---|---|---|
+//! | 15:08 UTC | 847 / 1,102 | 1,658 / 4,319 | 1,423 / 3,437 | 1,657 cycles/s, 3.00 requests a cycle, 0.38 of the W=8 multi floor | **2,769** cycles/s, **2.42** requests (1.42 writes) a cycle, **0.64** of it |
+//! | 15:17 UTC, load 16 | 405 / 1,347 | 1,941 / 2,928 | 3,254 / 2,877 | 655, 3.00, 0.22 | **1,877**, **2.38** (1.38 writes), **0.64** |
+//!
+//! (Floor figures in cycles/s; the floor's `multi` shape coalesces both the creates and the
+//! deletes of a wave: 1.25 requests a cycle at W=8.) A delete never waits on an idle
+//! connection, so the uncontended cycle is unchanged: its delete finds nothing unanswered on the
+//! wire and goes out alone. Coalescing the creates too (the stage 2) needs a create2
+//! answered with its Stat inside a `multi`, which ZooKeeper gives only from 3.9
+//! (ZOOKEEPER-4026); it is not done yet.
+//!
 //! # Long queues and many locks
 //!
 //! Inspecting a long queue (`contenders()`, `Client::inspect`, `zklock status`) lists it and
