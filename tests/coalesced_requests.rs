@@ -269,3 +269,59 @@ fn releases_cut_off_in_flight_leave_nothing_behind() {
         .unwrap();
     client.close().unwrap();
 }
+
+/// A server restart while releases wait and go out coalesced: the session survives, every
+/// release ends with the node gone (confirmed, or retried in the background), and nothing is
+/// left.
+#[test]
+fn a_server_restart_mid_batch_leaves_nothing_behind() {
+    let server = common::servers::PrivateServer::start("");
+    let client = common::client_at(&server.connect_string(), Duration::from_secs(30));
+    let root = common::lock_path("coalesced-restart");
+    let guards: Vec<_> = (0..24)
+        .map(|i| {
+            DistributedMutex::new(&client, &format!("{root}/l{i}"))
+                .unwrap()
+                .lock()
+                .unwrap()
+        })
+        .collect();
+    let session = client.session_id();
+    let start = Barrier::new(25);
+    thread::scope(|s| {
+        for g in guards {
+            let start = &start;
+            s.spawn(move || {
+                start.wait();
+                match g.unlock() {
+                    Ok(()) | Err(Error::OutcomeUnknown { .. }) => {}
+                    Err(other) => panic!("{other:?}"),
+                }
+            });
+        }
+        start.wait();
+        server.stop_keeping_data();
+    });
+    server.start_again();
+    let raw = RawClient::connect(&server.connect_string());
+    assert!(
+        common::eventually(Duration::from_secs(30), || left_below(&raw, &root)
+            .is_empty()),
+        "left {:?}",
+        left_below(&raw, &root)
+    );
+    assert!(
+        common::eventually(Duration::from_secs(30), || client.state()
+            == zklock::client::SessionState::Connected),
+        "the client did not reconnect: {:?}",
+        client.state()
+    );
+    assert_eq!(client.session_id(), session, "the session survived");
+    DistributedMutex::new(&client, &format!("{root}/after"))
+        .unwrap()
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    client.close().unwrap();
+}
