@@ -192,9 +192,18 @@
 //! | 15:17 UTC, load 16 | 405 / 1,347 | 1,941 / 2,928 | 3,254 / 2,877 | 655, 3.00, 0.22 | **1,877**, **2.38** (1.38 writes), **0.64** |
 //!
 //! (Floor figures in cycles/s; the floor's `multi` shape coalesces both the creates and the
-//! deletes of a wave: 1.25 requests a cycle at W=8.) A delete never waits on an idle
-//! connection, so the uncontended cycle is unchanged: its delete finds nothing unanswered on the
-//! wire and goes out alone. Coalescing the creates too (the stage 2) needs a create2
+//! deletes of a wave: 1.25 requests a cycle at W=8.) In both runs zklock's pass without
+//! coalescing ran first, and the machine was loaded. Interleaved on the same server right
+//! after (load 5-9), `many_locks`' warm pass: main before this change 4,593, 2,582 and 2,628
+//! cycles/s (3.00 requests each); this branch with `coalesce_deletes(false)` 2,888 and 2,824
+//! (3.00); with coalescing 4,034, 4,319 and 2,336 (2.44, 2.51, 2.41 requests each). So the
+//! requests per cycle fall steadily, by a sixth to a fifth, but on a quieter server the
+//! throughput gain is within this VM's run-to-run spread: a write behind an unanswered `multi`
+//! waits for its answer (the order rule), which takes back part of what the server saves.
+//! A delete never waits on an idle connection, so the uncontended cycle is unchanged: its
+//! delete finds nothing unanswered on the wire and goes out alone (`bench uncontended`, same
+//! server, interleaved: main 502 and 431 µs median, this branch 581 and 436 µs; 3.00 requests
+//! and 2.00 writes a cycle in both). Coalescing the creates too (the stage 2) needs a create2
 //! answered with its Stat inside a `multi`, which ZooKeeper gives only from 3.9
 //! (ZOOKEEPER-4026); it is not done yet.
 //!
