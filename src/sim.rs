@@ -636,7 +636,7 @@ impl Schedule {
         // Fencing tokens, in the order their holders first read `Held` (a holder that never
         // does, e.g. one frozen past its session, never uses its token).
         let book = &mut *book;
-        local::observe(&world, book);
+        local::observe(book);
         for holder in book.holders.iter_mut() {
             if holder.fenced || matches!(holder.role, Role::Read | Role::Lease) {
                 continue;

@@ -191,7 +191,13 @@
 //! deletion, nor of another session's node; once the faults stop, every acquisition ends
 //! (so two multi-locks never wait for each other), no node and no watch is left (a multi-lock
 //! or a semaphore that fails half-way released what it took), and every error is one the docs
-//! list. A failing seed is printed with its replay command and the last steps before the
+//! list. In half the schedules a process takes the mutex or the write lock through local
+//! handoff (batch 1 to 4, `sim/local.rs`): no node is passed on while its lease does not read
+//! `Held`, and when a hold begins no other node of the lock path was created before more than
+//! `batch` of that node's holds began (creation and holds ordered by the server's zxid, not by
+//! when a notification was read). With the rule that counted `batch` from the reading of a
+//! child-watch notification, 23 seeds of 0 to 19,999 failed this check (each by one hold); with
+//! the listing-based bound, none (2026-11-28). A failing seed is printed with its replay command and the last steps before the
 //! violation; the run ends with `simulate: N schedules, V violations` (exit 1 if V > 0). The
 //! seeds that found real defects are kept as unit tests (`sim.rs`), `cargo test --lib` runs
 //! 300 schedules, and the core's unit tests drive the same simulated ZooKeeper step by step.

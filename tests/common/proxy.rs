@@ -1,14 +1,15 @@
 //! A fault-injecting TCP proxy on loopback: a client connects through it to the real server,
 //! and a test can sever every connection or blackhole traffic (accept and read, never forward),
 //! so the client sees silence rather than a reset. It can also record the requests clients send
-//! (opcode, xid, path), to check which requests a recipe makes and in what order.
+//! (opcode, xid, path), to check which requests a recipe makes and in what order, and delay
+//! what goes either way (requests; replies and notifications), keeping its order.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Default)]
 struct Shared {
@@ -21,6 +22,10 @@ struct Shared {
     requests: Mutex<Vec<Request>>,
     /// Number of connections accepted so far (the next one's [`Request::conn`]).
     accepted: AtomicU64,
+    /// How long what the server sends waits before it is passed on, in microseconds.
+    reply_delay_us: AtomicU64,
+    /// The same for what the clients send.
+    request_delay_us: AtomicU64,
 }
 
 /// ZooKeeper request opcodes (`ZooDefs.OpCode`), as recorded in [`Request::opcode`].
@@ -139,6 +144,20 @@ impl Proxy {
         self.shared.drop_replies.store(on, Ordering::SeqCst);
     }
 
+    /// Holds everything the server sends (replies and watch notifications) for `delay` before
+    /// passing it on, in order; requests go through at once. `Duration::ZERO` turns it off.
+    pub fn delay_replies(&self, delay: Duration) {
+        let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.shared.reply_delay_us.store(micros, Ordering::SeqCst);
+    }
+
+    /// Holds every request the clients send for `delay` before passing it on, in order.
+    /// `Duration::ZERO` turns it off.
+    pub fn delay_requests(&self, delay: Duration) {
+        let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.shared.request_delay_us.store(micros, Ordering::SeqCst);
+    }
+
     /// Refuses new connections (closes them at once) while on.
     pub fn refuse(&self, on: bool) {
         self.shared.refuse.store(on, Ordering::SeqCst);
@@ -218,14 +237,16 @@ impl Drop for Proxy {
     }
 }
 
-/// Forwards `from` to `to`; `requests` parses the client's side (absent for the replies).
+/// Forwards `from` to `to` (a thread of its own writes, each chunk when its delay is up);
+/// `requests` parses the client's side (absent for the replies).
 fn pump(
     mut from: TcpStream,
-    mut to: TcpStream,
+    to: TcpStream,
     state: Arc<Shared>,
     mut requests: Option<RequestParser>,
 ) {
     let replies = requests.is_none();
+    let sink = delayed_writer(to);
     thread::spawn(move || {
         let mut buf = [0u8; 16 * 1024];
         loop {
@@ -241,11 +262,36 @@ fn pump(
             {
                 continue; // swallowed
             }
-            if to.write_all(&buf[..n]).is_err() {
+            let delay = if replies {
+                &state.reply_delay_us
+            } else {
+                &state.request_delay_us
+            };
+            let due = Instant::now() + Duration::from_micros(delay.load(Ordering::SeqCst));
+            if sink.send((due, buf[..n].to_vec())).is_err() {
+                break;
+            }
+        }
+        // The writer shuts its stream once it has written what was sent before.
+        drop(sink);
+        let _ = from.shutdown(Shutdown::Both);
+    });
+}
+
+/// A thread that writes to `to` what it is sent, each chunk once its time has come, in order.
+fn delayed_writer(mut to: TcpStream) -> mpsc::Sender<(Instant, Vec<u8>)> {
+    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
+    thread::spawn(move || {
+        for (due, bytes) in rx {
+            let wait = due.saturating_duration_since(Instant::now());
+            if !wait.is_zero() {
+                thread::sleep(wait);
+            }
+            if to.write_all(&bytes).is_err() {
                 break;
             }
         }
         let _ = to.shutdown(Shutdown::Both);
-        let _ = from.shutdown(Shutdown::Both);
     });
+    tx
 }
