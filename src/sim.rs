@@ -1039,7 +1039,9 @@ mod tests {
     /// the node it deletes when it resumes looked left behind (seed 8496650).
     #[test]
     fn the_seeds_the_long_sweep_failed_hold() {
-        for seed in [162_302, 1_040_435, 1_208_639, 1_315_175, 1_558_670, 8_496_650] {
+        for seed in [
+            162_302, 1_040_435, 1_208_639, 1_315_175, 1_558_670, 8_496_650,
+        ] {
             let report = simulate(seed, false);
             assert_eq!(report.violations, Vec::<String>::new(), "seed {seed}");
         }

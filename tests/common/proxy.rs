@@ -378,7 +378,7 @@ fn pump_requests(mut from: TcpStream, to: TcpStream, state: Arc<Shared>, mut par
 /// Forwards the server's bytes (`from`) to the client (`to`), as the client reads them, after
 /// [`Proxy::delay_replies`], and one frame per [`Proxy::pace_replies`] gap while that is set.
 fn pump_replies(
-    mut from: TcpStream,
+    from: TcpStream,
     mut to: TcpStream,
     state: Arc<Shared>,
     mut parser: FrameParser,
