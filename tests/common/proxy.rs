@@ -377,12 +377,7 @@ fn pump_requests(mut from: TcpStream, to: TcpStream, state: Arc<Shared>, mut par
 
 /// Forwards the server's bytes (`from`) to the client (`to`), as the client reads them, after
 /// [`Proxy::delay_replies`], and one frame per [`Proxy::pace_replies`] gap while that is set.
-fn pump_replies(
-    from: TcpStream,
-    mut to: TcpStream,
-    state: Arc<Shared>,
-    mut parser: FrameParser,
-) {
+fn pump_replies(from: TcpStream, mut to: TcpStream, state: Arc<Shared>, mut parser: FrameParser) {
     // Read as they come, each chunk due after the reply delay; written on (paced, if so) by a
     // thread of its own, so that a delay holds every reply the same time, never adding up.
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
