@@ -176,6 +176,20 @@
 //! holds the bound counts. Curator's `InterProcessMutex` made 412 contended acquisitions/s in
 //! the anchors run of 2026-11-27 (400-500 on this machine); this run had no anchors beside it.
 //!
+//! Again after the merge, with the anchors in the same window (2026-11-28, 16:02-16:03 UTC,
+//! load average 1.4-2.8, nothing else running; the anchors' private 3.8.0 server, then a local
+//! 3.9.5 server for zklock; release build):
+//!
+//! | | acquisitions/s | requests/acquisition | most holds waited (from the call) | overlaps |
+//! |---|---|---|---|---|
+//! | Curator `InterProcessMutex`, 8 sessions (anchors `contended`) | 349 | 5.02 | - | PASS |
+//! | `bench hot`, local handoff, batch 128 | 12,891 / 16,199 / 16,410 (**36.9x / 46.4x / 47.0x** Curator) | 0.05 / 0.05 / 0.05 | 128 / 128 / 128 (128 / 128 / 128) | PASS |
+//! | `bench hot_off` | 770 | 5.00 | (6) | PASS |
+//!
+//! and `async_bench queue --local-handoff 128`: 160, 107 and 152 ms, peak RSS 34.3-34.4 MB;
+//! `async_bench timeouts --local-handoff 128`: 2,204,285 acquisitions, 24,095 timeouts, 0
+//! errors, 0 nodes left.
+//!
 //! A process alone pays for the bound: at most about `batch` holds per round trip, and a
 //! listing every `batch / 2` holds. `async_bench queue` (10,000 tasks of one client queued
 //! behind a holder, then drained; five runs each, interleaved, same window):
