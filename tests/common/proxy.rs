@@ -339,7 +339,7 @@ impl Drop for Proxy {
 /// here, never in the client's socket, and their recorded instants are the client's sends.
 fn pump_requests(mut from: TcpStream, to: TcpStream, state: Arc<Shared>, mut parser: FrameParser) {
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
-    let (writer_from, mut writer_to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
+    let (writer_from, mut writer_to) = (from.try_clone().unwrap(), to);
     thread::spawn(move || {
         for (due, bytes) in rx {
             thread::sleep(due.saturating_duration_since(Instant::now()));
@@ -369,9 +369,9 @@ fn pump_requests(mut from: TcpStream, to: TcpStream, state: Arc<Shared>, mut par
                 break;
             }
         }
+        // The writer shuts both sides once it has written what was read before (the last
+        // requests, say a CloseSession, still go through).
         drop(tx);
-        let _ = to.shutdown(Shutdown::Both);
-        let _ = from.shutdown(Shutdown::Both);
     });
 }
 
@@ -381,7 +381,7 @@ fn pump_replies(from: TcpStream, mut to: TcpStream, state: Arc<Shared>, mut pars
     // Read as they come, each chunk due after the reply delay; written on (paced, if so) by a
     // thread of its own, so that a delay holds every reply the same time, never adding up.
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
-    let (mut reader_from, reader_to) = (from.try_clone().unwrap(), to.try_clone().unwrap());
+    let mut reader_from = from.try_clone().unwrap();
     let reader_state = state.clone();
     thread::spawn(move || {
         let mut buf = [0u8; 16 * 1024];
@@ -402,9 +402,9 @@ fn pump_replies(from: TcpStream, mut to: TcpStream, state: Arc<Shared>, mut pars
                 break;
             }
         }
+        // The writer shuts both sides once it has written what was read before (the server's
+        // last replies, say to a CloseSession, still reach the client).
         drop(tx);
-        let _ = reader_to.shutdown(Shutdown::Both);
-        let _ = reader_from.shutdown(Shutdown::Both);
     });
     thread::spawn(move || {
         let mut unsent: Vec<u8> = Vec::new();
