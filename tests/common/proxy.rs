@@ -351,28 +351,37 @@ fn pump_requests(mut from: TcpStream, to: TcpStream, state: Arc<Shared>, mut par
         let _ = writer_from.shutdown(Shutdown::Both);
     });
     thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            let n = match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            parser.feed(&buf[..n], &state, Instant::now());
-            if state.blackhole.load(Ordering::SeqCst) {
-                continue; // swallowed
-            }
-            let delay = Duration::from_micros(state.request_delay_us.load(Ordering::SeqCst));
-            if tx
-                .send((Instant::now() + delay, buf[..n].to_vec()))
-                .is_err()
-            {
-                break;
-            }
-        }
-        // The writer shuts both sides once it has written what was read before (the last
-        // requests, say a CloseSession, still go through).
-        drop(tx);
+        read_into(&mut from, tx, |bytes| {
+            parser.feed(bytes, &state, Instant::now());
+            let swallowed = state.blackhole.load(Ordering::SeqCst);
+            (!swallowed).then(|| state.request_delay_us.load(Ordering::SeqCst))
+        });
     });
+}
+
+/// Reads `from` until it ends, sending each chunk on `tx` due after the delay `admit` gives it
+/// in microseconds (`None`: swallowed). Ending drops `tx`: the writer then shuts both sides
+/// once it has written what was read before (the last requests, say a CloseSession, and the
+/// replies to them still go through).
+fn read_into(
+    from: &mut TcpStream,
+    tx: mpsc::Sender<(Instant, Vec<u8>)>,
+    mut admit: impl FnMut(&[u8]) -> Option<u64>,
+) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let Some(delay_us) = admit(&buf[..n]) else {
+            continue; // swallowed
+        };
+        let due = Instant::now() + Duration::from_micros(delay_us);
+        if tx.send((due, buf[..n].to_vec())).is_err() {
+            break;
+        }
+    }
 }
 
 /// Forwards the server's bytes (`from`) to the client (`to`), as the client reads them, after
@@ -384,27 +393,12 @@ fn pump_replies(from: TcpStream, mut to: TcpStream, state: Arc<Shared>, mut pars
     let mut reader_from = from.try_clone().unwrap();
     let reader_state = state.clone();
     thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            let n = match reader_from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            let state = &reader_state;
-            if state.blackhole.load(Ordering::SeqCst) || state.drop_replies.load(Ordering::SeqCst) {
-                continue; // swallowed
-            }
-            let delay = Duration::from_micros(state.reply_delay_us.load(Ordering::SeqCst));
-            if tx
-                .send((Instant::now() + delay, buf[..n].to_vec()))
-                .is_err()
-            {
-                break;
-            }
-        }
-        // The writer shuts both sides once it has written what was read before (the server's
-        // last replies, say to a CloseSession, still reach the client).
-        drop(tx);
+        let state = reader_state;
+        read_into(&mut reader_from, tx, |_| {
+            let swallowed =
+                state.blackhole.load(Ordering::SeqCst) || state.drop_replies.load(Ordering::SeqCst);
+            (!swallowed).then(|| state.reply_delay_us.load(Ordering::SeqCst))
+        });
     });
     thread::spawn(move || {
         let mut unsent: Vec<u8> = Vec::new();
