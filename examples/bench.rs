@@ -36,10 +36,13 @@
 //! - `hot` and `hot_off` (issue 36): 2 processes of 8 threads each on one lock, one
 //!   [`Client`] per process (a process is a session to ZooKeeper; here both are in this one OS
 //!   process, sharing one clock and one overlap counter), 4,000 acquisitions in all, empty
-//!   critical section; `hot` with local handoff (batch 32), `hot_off` without. Prints
-//!   acquisitions per second, server requests per acquisition, `hot_max_remote_wait_holds`
-//!   (the most holds of one process in a row while a thread of the other waited in `lock()`)
-//!   and `hot_mutex=PASS|FAIL`.
+//!   critical section; `hot` with local handoff (batch 128, or `ZKLOCK_HOT_BATCH`), `hot_off`
+//!   without. Prints acquisitions per second, server requests per acquisition,
+//!   `hot_max_remote_wait_holds` (the most holds of one process that began after a node of the
+//!   other was created, as zklock's `creating` debug line before the create says, and before
+//!   that node took the lock), `hot_max_remote_wait_holds_from_call` (the most holds of one
+//!   process in a row while a thread of the other was inside `lock()`) and
+//!   `hot_mutex=PASS|FAIL`.
 //!
 //! - `floor` and `floor_sequential`: not zklock at all, but the measuring stick of the
 //!   uncontended cycle. A minimal blocking ZooKeeper client written out below (one
@@ -392,7 +395,57 @@ fn contended(host_port: &str, path: &str) -> anyhow::Result<()> {
 // ---- hot: 2 processes x 8 threads on one lock (issue 36) ----
 /// Local holds allowed while another process waits, in `hot` (the docs' suggestion);
 /// `ZKLOCK_HOT_BATCH` sets another.
-const HOT_BATCH: u32 = 32;
+const HOT_BATCH: u32 = 128;
+
+/// What `hot` saw, in the order it happened: holds, and the creates of lock nodes.
+enum HotEvent {
+    /// A hold of process `process`, the node's `local`-th handoff; whether another process had
+    /// a thread inside `lock()` then.
+    Hold {
+        process: u8,
+        local: u16,
+        other_waits: bool,
+    },
+    /// zklock's `creating` line: a node of session `session` is about to be created.
+    Creating { session: i64 },
+}
+
+static HOT_EVENTS: Mutex<Vec<HotEvent>> = Mutex::new(Vec::new());
+
+/// The bench's logger, which also records zklock's `creating <lock path>/<prefix> (session
+/// 0x..)` debug lines (logged before the create is sent, so before the node exists) as
+/// [`HotEvent::Creating`]: holds counted from there are at least those that began after the
+/// node's creation.
+struct CreatesTap(env_logger::Logger);
+
+impl log::Log for CreatesTap {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.target() == "zklock::core::place" || self.0.enabled(metadata)
+    }
+
+    fn log(&self, record: &log::Record) {
+        if record.target() == "zklock::core::place" {
+            let line = record.args().to_string();
+            let session = line
+                .strip_prefix("creating ")
+                .and_then(|rest| rest.rsplit_once("(session 0x"))
+                .and_then(|(_, id)| i64::from_str_radix(id.trim_end_matches(')'), 16).ok());
+            if let Some(session) = session {
+                HOT_EVENTS
+                    .lock()
+                    .unwrap()
+                    .push(HotEvent::Creating { session });
+            }
+        }
+        if self.0.matches(record) {
+            self.0.log(record);
+        }
+    }
+
+    fn flush(&self) {
+        self.0.flush();
+    }
+}
 
 fn hot_batch() -> u32 {
     std::env::var("ZKLOCK_HOT_BATCH")
@@ -406,9 +459,12 @@ const HOT_ACQUISITIONS: usize = 4000;
 
 /// `hot`: 2 "processes" (each one [`Client`], i.e. one session, as ZooKeeper sees a process)
 /// of 8 threads each on one lock, 4,000 acquisitions in all, empty critical section; with
-/// local handoff (`batch` 32) unless `local` is false. Prints acquisitions per second, server
-/// requests per acquisition (`mntr`), the most holds of one process in a row while the other
-/// had a thread waiting (`hot_max_remote_wait_holds`), and PASS if no two holders overlapped.
+/// local handoff (`batch` 128) unless `local` is false. Prints acquisitions per second, server
+/// requests per acquisition (`mntr`), the most holds of one process that began after a node
+/// of the other was created and before that node took the lock (`hot_max_remote_wait_holds`,
+/// with local handoff), the most holds of one process in a row while the other had a thread
+/// inside `lock()` (`hot_max_remote_wait_holds_from_call`), and PASS if no two holders
+/// overlapped.
 fn hot(host_port: &str, path: &str, local: bool) -> anyhow::Result<()> {
     let clients = (0..HOT_PROCESSES)
         .map(|_| open(host_port))
@@ -428,9 +484,9 @@ fn hot(host_port: &str, path: &str, local: bool) -> anyhow::Result<()> {
     let holders = AtomicI32::new(0);
     let overlaps = AtomicUsize::new(0);
     let errors = AtomicUsize::new(0);
-    // Per process: threads inside `lock()` now; the holders in order, by process.
+    // Per process: threads inside `lock()` now. The holders in order: `HOT_EVENTS`.
     let waiting: Vec<AtomicUsize> = (0..HOT_PROCESSES).map(|_| AtomicUsize::new(0)).collect();
-    let order: Mutex<Vec<(u8, bool)>> = Mutex::new(Vec::with_capacity(HOT_ACQUISITIONS));
+    HOT_EVENTS.lock().unwrap().clear();
     let go = Latch::default();
     let (before, wall, after) = thread::scope(|s| {
         let threads: Vec<_> = (0..HOT_PROCESSES * HOT_THREADS)
@@ -438,7 +494,7 @@ fn hot(host_port: &str, path: &str, local: bool) -> anyhow::Result<()> {
                 let p = t % HOT_PROCESSES;
                 let mutex = &mutexes[p];
                 let (holders, overlaps, errors, go) = (&holders, &overlaps, &errors, &go);
-                let (waiting, order) = (&waiting, &order);
+                let waiting = &waiting;
                 s.spawn(move || {
                     go.wait();
                     for _ in 0..per_thread {
@@ -459,7 +515,11 @@ fn hot(host_port: &str, path: &str, local: bool) -> anyhow::Result<()> {
                         // Did another process wait while this one held?
                         let other_waits = (0..HOT_PROCESSES)
                             .any(|q| q != p && waiting[q].load(Ordering::SeqCst) > 0);
-                        order.lock().unwrap().push((p as u8, other_waits));
+                        HOT_EVENTS.lock().unwrap().push(HotEvent::Hold {
+                            process: p as u8,
+                            local: guard.fencing().local(),
+                            other_waits,
+                        });
                         holders.fetch_sub(1, Ordering::SeqCst);
                         if let Err(e) = guard.unlock() {
                             errors.fetch_add(1, Ordering::SeqCst);
@@ -482,33 +542,56 @@ fn hot(host_port: &str, path: &str, local: bool) -> anyhow::Result<()> {
         (before, wall, mntr(host_port))
     });
     let (before, after) = (before?, after?);
-    let order = order.into_inner().unwrap();
-    // The longest run of one process's holds while another process had a thread waiting.
+    let events = std::mem::take(&mut *HOT_EVENTS.lock().unwrap());
+    let sessions: Vec<i64> = clients.iter().map(Client::session_id).collect();
+    // From creation: per process, the holds of the others since its node's `creating` line,
+    // while that node waits (until a hold of it begins with local number 0: its claim).
+    let mut pending: Vec<Option<usize>> = vec![None; HOT_PROCESSES];
+    let mut worst_created = 0usize;
+    // From the call: the longest run of one process's holds while another process had a
+    // thread inside `lock()`.
     let (mut run, mut worst, mut last) = (0usize, 0usize, u8::MAX);
-    // The same after the first turn of each process (both start at once, so the first
-    // holder's listing at its claim may not show the other's node yet).
-    let (mut turns, mut worst_later) = (0usize, 0usize);
-    for &(p, other_waits) in &order {
-        if p != last {
-            turns += 1;
-        }
-        run = if p == last && other_waits { run + 1 } else { 1 };
-        last = p;
-        if other_waits {
-            worst = worst.max(run);
-            if turns > HOT_PROCESSES {
-                worst_later = worst_later.max(run);
+    let (mut n, mut turns) = (0usize, 0usize);
+    for event in &events {
+        match *event {
+            HotEvent::Creating { session } => {
+                if let Some(q) = sessions.iter().position(|&s| s == session) {
+                    pending[q].get_or_insert(0);
+                }
+            }
+            HotEvent::Hold {
+                process: p,
+                local,
+                other_waits,
+            } => {
+                n += 1;
+                if local == 0 {
+                    pending[usize::from(p)] = None;
+                }
+                for (q, since) in pending.iter_mut().enumerate() {
+                    if let Some(since) = since.as_mut().filter(|_| q != usize::from(p)) {
+                        *since += 1;
+                        worst_created = worst_created.max(*since);
+                    }
+                }
+                if p != last {
+                    turns += 1;
+                }
+                run = if p == last && other_waits { run + 1 } else { 1 };
+                last = p;
+                if other_waits {
+                    worst = worst.max(run);
+                }
             }
         }
     }
-    let n = order.len();
     let (overlaps, errors) = (overlaps.into_inner(), errors.into_inner());
     let ok = errors == 0 && overlaps == 0 && n == HOT_ACQUISITIONS;
     let prefix = if local { "hot" } else { "hot_off" };
     result(&format!("{prefix}_local_handoff"), local);
     result(
         &format!("{prefix}_batch"),
-        if local { HOT_BATCH } else { 0 },
+        if local { hot_batch() } else { 0 },
     );
     result(&format!("{prefix}_wall_s"), format!("{wall:.3}"));
     result(
@@ -519,11 +602,11 @@ fn hot(host_port: &str, path: &str, local: bool) -> anyhow::Result<()> {
         &format!("{prefix}_req_per_acq"),
         f((delta(&before, &after, "zk_packets_received") - 1.0) / n as f64),
     );
-    result(&format!("{prefix}_max_remote_wait_holds"), worst);
-    result(
-        &format!("{prefix}_max_remote_wait_holds_after_first_turns"),
-        worst_later,
-    );
+    if local {
+        // Without local handoff every thread has a node of its own: counted from the call.
+        result(&format!("{prefix}_max_remote_wait_holds"), worst_created);
+    }
+    result(&format!("{prefix}_max_remote_wait_holds_from_call"), worst);
     result(&format!("{prefix}_turns"), turns);
     result(
         &format!("{prefix}_mutex"),
@@ -1331,9 +1414,18 @@ fn floor(host_port: &str, path: &str, pipelined: bool) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    nano_time();
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).build();
+    if args.first().is_some_and(|mode| mode.starts_with("hot")) {
+        // `hot` reads zklock's own `creating` lines (see `CreatesTap`).
+        log::set_max_level(logger.filter().max(log::LevelFilter::Debug));
+        log::set_boxed_logger(Box::new(CreatesTap(logger)))?;
+    } else {
+        log::set_max_level(logger.filter());
+        log::set_boxed_logger(Box::new(logger))?;
+    }
+    nano_time();
     let [mode, host_port, path] = args.as_slice() else {
         eprintln!(
             "usage: bench <uncontended|contended|herd|scale|many_locks|many_locks_plain|hot|hot_off|floor|floor_sequential|floor_many> \

@@ -4,16 +4,38 @@
 //!
 //! A [`Cohort`] is the local queue of one (client, lock path, kind of node). Its callers wait
 //! on it in FIFO order; when nobody here holds or queues a node, the first caller's poll starts
-//! one *contention* (the ordinary acquisition of the core, plus a listing that watches the lock
-//! path's children) on behalf of all of them, and whichever caller is polled drives it: no
-//! task of its own, so it runs on any executor, blocking and async callers mixed, and in the
-//! deterministic simulation. The node it claims goes to the first caller in the queue.
+//! one *contention* (the ordinary acquisition of the core) on behalf of all of them, and
+//! whichever caller is polled drives it: no task of its own, so it runs on any executor,
+//! blocking and async callers mixed, and in the deterministic simulation. The node it claims
+//! goes to the first caller in the queue.
+//!
+//! # The bound on other processes
+//!
+//! The holds of one node are numbered from 1 (its claim's). Hold `n` may begin only if
+//! `n <= clear + batch`, where `clear` is the number of holds begun when the latest *check*
+//! that found no other node was sent (0 at the claim). A check is one listing of the lock
+//! path's children, without a watch. A node another process creates after the server
+//! answered that listing is absent from it, and once created it is in every later one; so
+//! when it is created at least `clear` holds had begun, and at most `batch` more begin before
+//! the node is released through the server, however late any reply or notification is read.
+//! (A node created earlier waits at most the `batch` holds counted from the claim.) The
+//! count is the server's order, not the time a notification happened to be read: a
+//! notification read late let a process wait hundreds of holds (issue 36).
+//!
+//! A check is sent at the claim, and while none has found another node, one every
+//! `batch / 2` holds (at least every hold), so that a process alone runs on while they
+//! travel. Each check costs the server a request (about 150 µs of its CPU on the 2-core test
+//! machine, taken from the holders when both cores are busy): every `batch / 4` holds made a
+//! 10,000-task drain slower than every `batch / 2`, and the claim's check lets a batch under
+//! contention end without waiting for an answer. When the next hold is not allowed yet and a
+//! check is on its way, the node is *parked* (held by no caller) until an answer comes: the
+//! front waiter reads it and takes the node if it allows, or releases the node through the
+//! server if a check found another node. Once one has, no more are sent, and the node goes
+//! through the server after the holds still allowed.
 //!
 //! A holder's release ([`Cohort::release`]) hands the node to the next local caller only if
 //! - a local caller waits;
-//! - no other contender is known to wait, or fewer than `batch` local holds happened since
-//!   this process learnt of one: from the listing taken at the claim, or from the child watch
-//!   it set (a notification, no polling);
+//! - the next hold is allowed by the bound above;
 //! - the node may be passed on at this instant ([`LocalNode::may_hand_on`]: its lease reads
 //!   `Held`, it is not known to be deleted, no revocation was requested);
 //! - fewer than `u16::MAX` handoffs happened on this node (the fencing token's local number).
@@ -23,8 +45,9 @@
 //! that waited meanwhile.
 //!
 //! A caller that leaves (timeout, cancellation, a dropped future) only leaves the local queue;
-//! the last one to leave drops the contention, which withdraws the node. A node handed to a
-//! caller that left before it saw it is passed on (or released) by that caller's drop.
+//! the last one to leave drops the contention, which withdraws the node, or releases a parked
+//! node. A node handed to a caller that left before it saw it is passed on (or released) by
+//! that caller's drop.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -42,16 +65,17 @@ use crate::rt::cancel;
 use super::seam::NodeStore;
 use super::withdraw::Withdrawals;
 
-/// Ready once another contender may be waiting for the lock: the child watch set after the
-/// claim fired (or the session ended). Dropped after the node's delete, once fired by it.
-pub(crate) type Others = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A check on its way: a listing of the lock path sent when it was made; `true` once answered
+/// with no node but ours, `false` if it found another node (or got no answer).
+pub(crate) type Check = Pin<Box<dyn Future<Output = bool> + Send>>;
 
-/// What a contention yields: the node, whether another contender was queued when it was
-/// claimed, and the watch that tells of contenders queued later.
+/// Sends a check of the node claimed (see the module docs) when called.
+pub(crate) type Checker = Box<dyn FnMut() -> Check + Send>;
+
+/// What a contention yields: the node, and how to check that no other node is queued.
 pub(crate) struct Claim<N> {
     pub(crate) node: N,
-    pub(crate) others: bool,
-    pub(crate) watch: Option<Others>,
+    pub(crate) checks: Checker,
 }
 
 /// One acquisition of a node for the local queue.
@@ -69,21 +93,26 @@ pub(crate) trait LocalNode: Send + Sized + 'static {
     fn hand_on(&mut self) -> Self;
     /// Makes the node's release go through `cohort`.
     fn join(&mut self, cohort: Arc<Cohort<Self>>);
+    /// Makes the node's release go through the server, not its cohort.
+    fn leave(&mut self);
+    /// A hold of the node begins now (it is given to a local caller).
+    fn begins(&mut self) {}
 }
 
 /// What a holder's release comes to.
 pub(crate) enum Release {
-    /// Passed to the next local caller: nothing to send.
+    /// Passed to the next local caller, or parked for one: nothing to send.
     Handed,
-    /// Release the node through the server, as without local handoff; drop the watch after
-    /// the delete (it fires on it, and is then gone without a request).
-    Server(Option<Others>),
+    /// Release the node through the server, as without local handoff.
+    Server,
 }
 
 /// The local queue of one lock path, kind of node and client.
 pub(crate) struct Cohort<N> {
-    /// Local holds allowed once another contender is known to wait (at least 1).
+    /// Local holds allowed past the latest clear check (at least 1).
     batch: u32,
+    /// Holds between two checks.
+    step: u32,
     /// For the metrics.
     recipe: Recipe,
     state: Mutex<State<N>>,
@@ -92,16 +121,92 @@ pub(crate) struct Cohort<N> {
 }
 
 struct State<N> {
-    /// A local caller holds the node (or it was handed to one not yet polled).
-    held: bool,
+    /// The node held by a local caller (or given to one not yet polled, or parked).
+    batch: Option<Batch<N>>,
     contention: Option<Contention<N>>,
     /// The contention waits for no one (a `try_`'s).
     contention_tries: bool,
     waiters: VecDeque<Arc<Slot<N>>>,
-    /// The child watch of the node held.
-    others: Option<Others>,
-    /// Local holds since another contender was known to wait; `None` while none is known.
-    seen: Option<u32>,
+}
+
+/// The holds of one node, and its checks.
+struct Batch<N> {
+    /// Holds begun on the node, its claim's included.
+    begun: u32,
+    /// Holds begun when the latest check that found no other node was sent.
+    clear: u32,
+    /// A check found another node (or got no answer): none is sent any more.
+    others: bool,
+    /// Holds begun when the latest check was sent.
+    sent_at: u32,
+    /// Checks on their way, with the holds begun when each was sent, oldest first.
+    in_flight: VecDeque<(u32, Check)>,
+    checks: Checker,
+    /// The node between two holders, until a check allows the next hold.
+    parked: Option<N>,
+}
+
+impl<N> Batch<N> {
+    fn new(checks: Checker) -> Batch<N> {
+        Batch {
+            begun: 1,
+            clear: 0,
+            others: false,
+            sent_at: 0,
+            in_flight: VecDeque::new(),
+            checks,
+            parked: None,
+        }
+    }
+
+    /// Whether the next hold may begin (see the module docs).
+    fn allows_next(&self, batch: u32) -> bool {
+        u64::from(self.begun) < u64::from(self.clear) + u64::from(batch)
+    }
+
+    /// Sends a check now.
+    fn send(&mut self) {
+        let check = (self.checks)();
+        self.sent_at = self.begun;
+        self.in_flight.push_back((self.begun, check));
+        // Polled once at once, for a store that sends on the first poll (the simulation's).
+        self.read(&mut Context::from_waker(&noop_waker()));
+    }
+
+    /// Sends a check if `step` holds began since the latest, and no other node is known.
+    fn send_if_due(&mut self, step: u32) {
+        if !self.others && self.begun - self.sent_at >= step {
+            self.send();
+        }
+    }
+
+    /// Reads the answers that came; `cx` is woken by the next one.
+    fn read(&mut self, cx: &mut Context<'_>) {
+        let (mut clear, mut others) = (self.clear, self.others);
+        self.in_flight
+            .retain_mut(|(sent_at, check)| match check.as_mut().poll(cx) {
+                Poll::Ready(true) => {
+                    clear = clear.max(*sent_at);
+                    false
+                }
+                Poll::Ready(false) => {
+                    others = true;
+                    false
+                }
+                Poll::Pending => true,
+            });
+        (self.clear, self.others) = (clear, others);
+    }
+
+    /// A hold begins: counted, and a check sent if one is due.
+    fn begin(&mut self, node: &mut N, step: u32)
+    where
+        N: LocalNode,
+    {
+        self.begun += 1;
+        node.begins();
+        self.send_if_due(step);
+    }
 }
 
 /// A local caller's place in the queue.
@@ -130,16 +235,16 @@ impl<N> Slot<N> {
 
 impl<N: LocalNode> Cohort<N> {
     pub(crate) fn new(batch: u32, recipe: Recipe) -> Cohort<N> {
+        let batch = batch.max(1);
         Cohort {
-            batch: batch.max(1),
+            batch,
+            step: (batch / 2).max(1),
             recipe,
             state: Mutex::new(State {
-                held: false,
+                batch: None,
                 contention: None,
                 contention_tries: false,
                 waiters: VecDeque::new(),
-                others: None,
-                seen: None,
             }),
             withdrawals: Withdrawals::default(),
         }
@@ -166,41 +271,73 @@ impl<N: LocalNode> Cohort<N> {
     }
 
     /// A local holder lets go of `node`: hands it to the next local caller if the rules allow
-    /// (see the module docs), else says to release it through the server.
+    /// (see the module docs), parks it until a check's answer allows, or else says to
+    /// release it through the server.
     pub(crate) fn release(&self, node: &mut N) -> Release {
         let mut state = self.state.lock();
-        if state.seen.is_none() {
-            if let Some(others) = state.others.as_mut() {
-                let waker = Waker::from(Arc::new(Noop));
-                if others
-                    .as_mut()
-                    .poll(&mut Context::from_waker(&waker))
-                    .is_ready()
-                {
-                    // Counting the hold that ends now.
-                    state.seen = Some(1);
-                    state.others = None;
+        let state = &mut *state;
+        if let Some(batch) = state.batch.as_mut() {
+            batch.read(&mut Context::from_waker(&noop_waker()));
+            let wanted = !state.waiters.is_empty() && node.local() < u16::MAX;
+            if wanted && node.may_hand_on() {
+                if batch.allows_next(self.batch) {
+                    let mut next = node.hand_on();
+                    batch.begin(&mut next, self.step);
+                    metrics::handoff(self.recipe, true);
+                    grant_front(&mut state.waiters, Ok(Some(next)));
+                    return Release::Handed;
+                }
+                if !batch.others {
+                    // Not yet: wait for a check's answer (sending one if none is on its
+                    // way). The front waiter reads it.
+                    if batch.in_flight.is_empty() {
+                        batch.send();
+                    }
+                    if !batch.others {
+                        batch.parked = Some(node.hand_on());
+                        if let Some(front) = state.waiters.front() {
+                            front.wake();
+                        }
+                        return Release::Handed;
+                    }
                 }
             }
         }
-        let within = state.seen.is_none_or(|seen| seen < self.batch);
-        if !state.waiters.is_empty() && within && node.local() < u16::MAX && node.may_hand_on() {
-            let next = node.hand_on();
-            if let Some(seen) = state.seen.as_mut() {
-                *seen += 1;
-            }
-            metrics::handoff(self.recipe, true);
-            grant_front(&mut state, Ok(Some(next)));
-            return Release::Handed;
-        }
-        state.held = false;
-        state.seen = None;
+        self.through_server(state);
+        Release::Server
+    }
+
+    /// The node goes through the server: the callers left queue again, and the first one
+    /// polled starts a contention.
+    fn through_server(&self, state: &mut State<N>) {
+        state.batch = None;
         metrics::handoff(self.recipe, false);
-        // The callers left queue again: the first one polled starts a contention.
         if let Some(front) = state.waiters.front() {
             front.wake();
         }
-        Release::Server(state.others.take())
+    }
+
+    /// With a node parked: reads the checks' answers (`cx` is woken by the next one), and
+    /// gives the node to the first caller if they allow the next hold. Returns the node, left
+    /// (see [`LocalNode::leave`]), if it is to be released through the server.
+    fn unpark(&self, state: &mut State<N>, cx: &mut Context<'_>) -> Option<N> {
+        let batch = state.batch.as_mut()?;
+        batch.parked.as_ref()?;
+        batch.read(cx);
+        let allowed = batch.allows_next(self.batch);
+        if !allowed && !batch.others && !batch.in_flight.is_empty() {
+            return None;
+        }
+        let mut node = batch.parked.take()?;
+        if allowed && !state.waiters.is_empty() && node.may_hand_on() {
+            batch.begin(&mut node, self.step);
+            metrics::handoff(self.recipe, true);
+            grant_front(&mut state.waiters, Ok(Some(node)));
+            return None;
+        }
+        node.leave();
+        self.through_server(state);
+        Some(node)
     }
 }
 
@@ -210,9 +347,15 @@ impl Wake for Noop {
     fn wake(self: Arc<Self>) {}
 }
 
+/// A waker that wakes no one, for reading answers outside a poll.
+fn noop_waker() -> Waker {
+    static NOOP: std::sync::OnceLock<Waker> = std::sync::OnceLock::new();
+    NOOP.get_or_init(|| Waker::from(Arc::new(Noop))).clone()
+}
+
 /// Gives `outcome` to the first caller in the queue.
-fn grant_front<N>(state: &mut State<N>, outcome: Result<Option<N>>) {
-    if let Some(front) = state.waiters.pop_front() {
+fn grant_front<N>(waiters: &mut VecDeque<Arc<Slot<N>>>, outcome: Result<Option<N>>) {
+    if let Some(front) = waiters.pop_front() {
         front.grant(outcome);
     }
 }
@@ -236,11 +379,13 @@ where
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         let cohort = this.cohort.clone();
-        let mut state = cohort.state.lock();
+        let mut guard = cohort.state.lock();
+        let state = &mut *guard;
         let slot = match &this.slot {
             Some(slot) => slot.clone(),
             None => {
-                let idle = !state.held && state.contention.is_none() && state.waiters.is_empty();
+                let idle =
+                    state.batch.is_none() && state.contention.is_none() && state.waiters.is_empty();
                 if this.try_only && !idle {
                     // Held or wanted by a caller of this process: busy, without the server.
                     return Poll::Ready(Ok(None));
@@ -260,7 +405,11 @@ where
             return Poll::Ready(outcome.map(|node| node.map(|n| joined(n, &cohort))));
         }
         *slot.waker.lock() = Some(cx.waker().clone());
-        if !state.held && state.contention.is_none() {
+        // A parked node waits for a check's answer, which this caller reads. One to go
+        // through the server is released before a new contention queues (its drop no longer
+        // touches this cohort).
+        drop(cohort.unpark(state, cx));
+        if state.batch.is_none() && state.contention.is_none() {
             let try_only = state.waiters.front().is_some_and(|front| front.try_only);
             state.contention = Some((this.start)(try_only));
             state.contention_tries = try_only;
@@ -272,11 +421,14 @@ where
             if let Poll::Ready(outcome) = polled {
                 state.contention = None;
                 match outcome {
-                    Ok(Some(claim)) => {
-                        state.held = true;
-                        state.seen = claim.others.then_some(1);
-                        state.others = claim.watch;
-                        grant_front(&mut state, Ok(Some(claim.node)));
+                    Ok(Some(Claim { mut node, checks })) => {
+                        let mut batch = Batch::new(checks);
+                        node.begins();
+                        // At once: under contention it finds the next process's node before
+                        // the batch ends, which then ends without waiting for an answer.
+                        batch.send();
+                        state.batch = Some(batch);
+                        grant_front(&mut state.waiters, Ok(Some(node)));
                     }
                     Err(err) if !state.contention_tries => {
                         for waiter in state.waiters.drain(..) {
@@ -320,25 +472,35 @@ impl<N: LocalNode, F> Drop for Waiting<N, F> {
         let Some(slot) = self.slot.take() else {
             return;
         };
-        let (granted, contention) = {
-            let mut state = self.cohort.state.lock();
+        let (granted, contention, parked) = {
+            let mut guard = self.cohort.state.lock();
+            let state = &mut *guard;
             if let Some(at) = state.waiters.iter().position(|s| Arc::ptr_eq(s, &slot)) {
                 state.waiters.remove(at);
             }
             let granted = slot.granted.lock().take();
-            // The last caller to leave withdraws the node being queued.
-            let contention = if state.waiters.is_empty() {
-                state.contention.take()
-            } else {
-                None
-            };
-            // This caller may have been driving the contention: the next one takes over.
+            // The last caller to leave withdraws the node being queued, or releases the node
+            // parked for it.
+            let (mut contention, mut parked) = (None, None);
+            if state.waiters.is_empty() {
+                contention = state.contention.take();
+                parked = state.batch.as_mut().and_then(|b| b.parked.take());
+                if parked.is_some() {
+                    self.cohort.through_server(state);
+                }
+            }
+            // This caller may have been driving the contention or reading the checks: the
+            // next one takes over.
             if let Some(front) = state.waiters.front() {
                 front.wake();
             }
-            (granted, contention)
+            (granted, contention, parked)
         };
         drop(contention);
+        if let Some(mut node) = parked {
+            node.leave();
+            drop(node);
+        }
         // A node handed to us as we left goes on to the next caller, or to the server (its
         // own drop, outside the lock).
         if let Some(Ok(Some(node))) = granted {

@@ -238,10 +238,9 @@ impl Held {
         if self.released {
             return Ok(());
         }
-        let others = match self.hand_on_locally() {
-            Release::Handed => return Ok(()),
-            Release::Server(others) => others,
-        };
+        if let Release::Handed = self.hand_on_locally() {
+            return Ok(());
+        }
         let deadline = deadline_after(wait);
         let lost = || Error::LockLost {
             path: self.lock_path.clone(),
@@ -257,8 +256,6 @@ impl Held {
         self.released = true;
         let left = deadline.saturating_duration_since(Instant::now());
         let deleted = self.session.delete_node_async(&self.node_path, left).await;
-        // Fired by our delete, if it went through: gone without a request.
-        drop(others);
         self.track.released(&deleted, &self.session);
         match deleted {
             Ok(true) => Ok(()),
@@ -284,12 +281,10 @@ impl Held {
         if self.released {
             return;
         }
-        let others = match self.hand_on_locally() {
-            Release::Handed => return,
-            Release::Server(others) => others,
-        };
+        if let Release::Handed = self.hand_on_locally() {
+            return;
+        }
         self.released = true;
-        let done = (done, others);
         if let Some(watch) = self.own_node.take().flatten() {
             watch.stop_in_background();
         }
@@ -306,10 +301,10 @@ impl Held {
     /// otherwise (and without local handoff) the node is to be released through the server.
     fn hand_on_locally(&mut self) -> Release {
         let Some(cohort) = self.cohort.clone() else {
-            return Release::Server(None);
+            return Release::Server;
         };
         let release = cohort.release(self);
-        if let Release::Server(_) = release {
+        if let Release::Server = release {
             self.cohort = None;
         }
         release
@@ -348,6 +343,10 @@ impl LocalNode for Held {
 
     fn join(&mut self, cohort: Arc<Cohort<Held>>) {
         self.cohort = Some(cohort);
+    }
+
+    fn leave(&mut self) {
+        self.cohort = None;
     }
 }
 

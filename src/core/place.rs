@@ -50,6 +50,12 @@ pub(super) async fn create_node<S: ZkSession>(
     deadline: Option<Instant>,
 ) -> Result<Option<Created<S>>> {
     let prefix = format!("{}{lock_name}", protected_prefix(&session.unique_id()));
+    // Before the create is sent: what a node was created after (`examples/bench.rs hot`
+    // counts another process's holds from here).
+    debug!(
+        "creating {lock_path}/{prefix} (session {:#x})",
+        session.id()
+    );
     let placed = place_node(session.as_ref(), lock_path, &prefix, data, deadline).await?;
     let Some((name, stat, children, parent)) = placed else {
         return Ok(None);

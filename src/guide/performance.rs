@@ -147,27 +147,79 @@
 //! # Local handoff
 //!
 //! [`DistributedMutex::local_handoff`](crate::DistributedMutex::local_handoff) (issue 36): the
-//! callers of one client share one node and pass it on without the server. Measured on
-//! 2026-11-27 on this 2-core VM with four other builders running (load average 12-41: every
-//! figure here is noisy; compare only within a row). `bench hot` ran three times inside the
-//! anchors run of 17:33 UTC (same private 3.8 server, forceSync=no, load 18-20), where Curator's
-//! `InterProcessMutex` made **412** contended acquisitions/s (zklock without local handoff 567):
+//! callers of one client share one node and pass it on without the server. The bound on other
+//! processes is counted in the server's order: hold `n` of a node begins only if
+//! `n <= clear + batch`, where `clear` is the number of holds begun when the latest listing
+//! that showed no other node was *sent* (one at the claim, then one every `batch / 2` holds
+//! while none has shown another). A node created after the server answered that listing is in
+//! every later one, so it waits at most `batch` holds from its creation. The first version
+//! counted from the moment a child watch's notification was read; a notification read late
+//! (a loaded machine, a slow link) let another process wait far longer: `bench hot` saw 399
+//! and 138 holds at batch 32 (2026-11-27), and with every reply to the hot process delayed 20
+//! ms through the tests' proxy, another process waited 20 holds at batch 8
+//! (`tests/local_handoff.rs`, which the new rule passes). The simulation counts every local
+//! hold since each other node's creation (zxids): the old rule failed 23 seeds of 20,000
+//! (each by one hold), the new one none.
 //!
-//! | `bench hot`: 2 sessions x 8 threads, 4,000 acquisitions | acquisitions/s | requests/acquisition | most holds of one session in a row while the other waited | overlaps |
+//! Measured on 2026-11-28, 15:28-15:29 UTC, on this 2-core VM with other engineers' builds and
+//! tests running (load average 7-8), ZooKeeper 3.9.5 standalone, release build:
+//!
+//! | `bench hot`: 2 sessions x 8 threads, 4,000 acquisitions | acquisitions/s | requests/acquisition | most holds of one session after a node of the other was created (from the other's `lock()` call) | overlaps |
 //! |---|---|---|---|---|
-//! | local handoff, batch 32 | 8,597 / 15,317 / 13,242 (20.9-37x Curator) | 0.19 / 0.13 / 0.17 | 32 / 399 / 138 | 0 |
-//! | `hot_off` (no local handoff) | 897 / 991 / 950 | 5.01 / 5.00 / 5.01 | 6 / 5 / 6 | 0 |
+//! | local handoff, batch 128 (the docs' suggestion) | 32,034 / 33,172 / 32,266 | 0.05 / 0.05 / 0.05 | 128 / 128 / 128 (128 / 128 / 128) | 0 |
+//! | local handoff, batch 32 | 22,083 / 15,899 | 0.21 / 0.21 | 32 / 32 (32 / 32) | 0 |
+//! | `hot_off` (no local handoff) | 778 | 5.01 | (5) | 0 |
 //!
-//! The bound on other processes holds once the holder knows that another contender waits: the
-//! listing taken at each claim shows it in the steady state, so a turn is then at most `batch`
-//! holds (32 in every steady-state turn seen). Before the first notification arrives it
-//! cannot know: with both sessions starting at once, the first holder's listing may precede
-//! the other's create, and under this load its notification took milliseconds to be read, while
-//! local handoffs ran at 20-30,000/s (batch 1,000: 30,982 acquisitions/s, 0.01 requests
-//! each). `hot_max_remote_wait_holds_after_first_turns` reports the worst run past the first
-//! turns.
+//! `hot_max_remote_wait_holds` counts, for each node of a session, the holds of the other
+//! session that began after zklock's `creating` debug line for that node (logged before the
+//! create is sent, so before the node exists) and before the node took the lock: at least the
+//! holds the bound counts. Curator's `InterProcessMutex` made 412 contended acquisitions/s in
+//! the anchors run of 2026-11-27 (400-500 on this machine); this run had no anchors beside it.
 //!
-//! `async_bench` (tokio, 2 workers, one session; local 3.9.5 server; 17:19-18:16 UTC):
+//! Again after the merge, with the anchors in the same window (2026-11-28, 16:02-16:03 UTC,
+//! load average 1.4-2.8, nothing else running; the anchors' private 3.8.0 server, then a local
+//! 3.9.5 server for zklock; release build):
+//!
+//! | | acquisitions/s | requests/acquisition | most holds waited (from the call) | overlaps |
+//! |---|---|---|---|---|
+//! | Curator `InterProcessMutex`, 8 sessions (anchors `contended`) | 349 | 5.02 | - | PASS |
+//! | `bench hot`, local handoff, batch 128 | 12,891 / 16,199 / 16,410 (**36.9x / 46.4x / 47.0x** Curator) | 0.05 / 0.05 / 0.05 | 128 / 128 / 128 (128 / 128 / 128) | PASS |
+//! | `bench hot_off` | 770 | 5.00 | (6) | PASS |
+//!
+//! and `async_bench queue --local-handoff 128`: 160, 107 and 152 ms, peak RSS 34.3-34.4 MB;
+//! `async_bench timeouts --local-handoff 128`: 2,204,285 acquisitions, 24,095 timeouts, 0
+//! errors, 0 nodes left.
+//!
+//! A process alone pays for the bound: at most about `batch` holds per round trip, and a
+//! listing every `batch / 2` holds. `async_bench queue` (10,000 tasks of one client queued
+//! behind a holder, then drained; five runs each, interleaved, same window):
+//!
+//! | batch | drain, ms (median) | peak RSS |
+//! |---|---|---|
+//! | 128 | 80, 107, **129**, 132, 144 | 34.3-34.4 MB |
+//! | 64 | 112, 132, **161**, 164, 170 | 34.2-34.4 MB |
+//! | 32 | 143, 161, **208**, 225, 290 | 34.2-34.5 MB |
+//! | 1,000,000 (no listing during the drain) | 72, 88, **92**, 102, 103 | 34.3-34.6 MB |
+//!
+//! `async_bench timeouts --local-handoff 128` (800 tasks, random 5-400 ms timeouts, 25 s, the
+//! same window): 1,870,305 acquisitions, 27,378 timeouts, 0 errors, **0** nodes left.
+//!
+//! What the drain cost, found by measuring:
+//! - Each listing costs the server about 150 µs of CPU here (its JVM's CPU time over a drain:
+//!   170 ms for 1,250 listings, 110 ms for 625), taken from the holders while both cores are
+//!   busy, and a reply then takes 0.2-1.5 ms. Fewer listings drained faster at batches 128 and
+//!   64: every `batch / 2` holds 123 and 138 ms, every `batch / 4` 155 and 167 ms (medians of
+//!   five, one window, load average 13); at batch 32 the difference was within the noise (232
+//!   and 214 ms; one listing per batch: 176 ms). The listing at the claim ends a batch under
+//!   contention without waiting for an answer.
+//! - A cancel token's wake registrations were a list searched on every removal: every async
+//!   acquisition registers one on its client's close token, so with 30,000 tasks queued each
+//!   handoff scanned thousands of entries, a quarter of the drain (654 ms; 300 ms with slots).
+//! - Between two holds the node waits for an answer only when the bound says so; the waiter
+//!   at the front reads the answer and is woken by its arrival.
+//!
+//! Before the bound (the first version), `async_bench` (tokio, 2 workers, one session; local
+//! 3.9.5 server; 2026-11-27, 17:19-18:16 UTC):
 //!
 //! | scenario | without | with local handoff (batch 32) |
 //! |---|---|---|

@@ -45,20 +45,26 @@ impl DistributedMutex {
     /// async mixed, through any mutex object of that client on this path with the same
     /// `batch`) queue in this process behind one lock node, and a holder's release passes the
     /// lock straight to the next local caller, without a request to the server, while
-    /// - no other contender (another process, or a lock object without local handoff) is
-    ///   known to wait, or fewer than `batch` local holds have happened since this process
-    ///   learnt of one (from the listing taken when the node was claimed, then from a watch
-    ///   on the lock path's children: a notification, no polling);
+    /// - the next hold is within the bound on other processes: holds of the node are
+    ///   numbered from its claim, and hold `n` begins only if `n <= clear + batch`, where
+    ///   `clear` counts the holds begun when the latest listing of the lock path that showed
+    ///   no other node was sent (0 at the claim; one listing is sent at the claim and, while
+    ///   none has shown another node, one every `batch / 2` holds);
     /// - the lock reads [`Held`](crate::LockState::Held) at that instant (a holder that
     ///   could have lost its session never hands on);
     /// - no revocation was requested (for a [`revocable`](Self::revocable) lock).
     ///
     /// Otherwise the node is released through the server as usual, and the local callers
-    /// still waiting queue a new node, behind every process that waited meanwhile. So another
-    /// process waits at most about `batch` local holds (plus those that end before the
-    /// notification of its node arrives) once it queued. `batch` 0 counts as 1: no local
-    /// handoff while another contender waits. 32 kept two processes of 8 threads each on one
-    /// lock under 0.25 server requests per acquisition in `examples/bench.rs hot`
+    /// still waiting queue a new node, behind every process that waited meanwhile. A node of
+    /// another contender (another process, or a lock object without local handoff) created
+    /// after the server answered such a listing is in every later one, so it waits at most
+    /// `batch` local holds from its creation, however late replies or notifications reach
+    /// this process. When the next hold is not allowed yet, the node waits, held by no caller,
+    /// for a listing's answer. `batch` 0 counts as 1. The cost: a process alone makes one
+    /// request per `batch / 2` holds, and at most about `batch` holds per round trip. 128 drained
+    /// 10,000 queued tasks in about 0.15 s and kept two processes of 8 threads each on one lock
+    /// at 0.05 server requests per acquisition in `examples/bench.rs hot`; smaller batches
+    /// let other processes in sooner and drain slower
     /// ([`guide::performance`](crate::guide::performance)).
     ///
     /// Every guard behaves as without local handoff: its [`state`](LockGuard::state),
@@ -82,7 +88,7 @@ impl DistributedMutex {
     /// let client = zklock::Client::connect("127.0.0.1:2181")?;
     /// // Any number of threads and tasks of this process may share it (or make their own
     /// // with the same client, path and batch: they share one local queue).
-    /// let mutex = zklock::DistributedMutex::new(&client, "/locks/hot")?.local_handoff(32);
+    /// let mutex = zklock::DistributedMutex::new(&client, "/locks/hot")?.local_handoff(128);
     /// std::thread::scope(|s| {
     ///     for _ in 0..8 {
     ///         s.spawn(|| -> zklock::Result<()> {

@@ -2,19 +2,16 @@
 //! read/write lock, election). A recipe is its [`Kind`]s (names and blocker rule) plus a
 //! queue; [`acquisitions!`] writes its public lock methods.
 
-use crate::client::Client;
+use std::sync::Arc;
 use std::time::Instant;
 
-use log::debug;
-
-use crate::core::cohort::{wait_locally, Claim, Contention, Others};
+use crate::client::Client;
+use crate::core::cohort::{wait_locally, Check, Checker, Claim, Cohort, Contention};
 use crate::core::contend::{acquire_on, gave_up, Options};
 use crate::core::held::Held;
 use crate::core::kind::{Kind, Role};
 use crate::core::wait::{Attempt, Patience};
-use crate::core::withdraw::CANCEL_WITHDRAW_WAIT;
 use crate::error::Result;
-use crate::rt::runtime::deadline_after;
 use crate::session::Session;
 use crate::znode::path::validate_lock_path;
 
@@ -59,14 +56,24 @@ impl LockQueue {
         background_drop: bool,
     ) -> Result<Option<LockGuard>> {
         let measured = Acquisition::start(&self.client, kind.metric, &self.path);
+        let cohort = (self.options.local_handoff.filter(|_| exclusive(kind))).map(|batch| {
+            let name = kind.names[kind.ours].0;
+            self.client.cohort(&self.path, name, batch, kind.metric)
+        });
+        let mut attempt = attempt;
+        if let Some(cohort) = &cohort {
+            // The node is the local queue's: a caller that leaves (a timeout, a cancellation)
+            // waits for its withdrawal, if it was the last, as it would for a node of its own.
+            attempt.withdrawals = cohort.withdrawals();
+        }
         let acquire = async {
             let deadline = attempt.deadline(|| self.client.call_deadline());
             // The step before the wait is boxed: a future is as large as its largest state.
             let session = Box::pin(self.client.session_async(deadline)).await?;
             let (path, options) = (&self.path, &self.options);
-            let held = match options.local_handoff.filter(|_| exclusive(kind)) {
-                Some(batch) => {
-                    Box::pin(self.acquire_locally(&session, kind, batch, &attempt, deadline))
+            let held = match &cohort {
+                Some(cohort) => {
+                    Box::pin(self.acquire_locally(&session, kind, cohort, &attempt, deadline))
                         .await?
                 }
                 None => acquire_on(&session, path, kind, &attempt, deadline, options).await?,
@@ -83,18 +90,15 @@ impl LockQueue {
     }
 
     /// With local handoff: waits in the client's local queue of this path, whose contentions
-    /// (the core's acquisition, then a listing that watches the path's children) run on
-    /// behalf of every local caller (see `core/cohort.rs`).
+    /// (the core's acquisition) run on behalf of every local caller (see `core/cohort.rs`).
     async fn acquire_locally(
         &self,
         session: &Session,
         kind: &'static Kind,
-        batch: u32,
+        cohort: &Arc<Cohort<Held>>,
         attempt: &Attempt,
         deadline: Option<Instant>,
     ) -> Result<Option<Held>> {
-        let name = kind.names[kind.ours].0;
-        let cohort = self.client.cohort(&self.path, name, batch, kind.metric);
         let start = {
             let (client, path, withdrawals) =
                 (self.client.clone(), self.path.clone(), cohort.withdrawals());
@@ -117,41 +121,23 @@ impl LockQueue {
                     let Some(held) = held.await? else {
                         return Ok(None);
                     };
-                    // Who else waits: the listing says now, its watch later. Unknown (the
-                    // listing failed) counts as someone.
-                    let listed = session
-                        .watch_children_async(&path, Some(client.call_deadline()))
-                        .await;
-                    let (others, watch) = match listed {
-                        Ok((names, watch)) => {
-                            let watch: Others = Box::pin(async move {
-                                watch.changed().await;
-                            });
-                            (names.len() > 1, Some(watch))
-                        }
-                        Err(err) => {
-                            debug!("{path}: cannot watch who queues behind us: {err}");
-                            (true, None)
-                        }
-                    };
-                    Ok(Some(Claim {
-                        node: held,
-                        others,
-                        watch,
-                    }))
+                    // Who else waits: the checks of the bound (see `core/cohort.rs`), each
+                    // a listing sent when it is made.
+                    let ours = held.node_path().rsplit('/').next().unwrap_or("").to_owned();
+                    let checks: Checker = Box::new(move || -> Check {
+                        let (listing, ours) = (session.list_sent_now(&path), ours.clone());
+                        Box::pin(async move { listing.await.is_some_and(|names| names == [ours]) })
+                    });
+                    Ok(Some(Claim { node: held, checks }))
                 })
             }
         };
         let try_only = matches!(attempt.patience, Patience::DontWait);
-        let waited = wait_locally(session, &cohort, try_only, deadline, start)
+        // A caller that does not end holding waits for the withdrawal of the node queued for
+        // it, if it was the last caller, in `Attempt::run`.
+        wait_locally(session, cohort, try_only, deadline, start)
             .await
-            .unwrap_or_else(|| gave_up(session));
-        if !matches!(waited, Ok(Some(_))) {
-            // The node queued for us, if we were the last caller, is being withdrawn.
-            let grace = deadline_after(CANCEL_WITHDRAW_WAIT);
-            Box::pin(cohort.withdrawals().settled(grace)).await;
-        }
-        waited
+            .unwrap_or_else(|| gave_up(session))
     }
 
     /// The nodes queued, in order, as seen by inspection. `kinds` are every kind of node the

@@ -55,7 +55,7 @@ impl DistributedRwLock {
     /// ```no_run
     /// # fn main() -> zklock::Result<()> {
     /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
-    /// let lock = zklock::DistributedRwLock::new(&client, "/locks/table")?.local_handoff(32);
+    /// let lock = zklock::DistributedRwLock::new(&client, "/locks/table")?.local_handoff(128);
     /// let writer = lock.write()?;
     /// # drop(writer);
     /// # Ok(()) }

@@ -50,6 +50,18 @@ impl Session {
         Ok(children)
     }
 
+    /// The children of `path`, asked for at once: the request is on its way when this returns,
+    /// so that what the answer shows is known to be no older than the call (local handoff's
+    /// checks, `core/cohort.rs`). Not retried: `None` if no answer came (the connection was
+    /// lost, the client closed) or the server refused.
+    pub(crate) fn list_sent_now(
+        &self,
+        path: &str,
+    ) -> impl std::future::Future<Output = Option<Vec<String>>> + Send + 'static {
+        let sent = self.zk().ok().map(|zk| zk.get_children(path));
+        async move { sent?.await.ok().map(|(children, _)| children) }
+    }
+
     /// Whether `path` exists, whatever its ACL: ZooKeeper 3.9 answers exists on a node that
     /// denies READ with NoAuth (earlier releases with its stat), which proves it is there
     /// ([`zk::Client::exists`](crate::wire::Client::exists)).

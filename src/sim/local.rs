@@ -5,16 +5,19 @@
 //! behind), two are the handoff's own:
 //! - a node is passed on only while its lease reads `Held` at that instant, by the rule every
 //!   reader of a guard uses (the holder's own view: its session and its own node's watch);
-//! - once another contender is known to wait (the listing at the claim showed one, or the
-//!   child watch's notification was delivered), at most `batch - 1` more handoffs happen:
-//!   another process waits at most `batch` local holds after it could be known.
+//! - another contender waits at most `batch` local holds from its node's creation: when a
+//!   hold of a node begins, no other node of its lock path was created before more than
+//!   `batch` of that node's holds began (creation and holds ordered by the server's zxid,
+//!   whenever any reply or notification was read).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use crate::core::cohort::{wait_locally, Claim, Cohort, Contention, LocalNode, Release};
+use crate::core::cohort::{
+    wait_locally, Check, Checker, Claim, Cohort, Contention, LocalNode, Release,
+};
 use crate::core::contend::{contend, gave_up, past_deadline_is_busy};
 use crate::core::kind::{Kind, Role};
 use crate::core::seam::{NodeStore, ZkSession};
@@ -31,14 +34,35 @@ use super::{session_reads_held, undocumented, Acquisition, Holder, SharedBook, W
 #[derive(Default)]
 pub(super) struct NodeRecord {
     batch: u32,
-    /// The child watch set after the claim.
-    child: Option<u64>,
-    /// Another contender was known to wait: listed at the claim, or notified since.
-    known: bool,
-    /// Handoffs since then.
-    late: u32,
+    /// The lock path, and our node's name in it.
+    lock: String,
+    name: String,
+    /// The server's latest zxid when each hold of the node began.
+    holds: Vec<i64>,
     released: bool,
     violations: Vec<String>,
+}
+
+impl NodeRecord {
+    /// A hold begins in `world`: checks the bound on every other node of the lock path.
+    fn begins(&mut self, world: &World) {
+        let now = world.zxid();
+        self.holds.push(now);
+        for (name, czxid) in world.children_created(&self.lock) {
+            if name == self.name {
+                continue;
+            }
+            // Holds begun since that node was created (at or after its zxid).
+            let since = self.holds.iter().filter(|&&at| at >= czxid).count();
+            if since > self.batch.max(1) as usize {
+                let line = format!(
+                    "{}/{}: {since} local holds began after {name} was created (batch {})",
+                    self.lock, self.name, self.batch
+                );
+                self.violations.push(line);
+            }
+        }
+    }
 }
 
 type Record = Arc<Mutex<NodeRecord>>;
@@ -63,19 +87,11 @@ pub(super) fn batch(rng: &mut Rng) -> Option<u32> {
     rng.chance(50).then(|| 1 + rng.below(4) as u32)
 }
 
-/// After every step: a delivered child-watch notification makes the contender known (the
-/// record's watch may be dropped right after, once the queue polled it).
-pub(super) fn observe(world: &World, book: &mut super::Book) {
+/// After every step: collects the records' violations, and forgets released nodes.
+pub(super) fn observe(book: &mut super::Book) {
     let records = &mut book.local.records;
     for record in records.iter() {
-        let mut record = record.lock();
-        if let Some(child) = record.child {
-            if world.watch_event(child).is_some() {
-                record.known = true;
-                record.child = None;
-            }
-        }
-        book.violations.append(&mut record.violations);
+        book.violations.append(&mut record.lock().violations);
     }
     records.retain(|r| !r.lock().released);
 }
@@ -114,26 +130,12 @@ impl LocalNode for SimHold {
     fn hand_on(&mut self) -> SimHold {
         {
             let world = self.session.world.lock();
-            let mut record = self.record.lock();
             if !self.reads_held(&world, world.instant()) {
                 let line = format!(
                     "{} handed on (local {}) while its lease did not read Held",
                     self.node_path, self.local
                 );
-                record.violations.push(line);
-            }
-            if record.child.is_some_and(|c| world.watch_event(c).is_some()) {
-                record.known = true;
-            }
-            if record.known {
-                record.late += 1;
-                if record.late >= record.batch.max(1) {
-                    let line = format!(
-                        "{}: {} local handoffs after another contender was known (batch {})",
-                        self.node_path, record.late, record.batch
-                    );
-                    record.violations.push(line);
-                }
+                self.record.lock().violations.push(line);
             }
         }
         self.spent = true;
@@ -152,6 +154,15 @@ impl LocalNode for SimHold {
     fn join(&mut self, cohort: Arc<Cohort<SimHold>>) {
         self.cohort = Some(cohort);
     }
+
+    fn leave(&mut self) {
+        self.cohort = None;
+    }
+
+    fn begins(&mut self) {
+        let world = self.session.world.lock();
+        self.record.lock().begins(&world);
+    }
 }
 
 impl Drop for SimHold {
@@ -159,15 +170,10 @@ impl Drop for SimHold {
         if self.spent {
             return;
         }
-        let others = match self.cohort.take().map(|c| c.release(self)) {
-            Some(Release::Handed) => return,
-            Some(Release::Server(others)) => others,
-            None => None,
-        };
+        if let Some(Release::Handed) = self.cohort.take().map(|c| c.release(self)) {
+            return;
+        }
         self.record.lock().released = true;
-        // (The real guard keeps the child watch until its delete is settled, when the delete
-        // has fired it; here a watch dropped inside the world would lock it again.)
-        drop(others);
         self.session.world.lock().unwatch(self.own);
         // The guard's release: deleted in the background until gone or the session has
         // ended.
@@ -175,8 +181,8 @@ impl Drop for SimHold {
     }
 }
 
-/// The contentions of one process's local queue on `lock`: the core's acquisition, then a
-/// listing that watches the lock's children.
+/// The contentions of one process's local queue on `lock`: the core's acquisition, and the
+/// checks of the bound on the node claimed (listings, as the recipes send them).
 fn start(
     session: &Arc<SimSession>,
     lock: &str,
@@ -201,8 +207,16 @@ fn start(
                 .world
                 .lock()
                 .watch_now(session.id, &claimed.node_path);
+            let name = claimed
+                .node_path
+                .rsplit('/')
+                .next()
+                .unwrap_or("")
+                .to_owned();
             let record = Arc::new(Mutex::new(NodeRecord {
                 batch,
+                lock: lock.clone(),
+                name: name.clone(),
                 ..NodeRecord::default()
             }));
             let hold = SimHold {
@@ -211,30 +225,18 @@ fn start(
                 stat: claimed.stat,
                 local: 0,
                 own,
-                record: record.clone(),
+                record,
                 cohort: None,
                 spent: false,
             };
-            let listed = session
-                .watch_children(&lock, Some(session.now() + ONE_CALL))
-                .await;
-            let (others, watch) = match listed {
-                Ok((names, watch)) => {
-                    record.lock().child = Some(watch.id());
-                    let fired = <SimSession as ZkSession>::fired(watch);
-                    let watch: crate::core::cohort::Others = Box::pin(async move {
-                        fired.await;
-                    });
-                    (names.len() > 1, Some(watch))
-                }
-                Err(_) => (true, None),
-            };
-            record.lock().known = others;
-            Ok(Some(Claim {
-                node: hold,
-                others,
-                watch,
-            }))
+            let checks: Checker = Box::new(move || -> Check {
+                let (session, lock, ours) = (session.clone(), lock.clone(), name.clone());
+                Box::pin(async move {
+                    let deadline = Some(session.now() + ONE_CALL);
+                    matches!(session.list(&lock, deadline).await, Ok(names) if names == [ours])
+                })
+            });
+            Ok(Some(Claim { node: hold, checks }))
         })
     }
 }

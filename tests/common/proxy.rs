@@ -1,14 +1,24 @@
 //! A fault-injecting TCP proxy on loopback: a client connects through it to the real server,
 //! and a test can sever every connection or blackhole traffic (accept and read, never forward),
 //! so the client sees silence rather than a reset. It can also record the requests clients send
-//! (opcode, xid, path), to check which requests a recipe makes and in what order.
+//! (opcode, xid, path), to check which requests a recipe makes and in what order, and the
+//! server's replies and handshakes, each with the instant the proxy saw it: the wire's own
+//! timeline of a session, for tests that tell what the client did from what the server did.
+//! It can delay what goes either way (requests; replies and notifications), keeping its order,
+//! or pace the replies.
+//!
+//! The client's bytes are read as soon as the client sends them, whether or not the server is
+//! reading (they wait in the proxy, not in the client's socket), so a request's instant is the
+//! client's send, not the server's read. The server's bytes are read as they come too, and
+//! forwarded (after the delay, paced if so) as the client reads them: a reply's instant is once
+//! it is handed to the client's socket.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Default)]
 struct Shared {
@@ -19,6 +29,14 @@ struct Shared {
     conns: Mutex<Vec<TcpStream>>,
     record: AtomicBool,
     requests: Mutex<Vec<Request>>,
+    replies: Mutex<Vec<Reply>>,
+    handshakes: Mutex<Vec<Handshake>>,
+    /// While not 0, the server's replies are forwarded one frame per this many microseconds.
+    reply_gap_us: AtomicU64,
+    /// How long what the server sends waits before it is passed on, in microseconds.
+    reply_delay_us: AtomicU64,
+    /// The same for what the clients send.
+    request_delay_us: AtomicU64,
     /// Number of connections accepted so far (the next one's [`Request::conn`]).
     accepted: AtomicU64,
 }
@@ -60,6 +78,34 @@ pub struct Request {
     pub opcode: i32,
     /// The path, for requests whose body starts with one (chroot included, as sent).
     pub path: Option<String>,
+    /// When the proxy read it from the client.
+    pub at: Instant,
+}
+
+/// One server-to-client reply seen by the proxy while recording (notifications and ping
+/// replies included: xid -1 and -2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// Which connection carried it (as [`Request::conn`]).
+    pub conn: u64,
+    /// The xid of the request it answers.
+    pub xid: i32,
+    /// The reply header's error code (0: done).
+    pub err: i32,
+    /// When the proxy had handed it to the client's socket.
+    pub at: Instant,
+}
+
+/// One connection's session handshake seen by the proxy while recording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Handshake {
+    /// Which connection (as [`Request::conn`]).
+    pub conn: u64,
+    /// When the proxy read the client's ConnectRequest.
+    pub sent: Instant,
+    /// When the proxy had handed the server's ConnectResponse to the client, and the
+    /// session timeout it granted (0: the session has expired).
+    pub answered: Option<(Instant, i32)>,
 }
 
 pub struct Proxy {
@@ -96,18 +142,23 @@ impl Proxy {
                             .lock()
                             .unwrap()
                             .extend([down.try_clone().unwrap(), up.try_clone().unwrap()]);
-                        let requests = RequestParser {
+                        let requests = FrameParser {
                             conn,
+                            from_client: true,
                             buf: Vec::new(),
                             handshake_done: false,
                         };
-                        pump(
+                        let replies = FrameParser {
+                            from_client: false,
+                            ..requests.clone()
+                        };
+                        pump_requests(
                             down.try_clone().unwrap(),
                             up.try_clone().unwrap(),
                             state.clone(),
-                            Some(requests),
+                            requests,
                         );
-                        pump(up, down, state.clone(), None);
+                        pump_replies(up, down, state.clone(), replies);
                     }
                     Err(_) => thread::sleep(Duration::from_millis(5)),
                 }
@@ -139,6 +190,28 @@ impl Proxy {
         self.shared.drop_replies.store(on, Ordering::SeqCst);
     }
 
+    /// Forwards the server's replies one frame (a reply, a notification, a handshake) per
+    /// `gap` while `Some`: a slow server, or a slow link, that still says something often
+    /// enough for the client not to take it for dead. `None` forwards as they come again.
+    pub fn pace_replies(&self, gap: Option<Duration>) {
+        let us = gap.map_or(0, |gap| gap.as_micros().max(1) as u64);
+        self.shared.reply_gap_us.store(us, Ordering::SeqCst);
+    }
+
+    /// Holds everything the server sends (replies and watch notifications) for `delay` before
+    /// passing it on, in order; requests go through at once. `Duration::ZERO` turns it off.
+    pub fn delay_replies(&self, delay: Duration) {
+        let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.shared.reply_delay_us.store(micros, Ordering::SeqCst);
+    }
+
+    /// Holds every request the clients send for `delay` before passing it on, in order.
+    /// `Duration::ZERO` turns it off.
+    pub fn delay_requests(&self, delay: Duration) {
+        let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.shared.request_delay_us.store(micros, Ordering::SeqCst);
+    }
+
     /// Refuses new connections (closes them at once) while on.
     pub fn refuse(&self, on: bool) {
         self.shared.refuse.store(on, Ordering::SeqCst);
@@ -146,7 +219,9 @@ impl Proxy {
 
     /// Records every request clients send through the proxy while on (off at start), as the
     /// client sent it: a request swallowed by [`blackhole`](Self::blackhole) is recorded too.
-    /// Each connection's ConnectRequest is skipped; pings, auth and SetWatches are recorded.
+    /// Each connection's ConnectRequest is not a request here but a [`Handshake`]; pings, auth
+    /// and SetWatches are recorded. Replies forwarded meanwhile are recorded too
+    /// ([`replies`](Self::replies)).
     pub fn record_requests(&self, on: bool) {
         self.shared.record.store(on, Ordering::SeqCst);
     }
@@ -157,23 +232,39 @@ impl Proxy {
         self.shared.requests.lock().unwrap().clone()
     }
 
-    /// Forgets the requests recorded so far.
+    /// The replies forwarded to clients while recording, in the order the proxy forwarded
+    /// them (exact within one connection).
+    pub fn replies(&self) -> Vec<Reply> {
+        self.shared.replies.lock().unwrap().clone()
+    }
+
+    /// The session handshakes seen while recording, in the order of their connections.
+    pub fn handshakes(&self) -> Vec<Handshake> {
+        self.shared.handshakes.lock().unwrap().clone()
+    }
+
+    /// Forgets the requests (replies, handshakes) recorded so far.
     pub fn clear_requests(&self) {
         self.shared.requests.lock().unwrap().clear();
+        self.shared.replies.lock().unwrap().clear();
+        self.shared.handshakes.lock().unwrap().clear();
     }
 }
 
-/// Splits one connection's client-to-server byte stream into ZooKeeper frames (4-byte
-/// big-endian length, then the body; the first frame is the ConnectRequest, every later one
-/// starts with xid and type).
-struct RequestParser {
+/// Splits one direction of a connection's byte stream into ZooKeeper frames (4-byte
+/// big-endian length, then the body). The first frame each way is the handshake; every later
+/// request starts with xid and type, every later reply with xid, zxid and error code.
+#[derive(Clone)]
+struct FrameParser {
     conn: u64,
+    from_client: bool,
     buf: Vec<u8>,
     handshake_done: bool,
 }
 
-impl RequestParser {
-    fn feed(&mut self, bytes: &[u8], state: &Shared) {
+impl FrameParser {
+    /// Reads the frames `bytes` completes, seen at `at`.
+    fn feed(&mut self, bytes: &[u8], state: &Shared, at: Instant) {
         self.buf.extend_from_slice(bytes);
         loop {
             let Some(len) = self.buf.get(..4).map(|b| be_i32(b) as usize) else {
@@ -183,27 +274,52 @@ impl RequestParser {
                 return;
             }
             let frame: Vec<u8> = self.buf.drain(..4 + len).skip(4).collect();
-            if !std::mem::replace(&mut self.handshake_done, true) || frame.len() < 8 {
+            let handshake = !std::mem::replace(&mut self.handshake_done, true);
+            if !state.record.load(Ordering::SeqCst) {
                 continue;
             }
-            let opcode = be_i32(&frame[4..8]);
-            let path = if opcode::has_path(opcode) && frame.len() >= 12 {
-                let n = be_i32(&frame[8..12]).max(0) as usize;
-                frame
-                    .get(12..12 + n)
-                    .map(|p| String::from_utf8_lossy(p).into_owned())
-            } else {
-                None
-            };
-            if state.record.load(Ordering::SeqCst) {
-                state.requests.lock().unwrap().push(Request {
+            match (handshake, self.from_client) {
+                (true, true) => state.handshakes.lock().unwrap().push(Handshake {
+                    conn: self.conn,
+                    sent: at,
+                    answered: None,
+                }),
+                (true, false) if frame.len() >= 8 => {
+                    let timeout = be_i32(&frame[4..8]);
+                    let mut handshakes = state.handshakes.lock().unwrap();
+                    if let Some(h) = handshakes.iter_mut().rev().find(|h| h.conn == self.conn) {
+                        h.answered = Some((at, timeout));
+                    }
+                }
+                (false, true) if frame.len() >= 8 => self.request(&frame, state, at),
+                (false, false) if frame.len() >= 16 => state.replies.lock().unwrap().push(Reply {
                     conn: self.conn,
                     xid: be_i32(&frame[..4]),
-                    opcode,
-                    path,
-                });
+                    err: be_i32(&frame[12..16]),
+                    at,
+                }),
+                _ => {}
             }
         }
+    }
+
+    fn request(&self, frame: &[u8], state: &Shared, at: Instant) {
+        let opcode = be_i32(&frame[4..8]);
+        let path = if opcode::has_path(opcode) && frame.len() >= 12 {
+            let n = be_i32(&frame[8..12]).max(0) as usize;
+            frame
+                .get(12..12 + n)
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+        } else {
+            None
+        };
+        state.requests.lock().unwrap().push(Request {
+            conn: self.conn,
+            xid: be_i32(&frame[..4]),
+            opcode,
+            path,
+            at,
+        });
     }
 }
 
@@ -218,31 +334,99 @@ impl Drop for Proxy {
     }
 }
 
-/// Forwards `from` to `to`; `requests` parses the client's side (absent for the replies).
-fn pump(
-    mut from: TcpStream,
-    mut to: TcpStream,
-    state: Arc<Shared>,
-    mut requests: Option<RequestParser>,
-) {
-    let replies = requests.is_none();
+/// Forwards the client's bytes (`from`) to the server (`to`), reading them as the client
+/// sends them: a thread of its own writes them on, so a server that does not read holds them
+/// here, never in the client's socket, and their recorded instants are the client's sends.
+fn pump_requests(mut from: TcpStream, to: TcpStream, state: Arc<Shared>, mut parser: FrameParser) {
+    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
+    let (writer_from, mut writer_to) = (from.try_clone().unwrap(), to);
     thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            let n = match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            if let Some(parser) = &mut requests {
-                parser.feed(&buf[..n], &state);
-            }
-            if state.blackhole.load(Ordering::SeqCst)
-                || (replies && state.drop_replies.load(Ordering::SeqCst))
-            {
-                continue; // swallowed
-            }
-            if to.write_all(&buf[..n]).is_err() {
+        for (due, bytes) in rx {
+            thread::sleep(due.saturating_duration_since(Instant::now()));
+            if writer_to.write_all(&bytes).is_err() {
                 break;
+            }
+        }
+        let _ = writer_to.shutdown(Shutdown::Both);
+        let _ = writer_from.shutdown(Shutdown::Both);
+    });
+    thread::spawn(move || {
+        read_into(&mut from, tx, |bytes| {
+            parser.feed(bytes, &state, Instant::now());
+            let swallowed = state.blackhole.load(Ordering::SeqCst);
+            (!swallowed).then(|| state.request_delay_us.load(Ordering::SeqCst))
+        });
+    });
+}
+
+/// Reads `from` until it ends, sending each chunk on `tx` due after the delay `admit` gives it
+/// in microseconds (`None`: swallowed). Ending drops `tx`: the writer then shuts both sides
+/// once it has written what was read before (the last requests, say a CloseSession, and the
+/// replies to them still go through).
+fn read_into(
+    from: &mut TcpStream,
+    tx: mpsc::Sender<(Instant, Vec<u8>)>,
+    mut admit: impl FnMut(&[u8]) -> Option<u64>,
+) {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let Some(delay_us) = admit(&buf[..n]) else {
+            continue; // swallowed
+        };
+        let due = Instant::now() + Duration::from_micros(delay_us);
+        if tx.send((due, buf[..n].to_vec())).is_err() {
+            break;
+        }
+    }
+}
+
+/// Forwards the server's bytes (`from`) to the client (`to`), as the client reads them, after
+/// [`Proxy::delay_replies`], and one frame per [`Proxy::pace_replies`] gap while that is set.
+fn pump_replies(from: TcpStream, mut to: TcpStream, state: Arc<Shared>, mut parser: FrameParser) {
+    // Read as they come, each chunk due after the reply delay; written on (paced, if so) by a
+    // thread of its own, so that a delay holds every reply the same time, never adding up.
+    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
+    let mut reader_from = from.try_clone().unwrap();
+    let reader_state = state.clone();
+    thread::spawn(move || {
+        let state = reader_state;
+        read_into(&mut reader_from, tx, |_| {
+            let swallowed =
+                state.blackhole.load(Ordering::SeqCst) || state.drop_replies.load(Ordering::SeqCst);
+            (!swallowed).then(|| state.reply_delay_us.load(Ordering::SeqCst))
+        });
+    });
+    thread::spawn(move || {
+        let mut unsent: Vec<u8> = Vec::new();
+        'write: for (due, bytes) in rx {
+            thread::sleep(due.saturating_duration_since(Instant::now()));
+            unsent.extend_from_slice(&bytes);
+            loop {
+                let gap = Duration::from_micros(state.reply_gap_us.load(Ordering::SeqCst));
+                let frame_end = unsent
+                    .get(..4)
+                    .map(|len| 4 + be_i32(len).max(0) as usize)
+                    .filter(|end| *end <= unsent.len());
+                let upto = match (gap.is_zero(), frame_end) {
+                    (true, _) => unsent.len(),
+                    (false, Some(end)) => end,
+                    (false, None) => break,
+                };
+                if upto == 0 {
+                    break;
+                }
+                if to.write_all(&unsent[..upto]).is_err() {
+                    break 'write;
+                }
+                parser.feed(&unsent[..upto], &state, Instant::now());
+                unsent.drain(..upto);
+                if !gap.is_zero() {
+                    thread::sleep(gap);
+                }
             }
         }
         let _ = to.shutdown(Shutdown::Both);

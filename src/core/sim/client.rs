@@ -157,13 +157,6 @@ pub(crate) struct SimWatch {
     id: u64,
 }
 
-impl SimWatch {
-    /// The watch's id in the world.
-    pub(crate) fn id(&self) -> u64 {
-        self.id
-    }
-}
-
 impl Drop for SimWatch {
     fn drop(&mut self) {
         self.world.lock().unwatch(self.id);

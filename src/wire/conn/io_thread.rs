@@ -152,7 +152,10 @@ fn serve(
                 heard_at = frames.received();
                 *last_recv = Instant::now();
                 match handle(shared, &frame, &mut ping_out) {
-                    Ok(Handled::Going) => {}
+                    // Silence counts from when this thread listens again: time spent handling
+                    // a frame (or descheduled meanwhile) is the client's, not the server's;
+                    // counted, a busy client process could take a live server for a dead one.
+                    Ok(Handled::Going) => *last_recv = Instant::now(),
                     Ok(Handled::Closed) => {
                         shared.state.set(KeeperState::Closed);
                         return "closed".into();

@@ -93,6 +93,22 @@ impl World {
             .unwrap_or_default()
     }
 
+    /// The children of `path` with their czxids.
+    pub(crate) fn children_created(&self, path: &str) -> Vec<(String, i64)> {
+        self.children(path)
+            .into_iter()
+            .filter_map(|name| {
+                let node = self.nodes.get(&format!("{path}/{name}"))?;
+                Some((name, node.stat.czxid))
+            })
+            .collect()
+    }
+
+    /// The zxid of the latest transaction applied.
+    pub(crate) fn zxid(&self) -> i64 {
+        self.zxid
+    }
+
     /// Every ephemeral node: (path, owner).
     pub(crate) fn ephemerals(&self) -> Vec<(String, i64)> {
         self.nodes

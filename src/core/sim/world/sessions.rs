@@ -231,6 +231,12 @@ impl World {
         self.session(id).frozen_until.is_some()
     }
 
+    /// Whether some process is frozen: it still has work to do when it resumes (read an answer
+    /// that waits in its inbox, withdraw a node), so the run is not quiet yet.
+    pub(crate) fn any_frozen(&self) -> bool {
+        self.sessions.values().any(|s| s.frozen_until.is_some())
+    }
+
     /// Whether messages move on `id`'s connection.
     pub(super) fn flows(&self, id: i64) -> bool {
         let s = self.session(id);
