@@ -1,8 +1,10 @@
 //! Creating a lock node: the create and the listing of its lock path, pipelined, and what a
 //! lost or late reply leaves to do.
 
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
 use std::time::Instant;
+
+use parking_lot::Mutex;
 
 use crate::error::Result;
 use crate::wire as zk;
@@ -57,14 +59,16 @@ impl Session {
             lock_path.to_owned(),
             data.to_vec(),
         );
-        // Alone, the create pipelines its listing (one round trip); among others, a listing
-        // each would cost O(N²) bytes, so they share listings sent after their creates.
-        let _creating = Creating::begin(&self.creating);
+        // Alone on its lock path, the create pipelines its listing (one round trip); among
+        // others, a listing each would cost O(N²) bytes, so they share listings sent after
+        // their creates.
+        let _creating = Creating::begin(&self.creating, lock_path);
         let with_listing = _creating.alone;
         let op: Op<CreateAndList> = Box::pin(async move {
             let options = zk::CreateMode::EphemeralSequential.with_acls(acl.acls());
-            // Both requests are sent here, before the first await.
-            let create = zk.create(&node_prefix, &data, &options);
+            // Both requests are sent here, before the first await. The create may go out in a
+            // `multi` with others (the listing then goes right behind it).
+            let create = zk.create_own(&node_prefix, &data, &options);
             // getChildren2: the lock path's stat comes with the listing, at no extra cost.
             let list = with_listing.then(|| zk.get_children(&list_path));
             let created = create.await.map(|(stat, created)| {
@@ -116,26 +120,36 @@ impl Session {
     }
 }
 
-/// One lock-node create in flight on a session, counted while it lives.
+/// One lock-node create in flight on a session, counted by lock path while it lives.
 struct Creating<'a> {
-    count: &'a std::sync::atomic::AtomicUsize,
-    /// No other create was in flight when this one began.
+    count: &'a Mutex<HashMap<String, usize>>,
+    lock_path: &'a str,
+    /// No other create on its lock path was in flight when this one began.
     alone: bool,
 }
 
 impl<'a> Creating<'a> {
-    fn begin(count: &'a std::sync::atomic::AtomicUsize) -> Creating<'a> {
-        let before = count.fetch_add(1, Ordering::SeqCst);
+    fn begin(count: &'a Mutex<HashMap<String, usize>>, lock_path: &'a str) -> Creating<'a> {
+        let mut counts = count.lock();
+        let n = counts.entry(lock_path.to_owned()).or_default();
+        *n += 1;
         Creating {
             count,
-            alone: before == 0,
+            lock_path,
+            alone: *n == 1,
         }
     }
 }
 
 impl Drop for Creating<'_> {
     fn drop(&mut self) {
-        self.count.fetch_sub(1, Ordering::SeqCst);
+        let mut counts = self.count.lock();
+        if let Some(n) = counts.get_mut(self.lock_path) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(self.lock_path);
+            }
+        }
     }
 }
 

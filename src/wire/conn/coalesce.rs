@@ -1,21 +1,31 @@
-//! Which requests of the outbox go out now, and which deletes go out together as one `multi`.
+//! Which requests of the outbox go out now, and which writes go out together as one `multi`.
 //!
 //! ZooKeeper applies a `multi` as one transaction: the per-request costs of a write at the
 //! server (its queues, the commit processor, the log append) are paid once for all of its
-//! operations. So the deletes of our own nodes that wait while the connection is busy go out
-//! as one `multi`. Nothing waits on purpose on an idle connection, and the order of writes is
-//! the order of the calls, whatever happens to a `multi`:
-//! - a `multi` takes *consecutive* coalescible deletes only: the first other write ends it;
-//! - a run of deletes waits only for the requests that were unanswered on the wire when its
-//!   first delete was queued (it would have waited behind them at the server anyway), or
-//!   until it is full;
+//! operations. So the creates of lock nodes and the deletes of our own nodes that wait while
+//! the connection is busy go out as one `multi`. Nothing waits on purpose on an idle
+//! connection, and the order of writes is the order of the calls, whatever happens to a
+//! `multi`:
+//! - a `multi` takes *consecutive* coalescible writes only: the first other write ends it;
+//!   it never takes two creates under one parent (the nodes of a `multi` share its zxid, and
+//!   fencing tokens must strictly increase per lock path);
+//! - a run of them waits only for the requests that were unanswered on the wire when its
+//!   first was queued (it would have waited behind them at the server anyway), or until it
+//!   is full;
 //! - no write goes out while a `multi` before it is unsettled (unanswered): a `multi` fails
-//!   as a whole on its first error, and its deletes are then sent again one by one, ahead of
+//!   as a whole on its first error, and its writes are then sent again one by one, ahead of
 //!   every write queued after them;
-//! - only reads that cannot see the writes left behind (neither the written node nor its
-//!   parent) move ahead of them; nothing moves ahead of a request of any other kind.
+//! - a read goes out behind an unsettled `multi` (the server answers it after the `multi`);
+//!   should that `multi` fail, its answer is put aside and the read sent again behind the
+//!   writes sent again (see `outbox`);
+//! - only reads that cannot see the writes left behind in the queue (neither the written
+//!   node nor its parent) move ahead of them; nothing moves ahead of a request of any other
+//!   kind.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
+use std::hash::{Hash, Hasher};
+
+use parking_lot::Mutex;
 
 use crate::wire::jute::Reader;
 use crate::wire::proto::op;
@@ -29,14 +39,17 @@ pub(super) enum Class {
     Write(String),
     /// A delete of one of our own nodes, which may go out in a `multi` with others.
     Delete(String),
+    /// A create of a lock node (its path before the sequence number), which may go out in a
+    /// `multi` with others.
+    Create(String),
     /// Anything else (a `multi`, a sync, a watch removal, CloseSession): nothing moves ahead
     /// of it, and it waits as a write does.
     Ordered,
 }
 
 impl Class {
-    /// The class of a request `frame` (length prefix, xid, opcode, body), a delete being
-    /// `Delete` if it may be coalesced.
+    /// The class of a request `frame` (length prefix, xid, opcode, body), a delete or a
+    /// create being `Delete` or `Create` if it may be coalesced.
     pub(super) fn of(frame: &[u8], coalescible: bool) -> Class {
         let Some(opcode) = frame.get(8..12) else {
             return Class::Ordered;
@@ -46,12 +59,59 @@ impl Class {
         let class = match opcode {
             op::EXISTS | op::GET_DATA | op::GET_CHILDREN2 => path().map(Class::Read),
             op::DELETE if coalescible => path().map(Class::Delete),
+            op::CREATE | op::CREATE2 if coalescible => path().map(Class::Create),
             op::DELETE | op::CREATE | op::CREATE2 | op::CREATE_CONTAINER | op::SET_DATA => {
                 path().map(Class::Write)
             }
             _ => None,
         };
         class.unwrap_or(Class::Ordered)
+    }
+}
+
+/// Lock paths this session has lately seen exist, by hash: a create goes into a `multi` only
+/// under one of them. A create under a missing lock path fails, and with it the whole
+/// `multi`, which is then sent again request by request: on a lock path's first use (or after
+/// the container sweep removed it) that would cost every create of the batch a round trip.
+/// A hint only: a stale entry or two paths of one hash cost speed, never an outcome. Bounded:
+/// forgotten all at once when full (each path is learnt again by its next create).
+pub(crate) struct KnownParents {
+    hashes: Mutex<HashSet<u64>>,
+}
+
+impl KnownParents {
+    /// About 1.2 MB at most.
+    const MAX: usize = 1 << 16;
+
+    pub(crate) fn new() -> KnownParents {
+        KnownParents {
+            hashes: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn hash(node: &str) -> u64 {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        parent(node).hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// Whether the parent of `node` was lately seen to exist.
+    pub(crate) fn knows(&self, node: &str) -> bool {
+        self.hashes.lock().contains(&Self::hash(node))
+    }
+
+    /// The parent of `node` exists (a create below it succeeded), or not (it failed NoNode).
+    pub(crate) fn learn(&self, node: &str, exists: bool) {
+        let hash = Self::hash(node);
+        let mut hashes = self.hashes.lock();
+        if !exists {
+            hashes.remove(&hash);
+        } else if !hashes.contains(&hash) {
+            if hashes.len() >= Self::MAX {
+                hashes.clear();
+            }
+            hashes.insert(hash);
+        }
     }
 }
 
@@ -79,23 +139,42 @@ pub(super) trait Queued {
     fn len(&self) -> usize;
 }
 
+impl Class {
+    /// Whether it may go out in a `multi`.
+    fn coalescible(&self) -> bool {
+        matches!(self, Class::Delete(_) | Class::Create(_))
+    }
+}
+
+/// The most bytes the answer to one operation of a `multi` takes: a failed one answers a
+/// header and an error code; a create answers its path with the sequence number and, from
+/// ZooKeeper 3.9, a stat.
+fn reply_len(class: &Class) -> usize {
+    match class {
+        Class::Create(path) => 16 + 4 + path.len() + 10 + 68,
+        _ => 16,
+    }
+}
+
 /// What the planner knows of the wire.
-pub(super) struct Wire<'a> {
+pub(super) struct Wire {
     /// How many more requests may go on the wire (urgent ones go anyway).
     pub(super) room: usize,
     /// The sequence number of the oldest request on the wire unanswered, if any.
     pub(super) oldest_unanswered: Option<u64>,
-    /// The paths of the `multi`s on the wire unanswered (none: no `multi` is unsettled).
-    pub(super) unsettled: &'a [Vec<String>],
+    /// Whether a `multi` is on the wire unanswered.
+    pub(super) multi_unsettled: bool,
     /// How many bytes one write takes at most (the first request goes whatever its size).
     pub(super) max_bytes: usize,
-    /// How many deletes one `multi` takes at most.
+    /// How many operations one `multi` takes at most.
     pub(super) max_ops: usize,
-    /// How many bytes of delete bodies one `multi` takes at most.
+    /// How many bytes of operations one `multi` takes at most.
     pub(super) max_multi_bytes: usize,
+    /// How many bytes the answer to one `multi` may take at most (the client's largest reply).
+    pub(super) max_multi_reply: usize,
 }
 
-/// One request to write, or several deletes to write as one `multi` (indices into the queue,
+/// One request to write, or several writes to write as one `multi` (indices into the queue,
 /// in its order).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Take {
@@ -104,25 +183,26 @@ pub(super) enum Take {
 }
 
 /// What goes out now from `queue`, in order, at most `limit` takes.
-pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire<'_>, limit: usize) -> Vec<Take> {
+pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire, limit: usize) -> Vec<Take> {
     let mut takes = Vec::new();
     let mut room = wire.room;
     let mut bytes = 0;
     // A write may go out: no `multi` unsettled, none taken in this batch.
-    let mut writes_open = wire.unsettled.is_empty();
+    let mut writes_open = !wire.multi_unsettled;
     // Something was left behind: no write may go ahead of it.
     let mut left_behind = false;
     // Left behind: an `Ordered` request (nothing passes it), and the paths of writes.
     let mut barrier = false;
-    let mut held: Vec<&str> = wire
-        .unsettled
-        .iter()
-        .flatten()
-        .map(String::as_str)
-        .collect();
+    let mut held: Vec<&str> = Vec::new();
+    // Members of a `multi` taken, passed over when the scan reaches them.
+    let mut in_multi = vec![false; queue.len()];
     let mut i = 0;
     while i < queue.len() && takes.len() < limit {
         let item = &queue[i];
+        if in_multi[i] {
+            i += 1;
+            continue;
+        }
         if bytes > 0 && bytes + item.len() > wire.max_bytes {
             break;
         }
@@ -146,54 +226,26 @@ pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire<'_>, limit: usize
                 }
                 i += 1;
             }
-            Class::Delete(_) if writes_open && !left_behind => {
-                // The run: the consecutive deletes from here, within the bounds.
-                let (mut run, mut run_bytes) = (Vec::new(), 0);
-                let mut j = i;
-                while let Some(next) = queue.get(j) {
-                    let Class::Delete(_) = next.class() else {
-                        break;
-                    };
-                    if next.urgent()
-                        || run.len() >= wire.max_ops
-                        || (!run.is_empty() && run_bytes + next.len() > wire.max_multi_bytes)
-                    {
-                        break;
-                    }
-                    run_bytes += next.len();
-                    run.push(j);
-                    j += 1;
-                }
-                let full = run.len() >= wire.max_ops
-                    || queue.get(j).is_some_and(|next| {
-                        matches!(next.class(), Class::Delete(_)) && !next.urgent()
-                    });
+            class if class.coalescible() && writes_open && !left_behind => {
+                let (run, full) = run_from(queue, i, wire);
                 let busy = wire.oldest_unanswered.is_some_and(|o| o < item.after());
                 if busy && !full {
-                    // It waits for the replies it would have waited for at the server.
-                    for k in &run {
-                        if let Class::Delete(path) = queue[*k].class() {
-                            held.push(path);
-                        }
-                    }
+                    // It waits for the replies it would have waited for at the server, and
+                    // every write behind it with it.
+                    held.extend(path_of(class));
                     left_behind = true;
-                    i = j;
+                    i += 1;
                     continue;
                 }
-                bytes += run_bytes;
+                bytes += run.iter().map(|k| queue[*k].len()).sum::<usize>();
                 room -= 1;
                 if run.len() == 1 {
                     takes.push(Take::One(i));
                 } else {
+                    run.iter().for_each(|k| in_multi[*k] = true);
                     takes.push(Take::Multi(run));
                     writes_open = false;
                 }
-                i = j;
-            }
-            Class::Write(_) | Class::Delete(_) if writes_open && !left_behind => {
-                takes.push(Take::One(i));
-                bytes += item.len();
-                room -= 1;
                 i += 1;
             }
             Class::Ordered if writes_open && !left_behind => {
@@ -202,19 +254,71 @@ pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire<'_>, limit: usize
                 room -= 1;
                 i += 1;
             }
-            Class::Write(path) | Class::Delete(path) => {
-                held.push(path);
+            Class::Ordered => {
+                barrier = true;
                 left_behind = true;
                 i += 1;
             }
-            Class::Ordered => {
-                barrier = true;
+            _ if writes_open && !left_behind => {
+                takes.push(Take::One(i));
+                bytes += item.len();
+                room -= 1;
+                i += 1;
+            }
+            class => {
+                held.extend(path_of(class));
                 left_behind = true;
                 i += 1;
             }
         }
     }
     takes
+}
+
+fn path_of(class: &Class) -> Option<&str> {
+    match class {
+        Class::Read(p) | Class::Write(p) | Class::Delete(p) | Class::Create(p) => Some(p),
+        Class::Ordered => None,
+    }
+}
+
+/// The run of coalescible writes from `start`, within the bounds, and whether a bound ended
+/// it (more would have joined it: it is full). Reads between them are passed over, unless
+/// they see a write that would join (a read queued before a write is answered before it);
+/// the first write of any other kind ends the run.
+fn run_from<T: Queued>(queue: &VecDeque<T>, start: usize, wire: &Wire) -> (Vec<usize>, bool) {
+    let (mut run, mut run_bytes, mut reply) = (Vec::new(), 0, 64);
+    let mut parents: Vec<&str> = Vec::new();
+    let mut passed: Vec<&str> = Vec::new();
+    for (j, next) in queue.iter().enumerate().skip(start) {
+        let class = next.class();
+        if next.urgent() {
+            return (run, false);
+        }
+        if let Class::Read(path) = class {
+            passed.push(path);
+            continue;
+        }
+        let Some(path) = path_of(class).filter(|_| class.coalescible()) else {
+            return (run, false);
+        };
+        let parent_taken = matches!(class, Class::Create(_)) && parents.contains(&parent(path));
+        if run.len() >= wire.max_ops
+            || parent_taken
+            || passed.iter().any(|read| sees(read, path))
+            || (!run.is_empty() && run_bytes + next.len() > wire.max_multi_bytes)
+            || (!run.is_empty() && reply + reply_len(class) > wire.max_multi_reply)
+        {
+            return (run, true);
+        }
+        if let Class::Create(_) = class {
+            parents.push(parent(path));
+        }
+        run_bytes += next.len();
+        reply += reply_len(class);
+        run.push(j);
+    }
+    (run, false)
 }
 
 #[cfg(test)]
@@ -254,14 +358,15 @@ mod tests {
         item(Class::Delete(path.into()), after)
     }
 
-    fn wire(oldest: Option<u64>, unsettled: &[Vec<String>]) -> Wire<'_> {
+    fn wire(oldest: Option<u64>, unsettled: &[Vec<String>]) -> Wire {
         Wire {
             room: 256,
             oldest_unanswered: oldest,
-            unsettled,
+            multi_unsettled: !unsettled.is_empty(),
             max_bytes: 256 * 1024,
             max_ops: 4,
             max_multi_bytes: 64 * 1024,
+            max_multi_reply: 1 << 20,
         }
     }
 
@@ -286,6 +391,14 @@ mod tests {
         );
         assert_eq!(
             Class::of(&frame(op::CREATE2), true),
+            Class::Create("/a/b".into())
+        );
+        assert_eq!(
+            Class::of(&frame(op::CREATE2), false),
+            Class::Write("/a/b".into())
+        );
+        assert_eq!(
+            Class::of(&frame(op::CREATE_CONTAINER), true),
             Class::Write("/a/b".into())
         );
         assert_eq!(
@@ -295,6 +408,17 @@ mod tests {
         assert_eq!(Class::of(&frame(op::SYNC), true), Class::Ordered);
         assert_eq!(Class::of(&frame(op::MULTI), true), Class::Ordered);
         assert_eq!(Class::of(&[0; 6], true), Class::Ordered);
+    }
+
+    #[test]
+    fn lock_paths_are_known_once_seen_and_forgotten_once_missing() {
+        let known = KnownParents::new();
+        assert!(!known.knows("/l/_c_1-lock-"));
+        known.learn("/l/_c_1-lock-0000000001", true);
+        assert!(known.knows("/l/_c_2-lock-"));
+        assert!(!known.knows("/m/_c_2-lock-"));
+        known.learn("/l/_c_3-lock-", false);
+        assert!(!known.knows("/l/_c_2-lock-"));
     }
 
     #[test]
@@ -355,31 +479,110 @@ mod tests {
             item(Class::Write("/k/x".into()), 5),
             item(Class::Read("/k/x".into()), 5), // the written node
             item(Class::Read("/k".into()), 5),   // its parent's children
-            item(Class::Read("/l".into()), 5),   // the multi's parent
+            item(Class::Read("/l".into()), 5),   // the unsettled multi's parent: on the wire
             item(Class::Read("/other".into()), 5),
             item(Class::Ordered, 5),
             item(Class::Read("/else".into()), 5), // behind an ordered request
         ]);
         assert_eq!(
             plan(&queue, &wire(None, &unsettled), 99),
-            vec![Take::One(4)]
+            vec![Take::One(3), Take::One(4)]
         );
     }
 
     #[test]
     fn a_write_never_passes_a_read_left_behind() {
-        let unsettled = vec![vec!["/l/a".to_owned()]];
-        let queue = q(vec![item(Class::Read("/l".into()), 5)]);
-        assert!(plan(&queue, &wire(None, &unsettled), 99).is_empty());
-        // Settled: the read and the write behind it go, in order.
         let queue = q(vec![
+            del("/l/a", 5),
             item(Class::Read("/l".into()), 5),
-            item(Class::Write("/l/b".into()), 5),
+            item(Class::Write("/m/b".into()), 5),
+        ]);
+        // The delete waits for the wire: so do the read that sees it and the write behind.
+        assert!(plan(&queue, &wire(Some(1), &[]), 99).is_empty());
+        // Answered: all go, in order.
+        assert_eq!(
+            plan(&queue, &wire(None, &[]), 99),
+            vec![Take::One(0), Take::One(1), Take::One(2)]
+        );
+    }
+
+    #[test]
+    fn creates_and_deletes_go_out_together_and_reads_go_behind_them() {
+        let queue = q(vec![
+            item(Class::Create("/l/_c_1-lock-".into()), 5),
+            item(Class::Read("/l".into()), 5),
+            del("/m/n0", 5),
+            item(Class::Create("/k/_c_2-lock-".into()), 5),
+            item(Class::Read("/k".into()), 5),
+        ]);
+        // Behind the replies they wait for, the listings of their lock paths wait too.
+        assert!(plan(&queue, &wire(Some(4), &[]), 99).is_empty());
+        // The reads between them are passed over: one multi, each listing behind it.
+        assert_eq!(
+            plan(&queue, &wire(None, &[]), 99),
+            vec![Take::Multi(vec![0, 2, 3]), Take::One(1), Take::One(4)]
+        );
+        // A read that sees a later write stays ahead of it: that write ends the run (the
+        // run of one goes alone, and what follows it in order).
+        let queue = q(vec![
+            item(Class::Create("/l/_c_1-lock-".into()), 5),
+            item(Class::Read("/k".into()), 5),
+            item(Class::Create("/k/_c_2-lock-".into()), 5),
         ]);
         assert_eq!(
             plan(&queue, &wire(None, &[]), 99),
-            vec![Take::One(0), Take::One(1)]
+            vec![Take::One(0), Take::One(1), Take::One(2)]
         );
+        let queue = q(vec![
+            item(Class::Create("/l/_c_1-lock-".into()), 5),
+            del("/m/n0", 5),
+            item(Class::Create("/k/_c_2-lock-".into()), 5),
+            item(Class::Read("/l".into()), 5),
+            item(Class::Read("/k".into()), 5),
+        ]);
+        assert_eq!(
+            plan(&queue, &wire(Some(5), &[]), 99),
+            vec![Take::Multi(vec![0, 1, 2]), Take::One(3), Take::One(4)]
+        );
+    }
+
+    #[test]
+    fn a_multi_never_takes_two_creates_under_one_parent() {
+        let queue = q(vec![
+            item(Class::Create("/l/_c_1-lock-".into()), 5),
+            del("/l/_c_0-lock-0000000001", 5),
+            item(Class::Create("/l/_c_2-lock-".into()), 5),
+            item(Class::Create("/k/_c_3-lock-".into()), 5),
+        ]);
+        // The second create under /l ends the run (full: it goes now, though the wire is
+        // busy); what is left waits for the multi.
+        assert_eq!(
+            plan(&queue, &wire(Some(1), &[]), 99),
+            vec![Take::Multi(vec![0, 1])]
+        );
+        let unsettled = vec![vec!["/l/_c_1-lock-".to_owned()]];
+        let rest = q(vec![
+            item(Class::Create("/l/_c_2-lock-".into()), 5),
+            item(Class::Create("/k/_c_3-lock-".into()), 5),
+        ]);
+        assert!(plan(&rest, &wire(None, &unsettled), 99).is_empty());
+        assert_eq!(
+            plan(&rest, &wire(None, &[]), 99),
+            vec![Take::Multi(vec![0, 1])]
+        );
+    }
+
+    #[test]
+    fn the_answer_bounds_a_multi_of_creates() {
+        let queue = q((0..6)
+            .map(|i| item(Class::Create(format!("/l{i}/_c_{i}-lock-")), 5))
+            .collect());
+        let mut w = wire(None, &[]);
+        w.max_ops = 99;
+        // Room for the answers of three creates (each its path with a sequence number and a
+        // stat, 16 + 4 + 15 + 10 + 68 bytes, beside 64 of the reply's own).
+        w.max_multi_reply = 64 + 3 * 113 + 50;
+        assert_eq!(plan(&queue, &w, 1), vec![Take::Multi(vec![0, 1, 2])]);
     }
 
     #[test]

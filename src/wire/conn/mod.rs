@@ -7,7 +7,7 @@
 //! Replies are matched to requests by a FIFO, not by xid: the server answers one session's
 //! requests in order, and several SetWatches share xid -8.
 
-mod coalesce;
+pub(crate) mod coalesce;
 mod handshake;
 mod io_thread;
 mod outbox;
@@ -60,6 +60,8 @@ pub(crate) type OnReply = Box<dyn FnOnce(Answer<'_>) -> Result<(), Malformed> + 
 pub(crate) enum Answer<'a> {
     Reply {
         err: i32,
+        /// The reply header's zxid: for a write, its transaction's.
+        zxid: i64,
         body: Reader<'a>,
         shared: &'a Arc<Shared>,
     },
@@ -91,6 +93,8 @@ pub(crate) struct Shared {
     pub(crate) state: Arc<StateCell>,
     pub(crate) session_id: i64,
     pub(crate) password: Vec<u8>,
+    /// Which lock paths a create may go out in a `multi` under.
+    pub(crate) known_parents: coalesce::KnownParents,
     /// The session timeout granted on the latest connection, in milliseconds: the server
     /// expires the session by the one it granted last.
     timeout_ms: AtomicU64,
@@ -416,6 +420,7 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         watches: Mutex::new(Watches::default()),
         state: StateCell::new(KeeperState::Disconnected),
         session_id: response.session_id,
+        known_parents: coalesce::KnownParents::new(),
         password: response.password.clone(),
         timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
         last_zxid: AtomicI64::new(0),

@@ -8,7 +8,7 @@
 //! ahead of them, so its answer waits for no more than that many others.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,9 +40,20 @@ pub(super) struct Outbox {
     pub(super) queue: VecDeque<Outgoing>,
     /// The sequence number of the next request written (see [`Pending::seq`]).
     pub(super) written: u64,
-    /// The `multi`s of coalesced deletes on the wire unanswered: their sequence numbers and
-    /// the paths they delete. No write goes out while there is one (see [`coalesce`]).
-    pub(super) unsettled: Vec<(u64, Vec<String>)>,
+    /// The `multi`s of coalesced writes on the wire unanswered. No write goes out while there
+    /// is one (see [`coalesce`]).
+    pub(super) unsettled: Vec<Unsettled>,
+}
+
+/// A `multi` on the wire unanswered.
+pub(super) struct Unsettled {
+    /// Its place in the order of the requests written.
+    seq: u64,
+    /// The paths it writes (a create's before its sequence number).
+    paths: Vec<String>,
+    /// Set when it failed as a whole, before the replies behind it are read: a read sent
+    /// behind it that sees one of its paths is then sent again (see [`redo_if_failed`]).
+    failed: Arc<AtomicBool>,
 }
 
 pub(super) struct Outgoing {
@@ -70,11 +81,17 @@ impl Queued for Outgoing {
     }
 }
 
-/// A delete sent in a `multi`: what it needs to be sent again alone, and its caller's reply.
+/// A write sent in a `multi`: what it needs to be sent again alone, and its caller's reply.
 struct Member {
     frame: Vec<u8>,
-    path: String,
+    class: Class,
     on_reply: OnReply,
+}
+
+impl Member {
+    fn opcode(&self) -> i32 {
+        i32::from_be_bytes([self.frame[8], self.frame[9], self.frame[10], self.frame[11]])
+    }
 }
 
 /// How many requests may be on the wire unanswered. The server answers one session's requests
@@ -90,11 +107,10 @@ const WRITER_NET: Duration = Duration::from_millis(100);
 /// How many bytes one write takes from the outbox at most.
 const MAX_BATCH: usize = 256 * 1024;
 
-/// How many deletes one `multi` takes at most (also bounded by the client's largest reply: a
-/// failed `multi` answers 16 bytes an operation).
+/// How many writes one `multi` takes at most (also bounded by the client's largest reply).
 const MAX_MULTI_OPS: usize = 512;
 
-/// How many bytes of deletes one `multi` carries at most: far under the server's
+/// How many bytes of writes one `multi` carries at most: far under the server's
 /// `jute.maxbuffer` (1 MiB), which refuses the whole request above it.
 const MAX_MULTI_BYTES: usize = 128 * 1024;
 
@@ -320,6 +336,17 @@ impl Shared {
                     batch.extend_from_slice(&outgoing.frame);
                     let mut p = outgoing.pending;
                     p.seq = seq;
+                    if let Class::Read(path) = &outgoing.class {
+                        let failed: Vec<Arc<AtomicBool>> = outbox
+                            .unsettled
+                            .iter()
+                            .filter(|u| u.paths.iter().any(|w| coalesce::sees(path, w)))
+                            .map(|u| u.failed.clone())
+                            .collect();
+                        if !failed.is_empty() {
+                            p.on_reply = redo_if_failed(failed, outgoing.frame, p.on_reply);
+                        }
+                    }
                     pending.push_back(p);
                 }
                 Take::Multi(run) => {
@@ -327,13 +354,9 @@ impl Shared {
                         .into_iter()
                         .map(|i| {
                             let outgoing = taken[i].take().expect("taken once");
-                            let path = match outgoing.class {
-                                Class::Delete(path) => path,
-                                _ => unreachable!("a multi takes deletes only"),
-                            };
                             Member {
                                 frame: outgoing.frame,
-                                path,
+                                class: outgoing.class,
                                 on_reply: outgoing.pending.on_reply,
                             }
                         })
@@ -342,16 +365,29 @@ impl Shared {
                     let mut w = Writer::frame();
                     w.int(xid).int(op::MULTI);
                     for m in &members {
-                        w.int(op::DELETE).boolean(false).int(-1);
+                        // A create2 is answered with its stat from ZooKeeper 3.9, with its
+                        // path only before (see `settle_multi`).
+                        w.int(m.opcode()).boolean(false).int(-1);
                         w.raw(&m.frame[12..]);
                     }
                     w.int(-1).boolean(true).int(-1);
                     batch.extend_from_slice(&w.finish());
-                    let paths = members.iter().map(|m| m.path.clone()).collect();
-                    outbox.unsettled.push((seq, paths));
+                    let paths = members
+                        .iter()
+                        .filter_map(|m| match &m.class {
+                            Class::Delete(p) | Class::Create(p) => Some(p.clone()),
+                            _ => None,
+                        })
+                        .collect();
+                    let failed = Arc::new(AtomicBool::new(false));
+                    outbox.unsettled.push(Unsettled {
+                        seq,
+                        paths,
+                        failed: failed.clone(),
+                    });
                     pending.push_back(Pending {
                         xid,
-                        on_reply: settle_multi(seq, members),
+                        on_reply: settle_multi(seq, failed, members),
                         seq,
                     });
                 }
@@ -362,16 +398,14 @@ impl Shared {
 
     /// What may go out now (at most `limit` takes).
     fn plan(&self, outbox: &Outbox, pending: &VecDeque<Pending>, limit: usize) -> Vec<Take> {
-        let unsettled: Vec<Vec<String>> = outbox.unsettled.iter().map(|(_, p)| p.clone()).collect();
-        // A failed multi answers a header and an error code for each operation.
-        let max_ops = (self.config.max_reply.saturating_sub(64) / 16).clamp(1, MAX_MULTI_OPS);
         let wire = coalesce::Wire {
             room: MAX_IN_FLIGHT.saturating_sub(pending.len()),
             oldest_unanswered: pending.front().map(|p| p.seq),
-            unsettled: &unsettled,
+            multi_unsettled: !outbox.unsettled.is_empty(),
             max_bytes: MAX_BATCH,
-            max_ops,
+            max_ops: MAX_MULTI_OPS,
             max_multi_bytes: MAX_MULTI_BYTES,
+            max_multi_reply: self.config.max_reply,
         };
         coalesce::plan(&outbox.queue, &wire, limit)
     }
@@ -388,10 +422,10 @@ impl Shared {
 
     /// The `multi` `id` was answered: no longer unsettled.
     fn settled(&self, outbox: &mut Outbox, id: u64) {
-        outbox.unsettled.retain(|(seq, _)| *seq != id);
+        outbox.unsettled.retain(|u| u.seq != id);
     }
 
-    /// The `multi` `id` failed as a whole: its deletes go out again one by one, in their
+    /// The `multi` `id` failed as a whole: its writes go out again one by one, in their
     /// order, ahead of every write queued after them (none went out meanwhile), so each caller
     /// gets what its own request gives.
     fn fall_back(&self, id: u64, members: Vec<Member>) {
@@ -415,7 +449,10 @@ impl Shared {
                                 seq: 0,
                             },
                             urgent: false,
-                            class: Class::Write(m.path),
+                            class: match m.class {
+                                Class::Delete(p) | Class::Create(p) => Class::Write(p),
+                                other => other,
+                            },
                             after,
                         },
                     );
@@ -427,6 +464,37 @@ impl Shared {
         };
         for m in refused {
             let _ = (m.on_reply)(Answer::Lost(Error::ConnectionLoss));
+        }
+    }
+
+    /// Queues the read `frame` again (see [`redo_if_failed`]), at the back: it sees what its
+    /// first answer missed.
+    fn read_again(&self, mut frame: Vec<u8>, on_reply: OnReply) {
+        let class = Class::of(&frame, false);
+        let refused = {
+            let mut outbox = self.outbox.lock();
+            if outbox.open {
+                let xid = next_xid(&mut outbox.next_xid);
+                frame[4..8].copy_from_slice(&xid.to_be_bytes());
+                let after = outbox.written;
+                outbox.queue.push_back(Outgoing {
+                    frame,
+                    pending: Pending {
+                        xid,
+                        on_reply,
+                        seq: 0,
+                    },
+                    urgent: false,
+                    class,
+                    after,
+                });
+                None
+            } else {
+                Some(on_reply)
+            }
+        };
+        if let Some(on_reply) = refused {
+            let _ = on_reply(Answer::Lost(Error::ConnectionLoss));
         }
     }
 
@@ -488,7 +556,7 @@ impl Shared {
         self.request_in(opcode, false, true, write, decode)
     }
 
-    fn request_in<T: Send + 'static>(
+    pub(crate) fn request_in<T: Send + 'static>(
         &self,
         opcode: i32,
         urgent: bool,
@@ -559,11 +627,12 @@ impl Unwatch for Shared {
     }
 }
 
-/// The reply handler of a `multi` of coalesced deletes: all done, each caller gets the reply
-/// its own delete would have had; failed as a whole (or unreadable), each delete goes out
-/// again alone; lost, each caller gets the loss, as for a delete of its own whose reply was
-/// lost (the session layer checks again).
-fn settle_multi(id: u64, members: Vec<Member>) -> OnReply {
+/// The reply handler of a `multi` of coalesced writes: all done, each caller gets the reply
+/// its own request would have had; failed as a whole (or unreadable), each write goes out
+/// again alone; lost, each caller gets the loss, as for a request of its own whose reply was
+/// lost (the session layer finds a create again by its node's unique prefix, and checks a
+/// delete again).
+fn settle_multi(id: u64, failed: Arc<AtomicBool>, members: Vec<Member>) -> OnReply {
     Box::new(move |answer| match answer {
         Answer::Lost(err) => {
             for m in members {
@@ -573,26 +642,42 @@ fn settle_multi(id: u64, members: Vec<Member>) -> OnReply {
         }
         Answer::Reply {
             err,
+            zxid,
             mut body,
             shared,
         } => {
-            let done = err == 0
-                && proto::read_multi(&mut body).is_ok_and(|results| {
-                    results.len() == members.len()
-                        && results
-                            .iter()
-                            .all(|r| matches!(r, proto::MultiResult::Done))
-                });
-            if !done {
+            let results = match proto::read_multi(&mut body) {
+                Ok(results) if err == 0 && results.len() == members.len() => results,
+                _ => {
+                    failed.store(true, Ordering::SeqCst);
+                    shared.fall_back(id, members);
+                    return Ok(());
+                }
+            };
+            if results
+                .iter()
+                .any(|r| matches!(r, proto::MultiResult::Error(_)))
+            {
+                failed.store(true, Ordering::SeqCst);
                 shared.fall_back(id, members);
                 return Ok(());
             }
             shared.settled(&mut shared.outbox.lock(), id);
             let mut first_malformed = Ok(());
-            for m in members {
+            for (m, result) in members.into_iter().zip(results) {
+                let mut reply = Writer::frame();
+                if let proto::MultiResult::Created(path, stat) = result {
+                    // Before 3.9 a create in a `multi` is answered with its path alone. All
+                    // of a `multi` is one transaction: the reply's zxid is the create's.
+                    let stat = stat.unwrap_or_else(|| created_stat(&m.frame, zxid, shared));
+                    reply.string(&path);
+                    stat.write(&mut reply);
+                }
+                let reply = reply.finish();
                 let answered = (m.on_reply)(Answer::Reply {
                     err: 0,
-                    body: Reader::new(&[]),
+                    zxid,
+                    body: Reader::new(&reply[4..]),
                     shared,
                 });
                 if first_malformed.is_ok() {
@@ -601,6 +686,38 @@ fn settle_multi(id: u64, members: Vec<Member>) -> OnReply {
             }
             first_malformed
         }
+    })
+}
+
+/// The stat of a node created by the create request `frame` (its body: path, data, ACL,
+/// flags) in the transaction `zxid` of session `shared`: what ZooKeeper before 3.9 leaves out
+/// of its answer. The times are not known (0); nothing reads them of our own nodes.
+fn created_stat(frame: &[u8], zxid: i64, shared: &Shared) -> proto::Stat {
+    let mut body = Reader::new(frame.get(12..).unwrap_or_default());
+    let data_length = body
+        .string()
+        .and_then(|_| body.buffer())
+        .map_or(0, |data| data.len() as i32);
+    proto::Stat {
+        czxid: zxid,
+        mzxid: zxid,
+        pzxid: zxid,
+        ephemeral_owner: shared.session_id,
+        data_length,
+        ..proto::Stat::default()
+    }
+}
+
+/// The reply handler of a read sent behind unsettled `multi`s that write what it reads: if
+/// one of them failed as a whole, its writes are sent again and the read, answered before
+/// them, is sent again behind them; its caller gets that answer.
+fn redo_if_failed(failed: Vec<Arc<AtomicBool>>, frame: Vec<u8>, on_reply: OnReply) -> OnReply {
+    Box::new(move |answer| match answer {
+        Answer::Reply { shared, .. } if failed.iter().any(|f| f.load(Ordering::SeqCst)) => {
+            shared.read_again(frame, on_reply);
+            Ok(())
+        }
+        answer => on_reply(answer),
     })
 }
 
@@ -622,7 +739,9 @@ fn reply_into<T: Send + 'static>(
             slot.fill(Err(err));
             Ok(())
         }
-        Answer::Reply { err, body, shared } => match decode(err, body, shared) {
+        Answer::Reply {
+            err, body, shared, ..
+        } => match decode(err, body, shared) {
             Ok(value) => {
                 slot.fill(value);
                 Ok(())
