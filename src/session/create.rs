@@ -64,13 +64,28 @@ impl Session {
         // their creates.
         let _creating = Creating::begin(&self.creating, lock_path);
         let with_listing = _creating.alone;
+        // A lock path the session has not seen exist lately is made first, pipelined: on its
+        // first use that saves a failed create and a round trip, otherwise it costs one
+        // NodeExists (see `KnownParents`).
+        let make_path = !zk.knows_parent(&node_prefix);
         let op: Op<CreateAndList> = Box::pin(async move {
-            let options = zk::CreateMode::EphemeralSequential.with_acls(acl.acls());
-            // Both requests are sent here, before the first await. The create may go out in a
+            // All requests are sent here, before the first await. The create may go out in a
             // `multi` with others (the listing then goes right behind it).
+            let made = make_path.then(|| {
+                let options = zk::CreateMode::Container.with_acls(acl.acls());
+                zk.create(&list_path, &[], &options)
+            });
+            let options = zk::CreateMode::EphemeralSequential.with_acls(acl.acls());
             let create = zk.create_own(&node_prefix, &data, &options);
             // getChildren2: the lock path's stat comes with the listing, at no extra cost.
             let list = with_listing.then(|| zk.get_children(&list_path));
+            if let Some(made) = made {
+                // Whatever it says (NodeExists; a missing parent or a refusal, which the
+                // create below meets too), the create's own answer decides.
+                if let Err(err) = made.await {
+                    log::trace!("making {list_path} before creating in it: {err}");
+                }
+            }
             let created = create.await.map(|(stat, created)| {
                 let name = created.rsplit('/').next().unwrap_or_default().to_owned();
                 (name, NodeStat::from(&stat))

@@ -43,6 +43,12 @@ impl Client {
         self.create_in(path, data, options, true)
     }
 
+    /// Whether the parent of `path` was lately seen to exist on this session (a create below
+    /// it succeeded): creates below it may go out in a `multi`.
+    pub fn knows_parent(&self, path: &str) -> bool {
+        self.shared.known_parents.knows(&self.server_path(path))
+    }
+
     fn create_in(
         &self,
         path: &str,

@@ -12,9 +12,12 @@
 //! - a run of them waits only for the requests that were unanswered on the wire when its
 //!   first was queued (it would have waited behind them at the server anyway), or until it
 //!   is full;
-//! - no write goes out while a `multi` before it is unsettled (unanswered): a `multi` fails
-//!   as a whole on its first error, and its writes are then sent again one by one, ahead of
-//!   every write queued after them;
+//! - no write of a related node (the same node, its parent, a child or a sibling) goes out
+//!   while a `multi` before it is unsettled (unanswered), nor any request of another kind: a
+//!   `multi` fails as a whole on its first error, and its writes are then sent again one by
+//!   one, ahead of every write queued after them. Writes of unrelated nodes may then land
+//!   before them: their callers were concurrent, and each still gets the outcome of its own
+//!   request;
 //! - a read goes out behind an unsettled `multi` (the server answers it after the `multi`);
 //!   should that `multi` fail, its answer is put aside and the read sent again behind the
 //!   writes sent again (see `outbox`);
@@ -121,6 +124,12 @@ pub(super) fn sees(read: &str, written: &str) -> bool {
     read == written || parent(written) == read
 }
 
+/// Whether the order of writes of `a` and `b` may matter: the same node, parent and child, or
+/// siblings (sequence numbers, a lock path and its nodes).
+fn related(a: &str, b: &str) -> bool {
+    a == b || parent(a) == b || parent(b) == a || parent(a) == parent(b)
+}
+
 fn parent(path: &str) -> &str {
     match path.rfind('/') {
         Some(0) => "/",
@@ -157,13 +166,13 @@ fn reply_len(class: &Class) -> usize {
 }
 
 /// What the planner knows of the wire.
-pub(super) struct Wire {
+pub(super) struct Wire<'a> {
     /// How many more requests may go on the wire (urgent ones go anyway).
     pub(super) room: usize,
     /// The sequence number of the oldest request on the wire unanswered, if any.
     pub(super) oldest_unanswered: Option<u64>,
-    /// Whether a `multi` is on the wire unanswered.
-    pub(super) multi_unsettled: bool,
+    /// The paths the `multi`s on the wire unanswered write.
+    pub(super) unsettled: &'a [&'a str],
     /// How many bytes one write takes at most (the first request goes whatever its size).
     pub(super) max_bytes: usize,
     /// How many operations one `multi` takes at most.
@@ -183,12 +192,12 @@ pub(super) enum Take {
 }
 
 /// What goes out now from `queue`, in order, at most `limit` takes.
-pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire, limit: usize) -> Vec<Take> {
+pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire<'_>, limit: usize) -> Vec<Take> {
     let mut takes = Vec::new();
     let mut room = wire.room;
     let mut bytes = 0;
-    // A write may go out: no `multi` unsettled, none taken in this batch.
-    let mut writes_open = !wire.multi_unsettled;
+    // What the `multi`s unsettled or taken in this batch write: no related write goes now.
+    let mut in_flight: Vec<&str> = wire.unsettled.to_vec();
     // Something was left behind: no write may go ahead of it.
     let mut left_behind = false;
     // Left behind: an `Ordered` request (nothing passes it), and the paths of writes.
@@ -226,8 +235,12 @@ pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire, limit: usize) ->
                 }
                 i += 1;
             }
-            class if class.coalescible() && writes_open && !left_behind => {
-                let (run, full) = run_from(queue, i, wire);
+            class
+                if class.coalescible()
+                    && !left_behind
+                    && !path_of(class).is_some_and(|p| touches(&in_flight, p)) =>
+            {
+                let (run, full) = run_from(queue, i, wire, &in_flight);
                 let busy = wire.oldest_unanswered.is_some_and(|o| o < item.after());
                 if busy && !full {
                     // It waits for the replies it would have waited for at the server, and
@@ -243,12 +256,12 @@ pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire, limit: usize) ->
                     takes.push(Take::One(i));
                 } else {
                     run.iter().for_each(|k| in_multi[*k] = true);
+                    in_flight.extend(run.iter().filter_map(|k| path_of(queue[*k].class())));
                     takes.push(Take::Multi(run));
-                    writes_open = false;
                 }
                 i += 1;
             }
-            Class::Ordered if writes_open && !left_behind => {
+            Class::Ordered if in_flight.is_empty() && !left_behind => {
                 takes.push(Take::One(i));
                 bytes += item.len();
                 room -= 1;
@@ -259,7 +272,9 @@ pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire, limit: usize) ->
                 left_behind = true;
                 i += 1;
             }
-            _ if writes_open && !left_behind => {
+            class
+                if !left_behind && !path_of(class).is_some_and(|p| touches(&in_flight, p)) =>
+            {
                 takes.push(Take::One(i));
                 bytes += item.len();
                 room -= 1;
@@ -275,6 +290,11 @@ pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire, limit: usize) ->
     takes
 }
 
+/// Whether a write of `path` is related to one of `writes`.
+fn touches(writes: &[&str], path: &str) -> bool {
+    writes.iter().any(|w| related(w, path))
+}
+
 fn path_of(class: &Class) -> Option<&str> {
     match class {
         Class::Read(p) | Class::Write(p) | Class::Delete(p) | Class::Create(p) => Some(p),
@@ -285,8 +305,13 @@ fn path_of(class: &Class) -> Option<&str> {
 /// The run of coalescible writes from `start`, within the bounds, and whether a bound ended
 /// it (more would have joined it: it is full). Reads between them are passed over, unless
 /// they see a write that would join (a read queued before a write is answered before it);
-/// the first write of any other kind ends the run.
-fn run_from<T: Queued>(queue: &VecDeque<T>, start: usize, wire: &Wire) -> (Vec<usize>, bool) {
+/// the first write of any other kind, or related to one `in_flight`, ends the run.
+fn run_from<T: Queued>(
+    queue: &VecDeque<T>,
+    start: usize,
+    wire: &Wire<'_>,
+    in_flight: &[&str],
+) -> (Vec<usize>, bool) {
     let (mut run, mut run_bytes, mut reply) = (Vec::new(), 0, 64);
     let mut parents: Vec<&str> = Vec::new();
     let mut passed: Vec<&str> = Vec::new();
@@ -302,6 +327,9 @@ fn run_from<T: Queued>(queue: &VecDeque<T>, start: usize, wire: &Wire) -> (Vec<u
         let Some(path) = path_of(class).filter(|_| class.coalescible()) else {
             return (run, false);
         };
+        if touches(in_flight, path) {
+            return (run, false);
+        }
         let parent_taken = matches!(class, Class::Create(_)) && parents.contains(&parent(path));
         if run.len() >= wire.max_ops
             || parent_taken
@@ -358,11 +386,11 @@ mod tests {
         item(Class::Delete(path.into()), after)
     }
 
-    fn wire(oldest: Option<u64>, unsettled: &[Vec<String>]) -> Wire {
+    fn wire<'a>(oldest: Option<u64>, unsettled: &'a [&'a str]) -> Wire<'a> {
         Wire {
             room: 256,
             oldest_unanswered: oldest,
-            multi_unsettled: !unsettled.is_empty(),
+            unsettled,
             max_bytes: 256 * 1024,
             max_ops: 4,
             max_multi_bytes: 64 * 1024,
@@ -448,11 +476,23 @@ mod tests {
     }
 
     #[test]
-    fn the_first_write_that_cannot_join_ends_the_run_and_waits_for_the_multi() {
+    fn the_first_write_that_cannot_join_ends_the_run() {
         let queue = q(vec![
             del("/l/a", 5),
             del("/m/b", 5),
             item(Class::Write("/k/x".into()), 5),
+            del("/n/c", 5),
+        ]);
+        // Unrelated to the multi: they go behind it.
+        assert_eq!(
+            plan(&queue, &wire(None, &[]), 99),
+            vec![Take::Multi(vec![0, 1]), Take::One(2), Take::One(3)]
+        );
+        // A sibling of one of its nodes waits for its answer, and what is behind with it.
+        let queue = q(vec![
+            del("/l/a", 5),
+            del("/m/b", 5),
+            item(Class::Write("/l/x".into()), 5),
             del("/n/c", 5),
         ]);
         assert_eq!(
@@ -462,24 +502,46 @@ mod tests {
     }
 
     #[test]
-    fn no_write_goes_out_while_a_multi_is_unsettled() {
-        let unsettled = vec![vec!["/l/a".to_owned(), "/m/b".to_owned()]];
+    fn no_related_write_goes_out_while_a_multi_is_unsettled() {
+        let unsettled = ["/l/a", "/m/b"];
+        for related in ["/l/a", "/l", "/l/a/x", "/m/c"] {
+            let queue = q(vec![item(Class::Write(related.into()), 5)]);
+            assert!(plan(&queue, &wire(None, &unsettled), 99).is_empty());
+            let queue = q(vec![del(related, 5)]);
+            assert!(plan(&queue, &wire(None, &unsettled), 99).is_empty());
+        }
+        // Nothing passes a request of another kind, nor what is left behind.
         let queue = q(vec![
-            item(Class::Write("/k/x".into()), 5),
             item(Class::Ordered, 5),
-            del("/n/c", 5),
+            item(Class::Write("/k/x".into()), 5),
         ]);
         assert!(plan(&queue, &wire(None, &unsettled), 99).is_empty());
+        let queue = q(vec![
+            item(Class::Write("/l/b".into()), 5),
+            item(Class::Write("/k/x".into()), 5),
+        ]);
+        assert!(plan(&queue, &wire(None, &unsettled), 99).is_empty());
+        // Unrelated writes go, one that joins no multi as well as a new multi.
+        let queue = q(vec![
+            item(Class::Write("/k/x".into()), 5),
+            del("/n/c", 5),
+            del("/o/d", 5),
+            del("/l/c", 5),
+        ]);
+        assert_eq!(
+            plan(&queue, &wire(None, &unsettled), 99),
+            vec![Take::One(0), Take::Multi(vec![1, 2])]
+        );
     }
 
     #[test]
     fn reads_of_other_nodes_move_ahead_of_held_writes_and_no_others() {
-        let unsettled = vec![vec!["/l/a".to_owned()]];
+        let unsettled = ["/l/a"];
         let queue = q(vec![
-            item(Class::Write("/k/x".into()), 5),
-            item(Class::Read("/k/x".into()), 5), // the written node
-            item(Class::Read("/k".into()), 5),   // its parent's children
-            item(Class::Read("/l".into()), 5),   // the unsettled multi's parent: on the wire
+            item(Class::Write("/l/b".into()), 5), // held: a sibling is in the multi
+            item(Class::Read("/l/b".into()), 5),  // the held node
+            item(Class::Read("/l".into()), 5),    // its parent's children
+            item(Class::Read("/l/a".into()), 5),  // the unsettled multi's node: on the wire
             item(Class::Read("/other".into()), 5),
             item(Class::Ordered, 5),
             item(Class::Read("/else".into()), 5), // behind an ordered request
@@ -560,7 +622,7 @@ mod tests {
             plan(&queue, &wire(Some(1), &[]), 99),
             vec![Take::Multi(vec![0, 1])]
         );
-        let unsettled = vec![vec!["/l/_c_1-lock-".to_owned()]];
+        let unsettled = ["/l/_c_1-lock-"];
         let rest = q(vec![
             item(Class::Create("/l/_c_2-lock-".into()), 5),
             item(Class::Create("/k/_c_3-lock-".into()), 5),
@@ -606,7 +668,7 @@ mod tests {
             after: 5,
         });
         assert_eq!(plan(&queue, &wire(Some(1), &[]), 99), vec![Take::One(0)]);
-        let unsettled = vec![vec!["/l/a".to_owned()]];
+        let unsettled = ["/l/a"];
         assert_eq!(
             plan(&queue, &wire(Some(1), &unsettled), 99),
             vec![Take::One(0)]

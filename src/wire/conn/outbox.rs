@@ -398,10 +398,15 @@ impl Shared {
 
     /// What may go out now (at most `limit` takes).
     fn plan(&self, outbox: &Outbox, pending: &VecDeque<Pending>, limit: usize) -> Vec<Take> {
+        let unsettled: Vec<&str> = outbox
+            .unsettled
+            .iter()
+            .flat_map(|u| u.paths.iter().map(String::as_str))
+            .collect();
         let wire = coalesce::Wire {
             room: MAX_IN_FLIGHT.saturating_sub(pending.len()),
             oldest_unanswered: pending.front().map(|p| p.seq),
-            multi_unsettled: !outbox.unsettled.is_empty(),
+            unsettled: &unsettled,
             max_bytes: MAX_BATCH,
             max_ops: MAX_MULTI_OPS,
             max_multi_bytes: MAX_MULTI_BYTES,
