@@ -64,29 +64,39 @@ impl Session {
         // their creates.
         let _creating = Creating::begin(&self.creating, lock_path);
         let with_listing = _creating.alone;
-        // A lock path the session has not seen exist lately is made first, pipelined: on its
-        // first use that saves a failed create and a round trip, otherwise it costs one
-        // NodeExists (see `KnownParents`).
-        let make_path = !zk.knows_parent(&node_prefix);
+        let plan = self.paths_seen.plan(zk.knows_parent(&node_prefix));
+        let paths_seen = self.paths_seen.clone();
         let op: Op<CreateAndList> = Box::pin(async move {
-            // All requests are sent here, before the first await. The create may go out in a
-            // `multi` with others (the listing then goes right behind it).
-            let made = make_path.then(|| {
+            // All requests are sent here, before the first await, in one write (the create may
+            // go out in a `multi` with others, the listing then right behind it).
+            let cork = zk.cork();
+            let made = plan.make_path.then(|| {
                 let options = zk::CreateMode::Container.with_acls(acl.acls());
                 zk.create(&list_path, &[], &options)
             });
             let options = zk::CreateMode::EphemeralSequential.with_acls(acl.acls());
-            let create = zk.create_own(&node_prefix, &data, &options);
+            let create = zk.create_own(&node_prefix, &data, &options, plan.coalesce);
             // getChildren2: the lock path's stat comes with the listing, at no extra cost.
             let list = with_listing.then(|| zk.get_children(&list_path));
+            drop(cork);
             if let Some(made) = made {
                 // Whatever it says (NodeExists; a missing parent or a refusal, which the
                 // create below meets too), the create's own answer decides.
-                if let Err(err) = made.await {
-                    log::trace!("making {list_path} before creating in it: {err}");
+                match made.await {
+                    Ok(_) => paths_seen.learn(false),
+                    Err(zk::Error::NodeExists) => paths_seen.learn(true),
+                    Err(err) => log::trace!("making {list_path} before creating in it: {err}"),
                 }
             }
-            let created = create.await.map(|(stat, created)| {
+            let created = create.await;
+            if plan.unknown && !plan.make_path {
+                match &created {
+                    Ok(_) => paths_seen.learn(true),
+                    Err(zk::Error::NoNode) => paths_seen.learn(false),
+                    Err(_) => {}
+                }
+            }
+            let created = created.map(|(stat, created)| {
                 let name = created.rsplit('/').next().unwrap_or_default().to_owned();
                 (name, NodeStat::from(&stat))
             });
@@ -195,5 +205,49 @@ impl Drop for PendingCreate<'_> {
                 _ => {}
             }
         });
+    }
+}
+
+/// Whether the lock paths this session locks for the first time (lately) mostly exist already
+/// (a service's long-lived entities) or mostly do not (new ones): a score of the latest such
+/// first uses, from -16 (all existed) to 16 (none did).
+#[derive(Default)]
+pub(crate) struct PathsSeen {
+    score: std::sync::atomic::AtomicI32,
+}
+
+/// How a lock node's create goes out.
+#[derive(Clone, Copy)]
+struct CreatePlan {
+    /// The session has not seen its lock path exist lately.
+    unknown: bool,
+    /// The lock path is created first, pipelined: where first uses are of new paths, that
+    /// saves a failed create and a round trip (and costs a NodeExists where not).
+    make_path: bool,
+    /// The create may go out in a `multi`: a create under a missing lock path fails the whole
+    /// `multi`, which is then sent again request by request.
+    coalesce: bool,
+}
+
+impl PathsSeen {
+    const BOUND: i32 = 16;
+
+    fn plan(&self, known: bool) -> CreatePlan {
+        let score = self.score.load(std::sync::atomic::Ordering::Relaxed);
+        CreatePlan {
+            unknown: !known,
+            make_path: !known && score > 0,
+            coalesce: known || score < 0,
+        }
+    }
+
+    /// A lock path used for the first time (lately) existed already, or not.
+    fn learn(&self, existed: bool) {
+        let step = if existed { -1 } else { 1 };
+        let _ = self.score.fetch_update(
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+            |s| Some((s + step).clamp(-Self::BOUND, Self::BOUND)),
+        );
     }
 }

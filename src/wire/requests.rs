@@ -28,23 +28,30 @@ impl Client {
     }
 
     /// [`create`](Self::create) of a lock node (ephemeral and sequential: two creates never
-    /// name one node). While the connection is busy it may go out in one `multi` with other
-    /// lock-node creates and deletes of our own nodes, never with another create under the
-    /// same parent; the outcome is what this create alone would have had (a failed `multi` is
-    /// sent again one request at a time). Before ZooKeeper 3.9 a create in a `multi` is
-    /// answered with its path only: the stat is then made of what is known (the czxid is the
-    /// `multi`'s zxid, the owner this session), its times 0.
+    /// name one node). With `coalesce`, while the connection is busy it may go out in one
+    /// `multi` with other lock-node creates and deletes of our own nodes, never with another
+    /// create under the same parent; the outcome is what this create alone would have had (a
+    /// failed `multi` is sent again one request at a time). Before ZooKeeper 3.9 a create in
+    /// a `multi` is answered with its path only: the stat is then made of what is known (the
+    /// czxid is the `multi`'s zxid, the owner this session), its times 0.
     pub fn create_own(
         &self,
         path: &str,
         data: &[u8],
         options: &CreateOptions,
+        coalesce: bool,
     ) -> Completion<(Stat, String)> {
-        self.create_in(path, data, options, true)
+        self.create_in(path, data, options, coalesce)
+    }
+
+    /// Until the guard drops, requests this thread sends wait, then go out together (see
+    /// [`conn::Cork`]).
+    pub fn cork(&self) -> conn::Cork {
+        self.shared.cork()
     }
 
     /// Whether the parent of `path` was lately seen to exist on this session (a create below
-    /// it succeeded): creates below it may go out in a `multi`.
+    /// it succeeded).
     pub fn knows_parent(&self, path: &str) -> bool {
         self.shared.known_parents.knows(&self.server_path(path))
     }
@@ -60,9 +67,7 @@ impl Client {
         let strip = self.chroot_len();
         let mode = options.mode;
         let asked = Refused::new(perms::CREATE, path);
-        let coalescible = coalescible
-            && mode == proto::CreateMode::EphemeralSequential
-            && self.shared.known_parents.knows(&server);
+        let coalescible = coalescible && mode == proto::CreateMode::EphemeralSequential;
         let node = server.clone();
         self.shared.request_in(
             mode.op(),

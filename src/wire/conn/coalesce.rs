@@ -72,12 +72,11 @@ impl Class {
     }
 }
 
-/// Lock paths this session has lately seen exist, by hash: a create goes into a `multi` only
-/// under one of them. A create under a missing lock path fails, and with it the whole
-/// `multi`, which is then sent again request by request: on a lock path's first use (or after
-/// the container sweep removed it) that would cost every create of the batch a round trip.
-/// A hint only: a stale entry or two paths of one hash cost speed, never an outcome. Bounded:
-/// forgotten all at once when full (each path is learnt again by its next create).
+/// Lock paths this session has lately seen exist, by hash (see `session::create`: a create
+/// under one goes into a `multi`; a create under a missing one fails, and with it the whole
+/// `multi`, which is then sent again request by request). A hint only: a stale entry or two
+/// paths of one hash cost speed, never an outcome. Bounded: forgotten all at once when full
+/// (each path is learnt again by its next create).
 pub(crate) struct KnownParents {
     hashes: Mutex<HashSet<u64>>,
 }
@@ -272,9 +271,7 @@ pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire<'_>, limit: usize
                 left_behind = true;
                 i += 1;
             }
-            class
-                if !left_behind && !path_of(class).is_some_and(|p| touches(&in_flight, p)) =>
-            {
+            class if !left_behind && !path_of(class).is_some_and(|p| touches(&in_flight, p)) => {
                 takes.push(Take::One(i));
                 bytes += item.len();
                 room -= 1;

@@ -12,6 +12,8 @@ mod handshake;
 mod io_thread;
 mod outbox;
 
+pub(crate) use outbox::Cork;
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;

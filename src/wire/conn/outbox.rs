@@ -81,6 +81,26 @@ impl Queued for Outgoing {
     }
 }
 
+thread_local! {
+    /// How many [`Cork`]s this thread holds.
+    static CORKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// See [`Shared::cork`].
+pub(crate) struct Cork(Arc<Shared>);
+
+impl Drop for Cork {
+    fn drop(&mut self) {
+        if CORKED.with(|c| {
+            c.set(c.get() - 1);
+            c.get()
+        }) == 0
+        {
+            self.0.flush();
+        }
+    }
+}
+
 /// A write sent in a `multi`: what it needs to be sent again alone, and its caller's reply.
 struct Member {
     frame: Vec<u8>,
@@ -132,8 +152,17 @@ impl Shared {
             Ok(frame) => self.enqueue_as(frame, on_reply, urgent, coalescible)?,
             Err(e) => return Err((on_reply, e)),
         }
-        self.flush();
+        if CORKED.with(|c| c.get()) == 0 {
+            self.flush();
+        }
         Ok(())
+    }
+
+    /// Until the returned guard drops, requests queued by this thread wait in the outbox;
+    /// then they go out, together where they may (one write on the socket, and a `multi`).
+    pub(crate) fn cork(self: &Arc<Self>) -> Cork {
+        CORKED.with(|c| c.set(c.get() + 1));
+        Cork(self.clone())
     }
 
     /// Queues a request without writing it (the caller calls [`flush`](Self::flush)).
