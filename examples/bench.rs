@@ -32,7 +32,7 @@
 //!   locks are never contended). Two passes: `cold` (the lock paths do not exist yet: the
 //!   first acquisition creates them) and `warm` (the same paths again). Throughput, cycle
 //!   latency and server requests per cycle for each. `many_locks_plain`: the same with
-//!   `coalesce_deletes(false)` (every delete sent alone).
+//!   `coalesce_requests(false)` (every delete sent alone).
 //! - `hot` and `hot_off` (issue 36): 2 processes of 8 threads each on one lock, one
 //!   [`Client`] per process (a process is a session to ZooKeeper; here both are in this one OS
 //!   process, sharing one clock and one overlap counter), 4,000 acquisitions in all, empty
@@ -924,7 +924,7 @@ fn many_locks(host_port: &str, path: &str, coalesce: bool) -> anyhow::Result<()>
     many_passes(host_port, path, coalesce, "many", &["cold", "warm"])?;
     result("many_threads", MANY_THREADS);
     result("many_sessions", 1);
-    result("many_coalesce_deletes", coalesce);
+    result("many_coalesce_requests", coalesce);
     result_rss("many");
     Ok(())
 }
@@ -940,7 +940,7 @@ fn many_passes(
 ) -> anyhow::Result<f64> {
     let client = Client::builder(host_port)
         .session_timeout(SESSION_TIMEOUT)
-        .coalesce_deletes(coalesce)
+        .coalesce_requests(coalesce)
         .connect()
         .with_context(|| format!("connecting to {host_port}"))?;
     let paths: Vec<String> = (0..MANY_LOCKS).map(|i| format!("{path}/l{i}")).collect();

@@ -120,7 +120,7 @@ enum Spoil {
 fn release_spoiled(spoil: Spoil, coalesce: bool, n: usize) -> (Vec<Result<(), String>>, bool) {
     let proxy = Proxy::start(&common::connect_string());
     let client = common::builder(&proxy.connect_string(), common::SESSION_TIMEOUT)
-        .coalesce_deletes(coalesce)
+        .coalesce_requests(coalesce)
         .connect()
         .unwrap();
     let root = common::lock_path("coalesced-spoiled");

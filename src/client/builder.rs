@@ -76,7 +76,7 @@ impl Client {
                 fail_fast_if_refused: false,
                 require_chroot: false,
                 max_reply_size: DEFAULT_MAX_REPLY_SIZE,
-                coalesce_deletes: true,
+                coalesce_requests: true,
                 security: Security::default(),
             },
             observe: Observe::default(),
@@ -129,17 +129,19 @@ impl ClientBuilder {
         self
     }
 
-    /// Whether the deletes of this client's lock nodes (releases, withdrawn waiters) that wait
-    /// while the connection is busy go out together, as one ZooKeeper `multi`: the server then
-    /// pays its per-write costs once for all of them, which raises the throughput of many
-    /// locks on one client (see [`guide::performance`](crate::guide::performance)). A delete
-    /// never waits on an idle connection, and each release's outcome is what its own delete
-    /// would have had: a `multi` that fails is sent again one delete at a time, in order, and
-    /// no later write goes out before it is settled.
+    /// Whether this client's lock-node creates and deletes (acquisitions, releases, withdrawn
+    /// waiters) that wait while the connection is busy go out together, as one ZooKeeper
+    /// `multi`: the server then pays its per-write costs once for all of them, which raises
+    /// the throughput of many locks on one client (see
+    /// [`guide::performance`](crate::guide::performance)). Nothing waits on an idle
+    /// connection, and each call's outcome is what its own request would have had: a `multi`
+    /// that fails is sent again one request at a time, ahead of every later write of a related
+    /// node. A create goes into a `multi` only under a lock path the client has seen exist
+    /// lately, or while the lock paths it uses for the first time mostly exist already.
     ///
     /// Defaults to true.
-    pub fn coalesce_deletes(mut self, on: bool) -> Self {
-        self.config.coalesce_deletes = on;
+    pub fn coalesce_requests(mut self, on: bool) -> Self {
+        self.config.coalesce_requests = on;
         self
     }
 

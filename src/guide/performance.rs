@@ -235,7 +235,7 @@
 //! connection is busy as one `multi` (`wire::conn::coalesce` has the rules; the writes keep the
 //! order of the calls). `bench floor_many` measures the bare-socket limit (10,000 existing lock
 //! paths, each cycled once, W cycles in flight) beside zklock's warm pass of `many_locks`
-//! (8 threads, one client), with `coalesce_deletes(false)` first and then with it on; ZooKeeper
+//! (8 threads, one client), with `coalesce_requests(false)` first and then with it on; ZooKeeper
 //! 3.9.5 on this 2-core VM, 2026-11-28, release build, other engineers' builds running:
 //!
 //! | run | W=1 plain / multi | W=8 plain / multi | W=32 plain / multi | zklock, deletes alone | zklock, deletes coalesced |
@@ -247,7 +247,7 @@
 //! deletes of a wave: 1.25 requests a cycle at W=8.) In both runs zklock's pass without
 //! coalescing ran first, and the machine was loaded. Interleaved on the same server right
 //! after (load 5-9), `many_locks`' warm pass: main before this change 4,593, 2,582 and 2,628
-//! cycles/s (3.00 requests each); this branch with `coalesce_deletes(false)` 2,888 and 2,824
+//! cycles/s (3.00 requests each); this branch with `coalesce_requests(false)` 2,888 and 2,824
 //! (3.00); with coalescing 4,034, 4,319 and 2,336 (2.44, 2.51, 2.41 requests each). So the
 //! requests per cycle fall steadily, by a sixth to a fifth, but on a quieter server the
 //! throughput gain is within this VM's run-to-run spread: a write behind an unanswered `multi`

@@ -43,7 +43,7 @@ pub(crate) fn dial(
             zk::Connector::new()
                 .session_timeout(config.session_timeout)
                 .max_reply_size(config.max_reply_size)
-                .coalesce_deletes(config.coalesce_deletes),
+                .coalesce_requests(config.coalesce_requests),
         )?;
         let sent = Instant::now();
         let failure = match connector.connect(hosts, deadline) {

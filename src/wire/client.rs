@@ -55,9 +55,9 @@ impl Connector {
         self
     }
 
-    /// Whether deletes of our own nodes that wait while the connection is busy go out
-    /// together in one `multi`. Defaults to true.
-    pub fn coalesce_deletes(mut self, on: bool) -> Self {
+    /// Whether lock-node creates and deletes of our own nodes that wait while the connection
+    /// is busy go out together in one `multi`. Defaults to true.
+    pub fn coalesce_requests(mut self, on: bool) -> Self {
         self.config.coalesce = on;
         self
     }
