@@ -69,16 +69,18 @@ impl Session {
         let op: Op<CreateAndList> = Box::pin(async move {
             // All requests are sent here, before the first await, in one write (the create may
             // go out in a `multi` with others, the listing then right behind it).
-            let cork = zk.cork();
-            let made = plan.make_path.then(|| {
-                let options = zk::CreateMode::Container.with_acls(acl.acls());
-                zk.create(&list_path, &[], &options)
-            });
-            let options = zk::CreateMode::EphemeralSequential.with_acls(acl.acls());
-            let create = zk.create_own(&node_prefix, &data, &options, plan.coalesce);
-            // getChildren2: the lock path's stat comes with the listing, at no extra cost.
-            let list = with_listing.then(|| zk.get_children(&list_path));
-            drop(cork);
+            let (made, create, list) = {
+                let _cork = zk.cork();
+                let made = plan.make_path.then(|| {
+                    let options = zk::CreateMode::Container.with_acls(acl.acls());
+                    zk.create(&list_path, &[], &options)
+                });
+                let options = zk::CreateMode::EphemeralSequential.with_acls(acl.acls());
+                let create = zk.create_own(&node_prefix, &data, &options, plan.coalesce);
+                // getChildren2: the lock path's stat comes with the listing, at no extra cost.
+                let list = with_listing.then(|| zk.get_children(&list_path));
+                (made, create, list)
+            };
             if let Some(made) = made {
                 // Whatever it says (NodeExists; a missing parent or a refusal, which the
                 // create below meets too), the create's own answer decides.

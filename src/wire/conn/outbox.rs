@@ -40,8 +40,8 @@ pub(super) struct Outbox {
     pub(super) queue: VecDeque<Outgoing>,
     /// The sequence number of the next request written (see [`Pending::seq`]).
     pub(super) written: u64,
-    /// The `multi`s of coalesced writes on the wire unanswered. No write goes out while there
-    /// is one (see [`coalesce`]).
+    /// The `multi`s of coalesced writes on the wire unanswered. No write of a related node
+    /// goes out while there is one (see [`coalesce`]).
     pub(super) unsettled: Vec<Unsettled>,
 }
 
@@ -86,8 +86,8 @@ thread_local! {
     static CORKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-/// See [`Shared::cork`].
-pub(crate) struct Cork(Arc<Shared>);
+/// See [`Shared::cork`]. Not `Send`: it counts in its thread's `CORKED`.
+pub(crate) struct Cork(Arc<Shared>, std::marker::PhantomData<*const ()>);
 
 impl Drop for Cork {
     fn drop(&mut self) {
@@ -162,7 +162,7 @@ impl Shared {
     /// then they go out, together where they may (one write on the socket, and a `multi`).
     pub(crate) fn cork(self: &Arc<Self>) -> Cork {
         CORKED.with(|c| c.set(c.get() + 1));
-        Cork(self.clone())
+        Cork(self.clone(), std::marker::PhantomData)
     }
 
     /// Queues a request without writing it (the caller calls [`flush`](Self::flush)).
