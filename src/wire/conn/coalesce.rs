@@ -180,6 +180,10 @@ pub(super) struct Wire<'a> {
     pub(super) max_multi_bytes: usize,
     /// How many bytes the answer to one `multi` may take at most (the client's largest reply).
     pub(super) max_multi_reply: usize,
+    /// How many queued requests one plan looks at beyond those it takes: the outbox may hold
+    /// tens of thousands (waiters re-listing after a reconnect), and a plan is made after
+    /// every reply. What lies further back waits for a later plan.
+    pub(super) max_scan: usize,
 }
 
 /// One request to write, or several writes to write as one `multi` (indices into the queue,
@@ -202,14 +206,21 @@ pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire<'_>, limit: usize
     // Left behind: an `Ordered` request (nothing passes it), and the paths of writes.
     let mut barrier = false;
     let mut held: Vec<&str> = Vec::new();
-    // Members of a `multi` taken, passed over when the scan reaches them.
-    let mut in_multi = vec![false; queue.len()];
+    // Members of a `multi` taken, passed over when the scan reaches them (sized at the first).
+    let mut in_multi: Vec<bool> = Vec::new();
+    let mut passed = 0;
     let mut i = 0;
     while i < queue.len() && takes.len() < limit {
         let item = &queue[i];
-        if in_multi[i] {
+        if in_multi.get(i) == Some(&true) {
             i += 1;
             continue;
+        }
+        if takes.len() + passed > wire.max_scan {
+            break;
+        }
+        if left_behind {
+            passed += 1;
         }
         if bytes > 0 && bytes + item.len() > wire.max_bytes {
             break;
@@ -240,6 +251,9 @@ pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire<'_>, limit: usize
                     && !path_of(class).is_some_and(|p| touches(&in_flight, p)) =>
             {
                 let (run, full) = run_from(queue, i, wire, &in_flight);
+                if in_multi.is_empty() && run.len() > 1 {
+                    in_multi = vec![false; queue.len()];
+                }
                 let busy = wire.oldest_unanswered.is_some_and(|o| o < item.after());
                 if busy && !full {
                     // It waits for the replies it would have waited for at the server, and
@@ -312,7 +326,7 @@ fn run_from<T: Queued>(
     let (mut run, mut run_bytes, mut reply) = (Vec::new(), 0, 64);
     let mut parents: Vec<&str> = Vec::new();
     let mut passed: Vec<&str> = Vec::new();
-    for (j, next) in queue.iter().enumerate().skip(start) {
+    for (j, next) in queue.iter().enumerate().skip(start).take(wire.max_scan) {
         let class = next.class();
         if next.urgent() {
             return (run, false);
@@ -392,6 +406,7 @@ mod tests {
             max_ops: 4,
             max_multi_bytes: 64 * 1024,
             max_multi_reply: 1 << 20,
+            max_scan: 1 << 20,
         }
     }
 
@@ -683,6 +698,20 @@ mod tests {
             plan(&queue, &wire(Some(1), &[]), 99),
             vec![Take::One(0), Take::One(1), Take::One(2)]
         );
+    }
+
+    #[test]
+    fn a_plan_looks_at_a_bounded_part_of_a_long_queue() {
+        // A held delete, then many reads of its lock path (they wait), then one of another.
+        let mut items = vec![del("/l/a", 5)];
+        items.extend((0..100).map(|_| item(Class::Read("/l".into()), 5)));
+        items.push(item(Class::Read("/other".into()), 5));
+        let queue = q(items);
+        let mut w = wire(Some(1), &[]);
+        w.max_scan = 50;
+        assert!(plan(&queue, &w, 99).is_empty());
+        w.max_scan = 200;
+        assert_eq!(plan(&queue, &w, 99), vec![Take::One(101)]);
     }
 
     #[test]

@@ -127,6 +127,9 @@ const WRITER_NET: Duration = Duration::from_millis(100);
 /// How many bytes one write takes from the outbox at most.
 const MAX_BATCH: usize = 256 * 1024;
 
+/// How many queued requests a plan looks at beyond those it takes (see [`coalesce::Wire`]).
+const MAX_SCAN: usize = 256;
+
 /// How many writes one `multi` takes at most (also bounded by the client's largest reply).
 const MAX_MULTI_OPS: usize = 512;
 
@@ -337,16 +340,25 @@ impl Shared {
         if takes.is_empty() {
             return None;
         }
-        let mut taken: Vec<Option<Outgoing>> = Vec::with_capacity(outbox.queue.len());
-        let mut left = VecDeque::with_capacity(outbox.queue.len());
-        let mut wanted = vec![false; outbox.queue.len()];
+        // Only the part of the queue the plan looked at is taken apart: it may be long.
+        let end = 1 + takes
+            .iter()
+            .flat_map(|take| match take {
+                Take::One(i) => std::slice::from_ref(i),
+                Take::Multi(run) => run.as_slice(),
+            })
+            .max()
+            .expect("a take has an index");
+        let mut wanted = vec![false; end];
         for take in &takes {
             match take {
                 Take::One(i) => wanted[*i] = true,
                 Take::Multi(run) => run.iter().for_each(|i| wanted[*i] = true),
             }
         }
-        for (i, outgoing) in outbox.queue.drain(..).enumerate() {
+        let mut taken: Vec<Option<Outgoing>> = Vec::with_capacity(end);
+        let mut left = VecDeque::new();
+        for (i, outgoing) in outbox.queue.drain(..end).enumerate() {
             if wanted[i] {
                 taken.push(Some(outgoing));
             } else {
@@ -354,7 +366,9 @@ impl Shared {
                 left.push_back(outgoing);
             }
         }
-        outbox.queue = left;
+        while let Some(outgoing) = left.pop_back() {
+            outbox.queue.push_front(outgoing);
+        }
         let mut batch = Vec::new();
         for take in takes {
             let seq = outbox.written;
@@ -440,6 +454,7 @@ impl Shared {
             max_ops: MAX_MULTI_OPS,
             max_multi_bytes: MAX_MULTI_BYTES,
             max_multi_reply: self.config.max_reply,
+            max_scan: MAX_SCAN,
         };
         coalesce::plan(&outbox.queue, &wire, limit)
     }
