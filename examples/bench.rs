@@ -32,7 +32,7 @@
 //!   locks are never contended). Two passes: `cold` (the lock paths do not exist yet: the
 //!   first acquisition creates them) and `warm` (the same paths again). Throughput, cycle
 //!   latency and server requests per cycle for each. `many_locks_plain`: the same with
-//!   `coalesce_requests(false)` (every delete sent alone).
+//!   `coalesce_requests(false)` (every request sent alone).
 //! - `hot` and `hot_off` (issue 36): 2 processes of 8 threads each on one lock, one
 //!   [`Client`] per process (a process is a session to ZooKeeper; here both are in this one OS
 //!   process, sharing one clock and one overlap counter), 4,000 acquisitions in all, empty
@@ -58,7 +58,7 @@
 //!   lock paths created up front, each cycled once (create EPHEMERAL_SEQUENTIAL, getChildren,
 //!   delete) with W = 1, 8 and 32 cycles in flight: `plain` as individual requests (3 a
 //!   cycle), `multi` with each wave's creates as one `multi` and its deletes as another
-//!   (1 + 2/W a cycle). Then zklock's own warm pass (8 threads, one client), deletes alone
+//!   (1 + 2/W a cycle). Then zklock's own warm pass (8 threads, one client), requests alone
 //!   (`floor_many_zklock_plain`) and coalesced (`floor_many_zklock`), each with its ratio to
 //!   the coalesced floor at W = 8.
 //!
@@ -929,7 +929,7 @@ fn many_locks(host_port: &str, path: &str, coalesce: bool) -> anyhow::Result<()>
     Ok(())
 }
 
-/// `many_locks`' passes on one client (deletes coalesced or not); the warm cycles/s of the
+/// `many_locks`' passes on one client (requests coalesced or not); the warm cycles/s of the
 /// last pass.
 fn many_passes(
     host_port: &str,
@@ -1273,7 +1273,7 @@ fn floor_wave(bare: &mut Bare, dirs: &[String], coalesced: bool) -> anyhow::Resu
 
 /// The bare-socket limit of `many_locks`' warm pass (10,000 existing lock paths, each cycled
 /// once), W = 1, 8, 32 cycles in flight, requests individual and coalesced; then zklock's own
-/// warm pass (8 threads, one client) with and without coalesced deletes, and its ratio to the
+/// warm pass (8 threads, one client) with and without coalesced requests, and its ratio to the
 /// coalesced floor at 8.
 fn floor_many(host_port: &str, path: &str) -> anyhow::Result<()> {
     result_other_connections("floor_many", host_port)?;
