@@ -4,8 +4,8 @@
 //! ```text
 //! cargo build --release --example bench
 //! target/release/examples/bench <scenario> <host:port> <lock path>
-//! # scenario: uncontended | contended | herd | scale | many_locks | hot | hot_off | floor |
-//! #           floor_sequential
+//! # scenario: uncontended | contended | herd | scale | many_locks | many_locks_plain | hot |
+//! #           hot_off | floor | floor_sequential | floor_many
 //! ```
 //!
 //! `uncontended`, `contended` and `herd` follow `LockBench.java` of the anchors step by step
@@ -31,7 +31,8 @@
 //!   once by one of 8 threads sharing one session (thread `t` takes paths `t, t+8, ...`, so the
 //!   locks are never contended). Two passes: `cold` (the lock paths do not exist yet: the
 //!   first acquisition creates them) and `warm` (the same paths again). Throughput, cycle
-//!   latency and server requests per cycle for each.
+//!   latency and server requests per cycle for each. `many_locks_plain`: the same with
+//!   `coalesce_requests(false)` (every request sent alone).
 //! - `hot` and `hot_off` (issue 36): 2 processes of 8 threads each on one lock, one
 //!   [`Client`] per process (a process is a session to ZooKeeper; here both are in this one OS
 //!   process, sharing one clock and one overlap counter), 4,000 acquisitions in all, empty
@@ -52,6 +53,14 @@
 //!   next request (3 round trips). Run right beside `uncontended` on the same server, the ratio
 //!   of the two medians is what zklock's own layers cost over the wire (issue 22, item 5:
 //!   at most 1.1x the pipelined floor).
+//!
+//! - `floor_many`: the bare client's limit for `many_locks`' warm pass (issue 35): the 10,000
+//!   lock paths created up front, each cycled once (create EPHEMERAL_SEQUENTIAL, getChildren,
+//!   delete) with W = 1, 8 and 32 cycles in flight: `plain` as individual requests (3 a
+//!   cycle), `multi` with each wave's creates as one `multi` and its deletes as another
+//!   (1 + 2/W a cycle). Then zklock's own warm pass (8 threads, one client), requests alone
+//!   (`floor_many_zklock_plain`) and coalesced (`floor_many_zklock`), each with its ratio to
+//!   the coalesced floor at W = 8.
 //!
 //! Every scenario also prints the process's peak RSS (`VmHWM` of `/proc/self/status`). The
 //! server counts (`mntr`) are server-wide, so the extra scenarios also print how many other
@@ -910,12 +919,34 @@ fn scale_round(
 }
 
 // ---- many_locks: 10,000 distinct locks, 8 threads, one session ----
-fn many_locks(host_port: &str, path: &str) -> anyhow::Result<()> {
+fn many_locks(host_port: &str, path: &str, coalesce: bool) -> anyhow::Result<()> {
     result_other_connections("many", host_port)?;
-    let client = open(host_port)?;
+    many_passes(host_port, path, coalesce, "many", &["cold", "warm"])?;
+    result("many_threads", MANY_THREADS);
+    result("many_sessions", 1);
+    result("many_coalesce_requests", coalesce);
+    result_rss("many");
+    Ok(())
+}
+
+/// `many_locks`' passes on one client (requests coalesced or not); the warm cycles/s of the
+/// last pass.
+fn many_passes(
+    host_port: &str,
+    path: &str,
+    coalesce: bool,
+    prefix: &str,
+    passes: &[&str],
+) -> anyhow::Result<f64> {
+    let client = Client::builder(host_port)
+        .session_timeout(SESSION_TIMEOUT)
+        .coalesce_requests(coalesce)
+        .connect()
+        .with_context(|| format!("connecting to {host_port}"))?;
     let paths: Vec<String> = (0..MANY_LOCKS).map(|i| format!("{path}/l{i}")).collect();
-    for pass in ["cold", "warm"] {
-        let key = |k: &str| format!("many_{pass}_{k}");
+    let mut rate = 0.0;
+    for pass in passes {
+        let key = |k: &str| format!("{prefix}_{pass}_{k}");
         let errors = AtomicUsize::new(0);
         let before = mntr(host_port)?;
         let start = nano_time();
@@ -950,9 +981,10 @@ fn many_locks(host_port: &str, path: &str) -> anyhow::Result<()> {
         let after = mntr(host_port)?;
         ns.sort_unstable();
         let cycles = ns.len() as f64;
+        rate = cycles / wall;
         result(&key("cycles"), ns.len());
         result(&key("wall_s"), format!("{wall:.3}"));
-        result(&key("cycles_per_s"), format!("{:.0}", cycles / wall));
+        result(&key("cycles_per_s"), format!("{rate:.0}"));
         if !ns.is_empty() {
             result(&key("cycle_med_us"), us(pct(&ns, 0.50)));
             result(&key("cycle_p99_us"), us(pct(&ns, 0.99)));
@@ -974,17 +1006,16 @@ fn many_locks(host_port: &str, path: &str) -> anyhow::Result<()> {
             result(&key("errors"), errors);
         }
     }
-    result("many_threads", MANY_THREADS);
-    result("many_sessions", 1);
     drop(client);
-    result_rss("many");
-    Ok(())
+    Ok(rate)
 }
 
 // ---- floor: the protocol minimum of a lock cycle, on a bare socket ----
 
 // ZooKeeper opcodes and create flags (zookeeper.jute, ZooDefs.OpCode, CreateMode).
+const OP_CREATE: i32 = 1;
 const OP_DELETE: i32 = 2;
+const OP_MULTI: i32 = 14;
 const OP_GET_CHILDREN2: i32 = 12;
 const OP_CREATE2: i32 = 15;
 const OP_CLOSE_SESSION: i32 = -11;
@@ -1150,6 +1181,164 @@ impl Bare {
     }
 }
 
+// ---- floor_many: the server's limit for many distinct locks on one session ----
+
+/// A multi header {type, done, err}.
+fn multi_header(j: Jute, op: i32, done: bool) -> Jute {
+    j.int(op).bool(done).int(-1)
+}
+
+/// The created names in a multi reply of plain creates {header, path}*, closing header.
+fn multi_created(body: &[u8]) -> anyhow::Result<Vec<String>> {
+    let mut r = Fields(body);
+    let mut names = Vec::new();
+    loop {
+        let kind = r.int()?;
+        let done = r.take(1)?[0] != 0;
+        r.int()?;
+        if done {
+            return Ok(names);
+        }
+        match kind {
+            OP_CREATE => {
+                let path = String::from_utf8(r.bytes()?.to_vec())?;
+                names.push(path.rsplit('/').next().unwrap_or_default().to_owned());
+            }
+            other => bail!("floor_many: op {other} in a multi reply"),
+        }
+    }
+}
+
+/// One wave of `dirs.len()` warm cycles in flight on distinct lock paths: every create and
+/// getChildren pipelined, then every delete; with `coalesced`, the creates go as one multi
+/// and the deletes as another (1 + 2/W requests per cycle instead of 3).
+fn floor_wave(bare: &mut Bare, dirs: &[String], coalesced: bool) -> anyhow::Result<()> {
+    let names: Vec<String> = if coalesced {
+        let mut multi = Jute::default();
+        for dir in dirs {
+            multi = multi_header(multi, OP_CREATE, false)
+                .bytes(format!("{dir}/lock-").as_bytes())
+                .bytes(&[])
+                .int(1)
+                .int(31)
+                .bytes(b"world")
+                .bytes(b"anyone")
+                .int(EPHEMERAL_SEQUENTIAL);
+        }
+        bare.send(OP_MULTI, multi_header(multi, -1, true))?;
+        for dir in dirs {
+            bare.send_children(dir)?;
+        }
+        let names = multi_created(&bare.ok()?)?;
+        for (dir, name) in dirs.iter().zip(&names) {
+            if !lists(&bare.ok()?, name)? {
+                bail!("floor_many: the listing of {dir} lacks {name}");
+            }
+        }
+        names
+    } else {
+        for dir in dirs {
+            bare.send_create(&format!("{dir}/lock-"), EPHEMERAL_SEQUENTIAL)?;
+            bare.send_children(dir)?;
+        }
+        let mut names = Vec::new();
+        for dir in dirs {
+            let name = created_name(&bare.ok()?)?;
+            if !lists(&bare.ok()?, &name)? {
+                bail!("floor_many: the listing of {dir} lacks {name}");
+            }
+            names.push(name);
+        }
+        names
+    };
+    if coalesced {
+        let mut multi = Jute::default();
+        for (dir, name) in dirs.iter().zip(&names) {
+            multi = multi_header(multi, OP_DELETE, false)
+                .bytes(format!("{dir}/{name}").as_bytes())
+                .int(-1);
+        }
+        bare.send(OP_MULTI, multi_header(multi, -1, true))?;
+        bare.ok()?;
+    } else {
+        for (dir, name) in dirs.iter().zip(&names) {
+            bare.send_delete(&format!("{dir}/{name}"))?;
+        }
+        for _ in dirs {
+            bare.ok()?;
+        }
+    }
+    Ok(())
+}
+
+/// The bare-socket limit of `many_locks`' warm pass (10,000 existing lock paths, each cycled
+/// once), W = 1, 8, 32 cycles in flight, requests individual and coalesced; then zklock's own
+/// warm pass (8 threads, one client) with and without coalesced requests, and its ratio to the
+/// coalesced floor at 8.
+fn floor_many(host_port: &str, path: &str) -> anyhow::Result<()> {
+    result_other_connections("floor_many", host_port)?;
+    let mut bare = Bare::connect(host_port)?;
+    let mut dir = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        dir = format!("{dir}/{part}");
+        bare.send_create(&dir, PERSISTENT)?;
+        match bare.recv()?.0 {
+            0 | NODE_EXISTS => {}
+            err => bail!("floor_many: creating {dir}: ZooKeeper error {err}"),
+        }
+    }
+    // The same paths as many_locks (`<path>/l<i>`), created up front: every pass is warm.
+    let dirs: Vec<String> = (0..MANY_LOCKS).map(|i| format!("{dir}/l{i}")).collect();
+    for chunk in dirs.chunks(256) {
+        for d in chunk {
+            bare.send_create(d, PERSISTENT)?;
+        }
+        for d in chunk {
+            match bare.recv()?.0 {
+                0 | NODE_EXISTS => {}
+                err => bail!("floor_many: creating {d}: ZooKeeper error {err}"),
+            }
+        }
+    }
+    let mut coalesced_at_8 = 0.0;
+    for w in [1, 8, 32] {
+        for coalesced in [false, true] {
+            let shape = if coalesced { "multi" } else { "plain" };
+            let key = |k: &str| format!("floor_many_w{w}_{shape}_{k}");
+            let before = mntr(host_port)?;
+            let start = nano_time();
+            for wave in dirs.chunks(w) {
+                floor_wave(&mut bare, wave, coalesced)?;
+            }
+            let wall = (nano_time() - start) as f64 / 1e9;
+            let after = mntr(host_port)?;
+            let rate = MANY_LOCKS as f64 / wall;
+            if coalesced && w == 8 {
+                coalesced_at_8 = rate;
+            }
+            result(&key("cycles_per_s"), format!("{rate:.0}"));
+            result(
+                &key("req_per_cycle"),
+                f((delta(&before, &after, "zk_packets_received") - 1.0) / MANY_LOCKS as f64),
+            );
+        }
+    }
+    bare.send(OP_CLOSE_SESSION, Jute::default())?;
+    bare.recv()?;
+    for (coalesce, prefix) in [
+        (false, "floor_many_zklock_plain"),
+        (true, "floor_many_zklock"),
+    ] {
+        let rate = many_passes(host_port, path, coalesce, prefix, &["warm"])?;
+        result(
+            &format!("{prefix}_ratio_to_multi_w8"),
+            format!("{:.2}", rate / coalesced_at_8),
+        );
+    }
+    result_rss("floor_many");
+    Ok(())
+}
+
 /// The created node's name from a create2 reply {path, stat}.
 fn created_name(body: &[u8]) -> anyhow::Result<String> {
     let path = String::from_utf8(Fields(body).bytes()?.to_vec())?;
@@ -1239,7 +1428,7 @@ fn main() -> anyhow::Result<()> {
     nano_time();
     let [mode, host_port, path] = args.as_slice() else {
         eprintln!(
-            "usage: bench <uncontended|contended|herd|scale|many_locks|hot|hot_off|floor|floor_sequential> \
+            "usage: bench <uncontended|contended|herd|scale|many_locks|many_locks_plain|hot|hot_off|floor|floor_sequential|floor_many> \
              <host:port> <lock path>"
         );
         std::process::exit(2);
@@ -1249,7 +1438,9 @@ fn main() -> anyhow::Result<()> {
         "contended" => contended(host_port, path),
         "herd" => herd(host_port, path),
         "scale" => scale(host_port, path),
-        "many_locks" => many_locks(host_port, path),
+        "many_locks" => many_locks(host_port, path, true),
+        "many_locks_plain" => many_locks(host_port, path, false),
+        "floor_many" => floor_many(host_port, path),
         "hot" => hot(host_port, path, true),
         "hot_off" => hot(host_port, path, false),
         "floor" => floor(host_port, path, true),

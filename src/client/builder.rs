@@ -76,6 +76,7 @@ impl Client {
                 fail_fast_if_refused: false,
                 require_chroot: false,
                 max_reply_size: DEFAULT_MAX_REPLY_SIZE,
+                coalesce_requests: true,
                 security: Security::default(),
             },
             observe: Observe::default(),
@@ -125,6 +126,22 @@ impl ClientBuilder {
     /// Defaults to 16 MiB.
     pub fn max_reply_size(mut self, bytes: usize) -> Self {
         self.config.max_reply_size = bytes.max(MIN_MAX_REPLY_SIZE);
+        self
+    }
+
+    /// Whether this client's lock-node creates and deletes (acquisitions, releases, withdrawn
+    /// waiters) that wait while the connection is busy go out together, as one ZooKeeper
+    /// `multi`: the server then pays its per-write costs once for all of them, which raises
+    /// the throughput of many locks on one client (see
+    /// [`guide::performance`](crate::guide::performance)). Nothing waits on an idle
+    /// connection, and each call's outcome is what its own request would have had: a `multi`
+    /// that fails is sent again one request at a time, ahead of every later write of a related
+    /// node. A create goes into a `multi` only under a lock path the client has seen exist
+    /// lately, or while the lock paths it uses for the first time mostly exist already.
+    ///
+    /// Defaults to true.
+    pub fn coalesce_requests(mut self, on: bool) -> Self {
+        self.config.coalesce_requests = on;
         self
     }
 

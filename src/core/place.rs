@@ -168,8 +168,19 @@ async fn find_created(
     // We may be talking to another server now, one that has not yet applied our create:
     // without the sync its listing could miss our node, and we would create a second one
     // that waits for ever behind the first.
-    store.sync(lock_path, deadline).await?;
-    let children = store.list(lock_path, deadline).await?;
+    let listed = match store.sync(lock_path, deadline).await {
+        Ok(()) => store.list(lock_path, deadline).await,
+        Err(err) => Err(err),
+    };
+    let children = match listed {
+        // No lock path, so no node of ours in it (a container goes only once empty): the
+        // caller creates again, and makes the lock path first.
+        Err(Error::NoNode { .. }) => {
+            sweep.3 = false;
+            return Ok(None);
+        }
+        listed => listed?,
+    };
     let Some(found) = children.iter().find(|c| c.starts_with(prefix)).cloned() else {
         sweep.3 = false;
         return Ok(None);
@@ -278,6 +289,16 @@ mod tests {
             .filter(|c| **c == "ensure_path")
             .count();
         assert_eq!(ensures, PARENT_ATTEMPTS as usize);
+    }
+
+    #[test]
+    fn a_lost_create_under_a_missing_lock_path_makes_the_path_and_creates_again() {
+        let store = Store::without_path("/lock");
+        store.script(&[Step::Lost]);
+        let (name, _, _, _) = place(&store).unwrap().expect("placed");
+        assert_eq!(store.children().as_slice(), [name]);
+        assert!(store.calls().contains(&"ensure_path"));
+        assert!(store.swept().is_empty());
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub(crate) struct SessionConfig {
     pub(crate) require_chroot: bool,
     /// The largest reply read (`ClientBuilder::max_reply_size`).
     pub(crate) max_reply_size: usize,
+    /// `ClientBuilder::coalesce_requests`.
+    pub(crate) coalesce_requests: bool,
     pub(crate) security: Security,
 }
 
@@ -60,6 +62,7 @@ mod tests {
                 fail_fast_if_refused: false,
                 require_chroot: false,
                 max_reply_size: 1 << 20,
+                coalesce_requests: true,
                 security: Security::default(),
             };
             match config.read_connect_string() {

@@ -1,8 +1,10 @@
 //! Creating a lock node: the create and the listing of its lock path, pipelined, and what a
 //! lost or late reply leaves to do.
 
-use std::sync::atomic::Ordering;
+use std::collections::HashMap;
 use std::time::Instant;
+
+use parking_lot::Mutex;
 
 use crate::error::Result;
 use crate::wire as zk;
@@ -57,17 +59,46 @@ impl Session {
             lock_path.to_owned(),
             data.to_vec(),
         );
-        // Alone, the create pipelines its listing (one round trip); among others, a listing
-        // each would cost O(N²) bytes, so they share listings sent after their creates.
-        let _creating = Creating::begin(&self.creating);
+        // Alone on its lock path, the create pipelines its listing (one round trip); among
+        // others, a listing each would cost O(N²) bytes, so they share listings sent after
+        // their creates.
+        let _creating = Creating::begin(&self.creating, lock_path);
         let with_listing = _creating.alone;
+        let plan = self.paths_seen.plan(zk.knows_parent(&node_prefix));
+        let paths_seen = self.paths_seen.clone();
         let op: Op<CreateAndList> = Box::pin(async move {
-            let options = zk::CreateMode::EphemeralSequential.with_acls(acl.acls());
-            // Both requests are sent here, before the first await.
-            let create = zk.create(&node_prefix, &data, &options);
-            // getChildren2: the lock path's stat comes with the listing, at no extra cost.
-            let list = with_listing.then(|| zk.get_children(&list_path));
-            let created = create.await.map(|(stat, created)| {
+            // All requests are sent here, before the first await, in one write (the create may
+            // go out in a `multi` with others, the listing then right behind it).
+            let (made, create, list) = {
+                let _cork = zk.cork();
+                let made = plan.make_path.then(|| {
+                    let options = zk::CreateMode::Container.with_acls(acl.acls());
+                    zk.create(&list_path, &[], &options)
+                });
+                let options = zk::CreateMode::EphemeralSequential.with_acls(acl.acls());
+                let create = zk.create_own(&node_prefix, &data, &options, plan.coalesce);
+                // getChildren2: the lock path's stat comes with the listing, at no extra cost.
+                let list = with_listing.then(|| zk.get_children(&list_path));
+                (made, create, list)
+            };
+            if let Some(made) = made {
+                // Whatever it says (NodeExists; a missing parent or a refusal, which the
+                // create below meets too), the create's own answer decides.
+                match made.await {
+                    Ok(_) => paths_seen.learn(false),
+                    Err(zk::Error::NodeExists) => paths_seen.learn(true),
+                    Err(err) => log::trace!("making {list_path} before creating in it: {err}"),
+                }
+            }
+            let created = create.await;
+            if plan.unknown && !plan.make_path {
+                match &created {
+                    Ok(_) => paths_seen.learn(true),
+                    Err(zk::Error::NoNode) => paths_seen.learn(false),
+                    Err(_) => {}
+                }
+            }
+            let created = created.map(|(stat, created)| {
                 let name = created.rsplit('/').next().unwrap_or_default().to_owned();
                 (name, NodeStat::from(&stat))
             });
@@ -116,26 +147,36 @@ impl Session {
     }
 }
 
-/// One lock-node create in flight on a session, counted while it lives.
+/// One lock-node create in flight on a session, counted by lock path while it lives.
 struct Creating<'a> {
-    count: &'a std::sync::atomic::AtomicUsize,
-    /// No other create was in flight when this one began.
+    count: &'a Mutex<HashMap<String, usize>>,
+    lock_path: &'a str,
+    /// No other create on its lock path was in flight when this one began.
     alone: bool,
 }
 
 impl<'a> Creating<'a> {
-    fn begin(count: &'a std::sync::atomic::AtomicUsize) -> Creating<'a> {
-        let before = count.fetch_add(1, Ordering::SeqCst);
+    fn begin(count: &'a Mutex<HashMap<String, usize>>, lock_path: &'a str) -> Creating<'a> {
+        let mut counts = count.lock();
+        let n = counts.entry(lock_path.to_owned()).or_default();
+        *n += 1;
         Creating {
             count,
-            alone: before == 0,
+            lock_path,
+            alone: *n == 1,
         }
     }
 }
 
 impl Drop for Creating<'_> {
     fn drop(&mut self) {
-        self.count.fetch_sub(1, Ordering::SeqCst);
+        let mut counts = self.count.lock();
+        if let Some(n) = counts.get_mut(self.lock_path) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(self.lock_path);
+            }
+        }
     }
 }
 
@@ -166,5 +207,49 @@ impl Drop for PendingCreate<'_> {
                 _ => {}
             }
         });
+    }
+}
+
+/// Whether the lock paths this session locks for the first time (lately) mostly exist already
+/// (a service's long-lived entities) or mostly do not (new ones): a score of the latest such
+/// first uses, from -16 (all existed) to 16 (none did).
+#[derive(Default)]
+pub(crate) struct PathsSeen {
+    score: std::sync::atomic::AtomicI32,
+}
+
+/// How a lock node's create goes out.
+#[derive(Clone, Copy)]
+struct CreatePlan {
+    /// The session has not seen its lock path exist lately.
+    unknown: bool,
+    /// The lock path is created first, pipelined: where first uses are of new paths, that
+    /// saves a failed create and a round trip (and costs a NodeExists where not).
+    make_path: bool,
+    /// The create may go out in a `multi`: a create under a missing lock path fails the whole
+    /// `multi`, which is then sent again request by request.
+    coalesce: bool,
+}
+
+impl PathsSeen {
+    const BOUND: i32 = 16;
+
+    fn plan(&self, known: bool) -> CreatePlan {
+        let score = self.score.load(std::sync::atomic::Ordering::Relaxed);
+        CreatePlan {
+            unknown: !known,
+            make_path: !known && score > 0,
+            coalesce: known || score < 0,
+        }
+    }
+
+    /// A lock path used for the first time (lately) existed already, or not.
+    fn learn(&self, existed: bool) {
+        let step = if existed { -1 } else { 1 };
+        let _ = self.score.fetch_update(
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+            |s| Some((s + step).clamp(-Self::BOUND, Self::BOUND)),
+        );
     }
 }

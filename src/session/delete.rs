@@ -27,7 +27,7 @@ impl Session {
         }
         let zk = self.zk()?;
         let target = path.to_owned();
-        let op: Op<()> = Box::pin(async move { zk.delete(&target, None).await });
+        let op: Op<()> = Box::pin(async move { zk.delete_own(&target).await });
         let deadline = if self.liveness() == Liveness::Connected {
             Instant::now() + wait
         } else {
@@ -144,7 +144,7 @@ impl Session {
 pub(super) async fn delete_until_gone(zk: &zk::Client, path: &str) {
     let mut state = zk.state_watcher();
     loop {
-        match zk.delete(path, None).await {
+        match zk.delete_own(path).await {
             Ok(()) => {
                 io_log!(Debug, "deleted {path} in the background");
                 return;

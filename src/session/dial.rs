@@ -42,7 +42,8 @@ pub(crate) fn dial(
         let connector = config.security.configure(
             zk::Connector::new()
                 .session_timeout(config.session_timeout)
-                .max_reply_size(config.max_reply_size),
+                .max_reply_size(config.max_reply_size)
+                .coalesce_requests(config.coalesce_requests),
         )?;
         let sent = Instant::now();
         let failure = match connector.connect(hosts, deadline) {

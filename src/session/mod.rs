@@ -103,9 +103,11 @@ pub(crate) struct Session {
     pid: u32,
     handle: Handle,
     releases: Arc<Releases>,
-    /// Lock-node creates in flight: while others are, a create does not pipeline a listing
-    /// of its own but shares one (see `listing.rs`).
-    creating: std::sync::atomic::AtomicUsize,
+    /// Lock-node creates in flight, by lock path: while others are on its lock path, a
+    /// create does not pipeline a listing of its own but shares one (see `listing.rs`).
+    creating: Mutex<std::collections::HashMap<String, usize>>,
+    /// Whether lock paths used for the first time lately existed (see `create.rs`).
+    paths_seen: Arc<create::PathsSeen>,
     /// Below which sequence number each of its queues is known to be empty (see `floors.rs`).
     pub(crate) floors: floors::Floors,
 }

@@ -115,6 +115,7 @@ pub(crate) async fn open_session(
         handle: runtime.handle().clone(),
         releases: releases.clone(),
         creating: Default::default(),
+        paths_seen: Default::default(),
         floors: Default::default(),
     };
     // A reconnect's handshake proves the session alive as a sync would (the leader validates

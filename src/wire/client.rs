@@ -32,6 +32,7 @@ impl Connector {
                 resolver: Arc::new(hosts::SystemResolver),
                 session_timeout: Duration::from_secs(6),
                 max_reply: MAX_FRAME,
+                coalesce: true,
                 auth: Vec::new(),
                 #[cfg(feature = "tls")]
                 tls: None,
@@ -51,6 +52,13 @@ impl Connector {
     /// to ZooKeeper's own `jute.maxbuffer` with room for headers.
     pub fn max_reply_size(mut self, bytes: usize) -> Self {
         self.config.max_reply = bytes;
+        self
+    }
+
+    /// Whether lock-node creates and deletes of our own nodes that wait while the connection
+    /// is busy go out together in one `multi`. Defaults to true.
+    pub fn coalesce_requests(mut self, on: bool) -> Self {
+        self.config.coalesce = on;
         self
     }
 

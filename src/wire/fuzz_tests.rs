@@ -214,10 +214,10 @@ proptest! {
             match result {
                 MultiResult::Done if *kind == op::SET_DATA => write_stat(&mut w),
                 MultiResult::Done => {}
-                MultiResult::Created(path) => {
+                MultiResult::Created(path, stat) => {
                     w.string(path);
-                    if *kind != op::CREATE {
-                        write_stat(&mut w);
+                    if let Some(stat) = stat {
+                        stat.write(&mut w);
                     }
                 }
                 MultiResult::Error(code) => { w.int(*code); }
@@ -249,7 +249,14 @@ fn multi_result() -> impl Strategy<Value = (i32, MultiResult)> {
             ],
             any::<String>()
         )
-            .prop_map(|(kind, path)| (kind, MultiResult::Created(path))),
+            .prop_map(|(kind, path)| {
+                let stat = (kind != op::CREATE).then(|| Stat {
+                    czxid: 1,
+                    pzxid: 11,
+                    ..Stat::default()
+                });
+                (kind, MultiResult::Created(path, stat))
+            }),
         any::<i32>().prop_map(|code| (op::ERROR, MultiResult::Error(code))),
     ]
 }

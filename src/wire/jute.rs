@@ -51,6 +51,12 @@ impl Writer {
         self
     }
 
+    /// Bytes already encoded (another request's body).
+    pub(crate) fn raw(&mut self, v: &[u8]) -> &mut Self {
+        self.buf.extend_from_slice(v);
+        self
+    }
+
     pub(crate) fn string(&mut self, v: &str) -> &mut Self {
         self.buffer(v.as_bytes())
     }

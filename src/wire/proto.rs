@@ -79,6 +79,18 @@ impl Stat {
             pzxid: r.long()?,
         })
     }
+
+    pub(crate) fn write(&self, w: &mut Writer) {
+        w.long(self.czxid)
+            .long(self.mzxid)
+            .long(self.ctime)
+            .long(self.mtime);
+        w.int(self.version).int(self.cversion).int(self.aversion);
+        w.long(self.ephemeral_owner)
+            .int(self.data_length)
+            .int(self.num_children);
+        w.long(self.pzxid);
+    }
 }
 
 /// What a notification says happened (`Watcher.Event.EventType`), plus `Session` for a watch
@@ -300,7 +312,9 @@ pub(crate) fn error_of(code: i32) -> Option<Error> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum MultiResult {
     Done,
-    Created(String),
+    /// A created node's path, with its stat when the operation was a create2 answered as one
+    /// (ZooKeeper before 3.9 answers a create2 in a `multi` as a plain create, ZOOKEEPER-4026).
+    Created(String, Option<Stat>),
     Error(i32),
 }
 
@@ -317,11 +331,10 @@ pub(crate) fn read_multi(r: &mut Reader<'_>) -> Decoded<Vec<MultiResult>> {
         // Each result takes at least a header: bounded by the frame.
         results.push(match kind {
             op::CHECK | op::DELETE => MultiResult::Done,
-            op::CREATE => MultiResult::Created(r.string()?),
+            op::CREATE => MultiResult::Created(r.string()?, None),
             op::CREATE2 | op::CREATE_CONTAINER => {
                 let path = r.string()?;
-                Stat::read(r)?;
-                MultiResult::Created(path)
+                MultiResult::Created(path, Some(Stat::read(r)?))
             }
             op::SET_DATA => {
                 Stat::read(r)?;

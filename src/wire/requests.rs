@@ -24,14 +24,62 @@ impl Client {
         data: &[u8],
         options: &CreateOptions,
     ) -> Completion<(Stat, String)> {
+        self.create_in(path, data, options, false)
+    }
+
+    /// [`create`](Self::create) of a lock node (ephemeral and sequential: two creates never
+    /// name one node). With `coalesce`, while the connection is busy it may go out in one
+    /// `multi` with other lock-node creates and deletes of our own nodes, never with another
+    /// create under the same parent; the outcome is what this create alone would have had (a
+    /// failed `multi` is sent again one request at a time). Before ZooKeeper 3.9 a create in
+    /// a `multi` is answered with its path only: the stat is then made of what is known (the
+    /// czxid is the `multi`'s zxid, the owner this session), its times 0.
+    pub fn create_own(
+        &self,
+        path: &str,
+        data: &[u8],
+        options: &CreateOptions,
+        coalesce: bool,
+    ) -> Completion<(Stat, String)> {
+        self.create_in(path, data, options, coalesce)
+    }
+
+    /// Until the guard drops, requests this thread sends wait, then go out together (see
+    /// [`conn::Cork`]).
+    pub fn cork(&self) -> conn::Cork {
+        self.shared.cork()
+    }
+
+    /// Whether the parent of `path` was lately seen to exist on this session (a create below
+    /// it succeeded).
+    pub fn knows_parent(&self, path: &str) -> bool {
+        self.shared.known_parents.knows(&self.server_path(path))
+    }
+
+    fn create_in(
+        &self,
+        path: &str,
+        data: &[u8],
+        options: &CreateOptions,
+        coalescible: bool,
+    ) -> Completion<(Stat, String)> {
         let server = self.server_path(path);
         let strip = self.chroot_len();
         let mode = options.mode;
         let asked = Refused::new(perms::CREATE, path);
-        self.shared.request(
+        let coalescible = coalescible && mode == proto::CreateMode::EphemeralSequential;
+        let node = server.clone();
+        self.shared.request_in(
             mode.op(),
+            false,
+            coalescible,
             |w| proto::write_create(w, &server, data, options.acls, mode),
-            move |err, mut r, _| {
+            move |err, mut r, shared| {
+                match err {
+                    0 => shared.known_parents.learn(&node, true),
+                    -101 => shared.known_parents.learn(&node, false),
+                    _ => {}
+                }
                 on_ok(err, asked, || {
                     let created = r.string()?;
                     Ok((Stat::read(&mut r)?, strip_root(&created, strip)))
@@ -48,6 +96,21 @@ impl Client {
             op::DELETE,
             |w| {
                 w.string(&server).int(version.unwrap_or(-1));
+            },
+            |err, _, _| Ok(error_for(err, asked).map_or(Ok(()), Err)),
+        )
+    }
+
+    /// Deletes one of our own nodes (any version). While the connection is busy it may go
+    /// out in one `multi` with other such deletes; the outcome is what this delete alone
+    /// would have had (a failed `multi` is sent again one delete at a time).
+    pub fn delete_own(&self, path: &str) -> Completion<()> {
+        let server = self.server_path(path);
+        let asked = Refused::new(perms::DELETE, path);
+        self.shared.request_coalescible(
+            op::DELETE,
+            |w| {
+                w.string(&server).int(-1);
             },
             |err, _, _| Ok(error_for(err, asked).map_or(Ok(()), Err)),
         )

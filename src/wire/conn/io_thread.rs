@@ -253,6 +253,7 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
             }
             (pending.on_reply)(Answer::Reply {
                 err: header.err,
+                zxid: header.zxid,
                 body: r,
                 shared,
             })?;

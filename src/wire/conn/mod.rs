@@ -7,9 +7,12 @@
 //! Replies are matched to requests by a FIFO, not by xid: the server answers one session's
 //! requests in order, and several SetWatches share xid -8.
 
+pub(crate) mod coalesce;
 mod handshake;
 mod io_thread;
 mod outbox;
+
+pub(crate) use outbox::Cork;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -40,6 +43,9 @@ pub(crate) struct Config {
     /// The largest reply read; a larger one fails its request alone (see
     /// [`Frames::skip_oversized`](super::link::Frames::skip_oversized)).
     pub(crate) max_reply: usize,
+    /// Whether waiting deletes of our own nodes go out together in one `multi` (see
+    /// [`coalesce`]).
+    pub(crate) coalesce: bool,
     /// `(scheme, credential)` pairs sent as auth packets on every connection.
     pub(crate) auth: Vec<(String, Vec<u8>)>,
     #[cfg(feature = "tls")]
@@ -56,6 +62,8 @@ pub(crate) type OnReply = Box<dyn FnOnce(Answer<'_>) -> Result<(), Malformed> + 
 pub(crate) enum Answer<'a> {
     Reply {
         err: i32,
+        /// The reply header's zxid: for a write, its transaction's.
+        zxid: i64,
         body: Reader<'a>,
         shared: &'a Arc<Shared>,
     },
@@ -67,6 +75,10 @@ pub(crate) enum Answer<'a> {
 struct Pending {
     xid: i32,
     on_reply: OnReply,
+    /// Its place in the order of the requests written on this session (0 for one written
+    /// before any other on its connection, a SetWatches): a coalesced delete waits for the
+    /// replies to those written before it was queued.
+    seq: u64,
 }
 
 /// What the session's handles and its I/O thread share.
@@ -83,6 +95,8 @@ pub(crate) struct Shared {
     pub(crate) state: Arc<StateCell>,
     pub(crate) session_id: i64,
     pub(crate) password: Vec<u8>,
+    /// Which lock paths a create may go out in a `multi` under.
+    pub(crate) known_parents: coalesce::KnownParents,
     /// The session timeout granted on the latest connection, in milliseconds: the server
     /// expires the session by the one it granted last.
     timeout_ms: AtomicU64,
@@ -225,6 +239,7 @@ impl Shared {
         }
         let mut outbox = self.outbox.lock();
         outbox.open = false;
+        outbox.unsettled.clear();
         let mut pending: Vec<Pending> = self.pending.lock().drain(..).collect();
         pending.extend(outbox.queue.drain(..).map(|o| o.pending));
         pending
@@ -283,6 +298,7 @@ impl Shared {
                 .strings(&child);
             let frame = w.finish();
             self.pending.lock().push_back(Pending {
+                seq: 0,
                 xid: xid::SET_WATCHES,
                 on_reply: Box::new(|answer| {
                     if let Answer::Reply { err, .. } = answer {
@@ -398,12 +414,15 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
             open: false,
             next_xid: 1,
             queue: VecDeque::new(),
+            written: 1,
+            unsettled: Vec::new(),
         }),
         pending: Mutex::new(VecDeque::new()),
         last_send: Mutex::new(Instant::now()),
         watches: Mutex::new(Watches::default()),
         state: StateCell::new(KeeperState::Disconnected),
         session_id: response.session_id,
+        known_parents: coalesce::KnownParents::new(),
         password: response.password.clone(),
         timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
         last_zxid: AtomicI64::new(0),

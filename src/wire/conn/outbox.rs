@@ -8,16 +8,17 @@
 //! ahead of them, so its answer waits for no more than that many others.
 
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::coalesce::{self, Class, Queued, Take};
 use super::{terminal_error, Answer, OnReply, Pending, Shared};
 use crate::wire::completion::{self, Completion, Slot};
 use crate::wire::events::{Kind, Unwatch};
 use crate::wire::jute::{Malformed, Reader, Writer};
 use crate::wire::link::{Closer, Sink};
-use crate::wire::proto::{op, xid, MAX_FRAME};
+use crate::wire::proto::{self, op, xid, MAX_FRAME};
 use crate::wire::Error;
 
 /// The write side. Requests are queued as pending under this lock as they are written, so the
@@ -37,6 +38,22 @@ pub(super) struct Outbox {
     /// In the order they go out: urgent ones at the front, the others in the order of the
     /// calls.
     pub(super) queue: VecDeque<Outgoing>,
+    /// The sequence number of the next request written (see [`Pending::seq`]).
+    pub(super) written: u64,
+    /// The `multi`s of coalesced writes on the wire unanswered. No write of a related node
+    /// goes out while there is one (see [`coalesce`]).
+    pub(super) unsettled: Vec<Unsettled>,
+}
+
+/// A `multi` on the wire unanswered.
+pub(super) struct Unsettled {
+    /// Its place in the order of the requests written.
+    seq: u64,
+    /// The paths it writes (a create's before its sequence number).
+    paths: Vec<String>,
+    /// Set when it failed as a whole, before the replies behind it are read: a read sent
+    /// behind it that sees one of its paths is then sent again (see [`redo_if_failed`]).
+    failed: Arc<AtomicBool>,
 }
 
 pub(super) struct Outgoing {
@@ -44,6 +61,57 @@ pub(super) struct Outgoing {
     pub(super) pending: Pending,
     /// Goes out ahead of the others, and even with [`MAX_IN_FLIGHT`] unanswered.
     urgent: bool,
+    class: Class,
+    /// [`Outbox::written`] when it was queued.
+    after: u64,
+}
+
+impl Queued for Outgoing {
+    fn urgent(&self) -> bool {
+        self.urgent
+    }
+    fn class(&self) -> &Class {
+        &self.class
+    }
+    fn after(&self) -> u64 {
+        self.after
+    }
+    fn len(&self) -> usize {
+        self.frame.len()
+    }
+}
+
+thread_local! {
+    /// How many [`Cork`]s this thread holds.
+    static CORKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// See [`Shared::cork`]. Not `Send`: it counts in its thread's `CORKED`.
+pub(crate) struct Cork(Arc<Shared>, std::marker::PhantomData<*const ()>);
+
+impl Drop for Cork {
+    fn drop(&mut self) {
+        if CORKED.with(|c| {
+            c.set(c.get() - 1);
+            c.get()
+        }) == 0
+        {
+            self.0.flush();
+        }
+    }
+}
+
+/// A write sent in a `multi`: what it needs to be sent again alone, and its caller's reply.
+struct Member {
+    frame: Vec<u8>,
+    class: Class,
+    on_reply: OnReply,
+}
+
+impl Member {
+    fn opcode(&self) -> i32 {
+        i32::from_be_bytes([self.frame[8], self.frame[9], self.frame[10], self.frame[11]])
+    }
 }
 
 /// How many requests may be on the wire unanswered. The server answers one session's requests
@@ -59,6 +127,16 @@ const WRITER_NET: Duration = Duration::from_millis(100);
 /// How many bytes one write takes from the outbox at most.
 const MAX_BATCH: usize = 256 * 1024;
 
+/// How many queued requests a plan looks at beyond those it takes (see [`coalesce::Wire`]).
+const MAX_SCAN: usize = 256;
+
+/// How many writes one `multi` takes at most (also bounded by the client's largest reply).
+const MAX_MULTI_OPS: usize = 512;
+
+/// How many bytes of writes one `multi` carries at most: far under the server's
+/// `jute.maxbuffer` (1 MiB), which refuses the whole request above it.
+const MAX_MULTI_BYTES: usize = 128 * 1024;
+
 impl Shared {
     /// Queues a request in the outbox (ahead of the others if `urgent`): `write` fills its
     /// body, `on_reply` reads the reply. Fails at once with ConnectionLoss while not connected
@@ -71,10 +149,23 @@ impl Shared {
         write: impl FnOnce(&mut Writer),
         on_reply: OnReply,
         urgent: bool,
+        coalescible: bool,
     ) -> Result<(), (OnReply, Error)> {
-        self.queue_only(opcode, write, on_reply, urgent)?;
-        self.flush();
+        match self.encode(opcode, write) {
+            Ok(frame) => self.enqueue_as(frame, on_reply, urgent, coalescible)?,
+            Err(e) => return Err((on_reply, e)),
+        }
+        if CORKED.with(|c| c.get()) == 0 {
+            self.flush();
+        }
         Ok(())
+    }
+
+    /// Until the returned guard drops, requests queued by this thread wait in the outbox;
+    /// then they go out, together where they may (one write on the socket, and a `multi`).
+    pub(crate) fn cork(self: &Arc<Self>) -> Cork {
+        CORKED.with(|c| c.set(c.get() + 1));
+        Cork(self.clone(), std::marker::PhantomData)
     }
 
     /// Queues a request without writing it (the caller calls [`flush`](Self::flush)).
@@ -117,6 +208,18 @@ impl Shared {
         on_reply: OnReply,
         urgent: bool,
     ) -> Result<(), (OnReply, Error)> {
+        self.enqueue_as(frame, on_reply, urgent, false)
+    }
+
+    /// [`enqueue`](Self::enqueue); a `coalescible` delete may go out in a `multi` with
+    /// others (see [`coalesce`]).
+    fn enqueue_as(
+        &self,
+        frame: Vec<u8>,
+        on_reply: OnReply,
+        urgent: bool,
+        coalescible: bool,
+    ) -> Result<(), (OnReply, Error)> {
         let state = self.state.get();
         if state.is_terminated() {
             return Err((on_reply, terminal_error(state)));
@@ -124,7 +227,8 @@ impl Shared {
         if self.closing.load(Ordering::SeqCst) {
             return Err((on_reply, Error::ClientClosed));
         }
-        self.enqueue_any(frame, on_reply, urgent)
+        let coalescible = coalescible && self.config.coalesce;
+        self.enqueue_class(frame, on_reply, urgent, coalescible)
             .map_err(|on_reply| (on_reply, Error::ConnectionLoss))
     }
 
@@ -132,10 +236,21 @@ impl Shared {
     /// `on_reply` back if not connected.
     pub(super) fn enqueue_any(
         &self,
-        mut frame: Vec<u8>,
+        frame: Vec<u8>,
         on_reply: OnReply,
         urgent: bool,
     ) -> Result<(), OnReply> {
+        self.enqueue_class(frame, on_reply, urgent, false)
+    }
+
+    fn enqueue_class(
+        &self,
+        mut frame: Vec<u8>,
+        on_reply: OnReply,
+        urgent: bool,
+        coalescible: bool,
+    ) -> Result<(), OnReply> {
+        let class = Class::of(&frame, coalescible);
         let mut outbox = self.outbox.lock();
         if !outbox.open {
             return Err(on_reply);
@@ -144,8 +259,14 @@ impl Shared {
         frame[4..8].copy_from_slice(&xid.to_be_bytes());
         let outgoing = Outgoing {
             frame,
-            pending: Pending { xid, on_reply },
+            pending: Pending {
+                xid,
+                on_reply,
+                seq: 0,
+            },
             urgent,
+            class,
+            after: outbox.written,
         };
         if urgent {
             outbox.queue.push_front(outgoing);
@@ -209,45 +330,221 @@ impl Shared {
         }
     }
 
-    /// Takes the next requests to write from the outbox, as pending, and their frames. The
-    /// I/O thread needs `pending` for every reply: it is held only to count and to append.
+    /// Takes the next requests to write from the outbox, as pending, and their frames (see
+    /// [`coalesce`] for what goes now and what goes together). The I/O thread needs `pending`
+    /// for every reply: it is held only to plan and to append.
     fn next_batch(&self) -> Option<Vec<u8>> {
-        let (taken, bytes) = {
-            let mut outbox = self.outbox.lock();
-            let mut room = MAX_IN_FLIGHT.saturating_sub(self.pending.lock().len());
-            let (mut taken, mut bytes) = (Vec::new(), 0);
-            while let Some(next) = outbox.queue.front() {
-                let full = bytes + next.frame.len() > MAX_BATCH && !taken.is_empty();
-                if (room == 0 && !next.urgent) || full {
-                    break;
-                }
-                let next = outbox.queue.pop_front().expect("front checked");
-                room = room.saturating_sub(1);
-                bytes += next.frame.len();
-                taken.push(next);
-            }
-            (taken, bytes)
-        };
-        if taken.is_empty() {
+        let mut outbox = self.outbox.lock();
+        let mut pending = self.pending.lock();
+        let takes = self.plan(&outbox, &pending, usize::MAX);
+        if takes.is_empty() {
             return None;
         }
-        let mut batch = Vec::with_capacity(bytes);
-        let mut pending = Vec::with_capacity(taken.len());
-        for outgoing in taken {
-            batch.extend_from_slice(&outgoing.frame);
-            pending.push(outgoing.pending);
+        // Only the part of the queue the plan looked at is taken apart: it may be long.
+        let end = 1 + takes
+            .iter()
+            .flat_map(|take| match take {
+                Take::One(i) => std::slice::from_ref(i),
+                Take::Multi(run) => run.as_slice(),
+            })
+            .max()
+            .expect("a take has an index");
+        let mut wanted = vec![false; end];
+        for take in &takes {
+            match take {
+                Take::One(i) => wanted[*i] = true,
+                Take::Multi(run) => run.iter().for_each(|i| wanted[*i] = true),
+            }
         }
-        self.pending.lock().extend(pending);
+        let mut taken: Vec<Option<Outgoing>> = Vec::with_capacity(end);
+        let mut left = VecDeque::new();
+        for (i, outgoing) in outbox.queue.drain(..end).enumerate() {
+            if wanted[i] {
+                taken.push(Some(outgoing));
+            } else {
+                taken.push(None);
+                left.push_back(outgoing);
+            }
+        }
+        while let Some(outgoing) = left.pop_back() {
+            outbox.queue.push_front(outgoing);
+        }
+        let mut batch = Vec::new();
+        for take in takes {
+            let seq = outbox.written;
+            outbox.written += 1;
+            match take {
+                Take::One(i) => {
+                    let outgoing = taken[i].take().expect("taken once");
+                    batch.extend_from_slice(&outgoing.frame);
+                    let mut p = outgoing.pending;
+                    p.seq = seq;
+                    if let Class::Read(path) = &outgoing.class {
+                        let failed: Vec<Arc<AtomicBool>> = outbox
+                            .unsettled
+                            .iter()
+                            .filter(|u| u.paths.iter().any(|w| coalesce::sees(path, w)))
+                            .map(|u| u.failed.clone())
+                            .collect();
+                        if !failed.is_empty() {
+                            p.on_reply = redo_if_failed(failed, outgoing.frame, p.on_reply);
+                        }
+                    }
+                    pending.push_back(p);
+                }
+                Take::Multi(run) => {
+                    let members: Vec<Member> = run
+                        .into_iter()
+                        .map(|i| {
+                            let outgoing = taken[i].take().expect("taken once");
+                            Member {
+                                frame: outgoing.frame,
+                                class: outgoing.class,
+                                on_reply: outgoing.pending.on_reply,
+                            }
+                        })
+                        .collect();
+                    let xid = next_xid(&mut outbox.next_xid);
+                    let mut w = Writer::frame();
+                    w.int(xid).int(op::MULTI);
+                    for m in &members {
+                        // A create2 is answered with its stat from ZooKeeper 3.9, with its
+                        // path only before (see `settle_multi`).
+                        w.int(m.opcode()).boolean(false).int(-1);
+                        w.raw(&m.frame[12..]);
+                    }
+                    w.int(-1).boolean(true).int(-1);
+                    batch.extend_from_slice(&w.finish());
+                    let paths = members
+                        .iter()
+                        .filter_map(|m| match &m.class {
+                            Class::Delete(p) | Class::Create(p) => Some(p.clone()),
+                            _ => None,
+                        })
+                        .collect();
+                    let failed = Arc::new(AtomicBool::new(false));
+                    outbox.unsettled.push(Unsettled {
+                        seq,
+                        paths,
+                        failed: failed.clone(),
+                    });
+                    pending.push_back(Pending {
+                        xid,
+                        on_reply: settle_multi(seq, failed, members),
+                        seq,
+                    });
+                }
+            }
+        }
         Some(batch)
+    }
+
+    /// What may go out now (at most `limit` takes).
+    fn plan(&self, outbox: &Outbox, pending: &VecDeque<Pending>, limit: usize) -> Vec<Take> {
+        let unsettled: Vec<&str> = outbox
+            .unsettled
+            .iter()
+            .flat_map(|u| u.paths.iter().map(String::as_str))
+            .collect();
+        let wire = coalesce::Wire {
+            room: MAX_IN_FLIGHT.saturating_sub(pending.len()),
+            oldest_unanswered: pending.front().map(|p| p.seq),
+            unsettled: &unsettled,
+            max_bytes: MAX_BATCH,
+            max_ops: MAX_MULTI_OPS,
+            max_multi_bytes: MAX_MULTI_BYTES,
+            max_multi_reply: self.config.max_reply,
+            max_scan: MAX_SCAN,
+        };
+        coalesce::plan(&outbox.queue, &wire, limit)
     }
 
     /// Whether the outbox holds a request that may go out now.
     pub(super) fn ready(&self) -> bool {
         let outbox = self.outbox.lock();
-        outbox
-            .queue
-            .front()
-            .is_some_and(|next| next.urgent || self.pending.lock().len() < MAX_IN_FLIGHT)
+        if outbox.queue.is_empty() {
+            return false;
+        }
+        let pending = self.pending.lock();
+        !self.plan(&outbox, &pending, 1).is_empty()
+    }
+
+    /// The `multi` `id` was answered: no longer unsettled.
+    fn settled(&self, outbox: &mut Outbox, id: u64) {
+        outbox.unsettled.retain(|u| u.seq != id);
+    }
+
+    /// The `multi` `id` failed as a whole: its writes go out again one by one, in their
+    /// order, ahead of every write queued after them (none went out meanwhile), so each caller
+    /// gets what its own request gives.
+    fn fall_back(&self, id: u64, members: Vec<Member>) {
+        let refused = {
+            let mut outbox = self.outbox.lock();
+            self.settled(&mut outbox, id);
+            if outbox.open {
+                let at = outbox.queue.iter().take_while(|o| o.urgent).count();
+                for (k, m) in members.into_iter().enumerate() {
+                    let mut frame = m.frame;
+                    let xid = next_xid(&mut outbox.next_xid);
+                    frame[4..8].copy_from_slice(&xid.to_be_bytes());
+                    let after = outbox.written;
+                    outbox.queue.insert(
+                        at + k,
+                        Outgoing {
+                            frame,
+                            pending: Pending {
+                                xid,
+                                on_reply: m.on_reply,
+                                seq: 0,
+                            },
+                            urgent: false,
+                            class: match m.class {
+                                Class::Delete(p) | Class::Create(p) => Class::Write(p),
+                                other => other,
+                            },
+                            after,
+                        },
+                    );
+                }
+                Vec::new()
+            } else {
+                members
+            }
+        };
+        for m in refused {
+            let _ = (m.on_reply)(Answer::Lost(Error::ConnectionLoss));
+        }
+    }
+
+    /// Queues the read `frame` again (see [`redo_if_failed`]), at the back: it sees what its
+    /// first answer missed.
+    fn read_again(&self, mut frame: Vec<u8>, on_reply: OnReply) {
+        let class = Class::of(&frame, false);
+        let refused = {
+            let mut outbox = self.outbox.lock();
+            if outbox.open {
+                let xid = next_xid(&mut outbox.next_xid);
+                frame[4..8].copy_from_slice(&xid.to_be_bytes());
+                let after = outbox.written;
+                outbox.queue.push_back(Outgoing {
+                    frame,
+                    pending: Pending {
+                        xid,
+                        on_reply,
+                        seq: 0,
+                    },
+                    urgent: false,
+                    class,
+                    after,
+                });
+                None
+            } else {
+                Some(on_reply)
+            }
+        };
+        if let Some(on_reply) = refused {
+            let _ = on_reply(Answer::Lost(Error::ConnectionLoss));
+        }
     }
 
     /// Writes a frame. A failed write gives the connection up: part of the frame may have
@@ -291,9 +588,36 @@ impl Shared {
             + Send
             + 'static,
     ) -> Completion<T> {
+        self.request_in(opcode, urgent, false, write, decode)
+    }
+
+    /// As [`request`](Self::request), for a delete of one of our own nodes that may go out in
+    /// a `multi` with other such deletes (see [`coalesce`]): its caller gets what its own
+    /// request would have given.
+    pub(crate) fn request_coalescible<T: Send + 'static>(
+        &self,
+        opcode: i32,
+        write: impl FnOnce(&mut Writer),
+        decode: impl FnOnce(i32, Reader<'_>, &Arc<Shared>) -> Result<Result<T, Error>, Malformed>
+            + Send
+            + 'static,
+    ) -> Completion<T> {
+        self.request_in(opcode, false, true, write, decode)
+    }
+
+    pub(crate) fn request_in<T: Send + 'static>(
+        &self,
+        opcode: i32,
+        urgent: bool,
+        coalescible: bool,
+        write: impl FnOnce(&mut Writer),
+        decode: impl FnOnce(i32, Reader<'_>, &Arc<Shared>) -> Result<Result<T, Error>, Malformed>
+            + Send
+            + 'static,
+    ) -> Completion<T> {
         let (slot, completion) = completion::pair();
         let on_reply = reply_into(slot, decode);
-        if let Err((on_reply, err)) = self.queue(opcode, write, on_reply, urgent) {
+        if let Err((on_reply, err)) = self.queue(opcode, write, on_reply, urgent, coalescible) {
             let _ = on_reply(Answer::Lost(err));
         }
         completion
@@ -352,6 +676,100 @@ impl Unwatch for Shared {
     }
 }
 
+/// The reply handler of a `multi` of coalesced writes: all done, each caller gets the reply
+/// its own request would have had; failed as a whole (or unreadable), each write goes out
+/// again alone; lost, each caller gets the loss, as for a request of its own whose reply was
+/// lost (the session layer finds a create again by its node's unique prefix, and checks a
+/// delete again).
+fn settle_multi(id: u64, failed: Arc<AtomicBool>, members: Vec<Member>) -> OnReply {
+    Box::new(move |answer| match answer {
+        Answer::Lost(err) => {
+            for m in members {
+                let _ = (m.on_reply)(Answer::Lost(err.clone()));
+            }
+            Ok(())
+        }
+        Answer::Reply {
+            err,
+            zxid,
+            mut body,
+            shared,
+        } => {
+            let results = match proto::read_multi(&mut body) {
+                Ok(results) if err == 0 && results.len() == members.len() => results,
+                _ => {
+                    failed.store(true, Ordering::SeqCst);
+                    shared.fall_back(id, members);
+                    return Ok(());
+                }
+            };
+            if results
+                .iter()
+                .any(|r| matches!(r, proto::MultiResult::Error(_)))
+            {
+                failed.store(true, Ordering::SeqCst);
+                shared.fall_back(id, members);
+                return Ok(());
+            }
+            shared.settled(&mut shared.outbox.lock(), id);
+            let mut first_malformed = Ok(());
+            for (m, result) in members.into_iter().zip(results) {
+                let mut reply = Writer::frame();
+                if let proto::MultiResult::Created(path, stat) = result {
+                    // Before 3.9 a create in a `multi` is answered with its path alone. All
+                    // of a `multi` is one transaction: the reply's zxid is the create's.
+                    let stat = stat.unwrap_or_else(|| created_stat(&m.frame, zxid, shared));
+                    reply.string(&path);
+                    stat.write(&mut reply);
+                }
+                let reply = reply.finish();
+                let answered = (m.on_reply)(Answer::Reply {
+                    err: 0,
+                    zxid,
+                    body: Reader::new(&reply[4..]),
+                    shared,
+                });
+                if first_malformed.is_ok() {
+                    first_malformed = answered;
+                }
+            }
+            first_malformed
+        }
+    })
+}
+
+/// The stat of a node created by the create request `frame` (its body: path, data, ACL,
+/// flags) in the transaction `zxid` of session `shared`: what ZooKeeper before 3.9 leaves out
+/// of its answer. The times are not known (0); nothing reads them of our own nodes.
+fn created_stat(frame: &[u8], zxid: i64, shared: &Shared) -> proto::Stat {
+    let mut body = Reader::new(frame.get(12..).unwrap_or_default());
+    let data_length = body
+        .string()
+        .and_then(|_| body.buffer())
+        .map_or(0, |data| data.len() as i32);
+    proto::Stat {
+        czxid: zxid,
+        mzxid: zxid,
+        pzxid: zxid,
+        ephemeral_owner: shared.session_id,
+        data_length,
+        ..proto::Stat::default()
+    }
+}
+
+/// The reply handler of a read sent behind unsettled `multi`s that write what it reads: if
+/// one of them failed as a whole, its writes are sent again and the read, answered before
+/// them, is sent again behind them; its caller gets that answer.
+fn redo_if_failed(failed: Vec<Arc<AtomicBool>>, frame: Vec<u8>, on_reply: OnReply) -> OnReply {
+    Box::new(move |answer| match answer {
+        Answer::Reply { shared, .. } if failed.iter().any(|f| f.load(Ordering::SeqCst)) => {
+            shared.read_again(frame, on_reply);
+            Ok(())
+        }
+        answer => on_reply(answer),
+    })
+}
+
 fn next_xid(next: &mut i32) -> i32 {
     let xid = *next;
     *next = if xid >= i32::MAX - 1 { 1 } else { xid + 1 };
@@ -370,7 +788,9 @@ fn reply_into<T: Send + 'static>(
             slot.fill(Err(err));
             Ok(())
         }
-        Answer::Reply { err, body, shared } => match decode(err, body, shared) {
+        Answer::Reply {
+            err, body, shared, ..
+        } => match decode(err, body, shared) {
             Ok(value) => {
                 slot.fill(value);
                 Ok(())
