@@ -421,30 +421,17 @@ mod tests {
             w.int(7).int(opcode).string("/a/b").int(-1);
             w.finish()
         };
-        assert_eq!(
-            Class::of(&frame(op::DELETE), true),
-            Class::Delete("/a/b".into())
-        );
-        assert_eq!(
-            Class::of(&frame(op::DELETE), false),
-            Class::Write("/a/b".into())
-        );
-        assert_eq!(
-            Class::of(&frame(op::CREATE2), true),
-            Class::Create("/a/b".into())
-        );
-        assert_eq!(
-            Class::of(&frame(op::CREATE2), false),
-            Class::Write("/a/b".into())
-        );
-        assert_eq!(
-            Class::of(&frame(op::CREATE_CONTAINER), true),
-            Class::Write("/a/b".into())
-        );
-        assert_eq!(
-            Class::of(&frame(op::GET_CHILDREN2), true),
-            Class::Read("/a/b".into())
-        );
+        let path = || "/a/b".to_owned();
+        for (opcode, coalescible, class) in [
+            (op::DELETE, true, Class::Delete(path())),
+            (op::DELETE, false, Class::Write(path())),
+            (op::CREATE2, true, Class::Create(path())),
+            (op::CREATE2, false, Class::Write(path())),
+            (op::CREATE_CONTAINER, true, Class::Write(path())),
+            (op::GET_CHILDREN2, true, Class::Read(path())),
+        ] {
+            assert_eq!(Class::of(&frame(opcode), coalescible), class, "op {opcode}");
+        }
         assert_eq!(Class::of(&frame(op::SYNC), true), Class::Ordered);
         assert_eq!(Class::of(&frame(op::MULTI), true), Class::Ordered);
         assert_eq!(Class::of(&[0; 6], true), Class::Ordered);

@@ -109,8 +109,13 @@ struct Member {
 }
 
 impl Member {
+    /// Its operation in the `multi`: a lock-node create is a create2 (answered with its stat
+    /// from ZooKeeper 3.9), as it is alone.
     fn opcode(&self) -> i32 {
-        i32::from_be_bytes([self.frame[8], self.frame[9], self.frame[10], self.frame[11]])
+        match self.class {
+            Class::Delete(_) => op::DELETE,
+            _ => op::CREATE2,
+        }
     }
 }
 
