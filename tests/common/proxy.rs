@@ -78,6 +78,9 @@ pub struct Request {
     pub opcode: i32,
     /// The path, for requests whose body starts with one (chroot included, as sent).
     pub path: Option<String>,
+    /// A `multi`'s operations, each its opcode and path (empty for other requests, and for a
+    /// multi whose body does not parse).
+    pub members: Vec<(i32, String)>,
     /// When the proxy read it from the client.
     pub at: Instant,
 }
@@ -313,13 +316,76 @@ impl FrameParser {
         } else {
             None
         };
+        let members = if opcode == opcode::MULTI {
+            multi_members(&frame[8..]).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         state.requests.lock().unwrap().push(Request {
             conn: self.conn,
             xid: be_i32(&frame[..4]),
             opcode,
             path,
+            members,
             at,
         });
+    }
+}
+
+/// The operations of a `multi` request's body (jute: a `MultiHeader` {type, done, err} before
+/// each operation, one with `done` set last), each its opcode and path; `None` if it does not
+/// parse.
+fn multi_members(body: &[u8]) -> Option<Vec<(i32, String)>> {
+    let mut at = 0;
+    let int = |at: &mut usize| -> Option<i32> {
+        let v = i32::from_be_bytes(body.get(*at..*at + 4)?.try_into().ok()?);
+        *at += 4;
+        Some(v)
+    };
+    let bytes = |at: &mut usize| -> Option<&[u8]> {
+        let n = int(at)?.max(0) as usize;
+        let v = body.get(*at..*at + n)?;
+        *at += n;
+        Some(v)
+    };
+    let mut members = Vec::new();
+    loop {
+        let op = int(&mut at)?;
+        let done = *body.get(at)? != 0;
+        at += 1;
+        int(&mut at)?; // err
+        if done {
+            return Some(members);
+        }
+        let path = String::from_utf8_lossy(bytes(&mut at)?).into_owned();
+        match op {
+            // CreateRequest {path, data, acl, flags} (+ ttl for CreateTTL).
+            opcode::CREATE | opcode::CREATE2 | opcode::CREATE_CONTAINER | opcode::CREATE_TTL => {
+                bytes(&mut at)?;
+                for _ in 0..int(&mut at)? {
+                    int(&mut at)?; // perms
+                    bytes(&mut at)?; // scheme
+                    bytes(&mut at)?; // id
+                }
+                int(&mut at)?; // flags
+                if op == opcode::CREATE_TTL {
+                    at += 8;
+                }
+            }
+            // {path, version}
+            opcode::DELETE | opcode::CHECK => {
+                int(&mut at)?;
+            }
+            // {path, data, version}
+            opcode::SET_DATA => {
+                bytes(&mut at)?;
+                int(&mut at)?;
+            }
+            // {path, watch} (a read-only multi)
+            opcode::GET_CHILDREN | opcode::GET_DATA => at += 1,
+            _ => return None,
+        }
+        members.push((op, path));
     }
 }
 

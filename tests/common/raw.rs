@@ -25,6 +25,7 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 const OP_CREATE: i32 = 1;
 const OP_DELETE: i32 = 2;
 const OP_EXISTS: i32 = 3;
+const OP_SET_ACL: i32 = 7;
 const OP_GET_CHILDREN: i32 = 8;
 const OP_PING: i32 = 11;
 const OP_MULTI: i32 = 14;
@@ -550,6 +551,25 @@ impl RawClient {
         if reply.err != OK {
             panic!(
                 "raw client: creating persistent {path} for anyone:{perms}: {}",
+                code_name(reply.err)
+            );
+        }
+    }
+
+    /// Sets the ACL of the existing node `path` to world:anyone with only `perms` (bits as
+    /// [`create_persistent_for_anyone`](Self::create_persistent_for_anyone)), any version.
+    pub fn set_acl_for_anyone(&self, path: &str, perms: i32) {
+        let body = Out::default()
+            .string(path)
+            .int(1)
+            .int(perms)
+            .string("world")
+            .string("anyone")
+            .int(-1);
+        let reply = self.call_one(OP_SET_ACL, body);
+        if reply.err != OK {
+            panic!(
+                "raw client: setting the ACL of {path} to anyone:{perms}: {}",
                 code_name(reply.err)
             );
         }
