@@ -72,8 +72,9 @@ fn parent(node: &str) -> &str {
 }
 
 /// 8 threads on one client cycle locks on 10,000 distinct paths (the per-entity
-/// workload), each path taken by two threads in turn: never two holders of one path, every path's fencing tokens
-/// strictly increasing, nothing left, and the releases did go out coalesced.
+/// workload), each path taken by two threads in turn: never two holders of one path, every
+/// path's fencing tokens strictly increasing, nothing left, and the releases did go out
+/// coalesced.
 #[test]
 fn eight_threads_on_many_paths_stay_exclusive_with_tokens_in_order() {
     const PATHS: usize = 10_000;
