@@ -42,8 +42,7 @@ fn example(name: &str) -> PathBuf {
         .into_iter()
         .filter_map(|(on, feature)| on.then_some(feature))
         .collect();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = Command::new(cargo);
+        let mut build = common::cargo();
         build.args(["build", "--features", &features.join(",")]);
         for example in EXAMPLES {
             build.args(["--example", example]);

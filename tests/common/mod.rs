@@ -243,6 +243,35 @@ impl Exclusion {
     }
 }
 
+/// A `cargo` command for a test to build with, in the environment the test suite was started
+/// from: without the variables cargo sets for a running test. Build scripts watch some of them
+/// (ring's reruns on `CARGO_MANIFEST_DIR`), so a build that saw them would rebuild ring,
+/// rustls and every test binary of the next `cargo test`, and that one would rebuild them
+/// again for the next test that builds.
+pub fn cargo() -> std::process::Command {
+    let mut cargo =
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        let set_for_tests = name.to_str().is_some_and(|name| {
+            name.starts_with("CARGO_PKG_")
+                || matches!(
+                    name,
+                    "CARGO_MANIFEST_DIR"
+                        | "CARGO_MANIFEST_PATH"
+                        | "CARGO_CRATE_NAME"
+                        | "CARGO_BIN_NAME"
+                        | "CARGO_PRIMARY_PACKAGE"
+                        | "CARGO_TARGET_TMPDIR"
+                        | "OUT_DIR"
+                )
+        });
+        if set_for_tests {
+            cargo.env_remove(name);
+        }
+    }
+    cargo
+}
+
 /// The `zklock` binary of the workspace's CLI crate, built first if needed (tests of the
 /// library that run the CLI, such as tests/security.rs, cannot name it with
 /// `CARGO_BIN_EXE_zklock`, which only the CLI crate's own tests have). For the library's tests:
@@ -251,8 +280,7 @@ pub fn zklock_binary() -> std::path::PathBuf {
     static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = std::process::Command::new(cargo)
+            let status = cargo()
                 .args(["build", "--quiet", "-p", "zklock-cli", "--bin", "zklock"])
                 .current_dir(env!("CARGO_MANIFEST_DIR"))
                 .status()
