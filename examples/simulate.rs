@@ -3,8 +3,8 @@
 //! simulated ZooKeeper, with faults, the invariants checked after every step.
 //!
 //! ```text
-//! cargo run --release --example simulate -- --seeds 100000 [--from 0] [--threads 2]
-//! cargo run --release --example simulate -- --trace 1234      # one seed's full step trace
+//! cargo run --profile sim --example simulate -- --seeds 100000 [--from 0] [--threads 2]
+//! cargo run --profile sim --example simulate -- --trace 1234      # one seed's full step trace
 //! ```
 //!
 //! Prints one line per failing seed (its replay command and the last steps before the
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
         // Replay with the trace for the steps that led there.
         let report = simulate(*seed, true);
         println!(
-            "seed {seed}: {} (replay: cargo run --release --example simulate -- --trace {seed})",
+            "seed {seed}: {} (replay: cargo run --profile sim --example simulate -- --trace {seed})",
             violations.join("; ")
         );
         let tail = report.trace.len().saturating_sub(TAIL);

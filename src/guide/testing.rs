@@ -163,19 +163,19 @@
 //!
 //! # Simulation
 //!
-//! `cargo run --release --example simulate -- --seeds N [--from S]` runs N seeded schedules of
-//! a deterministic simulation (issue 34). Two or three simulated processes, each a session with
-//! one to three tasks, take locks through the core's own code against a simulated ZooKeeper,
-//! on a virtual clock: a mutex, a read/write lock or a leader election through `contend`; a
-//! semaphore (one to three permits; a taker asks for one lease or for several) through
-//! `take_permits`, the gate-then-leases pass the recipe runs (`core/permits.rs`); a multi-lock
-//! (two or three paths, each a mutex's or a write lock's, the members given in a random
-//! order) through `take_in_order` (`core/ordered.rs`), beside single acquisitions of the same
-//! paths. Waits are for ever, `try` or timed, and futures are dropped after a few polls. One
-//! seed in four sends revocation requests to holders, half of which are revocable and release
-//! on them; one queueing seed in five uses a single lock path, left empty between
-//! acquisitions and swept every 100 to 500 ms, so that its numbers start again below what the
-//! sessions learnt of it.
+//! `cargo run --profile sim --example simulate -- --seeds N [--from S]` (the `sim` profile: zklock
+//! optimized, its dependencies not) runs N seeded schedules of a deterministic simulation (issue
+//! 34). Two or three simulated processes, each a session with one to three tasks, take locks
+//! through the core's own code against a simulated ZooKeeper, on a virtual clock: a mutex, a
+//! read/write lock or a leader election through `contend`; a semaphore (one to three permits; a
+//! taker asks for one lease or for several) through `take_permits`, the gate-then-leases pass the
+//! recipe runs (`core/permits.rs`); a multi-lock (two or three paths, each a mutex's or a write
+//! lock's, the members given in a random order) through `take_in_order` (`core/ordered.rs`), beside
+//! single acquisitions of the same paths. Waits are for ever, `try` or timed, and futures are
+//! dropped after a few polls. One seed in four sends revocation requests to holders, half of which
+//! are revocable and release on them; one queueing seed in five uses a single lock path, left empty
+//! between acquisitions and swept every 100 to 500 ms, so that its numbers start again below what
+//! the sessions learnt of it.
 //!
 //! The simulated ZooKeeper (`core/sim/world/`, one file per concept): the data tree with its
 //! `cversion` numbering and its stop at 2^31-1 (`tree.rs`); one-shot watches fired as
