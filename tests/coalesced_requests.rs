@@ -146,6 +146,37 @@ fn eight_threads_on_many_paths_stay_exclusive_with_tokens_in_order() {
     client.close().unwrap();
 }
 
+/// A client through a new proxy, coalescing its requests or not.
+fn client_via_proxy(coalesce: bool) -> (Proxy, zklock::Client) {
+    let proxy = Proxy::start(&common::connect_string());
+    let client = common::builder(&proxy.connect_string(), common::SESSION_TIMEOUT)
+        .coalesce_requests(coalesce)
+        .connect()
+        .unwrap();
+    (proxy, client)
+}
+
+/// The kind of an error, its variant's name: its paths differ from run to run.
+fn kind(e: &Error) -> String {
+    let e = format!("{e:?}");
+    e.split([' ', '{', '('])
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Whether a request one by one (`alone`) followed the first multi `in_multi` picks out: the
+/// multi failed and fell back.
+fn fell_back(
+    sent: &[Request],
+    in_multi: impl Fn(&Request) -> bool,
+    alone: impl Fn(&Request) -> bool,
+) -> bool {
+    sent.iter()
+        .position(in_multi)
+        .is_some_and(|at| sent[at..].iter().any(alone))
+}
+
 /// How holder 0's release is spoiled, on the lock path `lock` of a round (holder 0's node is
 /// `node` once it holds it).
 #[derive(Clone, Copy)]
@@ -160,11 +191,7 @@ enum Spoil {
 /// whether the proxy saw a multi fail over to deletes one by one. Each round uses lock paths
 /// of its own, until one put holder 0's delete in a multi (with `coalesce`).
 fn release_spoiled(spoil: Spoil, coalesce: bool, n: usize) -> (Vec<Result<(), String>>, bool) {
-    let proxy = Proxy::start(&common::connect_string());
-    let client = common::builder(&proxy.connect_string(), common::SESSION_TIMEOUT)
-        .coalesce_requests(coalesce)
-        .connect()
-        .unwrap();
+    let (proxy, client) = client_via_proxy(coalesce);
     let root = common::lock_path("coalesced-spoiled");
     let raw = RawClient::connect(&common::connect_string());
     for round in 0..10 {
@@ -196,14 +223,7 @@ fn release_spoiled(spoil: Spoil, coalesce: bool, n: usize) -> (Vec<Result<(), St
                     let start = &start;
                     s.spawn(move || {
                         start.wait();
-                        // The kind of error: its paths differ from run to run.
-                        g.unlock().map_err(|e| {
-                            let e = format!("{e:?}");
-                            e.split([' ', '{', '('])
-                                .next()
-                                .unwrap_or_default()
-                                .to_owned()
-                        })
+                        g.unlock().map_err(|e| kind(&e))
                     })
                 })
                 .collect();
@@ -215,14 +235,11 @@ fn release_spoiled(spoil: Spoil, coalesce: bool, n: usize) -> (Vec<Result<(), St
         assert_eq!(left, Vec::<String>::new(), "nodes left");
         let sent = proxy.requests();
         // A multi that failed is followed by the deletes of its members, one by one.
-        let fell_back = sent
-            .iter()
-            .position(|r| r.opcode == opcode::MULTI)
-            .is_some_and(|at| {
-                sent[at..]
-                    .iter()
-                    .any(|r| r.opcode == opcode::DELETE && r.path.as_deref() == Some(&spoiled))
-            });
+        let fell_back = fell_back(
+            &sent,
+            |r| r.opcode == opcode::MULTI,
+            |r| r.opcode == opcode::DELETE && r.path.as_deref() == Some(&spoiled),
+        );
         if fell_back || !coalesce {
             client.close().unwrap();
             return (outcomes, fell_back);
@@ -449,11 +466,7 @@ enum SpoilCreate {
 /// that create fail over to requests one by one. Each round uses lock paths of its own, until
 /// one put holder 0's create in a multi (with `coalesce`).
 fn lock_spoiled(spoil: SpoilCreate, coalesce: bool, n: usize) -> (Vec<Result<(), String>>, bool) {
-    let proxy = Proxy::start(&common::connect_string());
-    let client = common::builder(&proxy.connect_string(), common::SESSION_TIMEOUT)
-        .coalesce_requests(coalesce)
-        .connect()
-        .unwrap();
+    let (proxy, client) = client_via_proxy(coalesce);
     let root = common::lock_path("coalesced-spoiled-create");
     let raw = RawClient::connect(&common::connect_string());
     for round in 0..10 {
@@ -485,12 +498,7 @@ fn lock_spoiled(spoil: SpoilCreate, coalesce: bool, n: usize) -> (Vec<Result<(),
                         let outcome = match mutex.lock_timeout(Duration::from_secs(20)) {
                             Ok(Some(guard)) => Ok(guard),
                             Ok(None) => Err("Timeout".to_owned()),
-                            // The kind of error: its paths differ from run to run.
-                            Err(e) => Err(format!("{e:?}")
-                                .split([' ', '{', '('])
-                                .next()
-                                .unwrap_or_default()
-                                .to_owned()),
+                            Err(e) => Err(kind(&e)),
                         };
                         // All hold at once (or failed) before any release.
                         all_done.wait();
@@ -505,14 +513,11 @@ fn lock_spoiled(spoil: SpoilCreate, coalesce: bool, n: usize) -> (Vec<Result<(),
         let sent = proxy.requests();
         let victim = format!("{}/", paths[0]);
         // A multi with holder 0's create in it, then that create again on its own.
-        let fell_back = sent
-            .iter()
-            .position(|r| creates_in(r).any(|p| p.starts_with(&victim)))
-            .is_some_and(|at| {
-                sent[at..].iter().any(|r| {
-                    is_create(r.opcode) && r.path.as_deref().is_some_and(|p| p.starts_with(&victim))
-                })
-            });
+        let fell_back = fell_back(
+            &sent,
+            |r| creates_in(r).any(|p| p.starts_with(&victim)),
+            |r| is_create(r.opcode) && r.path.as_deref().is_some_and(|p| p.starts_with(&victim)),
+        );
         if fell_back || !coalesce {
             client.close().unwrap();
             return (outcomes, fell_back);
