@@ -1017,6 +1017,9 @@ const OP_CREATE: i32 = 1;
 const OP_DELETE: i32 = 2;
 const OP_MULTI: i32 = 14;
 const OP_GET_CHILDREN2: i32 = 12;
+const OP_GET_DATA: i32 = 4;
+const OP_GET_CHILDREN: i32 = 8;
+const OP_MULTI_READ: i32 = 22;
 const OP_CREATE2: i32 = 15;
 const OP_CLOSE_SESSION: i32 = -11;
 const PERSISTENT: i32 = 0;
@@ -1209,10 +1212,53 @@ fn multi_created(body: &[u8]) -> anyhow::Result<Vec<String>> {
     }
 }
 
+/// How a floor wave sends its requests.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Every create, getChildren and delete on its own.
+    Plain,
+    /// The creates as one multi, the getChildren each on its own, the deletes as one multi.
+    Multi,
+    /// As `Multi`, with every listing (getChildren and the lock path's getData) in one
+    /// multiRead.
+    MultiRead,
+}
+
+/// The children listed by each getChildren of a multiRead reply (its getData results are
+/// passed over).
+fn multi_read_children(body: &[u8]) -> anyhow::Result<Vec<Vec<String>>> {
+    let mut r = Fields(body);
+    let mut listed = Vec::new();
+    loop {
+        let kind = r.int()?;
+        let done = r.take(1)?[0] != 0;
+        r.int()?;
+        if done {
+            return Ok(listed);
+        }
+        match kind {
+            OP_GET_CHILDREN => {
+                let n = r.int()?;
+                let mut names = Vec::new();
+                for _ in 0..n {
+                    names.push(String::from_utf8(r.bytes()?.to_vec())?);
+                }
+                listed.push(names);
+            }
+            OP_GET_DATA => {
+                r.bytes()?;
+                r.take(68)?;
+            }
+            other => bail!("floor_many: op {other} in a multiRead reply"),
+        }
+    }
+}
+
 /// One wave of `dirs.len()` warm cycles in flight on distinct lock paths: every create and
 /// getChildren pipelined, then every delete; with `coalesced`, the creates go as one multi
 /// and the deletes as another (1 + 2/W requests per cycle instead of 3).
-fn floor_wave(bare: &mut Bare, dirs: &[String], coalesced: bool) -> anyhow::Result<()> {
+fn floor_wave(bare: &mut Bare, dirs: &[String], shape: Shape) -> anyhow::Result<()> {
+    let coalesced = shape != Shape::Plain;
     let names: Vec<String> = if coalesced {
         let mut multi = Jute::default();
         for dir in dirs {
@@ -1226,16 +1272,37 @@ fn floor_wave(bare: &mut Bare, dirs: &[String], coalesced: bool) -> anyhow::Resu
                 .int(EPHEMERAL_SEQUENTIAL);
         }
         bare.send(OP_MULTI, multi_header(multi, -1, true))?;
-        for dir in dirs {
-            bare.send_children(dir)?;
-        }
-        let names = multi_created(&bare.ok()?)?;
-        for (dir, name) in dirs.iter().zip(&names) {
-            if !lists(&bare.ok()?, name)? {
-                bail!("floor_many: the listing of {dir} lacks {name}");
+        if shape == Shape::MultiRead {
+            let mut reads = Jute::default();
+            for dir in dirs {
+                reads = multi_header(reads, OP_GET_CHILDREN, false)
+                    .bytes(dir.as_bytes())
+                    .bool(false);
+                reads = multi_header(reads, OP_GET_DATA, false)
+                    .bytes(dir.as_bytes())
+                    .bool(false);
             }
+            bare.send(OP_MULTI_READ, multi_header(reads, -1, true))?;
+            let names = multi_created(&bare.ok()?)?;
+            let listed = multi_read_children(&bare.ok()?)?;
+            for ((dir, name), children) in dirs.iter().zip(&names).zip(&listed) {
+                if !children.contains(name) {
+                    bail!("floor_many: the listing of {dir} lacks {name}");
+                }
+            }
+            names
+        } else {
+            for dir in dirs {
+                bare.send_children(dir)?;
+            }
+            let names = multi_created(&bare.ok()?)?;
+            for (dir, name) in dirs.iter().zip(&names) {
+                if !lists(&bare.ok()?, name)? {
+                    bail!("floor_many: the listing of {dir} lacks {name}");
+                }
+            }
+            names
         }
-        names
     } else {
         for dir in dirs {
             bare.send_create(&format!("{dir}/lock-"), EPHEMERAL_SEQUENTIAL)?;
@@ -1302,18 +1369,22 @@ fn floor_many(host_port: &str, path: &str) -> anyhow::Result<()> {
     }
     let mut coalesced_at_8 = 0.0;
     for w in [1, 8, 32] {
-        for coalesced in [false, true] {
-            let shape = if coalesced { "multi" } else { "plain" };
-            let key = |k: &str| format!("floor_many_w{w}_{shape}_{k}");
+        for shape in [Shape::Plain, Shape::Multi, Shape::MultiRead] {
+            let name = match shape {
+                Shape::Plain => "plain",
+                Shape::Multi => "multi",
+                Shape::MultiRead => "multiread",
+            };
+            let key = |k: &str| format!("floor_many_w{w}_{name}_{k}");
             let before = mntr(host_port)?;
             let start = nano_time();
             for wave in dirs.chunks(w) {
-                floor_wave(&mut bare, wave, coalesced)?;
+                floor_wave(&mut bare, wave, shape)?;
             }
             let wall = (nano_time() - start) as f64 / 1e9;
             let after = mntr(host_port)?;
             let rate = MANY_LOCKS as f64 / wall;
-            if coalesced && w == 8 {
+            if shape == Shape::Multi && w == 8 {
                 coalesced_at_8 = rate;
             }
             result(&key("cycles_per_s"), format!("{rate:.0}"));
