@@ -3,6 +3,7 @@
 //! thread for blocking ones. The I/O thread only stores the value and wakes; it never runs the
 //! waiter's code.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -54,6 +55,50 @@ impl<T> Slot<T> {
             inner.waker.take()
         };
         if let Some(waker) = waker {
+            wake(waker);
+        }
+    }
+}
+
+thread_local! {
+    /// The wakers of completions filled while a [`WakeLater`] of this thread lives.
+    static LATER: RefCell<Option<Vec<Waker>>> = const { RefCell::new(None) };
+}
+
+fn wake(waker: Waker) {
+    let waker = LATER.with(|later| match later.borrow_mut().as_mut() {
+        Some(later) => {
+            if !later.iter().any(|w| w.will_wake(&waker)) {
+                later.push(waker);
+            }
+            None
+        }
+        None => Some(waker),
+    });
+    if let Some(waker) = waker {
+        waker.wake();
+    }
+}
+
+/// While it lives, the completions this thread fills wake their waiters when it drops, each
+/// waiter once. The I/O thread holds one while it reads replies already at hand: a caller
+/// whose two pipelined requests are answered in one read (a create and its listing) is then
+/// woken once, for both, instead of waking for the first and sleeping again.
+pub(crate) struct WakeLater(std::marker::PhantomData<*const ()>);
+
+impl WakeLater {
+    pub(crate) fn new() -> WakeLater {
+        LATER.with(|later| {
+            later.borrow_mut().get_or_insert_with(Vec::new);
+        });
+        WakeLater(std::marker::PhantomData)
+    }
+}
+
+impl Drop for WakeLater {
+    fn drop(&mut self) {
+        let wakers = LATER.with(|later| later.borrow_mut().take());
+        for waker in wakers.into_iter().flatten() {
             waker.wake();
         }
     }

@@ -219,6 +219,14 @@ impl Frames {
         }
     }
 
+    /// Whether the next call can return a frame (or an oversized one's start) without reading:
+    /// the reader knows whether more replies are at hand.
+    pub(crate) fn has_frame(&self) -> bool {
+        self.skipping == 0
+            && self.filled >= 4
+            && self.frame_end().is_none_or(|end| end <= self.filled)
+    }
+
     /// Where the frame at the buffer's start ends (length prefix included), once its length
     /// is known and within bounds.
     fn frame_end(&self) -> Option<usize> {

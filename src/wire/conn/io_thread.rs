@@ -9,6 +9,7 @@ use super::handshake::{attempt, Established};
 use super::{Answer, Pending, Shared, CLOSE_WAIT};
 use crate::rt::relay::io_log;
 use crate::wire::attempt::AttemptError;
+use crate::wire::completion::WakeLater;
 use crate::wire::events::{self, KeeperState};
 use crate::wire::hosts::Rotation;
 use crate::wire::jute::{Malformed, Reader};
@@ -129,7 +130,16 @@ fn serve(
     let mut close_by: Option<Instant> = None;
     // Bytes read when the server was last heard from.
     let mut heard_at = frames.received();
+    // Held while replies are at hand (see `WakeLater`); after them, what they made room for
+    // on the wire goes out.
+    let mut wake_later: Option<WakeLater> = None;
     loop {
+        if wake_later.is_some() && !frames.has_frame() {
+            drop(wake_later.take());
+            if shared.ready() {
+                shared.kick_writer();
+            }
+        }
         let read = frames.next(source);
         if frames.received() - heard_at >= PROGRESS {
             heard_at = frames.received();
@@ -137,6 +147,7 @@ fn serve(
         }
         match read {
             Ok(Read1::Oversized { head, len }) => {
+                wake_later.get_or_insert_with(WakeLater::new);
                 heard_at = frames.received();
                 *last_recv = Instant::now();
                 if let Err(malformed) = too_large(shared, &head, len, frames.max()) {
@@ -149,6 +160,7 @@ fn serve(
                 }
             }
             Ok(Read1::Frame(frame)) => {
+                wake_later.get_or_insert_with(WakeLater::new);
                 heard_at = frames.received();
                 *last_recv = Instant::now();
                 match handle(shared, &frame, &mut ping_out) {
@@ -257,10 +269,6 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
                 body: r,
                 shared,
             })?;
-            // A reply makes room on the wire for what waits in the outbox.
-            if shared.ready() {
-                shared.kick_writer();
-            }
             // The session ends with the answer to our CloseSession, the last request: not at
             // an empty queue, which a reply can leave before the CloseSession is even queued.
             if shared.close_answered.load(Ordering::SeqCst) {
@@ -304,11 +312,7 @@ fn too_large(shared: &Arc<Shared>, head: &[u8], len: usize, limit: usize) -> Res
          failing its request, skipping the reply",
         shared.session_id
     );
-    (pending.on_reply)(Answer::Lost(Error::ReplyTooLarge { size: len, limit }))?;
-    if shared.ready() {
-        shared.kick_writer();
-    }
-    Ok(())
+    (pending.on_reply)(Answer::Lost(Error::ReplyTooLarge { size: len, limit }))
 }
 
 /// Reconnects the session: passes over the hosts with a growing pause between them, until a
