@@ -66,6 +66,26 @@ fn coalesced_creates(sent: &[Request]) -> usize {
     coalesced
 }
 
+/// How many listings went out in multiReads; panics unless each is a getChildren followed by
+/// a getData of the same lock path (the stat a getChildren2 answers with).
+fn bundled_listings(sent: &[Request]) -> usize {
+    let mut listings = 0;
+    for batch in sent.iter().filter(|r| r.opcode == opcode::MULTI_READ) {
+        let mut ops = batch.members.iter().peekable();
+        while let Some((op, path)) = ops.next() {
+            if *op == opcode::GET_CHILDREN {
+                assert_eq!(
+                    ops.next(),
+                    Some(&(opcode::GET_DATA, path.clone())),
+                    "{batch:?}"
+                );
+                listings += 1;
+            }
+        }
+    }
+    listings
+}
+
 /// The lock path of a lock node's path.
 fn parent(node: &str) -> &str {
     &node[..node.rfind('/').unwrap_or(0)]
@@ -143,6 +163,10 @@ fn eight_threads_on_many_paths_stay_exclusive_with_tokens_in_order() {
         sent.iter().filter(|r| r.opcode == opcode::DELETE).count()
     );
     coalesced_creates(&sent);
+    assert!(
+        bundled_listings(&sent) > 0,
+        "no listing went out in a multiRead"
+    );
     client.close().unwrap();
 }
 
@@ -447,6 +471,12 @@ fn coalesced_creates_give_each_holder_its_own_nodes_token() {
         coalesced_creates(&sent) > 0,
         "no create went out in a multi ({} multis)",
         multis(&sent)
+    );
+    // The lock path's stat, hence the token's generation, then came from the getData that
+    // follows each listing in the multiRead.
+    assert!(
+        bundled_listings(&sent) > 0,
+        "no listing went out in a multiRead"
     );
     assert_eq!(left_below(&raw, &root), Vec::<String>::new(), "nodes left");
     client.close().unwrap();

@@ -95,6 +95,11 @@ impl<'a> Reader<'a> {
         self.buf.len()
     }
 
+    /// The bytes not read yet.
+    pub(crate) fn rest(&self) -> &'a [u8] {
+        self.buf
+    }
+
     fn take(&mut self, n: usize, what: &str) -> Decoded<&'a [u8]> {
         if n > self.buf.len() {
             return Err(Malformed(format!(

@@ -11,6 +11,7 @@ pub(crate) mod op {
     pub(crate) const EXISTS: i32 = 3;
     pub(crate) const GET_DATA: i32 = 4;
     pub(crate) const SET_DATA: i32 = 5;
+    pub(crate) const GET_CHILDREN: i32 = 8;
     pub(crate) const SYNC: i32 = 9;
     pub(crate) const PING: i32 = 11;
     pub(crate) const GET_CHILDREN2: i32 = 12;
@@ -370,9 +371,99 @@ pub(crate) fn read_multi_read(r: &mut Reader<'_>) -> Decoded<Vec<ReadResult>> {
     }
 }
 
+/// One read's outcome in a `multiRead` reply, as the bytes of its answer: a getChildren's
+/// children (a vector of strings), a getData's data and stat, or the error code that read
+/// alone would have had.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RawRead<'a> {
+    Children(&'a [u8]),
+    Data {
+        /// The data and the stat, as a getData reply's body.
+        body: &'a [u8],
+        /// The stat alone (the end of `body`).
+        stat: &'a [u8],
+    },
+    Error(i32),
+}
+
+/// The results of a `multiRead` reply of getChildren and getData reads, up to its terminating
+/// header, each checked to decode.
+pub(crate) fn read_multi_read_raw<'a>(r: &mut Reader<'a>) -> Decoded<Vec<RawRead<'a>>> {
+    let mut results = Vec::new();
+    loop {
+        let kind = r.int()?;
+        let done = r.boolean()?;
+        let _err = r.int()?;
+        if done {
+            return Ok(results);
+        }
+        let start = r.rest();
+        // Each result takes at least a header: bounded by the frame.
+        results.push(match kind {
+            op::GET_CHILDREN => {
+                r.strings()?;
+                RawRead::Children(&start[..start.len() - r.rest().len()])
+            }
+            op::GET_DATA => {
+                r.buffer()?;
+                let stat_at = start.len() - r.rest().len();
+                Stat::read(r)?;
+                let end = start.len() - r.rest().len();
+                RawRead::Data {
+                    body: &start[..end],
+                    stat: &start[stat_at..end],
+                }
+            }
+            op::ERROR => RawRead::Error(r.int()?),
+            other => return Err(Malformed(format!("op {other} in a multiRead reply"))),
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_raw_multi_read_reply_keeps_each_answer_s_bytes() {
+        let mut w = Writer::frame();
+        w.int(op::GET_CHILDREN).boolean(false).int(0);
+        w.strings(&["lock-0000000001", "lock-0000000002"]);
+        w.int(op::GET_DATA).boolean(false).int(0);
+        w.buffer(b"d");
+        Stat {
+            czxid: 7,
+            ..Stat::default()
+        }
+        .write(&mut w);
+        w.int(op::ERROR).boolean(false).int(-101).int(-101);
+        w.int(-1).boolean(true).int(-1);
+        let frame = w.finish();
+        let results = read_multi_read_raw(&mut Reader::new(&frame[4..])).unwrap();
+        assert_eq!(results.len(), 3);
+        let RawRead::Children(children) = results[0] else {
+            panic!("{:?}", results[0]);
+        };
+        assert_eq!(
+            Reader::new(children).strings().unwrap(),
+            ["lock-0000000001", "lock-0000000002"]
+        );
+        let RawRead::Data { body, stat } = results[1] else {
+            panic!("{:?}", results[1]);
+        };
+        assert_eq!(body.len(), 4 + 1 + 68);
+        assert_eq!(Stat::read(&mut Reader::new(stat)).unwrap().czxid, 7);
+        assert_eq!(results[2], RawRead::Error(-101));
+    }
+
+    #[test]
+    fn a_raw_multi_read_reply_cut_short_is_malformed() {
+        let mut w = Writer::frame();
+        w.int(op::GET_DATA).boolean(false).int(0);
+        w.buffer(b"d");
+        let frame = w.finish();
+        assert!(read_multi_read_raw(&mut Reader::new(&frame[4..])).is_err());
+    }
 
     #[test]
     fn stat_reads_its_eleven_fields() {

@@ -54,6 +54,7 @@ pub mod opcode {
     pub const GET_CHILDREN2: i32 = 12;
     pub const CHECK: i32 = 13;
     pub const MULTI: i32 = 14;
+    pub const MULTI_READ: i32 = 22;
     pub const CREATE2: i32 = 15;
     pub const CREATE_CONTAINER: i32 = 19;
     pub const CREATE_TTL: i32 = 21;
@@ -78,8 +79,8 @@ pub struct Request {
     pub opcode: i32,
     /// The path, for requests whose body starts with one (chroot included, as sent).
     pub path: Option<String>,
-    /// A `multi`'s operations, each its opcode and path (empty for other requests, and for a
-    /// multi whose body does not parse).
+    /// A `multi`'s or `multiRead`'s operations, each its opcode and path (empty for other
+    /// requests, and for one whose body does not parse).
     pub members: Vec<(i32, String)>,
     /// When the proxy read it from the client.
     pub at: Instant,
@@ -316,7 +317,7 @@ impl FrameParser {
         } else {
             None
         };
-        let members = if opcode == opcode::MULTI {
+        let members = if opcode == opcode::MULTI || opcode == opcode::MULTI_READ {
             multi_members(&frame[8..]).unwrap_or_default()
         } else {
             Vec::new()

@@ -7,6 +7,7 @@
 //! Replies are matched to requests by a FIFO, not by xid: the server answers one session's
 //! requests in order, and several SetWatches share xid -8.
 
+mod bundle;
 pub(crate) mod coalesce;
 mod handshake;
 mod io_thread;
@@ -16,7 +17,7 @@ pub(crate) use outbox::Cork;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -97,6 +98,11 @@ pub(crate) struct Shared {
     pub(crate) password: Vec<u8>,
     /// Which lock paths a create may go out in a `multi` under.
     pub(crate) known_parents: coalesce::KnownParents,
+    /// Whether reads may go out together in a `multiRead` (see [`bundle`]): cleared when
+    /// the server does not answer one as a `multiRead`.
+    multi_read: AtomicBool,
+    /// This session, for reply handlers that must queue again what they were given.
+    me: Weak<Shared>,
     /// The session timeout granted on the latest connection, in milliseconds: the server
     /// expires the session by the one it granted last.
     timeout_ms: AtomicU64,
@@ -404,7 +410,7 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         server,
         ..
     } = established;
-    let shared = Arc::new(Shared {
+    let shared = Arc::new_cyclic(|me| Shared {
         out: Mutex::new(Out {
             sink: None,
             closer: None,
@@ -423,6 +429,8 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         state: StateCell::new(KeeperState::Disconnected),
         session_id: response.session_id,
         known_parents: coalesce::KnownParents::new(),
+        multi_read: AtomicBool::new(true),
+        me: me.clone(),
         password: response.password.clone(),
         timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
         last_zxid: AtomicI64::new(0),

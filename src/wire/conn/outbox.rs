@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::bundle::{self, ReadKind};
 use super::coalesce::{self, Class, Queued, Take};
 use super::{terminal_error, Answer, OnReply, Pending, Shared};
 use crate::wire::completion::{self, Completion, Slot};
@@ -64,6 +65,8 @@ pub(super) struct Outgoing {
     class: Class,
     /// [`Outbox::written`] when it was queued.
     after: u64,
+    /// It may go out in a `multiRead` with the reads written right after it (see [`bundle`]).
+    bundle: Option<ReadKind>,
 }
 
 impl Queued for Outgoing {
@@ -256,6 +259,14 @@ impl Shared {
         coalescible: bool,
     ) -> Result<(), OnReply> {
         let class = Class::of(&frame, coalescible);
+        let bundle = match class {
+            Class::Read(_)
+                if !urgent && self.config.coalesce && self.multi_read.load(Ordering::Relaxed) =>
+            {
+                ReadKind::of(&frame)
+            }
+            _ => None,
+        };
         let mut outbox = self.outbox.lock();
         if !outbox.open {
             return Err(on_reply);
@@ -272,6 +283,7 @@ impl Shared {
             urgent,
             class,
             after: outbox.written,
+            bundle,
         };
         if urgent {
             outbox.queue.push_front(outgoing);
@@ -375,27 +387,62 @@ impl Shared {
             outbox.queue.push_front(outgoing);
         }
         let mut batch = Vec::new();
-        for take in takes {
+        let mut takes = takes.into_iter().peekable();
+        while let Some(take) = takes.next() {
             let seq = outbox.written;
             outbox.written += 1;
             match take {
                 Take::One(i) => {
                     let outgoing = taken[i].take().expect("taken once");
-                    batch.extend_from_slice(&outgoing.frame);
-                    let mut p = outgoing.pending;
-                    p.seq = seq;
-                    if let Class::Read(path) = &outgoing.class {
-                        let failed: Vec<Arc<AtomicBool>> = outbox
-                            .unsettled
-                            .iter()
-                            .filter(|u| u.paths.iter().any(|w| coalesce::sees(path, w)))
-                            .map(|u| u.failed.clone())
-                            .collect();
-                        if !failed.is_empty() {
-                            p.on_reply = redo_if_failed(failed, outgoing.frame, p.on_reply);
+                    // Reads written back to back go out as one `multiRead`.
+                    let mut reads = Vec::new();
+                    if let Some(kind) = outgoing.bundle {
+                        let mut bytes = bundle::Member::len(&outgoing.frame, kind);
+                        while let Some(Take::One(j)) = takes.peek() {
+                            let Some(next) = taken[*j].as_ref() else {
+                                break;
+                            };
+                            let Some(kind) = next.bundle else { break };
+                            bytes += bundle::Member::len(&next.frame, kind);
+                            if reads.len() + 1 >= bundle::MAX_READS || bytes > MAX_MULTI_BYTES {
+                                break;
+                            }
+                            let next = taken[*j].take().expect("taken once");
+                            takes.next();
+                            reads.push(next);
                         }
                     }
-                    pending.push_back(p);
+                    if reads.is_empty() {
+                        batch.extend_from_slice(&outgoing.frame);
+                        let on_reply = read_reply(
+                            &outbox,
+                            &outgoing.class,
+                            &outgoing.frame,
+                            outgoing.pending.on_reply,
+                        );
+                        pending.push_back(Pending {
+                            xid: outgoing.pending.xid,
+                            on_reply,
+                            seq,
+                        });
+                        continue;
+                    }
+                    reads.insert(0, outgoing);
+                    let members: Vec<bundle::Member> = reads
+                        .into_iter()
+                        .map(|o| bundle::Member {
+                            on_reply: read_reply(&outbox, &o.class, &o.frame, o.pending.on_reply),
+                            kind: o.bundle.expect("bundled reads only"),
+                            frame: o.frame,
+                        })
+                        .collect();
+                    let xid = next_xid(&mut outbox.next_xid);
+                    batch.extend_from_slice(&bundle::encode(xid, &members));
+                    pending.push_back(Pending {
+                        xid,
+                        on_reply: bundle::settle(self.me.clone(), members),
+                        seq,
+                    });
                 }
                 Take::Multi(run) => {
                     let members: Vec<Member> = run
@@ -483,41 +530,62 @@ impl Shared {
     /// order, ahead of every write queued after them (none went out meanwhile), so each caller
     /// gets what its own request gives.
     fn fall_back(&self, id: u64, members: Vec<Member>) {
-        let refused = {
-            let mut outbox = self.outbox.lock();
-            self.settled(&mut outbox, id);
-            if outbox.open {
-                let at = outbox.queue.iter().take_while(|o| o.urgent).count();
-                for (k, m) in members.into_iter().enumerate() {
-                    let mut frame = m.frame;
-                    let xid = next_xid(&mut outbox.next_xid);
-                    frame[4..8].copy_from_slice(&xid.to_be_bytes());
-                    let after = outbox.written;
-                    outbox.queue.insert(
-                        at + k,
-                        Outgoing {
-                            frame,
-                            pending: Pending {
-                                xid,
-                                on_reply: m.on_reply,
-                                seq: 0,
-                            },
-                            urgent: false,
-                            class: match m.class {
-                                Class::Delete(p) | Class::Create(p) => Class::Write(p),
-                                other => other,
-                            },
-                            after,
-                        },
-                    );
-                }
-                Vec::new()
-            } else {
-                members
+        let mut outbox = self.outbox.lock();
+        self.settled(&mut outbox, id);
+        let alone = members.into_iter().map(|m| {
+            let class = match m.class {
+                Class::Delete(p) | Class::Create(p) => Class::Write(p),
+                other => other,
+            };
+            (m.frame, class, m.on_reply)
+        });
+        self.queue_first(outbox, alone);
+    }
+
+    /// The reads of a `multiRead` that failed as a whole go out again one by one, in their
+    /// order, ahead of what was queued after them.
+    pub(super) fn read_alone(&self, members: Vec<bundle::Member>) {
+        let alone = members.into_iter().map(|m| {
+            let class = Class::of(&m.frame, false);
+            (m.frame, class, m.on_reply)
+        });
+        self.queue_first(self.outbox.lock(), alone);
+    }
+
+    /// Queues requests again, in their order, ahead of every request not urgent, each to go
+    /// out alone; while not connected each gets ConnectionLoss.
+    fn queue_first(
+        &self,
+        mut outbox: parking_lot::MutexGuard<'_, Outbox>,
+        requests: impl Iterator<Item = (Vec<u8>, Class, OnReply)>,
+    ) {
+        if !outbox.open {
+            drop(outbox);
+            for (_, _, on_reply) in requests {
+                let _ = on_reply(Answer::Lost(Error::ConnectionLoss));
             }
-        };
-        for m in refused {
-            let _ = (m.on_reply)(Answer::Lost(Error::ConnectionLoss));
+            return;
+        }
+        let at = outbox.queue.iter().take_while(|o| o.urgent).count();
+        for (k, (mut frame, class, on_reply)) in requests.enumerate() {
+            let xid = next_xid(&mut outbox.next_xid);
+            frame[4..8].copy_from_slice(&xid.to_be_bytes());
+            let after = outbox.written;
+            outbox.queue.insert(
+                at + k,
+                Outgoing {
+                    frame,
+                    pending: Pending {
+                        xid,
+                        on_reply,
+                        seq: 0,
+                    },
+                    urgent: false,
+                    class,
+                    after,
+                    bundle: None,
+                },
+            );
         }
     }
 
@@ -541,6 +609,7 @@ impl Shared {
                     urgent: false,
                     class,
                     after,
+                    bundle: None,
                 });
                 None
             } else {
@@ -759,6 +828,25 @@ fn created_stat(frame: &[u8], zxid: i64, shared: &Shared) -> proto::Stat {
         ephemeral_owner: shared.session_id,
         data_length,
         ..proto::Stat::default()
+    }
+}
+
+/// The reply handler of a request about to be written: a read that sees what unsettled
+/// `multi`s write is sent again should one of them fail (see [`redo_if_failed`]).
+fn read_reply(outbox: &Outbox, class: &Class, frame: &[u8], on_reply: OnReply) -> OnReply {
+    let Class::Read(path) = class else {
+        return on_reply;
+    };
+    let failed: Vec<Arc<AtomicBool>> = outbox
+        .unsettled
+        .iter()
+        .filter(|u| u.paths.iter().any(|w| coalesce::sees(path, w)))
+        .map(|u| u.failed.clone())
+        .collect();
+    if failed.is_empty() {
+        on_reply
+    } else {
+        redo_if_failed(failed, frame.to_vec(), on_reply)
     }
 }
 
