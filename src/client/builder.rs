@@ -137,7 +137,11 @@ impl ClientBuilder {
     /// connection, and each call's outcome is what its own request would have had: a `multi`
     /// that fails is sent again one request at a time, ahead of every later write of a related
     /// node. A create goes into a `multi` only under a lock path the client has seen exist
-    /// lately, or while the lock paths it uses for the first time mostly exist already.
+    /// lately, or while the lock paths it uses for the first time mostly exist already. Reads
+    /// that set no watch (the listings of lock paths) and go out back to back go as one
+    /// `multiRead` (ZooKeeper 3.6 and later; with an older server, as soon as it refuses one,
+    /// one by one again): an error in one is its caller's alone, and a batch answered with more
+    /// than [`max_reply_size`](Self::max_reply_size) is sent again read by read.
     ///
     /// Defaults to true.
     pub fn coalesce_requests(mut self, on: bool) -> Self {

@@ -280,6 +280,54 @@
 //! either, for the reasons above. The uncontended cycle is unchanged: `bench uncontended`
 //! median 414-419 µs, 3.00 requests a cycle.
 //!
+//! ## Listings in one `multiRead`
+//!
+//! Counted per warm cycle, the listings were the larger share of the requests: 1.00 of 1.36.
+//! Reads that the planner sends one right after another now go out as one `multiRead`
+//! (`wire::conn::bundle`: a getChildren2 as a getChildren and a getData of its node, whose stat
+//! is the getChildren2's). `bench floor_many` gained the shape as a third floor, the listings
+//! of each wave in one `multiRead`. Two runs back to back on a fresh ZooKeeper 3.9.5 server,
+//! 2026-12-02 01:13-01:14 UTC, load 1.6-2.6, release build, nothing else running; the
+//! server's CPU per cycle is its JVM's CPU time (`/proc`) over each pass:
+//!
+//! | W in flight | bare, individual | bare, creates and deletes coalesced | bare, and the listings in one `multiRead` |
+//! |---|---|---|---|
+//! | 1 | 2,163 / 1,932 cycles/s | 1,952 / 1,976 | 1,703 / 1,942 |
+//! | 8 | 4,075 / 4,339 (3.00 requests a cycle; server 269 / 257 µs a cycle) | 6,595 / 7,674 (1.25; 149 / 133 µs) | **11,832 / 11,567** (0.38; 80 / 79 µs) |
+//! | 32 | 4,526 / 4,168 | 9,122 / 9,307 (1.06) | 28,284 / 25,792 (0.09; 34 / 39 µs) |
+//!
+//! | zklock, 8 threads | cycles/s | requests a cycle | server µs a cycle | of the W=8 coalesced floor |
+//! |---|---|---|---|---|
+//! | `coalesce_requests(false)` | 4,711 / 4,206 | 3.00 | 224 / 293 | 0.71 / 0.55 |
+//! | coalesced, listings in `multiRead`s | 4,858 / 5,182 | **0.80 / 0.82** | 158 / 155 | **0.74 / 0.68** |
+//!
+//! What the server spends follows the number of requests, about 190 µs of its CPU per request
+//! here against a few µs per operation, and the `multiRead` takes half of zklock's requests
+//! away. zklock's throughput barely moved with it: measured alone (five alternating runs of
+//! `bench many_locks`, same server), 5,725 warm cycles/s with `multiRead`s and 5,407 without
+//! (medians; server 145 and 155 µs a cycle). Where the time goes instead:
+//! - zklock's eight threads each wait for their own two round trips, so a batch holds what
+//!   arrived during the previous one's round trip: `multi`s of 4.8 operations and
+//!   `multiRead`s of 2.6 listings, where the bare client's lockstep waves hold 8 (each wait
+//!   for the replies in flight costs about a third of a request's time: 222-296 µs of
+//!   656-878 µs from queued to answered, sampled in three runs);
+//! - the machine's two cores are shared by the server and the client; the client spends about
+//!   90 µs of CPU a cycle (`perf`: 45% of it in the kernel's context switches, 4.9 a cycle
+//!   after the I/O thread learnt to wake each caller once per read, 6.0 before), and letting
+//!   writes go out without waiting for the replies in flight (more requests, smaller
+//!   batches) gave the same throughput (6,100-6,400 cycles/s at 1, 2, 3 and any number of
+//!   batches in flight, medians of five).
+//!
+//! Beside Curator in the same window (shared anchors `many.sh`, ROUNDS=3, 01:14-01:15 UTC):
+//! cold 917 against 3,423 cycles/s (**3.73x**), warm 2,867 against 5,496 (**1.92x**; rounds
+//! 5,408, 5,496, 6,768). An earlier run that afternoon, with the `multiRead`s and before the
+//! wake-up change: cold 3.79x, warm 1.84x (3,157 against 5,796). The targets, 0.8 of
+//! the W=8 coalesced floor and 2.5x Curator warm, are met in neither run (zklock's best
+//! round, 6,768 cycles/s, is 2.36x the Curator median; the target asks for 7,168). The anchors table (`scripts/bench.sh` with `IMPLS="curator zklock"`, 01:16 UTC)
+//! is as before: uncontended 476 against Curator's 697 µs (0.68x), 3.00 requests a cycle;
+//! contended 1,512 against 636 acquisitions/s (2.38x), 5.02 requests each; handoff 250 against
+//! 547 µs (0.46x); 1.00 notification per release with 50 waiters.
+//!
 //! Dropping the listing (the item 3) was considered and rejected: the sequence number
 //! of our create would prove that no other node was created since our last listing, but only
 //! within one incarnation of the lock path, and the container sweep deletes an empty lock path

@@ -36,7 +36,7 @@
 //!
 //! The compatibility pass (`.ci/run`, once per release) runs the binaries that touch the wire,
 //! sessions, restarts, snapshots, ensembles, ACLs, TLS/SASL, `multi` replies and interop: `exclusion`, `scale`,
-//! `faults`, `faults_ensemble`, `security`, `security_tls_sasl`, `fenced`, `coalesced_requests` and
+//! `faults`, `faults_ensemble`, `security`, `security_tls_sasl`, `fenced`, `coalesced_requests`, `bundled_reads` and
 //! `interop`.
 //! The one test the pass skips is `scale.rs`'s queue-up test (the client's keepalive against a
 //! proxy that paces the replies: nothing in it depends on the release, and its one way to fail
@@ -48,7 +48,11 @@
 //! `create2` (the reply carries the stat), both ZooKeeper 3.5+; 3.4 is not supported. What differs between the releases zklock meets:
 //! from 3.9 on, `exists` on a node whose ACL denies READ answers NoAuth where 3.8 answers its
 //! stat; zklock reads either answer as "the node exists" (see
-//! [`security`, "ZooKeeper releases"](super::security#zookeeper-releases)).
+//! [`security`, "ZooKeeper releases"](super::security#zookeeper-releases)). Listings that wait
+//! while the connection is busy go out as one `multiRead`, which 3.6 brought; a 3.5 server
+//! answers it Unimplemented and closes the connection (read in ZooKeeper's
+//! `UnimplementedRequestProcessor`; no 3.5 server runs here), after which the session, on its
+//! next connection, sends its reads one by one.
 //!
 //! # What each test proves
 //!
@@ -89,6 +93,7 @@
 //! | | `scale.rs`: `long_queues` | queues of 20,000 and 50,000 nodes (listings over ZooKeeper's default `jute.maxbuffer`) are read, listed and inspected whole while other locks of the client stay held; over the client's own limit each call fails alone with `ReplyTooLarge`, at once, leaving nothing; nodes whose data is too large to read in one batch are read one by one |
 //! | | `scale.rs`: `herd` | one watch notification per release (server `mntr` counters, private server); after a reconnect, the waiters of one session share one listing (getChildren counted through the proxy) |
 //! | coalesced requests | `coalesced_requests.rs` | lock-node creates and deletes coalesced into `multi`s (the proxy parses each multi's operations): 8 threads on 400 paths and 16 threads on one path never hold together and their fencing tokens strictly increase, never two creates under one lock path in one multi; each coalesced create's token is its node's own czxid and its lock path's ctime as the server shows them (made from the reply header's zxid before 3.9); every fallback gives each caller its own outcome (a node deleted by an operator, a lock path deleted between cycles, an ACL refusal of a delete or of a create, compared with `coalesce_requests(false)`); the connection cut with creates or deletes in flight (never a second node, nothing left) and a server restart mid-batch |
+//! | bundled reads | `bundled_reads.rs` | listings that wait while the connection is busy go out as one `multiRead` (seen on the wire; the 8-thread tests of `coalesced_requests.rs` check that each listing in one is a getChildren followed by a getData of its lock path, and that the tokens' generations, which come from that getData, are the lock paths' ctimes); a batch answered with more than the client's reply limit is listed again one by one and `contenders()` sees every queue whole; a listing refused by its lock path's ACL in a batch fails its caller as it does with `coalesce_requests(false)`, and the other path's calls see their queue |
 //! | sessions and leases | `leases.rs`: `call_time_lease` | a holder frozen (SIGSTOP) past its session never reads held after another process acquired (every answer stamped with `CLOCK_MONOTONIC` before the call; directly and through the proxy); `lease_remaining()` shrinks in a blackhole and returns with the server; a healthy loaded holder never reads `Suspended` in 20 s |
 //! | | `leases.rs`: `behind_a_partitioned_follower` | a holder behind a follower cut off from the leader never reads held after the quorum expired it: the nemesis's scenario (root, private network namespace) and a private ensemble with the follower cut off through the proxy |
 //! | | `leases_stalled_threads.rs` | zklock's runtime and I/O threads stalled from outside (a signal whose handler sleeps on that thread): a holder reads `Suspended` on its own clock before the next holder can acquire, never `Held` after it, and the state thread reports it without waiting for the stalled threads |

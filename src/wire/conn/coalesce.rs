@@ -27,6 +27,10 @@
 //! - only reads that cannot see the writes left behind in the queue (neither the written
 //!   node nor its parent) move ahead of them; nothing moves ahead of a request of any other
 //!   kind.
+//!
+//! Reads the plan sends one right after another go out as one `multiRead` (see `bundle`):
+//! the server answers them in that order with nothing of the session's between them, as it
+//! would have answered them alone.
 
 use std::collections::{HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
