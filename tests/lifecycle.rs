@@ -58,6 +58,71 @@ mod cancel_and_close {
         assert!(mutex.try_lock().unwrap().is_some());
     }
 
+    /// Cancelled while its create is still on its way to the server (the proxy holds requests
+    /// for 40 ms), a waiter returns only once the node that create then makes is deleted: the
+    /// proxy forwards that delete's answer before the call returns. (It returned at once, and
+    /// the node lived on for a moment after it, before the create in flight was counted as a
+    /// withdrawal.)
+    #[test]
+    fn a_waiter_cancelled_with_its_create_in_flight_returns_once_the_late_node_is_deleted() {
+        let path = common::lock_path("cancel-create-in-flight");
+        let proxy = Proxy::start(&common::connect_string());
+        let client = common::client_via(&proxy, common::SESSION_TIMEOUT);
+        let other = common::client();
+        let holder = DistributedMutex::new(&other, &path)
+            .unwrap()
+            .lock()
+            .unwrap();
+        let mutex = DistributedMutex::new(&client, &path).unwrap();
+        proxy.record_requests(true);
+        proxy.delay_requests(Duration::from_millis(40));
+        let token = CancelToken::new();
+        let returned_at = thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                let outcome = mutex.lock_with(Wait::forever().cancel_on(&token));
+                (outcome.map(|_| ()), Instant::now())
+            });
+            // The create has left the client, not reached the server.
+            thread::sleep(Duration::from_millis(10));
+            token.cancel();
+            let (outcome, returned_at) = waiter.join().unwrap();
+            assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
+            returned_at
+        });
+        proxy.delay_requests(Duration::ZERO);
+        assert_eq!(common::children_count(&other, &path), 1, "our node is left");
+        let sent = proxy.requests();
+        let create = sent
+            .iter()
+            .find(|r| r.opcode == common::proxy::opcode::CREATE2)
+            .unwrap_or_else(|| panic!("no create: {sent:?}"));
+        let created_at = create.at;
+        let delete = sent
+            .iter()
+            .find(|r| {
+                r.opcode == common::proxy::opcode::DELETE
+                    || r.members
+                        .iter()
+                        .any(|(op, _)| *op == common::proxy::opcode::DELETE)
+            })
+            .unwrap_or_else(|| panic!("no delete: {sent:?}"));
+        let answered = proxy
+            .replies()
+            .into_iter()
+            .find(|reply| reply.xid == delete.xid && reply.conn == delete.conn)
+            .expect("the delete was answered");
+        assert!(
+            created_at < returned_at,
+            "cancelled before the create was sent"
+        );
+        assert!(
+            answered.at <= returned_at,
+            "the call returned {:?} before its late node's delete was answered",
+            answered.at - returned_at
+        );
+        drop(holder);
+    }
+
     #[test]
     fn a_token_cancelled_before_the_call_creates_nothing() {
         let client = common::client();

@@ -16,7 +16,7 @@ use crate::znode::layout::protected_prefix;
 use super::claim::node_vanished;
 use super::seam::{NodeStore, ZkSession};
 use super::wait::Attempt;
-use super::withdraw::OurNode;
+use super::withdraw::{OurNode, Withdrawals};
 
 /// How many times a missing lock path is created before giving up (a racing container reaper
 /// can delete an empty parent between our mkdir and our create).
@@ -56,7 +56,16 @@ pub(super) async fn create_node<S: ZkSession>(
         "creating {lock_path}/{prefix} (session {:#x})",
         session.id()
     );
-    let placed = place_node(session.as_ref(), lock_path, &prefix, data, deadline).await?;
+    let withdrawals = &attempt.withdrawals;
+    let placed = place_node(
+        session.as_ref(),
+        lock_path,
+        &prefix,
+        data,
+        deadline,
+        withdrawals,
+    )
+    .await?;
     let Some((name, stat, children, parent)) = placed else {
         return Ok(None);
     };
@@ -107,10 +116,17 @@ async fn place_node(
     prefix: &str,
     data: &[u8],
     deadline: Option<Instant>,
+    withdrawals: &Withdrawals,
 ) -> Result<Option<FoundNode>> {
     let (mut parent_attempts, mut unanswered) = (0, 0);
     loop {
-        match store.create(lock_path, prefix, data, deadline).await? {
+        // Dropped unanswered (a cancel), the create is withdrawn like a node we know: a caller
+        // that stops waits for it.
+        let settling = || withdrawals.begin();
+        match store
+            .create(lock_path, prefix, data, deadline, settling)
+            .await?
+        {
             Create::Created {
                 name,
                 stat,
@@ -244,7 +260,15 @@ mod tests {
         let deadline = store.session.now() + Duration::from_secs(1);
         let session = store.session.clone();
         let mut placing = Box::pin(async move {
-            place_node(session.as_ref(), "/lock", PREFIX, b"", Some(deadline)).await
+            place_node(
+                session.as_ref(),
+                "/lock",
+                PREFIX,
+                b"",
+                Some(deadline),
+                &Withdrawals::default(),
+            )
+            .await
         });
         store.sim.run(placing.as_mut()).expect("placing ends")
     }

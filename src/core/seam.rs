@@ -19,13 +19,16 @@ use crate::wire as zk;
 /// The session operations that place our node in a queue, so that unit tests can drive every
 /// outcome of a create.
 pub(crate) trait NodeStore: Sync {
-    /// See [`Session::create_lock_node`].
-    fn create(
+    /// See [`Session::create_lock_node_async`]: a create dropped unanswered is withdrawn in
+    /// the background; on a live connection `settling()` is called then, and what it gives
+    /// is dropped once that withdrawal is settled.
+    fn create<D: Send + 'static>(
         &self,
         lock_path: &str,
         prefix: &str,
         data: &[u8],
         deadline: Option<Instant>,
+        settling: impl FnOnce() -> D + Send,
     ) -> impl Future<Output = Result<Create>> + Send;
     fn wait_connected(&self, deadline: Option<Instant>) -> impl Future<Output = Result<()>> + Send;
     fn sync(
@@ -117,14 +120,15 @@ pub(crate) trait ZkSession: NodeStore + Send + Sized + 'static {
 }
 
 impl NodeStore for Session {
-    async fn create(
+    async fn create<D: Send + 'static>(
         &self,
         lock_path: &str,
         prefix: &str,
         data: &[u8],
         deadline: Option<Instant>,
+        settling: impl FnOnce() -> D + Send,
     ) -> Result<Create> {
-        self.create_lock_node_async(lock_path, prefix, data, deadline)
+        self.create_lock_node_async(lock_path, prefix, data, deadline, settling)
             .await
     }
     async fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {

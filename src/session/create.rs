@@ -44,13 +44,16 @@ impl Session {
     /// same session, lists `lock_path`. ZooKeeper executes one session's requests in order, so
     /// the listing contains our node and every node created before it. Dropped before the create is
     /// answered (a dropped future, or the deadline), the node it may still make is deleted in
-    /// the background.
-    pub(crate) async fn create_lock_node_async(
+    /// the background; on a live connection `settling()` is called then, and what it gives is
+    /// dropped once that deletion is settled (a caller that stopped waits for it, as for the
+    /// withdrawal of a node it knew).
+    pub(crate) async fn create_lock_node_async<D: Send + 'static>(
         &self,
         lock_path: &str,
         prefix: &str,
         data: &[u8],
         deadline: Option<Instant>,
+        settling: impl FnOnce() -> D,
     ) -> Result<Create> {
         self.check_process()?;
         let (zk, acl) = (self.zk()?, self.acl);
@@ -115,6 +118,7 @@ impl Session {
             lock_path,
             prefix,
             op: Some(op),
+            settling: Some(settling),
         };
         let sent = Instant::now();
         let outcome = match pending.op.as_mut() {
@@ -182,14 +186,16 @@ impl Drop for Creating<'_> {
 
 /// A create in flight: dropped before its reply was read, the node it may still make is
 /// deleted in the background (or, if its reply is lost, looked for by its prefix).
-struct PendingCreate<'a> {
+struct PendingCreate<'a, F: FnOnce() -> D, D: Send + 'static> {
     session: &'a Session,
     lock_path: &'a str,
     prefix: &'a str,
     op: Option<Op<CreateAndList>>,
+    /// Told when the deletion begins, on a live connection (see `create_lock_node_async`).
+    settling: Option<F>,
 }
 
-impl Drop for PendingCreate<'_> {
+impl<F: FnOnce() -> D, D: Send + 'static> Drop for PendingCreate<'_, F, D> {
     fn drop(&mut self) {
         let Some(op) = self.op.take() else {
             return;
@@ -197,8 +203,16 @@ impl Drop for PendingCreate<'_> {
         let Ok(zk) = self.session.zk() else {
             return; // Closed: the node goes with the session.
         };
+        // Waited for only on a live connection: during an outage no reply can come, and the
+        // deletion goes on once the connection returns.
+        let settled = self
+            .settling
+            .take()
+            .filter(|_| self.session.liveness() == super::Liveness::Connected)
+            .map(|settling| settling());
         let (lock_path, prefix) = (self.lock_path.to_owned(), self.prefix.to_owned());
         self.session.spawn_release(async move {
+            let _settled = settled;
             match op.await {
                 Ok((Ok((name, _)), _)) => {
                     delete_until_gone(&zk, &format!("{lock_path}/{name}")).await

@@ -215,12 +215,15 @@ pub(crate) fn sleep_until(world: &Shared, at: Duration) -> Sleep {
 }
 
 impl NodeStore for SimSession {
-    async fn create(
+    async fn create<D: Send + 'static>(
         &self,
         lock_path: &str,
         prefix: &str,
         _data: &[u8],
         deadline: Option<Instant>,
+        // Whether a stopped caller waits for a late node's deletion is the front end's timing,
+        // which the simulation leaves out; the deletion itself is modelled (`PendingNode`).
+        _settling: impl FnOnce() -> D + Send,
     ) -> Result<Create> {
         self.world.lock().session_mut_calls(self.id, "create");
         if self.liveness() == Liveness::Ended {
