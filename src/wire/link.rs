@@ -222,9 +222,18 @@ impl Frames {
     /// Whether the next call can return a frame (or an oversized one's start) without reading:
     /// the reader knows whether more replies are at hand.
     pub(crate) fn has_frame(&self) -> bool {
-        self.skipping == 0
-            && self.filled >= 4
-            && self.frame_end().is_none_or(|end| end <= self.filled)
+        if self.skipping > 0 || self.filled < 4 {
+            return false;
+        }
+        let len = i32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]);
+        match usize::try_from(len) {
+            // Over the limit: its head is what the next call returns (or an error).
+            Ok(len) if len > self.max => {
+                !self.skip_oversized || self.filled >= 4 + OVERSIZED_HEAD.min(len)
+            }
+            Ok(len) => self.filled >= 4 + len,
+            Err(_) => true, // The next call fails on it.
+        }
     }
 
     /// Where the frame at the buffer's start ends (length prefix included), once its length
@@ -370,6 +379,47 @@ mod tests {
                 }
             }
             assert_eq!(got, vec![5, 100_000, 0], "chunk {chunk}");
+        }
+    }
+
+    /// `has_frame` is true exactly when `next` returns something other than `Idle` without
+    /// reading: a whole frame, an oversized frame's head (when skipping), or an error.
+    #[test]
+    fn has_frame_says_whether_next_can_return_without_reading() {
+        let mut data = framed(b"one");
+        data.extend(framed(&[7; 300]));
+        data.extend(framed(b"two"));
+        for chunk in 1..40 {
+            let mut source = Chunks {
+                data: data.clone(),
+                chunk,
+            };
+            let mut frames = Frames::new(200);
+            frames.skip_oversized(200);
+            let mut empty = Chunks {
+                data: Vec::new(),
+                chunk,
+            };
+            let mut got = Vec::new();
+            let take = |read: Read1, got: &mut Vec<usize>| match read {
+                Read1::Frame(f) => got.push(f.len()),
+                Read1::Oversized { len, .. } => got.push(len),
+                Read1::Idle => {}
+            };
+            while got.len() < 3 {
+                // Without reading (the source behind it is empty), something comes iff it is
+                // at hand.
+                let at_hand = frames.has_frame();
+                let read = frames.next(&mut empty).unwrap();
+                assert_eq!(at_hand, !matches!(read, Read1::Idle), "chunk {chunk}");
+                take(read, &mut got);
+                if !at_hand {
+                    assert!(!source.data.is_empty(), "chunk {chunk}: {got:?}");
+                    let read = frames.next(&mut source).unwrap();
+                    take(read, &mut got);
+                }
+            }
+            assert_eq!(got, [3, 300, 3], "chunk {chunk}");
         }
     }
 

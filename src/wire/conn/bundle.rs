@@ -23,9 +23,10 @@ use crate::wire::jute::{Reader, Writer};
 use crate::wire::proto::{self, op, RawRead};
 use crate::wire::Error;
 
-/// How many reads one `multiRead` takes at most: their answers share one reply, which must
-/// stay under the client's limit (a larger one is sent again read by read).
-pub(super) const MAX_READS: usize = 64;
+/// How many reads one `multiRead` takes at most: their answers share one reply, which the
+/// server builds whole and which must stay under the client's limit (a larger one is sent
+/// again read by read).
+pub(super) const MAX_READS: usize = 32;
 
 /// A read that may go out in a `multiRead`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,8 +117,22 @@ fn answers<'a>(members: &[Member], results: &[RawRead<'a>]) -> Option<Vec<(i32, 
     results.next().is_none().then_some(answers)
 }
 
-/// The reply handler of a `multiRead` of `members` on the session `shared`.
-pub(super) fn settle(shared: Weak<Shared>, members: Vec<Member>) -> OnReply {
+impl Shared {
+    /// The server does not take `multiRead`s (it answered one with `err`): reads go out one
+    /// by one on this session from now on.
+    pub(super) fn refuse_multi_read(&self, err: i32) {
+        if self.multi_read.swap(false, Ordering::SeqCst) {
+            log::warn!(
+                "session {:#x}: the server answered a multiRead with error {err} or an answer \
+                 that does not fit it; reads go out one by one from now on",
+                self.session_id
+            );
+        }
+    }
+}
+
+/// The reply handler of the `multiRead` `id` of `members` on the session `shared`.
+pub(super) fn settle(shared: Weak<Shared>, id: u64, members: Vec<Member>) -> OnReply {
     Box::new(move |answer| match answer {
         Answer::Lost(Error::ReplyTooLarge { size, limit }) => {
             if let Some(shared) = shared.upgrade() {
@@ -127,7 +142,7 @@ pub(super) fn settle(shared: Weak<Shared>, members: Vec<Member>) -> OnReply {
                     shared.session_id,
                     members.len()
                 );
-                shared.read_alone(members);
+                shared.read_alone(id, members);
             } else {
                 for m in members {
                     let _ = (m.on_reply)(Answer::Lost(Error::ReplyTooLarge { size, limit }));
@@ -136,6 +151,9 @@ pub(super) fn settle(shared: Weak<Shared>, members: Vec<Member>) -> OnReply {
             Ok(())
         }
         Answer::Lost(err) => {
+            if let Some(shared) = shared.upgrade() {
+                shared.settled(&mut shared.outbox.lock(), id);
+            }
             for m in members {
                 let _ = (m.on_reply)(Answer::Lost(err.clone()));
             }
@@ -156,16 +174,13 @@ pub(super) fn settle(shared: Weak<Shared>, members: Vec<Member>) -> OnReply {
                 // on this session; the reads go out alone (on the next connection, if so).
                 // An answer that does not parse, Unimplemented, Marshalling: not understood.
                 let unknown = matches!(err, 0 | -5 | -6);
-                if unknown && shared.multi_read.swap(false, Ordering::SeqCst) {
-                    log::warn!(
-                        "session {:#x}: the server answered a multiRead with error {err} or \
-                         an answer that does not fit it; reads go out one by one from now on",
-                        shared.session_id
-                    );
+                if unknown {
+                    shared.refuse_multi_read(err);
                 }
-                shared.read_alone(members);
+                shared.read_alone(id, members);
                 return Ok(());
             };
+            shared.settled(&mut shared.outbox.lock(), id);
             let mut first_malformed = Ok(());
             for (m, (err, reply)) in members.into_iter().zip(answers) {
                 let answered = (m.on_reply)(Answer::Reply {

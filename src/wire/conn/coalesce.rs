@@ -177,7 +177,7 @@ pub(super) struct Wire<'a> {
     pub(super) room: usize,
     /// The sequence number of the oldest request on the wire unanswered, if any.
     pub(super) oldest_unanswered: Option<u64>,
-    /// The paths the `multi`s on the wire unanswered write.
+    /// The paths the `multi`s on the wire unanswered write, and those the `multiRead`s read.
     pub(super) unsettled: &'a [&'a str],
     /// How many bytes one write takes at most (the first request goes whatever its size).
     pub(super) max_bytes: usize,
@@ -314,9 +314,16 @@ fn touches(writes: &[&str], path: &str) -> bool {
 }
 
 fn path_of(class: &Class) -> Option<&str> {
-    match class {
-        Class::Read(p) | Class::Write(p) | Class::Delete(p) | Class::Create(p) => Some(p),
-        Class::Ordered => None,
+    class.path()
+}
+
+impl Class {
+    /// The path it reads or writes.
+    pub(super) fn path(&self) -> Option<&str> {
+        match self {
+            Class::Read(p) | Class::Write(p) | Class::Delete(p) | Class::Create(p) => Some(p),
+            Class::Ordered => None,
+        }
     }
 }
 

@@ -252,7 +252,18 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
             if header.zxid > 0 {
                 shared.last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
             }
-            let pending = pop_pending(shared, xid)?;
+            let pending = match pop_pending(shared, xid) {
+                Ok(pending) => pending,
+                Err(malformed) => {
+                    // A server before 3.6 answers a `multiRead` Unimplemented at once, ahead of
+                    // the requests before it, and closes the connection: on the next one the
+                    // session sends its reads one by one.
+                    if header.err == -6 {
+                        shared.refuse_multi_read(header.err);
+                    }
+                    return Err(malformed);
+                }
+            };
             if header.err == -115 || header.err == -124 {
                 // Refused credentials end the session: the server closes the connection.
                 let _ = (pending.on_reply)(Answer::Lost(Error::AuthFailed));

@@ -274,7 +274,9 @@ impl Shared {
                 Warn,
                 "cannot start a thread to set watches again ({e}); reconnecting"
             );
-            self.drop_connection();
+            for p in self.drop_connection() {
+                let _ = (p.on_reply)(Answer::Lost(Error::ConnectionLoss));
+            }
         }
     }
 

@@ -46,15 +46,18 @@ pub(super) struct Outbox {
     pub(super) unsettled: Vec<Unsettled>,
 }
 
-/// A `multi` on the wire unanswered.
+/// A `multi` or a `multiRead` on the wire unanswered: no write of a related node goes out
+/// meanwhile (a `multiRead`'s reads may have to be sent again, and must not then see a write
+/// queued after them).
 pub(super) struct Unsettled {
     /// Its place in the order of the requests written.
     seq: u64,
-    /// The paths it writes (a create's before its sequence number).
+    /// The paths it writes (a create's before its sequence number), or reads.
     paths: Vec<String>,
-    /// Set when it failed as a whole, before the replies behind it are read: a read sent
-    /// behind it that sees one of its paths is then sent again (see [`redo_if_failed`]).
-    failed: Arc<AtomicBool>,
+    /// A `multi`'s: set when it failed as a whole, before the replies behind it are read: a
+    /// read sent behind it that sees one of its paths is then sent again (see
+    /// [`redo_if_failed`]). `None` for a `multiRead`.
+    failed: Option<Arc<AtomicBool>>,
 }
 
 pub(super) struct Outgoing {
@@ -396,7 +399,8 @@ impl Shared {
                     let outgoing = taken[i].take().expect("taken once");
                     // Reads written back to back go out as one `multiRead`.
                     let mut reads = Vec::new();
-                    if let Some(kind) = outgoing.bundle {
+                    let bundling = self.multi_read.load(Ordering::Relaxed);
+                    if let Some(kind) = outgoing.bundle.filter(|_| bundling) {
                         let mut bytes = bundle::Member::len(&outgoing.frame, kind);
                         while let Some(Take::One(j)) = takes.peek() {
                             let Some(next) = taken[*j].as_ref() else {
@@ -438,9 +442,18 @@ impl Shared {
                         .collect();
                     let xid = next_xid(&mut outbox.next_xid);
                     batch.extend_from_slice(&bundle::encode(xid, &members));
+                    let paths = members
+                        .iter()
+                        .filter_map(|m| Class::of(&m.frame, false).path().map(str::to_owned))
+                        .collect();
+                    outbox.unsettled.push(Unsettled {
+                        seq,
+                        paths,
+                        failed: None,
+                    });
                     pending.push_back(Pending {
                         xid,
-                        on_reply: bundle::settle(self.me.clone(), members),
+                        on_reply: bundle::settle(self.me.clone(), seq, members),
                         seq,
                     });
                 }
@@ -478,7 +491,7 @@ impl Shared {
                     outbox.unsettled.push(Unsettled {
                         seq,
                         paths,
-                        failed: failed.clone(),
+                        failed: Some(failed.clone()),
                     });
                     pending.push_back(Pending {
                         xid,
@@ -521,8 +534,8 @@ impl Shared {
         !self.plan(&outbox, &pending, 1).is_empty()
     }
 
-    /// The `multi` `id` was answered: no longer unsettled.
-    fn settled(&self, outbox: &mut Outbox, id: u64) {
+    /// The `multi` or `multiRead` `id` was answered: no longer unsettled.
+    pub(super) fn settled(&self, outbox: &mut Outbox, id: u64) {
         outbox.unsettled.retain(|u| u.seq != id);
     }
 
@@ -542,14 +555,17 @@ impl Shared {
         self.queue_first(outbox, alone);
     }
 
-    /// The reads of a `multiRead` that failed as a whole go out again one by one, in their
-    /// order, ahead of what was queued after them.
-    pub(super) fn read_alone(&self, members: Vec<bundle::Member>) {
+    /// The reads of the `multiRead` `id` that failed as a whole go out again one by one, in
+    /// their order, ahead of what was queued after them (the writes they could see were held
+    /// back meanwhile).
+    pub(super) fn read_alone(&self, id: u64, members: Vec<bundle::Member>) {
+        let mut outbox = self.outbox.lock();
+        self.settled(&mut outbox, id);
         let alone = members.into_iter().map(|m| {
             let class = Class::of(&m.frame, false);
             (m.frame, class, m.on_reply)
         });
-        self.queue_first(self.outbox.lock(), alone);
+        self.queue_first(outbox, alone);
     }
 
     /// Queues requests again, in their order, ahead of every request not urgent, each to go
@@ -841,7 +857,7 @@ fn read_reply(outbox: &Outbox, class: &Class, frame: &[u8], on_reply: OnReply) -
         .unsettled
         .iter()
         .filter(|u| u.paths.iter().any(|w| coalesce::sees(path, w)))
-        .map(|u| u.failed.clone())
+        .filter_map(|u| u.failed.clone())
         .collect();
     if failed.is_empty() {
         on_reply
