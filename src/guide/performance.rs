@@ -323,7 +323,16 @@
 //! 5,408, 5,496, 6,768). An earlier run that afternoon, with the `multiRead`s and before the
 //! wake-up change: cold 3.79x, warm 1.84x (3,157 against 5,796). The targets, 0.8 of
 //! the W=8 coalesced floor and 2.5x Curator warm, are met in neither run (zklock's best
-//! round, 6,768 cycles/s, is 2.36x the Curator median; the target asks for 7,168). The anchors table (`scripts/bench.sh` with `IMPLS="curator zklock"`, 01:16 UTC)
+//! round, 6,768 cycles/s, is 2.36x the Curator median; the target asks for 7,168).
+//!
+//! On the final code of that session (after the review fixes: writes related to a
+//! `multiRead`'s paths wait for its answer), fresh server, 02:19-02:21 UTC, load 1.0-2.3: two
+//! `floor_many` runs gave the W=8 floors 6,490 / 7,971 (coalesced) and 12,120 / 14,087
+//! (with `multiRead`), zklock 6,018 / 5,722 cycles/s at 0.81 requests a cycle, **0.93 / 0.72**
+//! of the coalesced floor (0.50 / 0.41 of the `multiRead` one); `many.sh` (ROUNDS=3) cold
+//! 982 against 3,507 (**3.57x**), warm 3,069 against 5,965 (**1.94x**). `perf stat` over one
+//! `bench many_locks` (20,000 cycles, cold and warm): 1,659 ms of client CPU, 99,454 context
+//! switches (about 83 µs and 5 a cycle). The anchors table (`scripts/bench.sh` with `IMPLS="curator zklock"`, 01:16 UTC)
 //! is as before: uncontended 476 against Curator's 697 µs (0.68x), 3.00 requests a cycle;
 //! contended 1,512 against 636 acquisitions/s (2.38x), 5.02 requests each; handoff 250 against
 //! 547 µs (0.46x); 1.00 notification per release with 50 waiters.
