@@ -583,50 +583,21 @@ impl Shared {
             return;
         }
         let at = outbox.queue.iter().take_while(|o| o.urgent).count();
-        for (k, (mut frame, class, on_reply)) in requests.enumerate() {
-            let xid = next_xid(&mut outbox.next_xid);
-            frame[4..8].copy_from_slice(&xid.to_be_bytes());
-            let after = outbox.written;
-            outbox.queue.insert(
-                at + k,
-                Outgoing {
-                    frame,
-                    pending: Pending {
-                        xid,
-                        on_reply,
-                        seq: 0,
-                    },
-                    urgent: false,
-                    class,
-                    after,
-                    bundle: None,
-                },
-            );
+        for (k, (frame, class, on_reply)) in requests.enumerate() {
+            let again = again(&mut outbox, frame, class, on_reply);
+            outbox.queue.insert(at + k, again);
         }
     }
 
     /// Queues the read `frame` again (see [`redo_if_failed`]), at the back: it sees what its
     /// first answer missed.
-    fn read_again(&self, mut frame: Vec<u8>, on_reply: OnReply) {
+    fn read_again(&self, frame: Vec<u8>, on_reply: OnReply) {
         let class = Class::of(&frame, false);
         let refused = {
             let mut outbox = self.outbox.lock();
             if outbox.open {
-                let xid = next_xid(&mut outbox.next_xid);
-                frame[4..8].copy_from_slice(&xid.to_be_bytes());
-                let after = outbox.written;
-                outbox.queue.push_back(Outgoing {
-                    frame,
-                    pending: Pending {
-                        xid,
-                        on_reply,
-                        seq: 0,
-                    },
-                    urgent: false,
-                    class,
-                    after,
-                    bundle: None,
-                });
+                let again = again(&mut outbox, frame, class, on_reply);
+                outbox.queue.push_back(again);
                 None
             } else {
                 Some(on_reply)
@@ -844,6 +815,24 @@ fn created_stat(frame: &[u8], zxid: i64, shared: &Shared) -> proto::Stat {
         ephemeral_owner: shared.session_id,
         data_length,
         ..proto::Stat::default()
+    }
+}
+
+/// A request sent before, to go out again alone with a new xid.
+fn again(outbox: &mut Outbox, mut frame: Vec<u8>, class: Class, on_reply: OnReply) -> Outgoing {
+    let xid = next_xid(&mut outbox.next_xid);
+    frame[4..8].copy_from_slice(&xid.to_be_bytes());
+    Outgoing {
+        frame,
+        pending: Pending {
+            xid,
+            on_reply,
+            seq: 0,
+        },
+        urgent: false,
+        class,
+        after: outbox.written,
+        bundle: None,
     }
 }
 
