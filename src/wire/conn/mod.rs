@@ -11,6 +11,7 @@ mod bundle;
 pub(crate) mod coalesce;
 mod handshake;
 mod io_thread;
+mod multi;
 mod outbox;
 
 pub(crate) use outbox::Cork;
