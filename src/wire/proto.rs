@@ -354,21 +354,17 @@ pub(crate) type ReadResult = Result<(Vec<u8>, Stat), i32>;
 /// The results of a `multiRead` reply of getData reads, one per read, up to its terminating
 /// header.
 pub(crate) fn read_multi_read(r: &mut Reader<'_>) -> Decoded<Vec<ReadResult>> {
-    let mut results = Vec::new();
-    loop {
-        let kind = r.int()?;
-        let done = r.boolean()?;
-        let _err = r.int()?;
-        if done {
-            return Ok(results);
-        }
-        // Each result takes at least a header: bounded by the frame.
-        results.push(match kind {
-            op::GET_DATA => Ok((r.buffer()?.to_vec(), Stat::read(r)?)),
-            op::ERROR => Err(r.int()?),
-            other => return Err(Malformed(format!("op {other} in a multiRead reply"))),
-        });
-    }
+    read_multi_read_raw(r)?
+        .into_iter()
+        .map(|result| match result {
+            RawRead::Data { body, .. } => {
+                let mut body = Reader::new(body);
+                Ok(Ok((body.buffer()?.to_vec(), Stat::read(&mut body)?)))
+            }
+            RawRead::Error(code) => Ok(Err(code)),
+            RawRead::Children(_) => Err(Malformed("a getChildren result to getData reads".into())),
+        })
+        .collect()
 }
 
 /// One read's outcome in a `multiRead` reply, as the bytes of its answer: a getChildren's
