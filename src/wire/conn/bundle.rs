@@ -18,7 +18,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Weak;
 
-use super::{Answer, OnReply, Shared};
+use super::{lose_all, Answer, OnReply, Shared};
 use crate::wire::jute::{Reader, Writer};
 use crate::wire::proto::{self, op, RawRead};
 use crate::wire::Error;
@@ -144,9 +144,8 @@ pub(super) fn settle(shared: Weak<Shared>, id: u64, members: Vec<Member>) -> OnR
                 );
                 shared.read_alone(id, members);
             } else {
-                for m in members {
-                    let _ = (m.on_reply)(Answer::Lost(Error::ReplyTooLarge { size, limit }));
-                }
+                let err = Error::ReplyTooLarge { size, limit };
+                lose_all(members.into_iter().map(|m| m.on_reply), &err);
             }
             Ok(())
         }
@@ -154,9 +153,7 @@ pub(super) fn settle(shared: Weak<Shared>, id: u64, members: Vec<Member>) -> OnR
             if let Some(shared) = shared.upgrade() {
                 shared.settled(&mut shared.outbox.lock(), id);
             }
-            for m in members {
-                let _ = (m.on_reply)(Answer::Lost(err.clone()));
-            }
+            lose_all(members.into_iter().map(|m| m.on_reply), &err);
             Ok(())
         }
         Answer::Reply {

@@ -60,6 +60,14 @@ pub(crate) struct Config {
 /// not decode: the connection is then reset.
 pub(crate) type OnReply = Box<dyn FnOnce(Answer<'_>) -> Result<(), Malformed> + Send>;
 
+/// Tells each of `replies` that its answer is lost with `err` (the members of a lost
+/// `multi` or `multiRead`, each as a request of its own would have been).
+fn lose_all(replies: impl IntoIterator<Item = OnReply>, err: &Error) {
+    for on_reply in replies {
+        let _ = on_reply(Answer::Lost(err.clone()));
+    }
+}
+
 /// What a pending request gets.
 pub(crate) enum Answer<'a> {
     Reply {

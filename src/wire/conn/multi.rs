@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use super::coalesce::{self, Class};
-use super::{Answer, OnReply, Shared};
+use super::{lose_all, Answer, OnReply, Shared};
 use crate::wire::jute::{Reader, Writer};
 use crate::wire::proto::{self, op};
 
@@ -68,9 +68,7 @@ impl Shared {
 pub(super) fn settle_multi(id: u64, failed: Arc<AtomicBool>, members: Vec<Member>) -> OnReply {
     Box::new(move |answer| match answer {
         Answer::Lost(err) => {
-            for m in members {
-                let _ = (m.on_reply)(Answer::Lost(err.clone()));
-            }
+            lose_all(members.into_iter().map(|m| m.on_reply), &err);
             Ok(())
         }
         Answer::Reply {
