@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use common::proxy::{opcode, Proxy, Request};
 use common::RawClient;
+use zklock::client::SessionState;
 use zklock::{DistributedMutex, Error};
 
 /// Paths of lock nodes (below `root`) still on the server.
@@ -627,7 +628,14 @@ fn creates_cut_off_in_flight_are_never_made_twice() {
                 .map(|path| raw.children(path))
                 .filter(|nodes| nodes.len() != 1)
                 .collect();
+            // Cut after every create was answered (a slow scheduler can delay this thread
+            // that long), the holders would unlock while the client reconnects, and `unlock`
+            // reports OutcomeUnknown at once when the connection is known to be down.
+            let back = common::eventually(Duration::from_secs(10), || {
+                client.state() == SessionState::Connected
+            });
             checked.wait();
+            assert!(back, "round {round}: not reconnected: {:?}", client.state());
             assert_eq!(doubles, Vec::<Vec<String>>::new(), "round {round}");
         });
         assert!(
