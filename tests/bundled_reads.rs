@@ -238,3 +238,112 @@ fn a_listing_refused_in_a_batch_fails_its_caller_only() {
         "try_lock of the refused path"
     );
 }
+
+/// Reads whose `multiRead` fails as a whole are sent again alone, ahead of whatever was called
+/// after them: a write of what they read, queued behind them, waits for the `multiRead`'s
+/// answer instead of going out in the same batch (it once did, and the read sent again
+/// returned that write's data). The wire is filled with unanswered requests (the proxy keeps
+/// the replies), so the two reads and the write wait in the outbox together and go out when
+/// the replies arrive in one burst; the reads' answers together (two 40 KB values) are over
+/// the client's 64 KiB reply limit.
+#[test]
+fn a_read_sent_again_alone_never_sees_a_write_called_after_it() {
+    const LIMIT: usize = 64 * 1024;
+    // `wire::conn::outbox::MAX_IN_FLIGHT`: requests unanswered before the rest wait.
+    const MAX_IN_FLIGHT: usize = 256;
+    let proxy = Proxy::start(&common::connect_string());
+    // A long session: the replies are kept for about a second.
+    let client = common::builder(&proxy.connect_string(), Duration::from_secs(10))
+        .max_reply_size(LIMIT)
+        .connect()
+        .unwrap();
+    let root = common::lock_path("bundled-read-again");
+    let (x, y, busy) = (
+        format!("{root}/x"),
+        format!("{root}/y"),
+        format!("{root}/busy"),
+    );
+    let old = vec![b'o'; 40_000];
+    client.set_data(&x, &old).unwrap();
+    client.set_data(&y, &old).unwrap();
+    client.set_data(&busy, b"").unwrap();
+    // The write: a fenced transaction, one `multi` (a plain `set_data` makes the parents
+    // first, a round trip before its write).
+    let guard = DistributedMutex::new(&client, &format!("{root}/lock"))
+        .unwrap()
+        .lock()
+        .unwrap();
+    proxy.record_requests(true);
+    proxy.hold_replies(true);
+    let (read_x, read_y, wrote) = thread::scope(|s| {
+        let mut fillers = Vec::new();
+        // Pings are not counted: they are no request the outbox waits for.
+        let unanswered = || {
+            let sent = proxy.requests();
+            sent.iter().filter(|r| r.opcode != opcode::PING).count()
+        };
+        // One at a time, each out alone before the next: the wire then holds MAX_IN_FLIGHT.
+        while unanswered() < MAX_IN_FLIGHT {
+            let before = unanswered();
+            fillers.push(s.spawn(|| client.get_data(&busy)));
+            assert!(
+                common::eventually(Duration::from_secs(2), || unanswered() > before),
+                "a read did not go out"
+            );
+        }
+        let read_x = s.spawn(|| client.get_data(&x));
+        thread::sleep(Duration::from_millis(50));
+        let read_y = s.spawn(|| client.get_data(&y));
+        thread::sleep(Duration::from_millis(50));
+        let wrote = s.spawn(|| guard.transaction().set_data(&x, b"written after").commit());
+        thread::sleep(Duration::from_millis(50));
+        proxy.hold_replies(false);
+        for filler in fillers {
+            filler.join().unwrap().unwrap();
+        }
+        (
+            read_x.join().unwrap(),
+            read_y.join().unwrap(),
+            wrote.join().unwrap(),
+        )
+    });
+    proxy.record_requests(false);
+    wrote.unwrap();
+    guard.unlock().unwrap();
+    assert_eq!(read_y.unwrap().as_deref(), Some(&old[..]));
+    let read_x = read_x.unwrap().unwrap_or_default();
+    assert!(
+        read_x == old,
+        "get_data(x), called before the transaction writing x, returned {:?}",
+        String::from_utf8_lossy(&read_x[..read_x.len().min(40)])
+    );
+    let sent = proxy.requests();
+    let batch = sent
+        .iter()
+        .position(|r| {
+            r.opcode == opcode::MULTI_READ
+                && r.members.contains(&(opcode::GET_DATA, x.clone()))
+                && r.members.contains(&(opcode::GET_DATA, y.clone()))
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "the reads of x and y did not go out in one multiRead: {:?}",
+                &sent[MAX_IN_FLIGHT - 2..]
+            )
+        });
+    let alone = sent[batch..]
+        .iter()
+        .position(|r| r.opcode == opcode::GET_DATA && r.path.as_deref() == Some(x.as_str()))
+        .expect("x was not read again alone");
+    let write = sent[batch..]
+        .iter()
+        .position(|r| {
+            r.opcode == opcode::MULTI && r.members.contains(&(opcode::SET_DATA, x.clone()))
+        })
+        .expect("the write of x did not go out");
+    assert!(
+        alone < write,
+        "the write of x went out before x was read again"
+    );
+    client.close().unwrap();
+}

@@ -35,6 +35,8 @@ struct Shared {
     reply_gap_us: AtomicU64,
     /// How long what the server sends waits before it is passed on, in microseconds.
     reply_delay_us: AtomicU64,
+    /// While set, what the server sends is kept, then passed on at once (one write).
+    hold_replies: AtomicBool,
     /// The same for what the clients send.
     request_delay_us: AtomicU64,
     /// Number of connections accepted so far (the next one's [`Request::conn`]).
@@ -207,6 +209,12 @@ impl Proxy {
     pub fn delay_replies(&self, delay: Duration) {
         let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
         self.shared.reply_delay_us.store(micros, Ordering::SeqCst);
+    }
+
+    /// While `on`, keeps everything the server sends; turned off, passes it all on in one
+    /// write, in order: the client then reads a burst of replies at once.
+    pub fn hold_replies(&self, on: bool) {
+        self.shared.hold_replies.store(on, Ordering::SeqCst);
     }
 
     /// Holds every request the clients send for `delay` before passing it on, in order.
@@ -469,9 +477,19 @@ fn pump_replies(from: TcpStream, mut to: TcpStream, state: Arc<Shared>, mut pars
     });
     thread::spawn(move || {
         let mut unsent: Vec<u8> = Vec::new();
-        'write: for (due, bytes) in rx {
-            thread::sleep(due.saturating_duration_since(Instant::now()));
-            unsent.extend_from_slice(&bytes);
+        'write: loop {
+            // Woken now and then without a chunk, to pass on what `hold_replies` kept.
+            match rx.recv_timeout(Duration::from_millis(5)) {
+                Ok((due, bytes)) => {
+                    thread::sleep(due.saturating_duration_since(Instant::now()));
+                    unsent.extend_from_slice(&bytes);
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            if state.hold_replies.load(Ordering::SeqCst) {
+                continue;
+            }
             loop {
                 let gap = Duration::from_micros(state.reply_gap_us.load(Ordering::SeqCst));
                 let frame_end = unsent

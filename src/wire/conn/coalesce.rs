@@ -30,7 +30,11 @@
 //!
 //! Reads the plan sends one right after another go out as one `multiRead` (see `bundle`):
 //! the server answers them in that order with nothing of the session's between them, as it
-//! would have answered them alone.
+//! would have answered them alone. A `multiRead` that fails as a whole (its answer over the
+//! client's limit) is sent again read by read, after whatever went out behind it; so while
+//! one is unsettled, and behind a read that may join one in the same batch, no write it could
+//! see and no request of another kind goes out, and such a read passes no write it would hold
+//! back that way (a stream of them could hold the write for ever).
 
 use std::collections::{HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -152,6 +156,8 @@ pub(super) trait Queued {
     /// numbered below it were on the wire before it.
     fn after(&self) -> u64;
     fn len(&self) -> usize;
+    /// A read that may go out in a `multiRead` with the reads written right after it.
+    fn bundles(&self) -> bool;
 }
 
 impl Class {
@@ -243,12 +249,27 @@ pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire<'_>, limit: usize
         }
         match item.class() {
             Class::Read(path) => {
-                if barrier || held.iter().any(|w| sees(path, w)) {
+                // One that may go out in a `multiRead` holds related writes back as its
+                // `multiRead` would (below), so it must not pass one either: a stream of
+                // such reads could hold it for ever.
+                let bundles = item.bundles();
+                if barrier
+                    || held
+                        .iter()
+                        .any(|w| sees(path, w) || (bundles && related(path, w)))
+                {
                     left_behind = true;
                 } else {
                     takes.push(Take::One(i));
                     bytes += item.len();
                     room -= 1;
+                    if bundles {
+                        // Should its `multiRead` fail as a whole, it is sent again alone,
+                        // after whatever this batch wrote behind it: nothing it could see
+                        // (nor any request of another kind) goes behind it now, as none
+                        // goes behind an unsettled `multiRead`.
+                        in_flight.push(path);
+                    }
                 }
                 i += 1;
             }
@@ -382,6 +403,7 @@ mod tests {
         class: Class,
         urgent: bool,
         after: u64,
+        bundles: bool,
     }
 
     impl Queued for Item {
@@ -397,6 +419,9 @@ mod tests {
         fn len(&self) -> usize {
             40
         }
+        fn bundles(&self) -> bool {
+            self.bundles
+        }
     }
 
     fn item(class: Class, after: u64) -> Item {
@@ -404,6 +429,15 @@ mod tests {
             class,
             urgent: false,
             after,
+            bundles: false,
+        }
+    }
+
+    /// A read that may go out in a `multiRead`.
+    fn bundled_read(path: &str, after: u64) -> Item {
+        Item {
+            bundles: true,
+            ..item(Class::Read(path.into()), after)
         }
     }
 
@@ -678,15 +712,68 @@ mod tests {
     fn urgent_requests_go_first_whatever_waits() {
         let mut queue = q(vec![del("/l/a", 5), del("/m/b", 5)]);
         queue.push_front(Item {
-            class: Class::Ordered,
             urgent: true,
-            after: 5,
+            ..item(Class::Ordered, 5)
         });
         assert_eq!(plan(&queue, &wire(Some(1), &[]), 99), vec![Take::One(0)]);
         let unsettled = ["/l/a"];
         assert_eq!(
             plan(&queue, &wire(Some(1), &unsettled), 99),
             vec![Take::One(0)]
+        );
+    }
+
+    #[test]
+    fn nothing_a_read_that_may_be_bundled_could_see_goes_behind_it_in_its_batch() {
+        // Should their `multiRead` fail as a whole, the reads go out again alone, after
+        // whatever followed them in the batch; they must not see a write called after them.
+        for write in [
+            item(Class::Write("/a/x".into()), 5),
+            item(Class::Write("/a".into()), 5),
+            del("/a/x", 5),
+            item(Class::Create("/a/_c_1-lock-".into()), 5),
+            item(Class::Ordered, 5),
+        ] {
+            let queue = q(vec![bundled_read("/a", 5), bundled_read("/b", 5), write]);
+            assert_eq!(
+                plan(&queue, &wire(None, &[]), 99),
+                vec![Take::One(0), Take::One(1)]
+            );
+        }
+        // Unrelated writes go, and reads that go out alone hold nothing back (they are
+        // answered in order, never sent again).
+        let queue = q(vec![
+            bundled_read("/a", 5),
+            item(Class::Write("/c/x".into()), 5),
+        ]);
+        assert_eq!(
+            plan(&queue, &wire(None, &[]), 99),
+            vec![Take::One(0), Take::One(1)]
+        );
+        let queue = q(vec![
+            item(Class::Read("/a".into()), 5),
+            item(Class::Write("/a/x".into()), 5),
+        ]);
+        assert_eq!(
+            plan(&queue, &wire(None, &[]), 99),
+            vec![Take::One(0), Take::One(1)]
+        );
+    }
+
+    #[test]
+    fn a_read_that_may_be_bundled_never_passes_a_write_its_multi_read_would_hold() {
+        // The delete waits for the replies in flight. A read of its child cannot see it and
+        // passes it alone; bundled, its `multiRead` would hold the delete back in turn, and a
+        // stream of such reads could hold it for ever.
+        let queue = q(vec![
+            del("/a/x", 5),
+            bundled_read("/a/x/c", 5),
+            item(Class::Read("/a/x/c".into()), 5),
+            bundled_read("/b", 5),
+        ]);
+        assert_eq!(
+            plan(&queue, &wire(Some(1), &[]), 99),
+            vec![Take::One(2), Take::One(3)]
         );
     }
 

@@ -69,6 +69,9 @@ impl Queued for Outgoing {
     fn after(&self) -> u64 {
         self.after
     }
+    fn bundles(&self) -> bool {
+        self.bundle.is_some()
+    }
     fn len(&self) -> usize {
         self.frame.len()
     }
