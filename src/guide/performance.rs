@@ -344,6 +344,39 @@
 //! answer says nothing of the lock path's identity, so a process could take a lock that
 //! another holds.
 //!
+//! ## Where a warm cycle waits (2026-12-02, 06:40-07:22 UTC)
+//!
+//! Another machine of the same kind (2 cores), a fresh ZooKeeper 3.9.5 server for each set,
+//! release build. `floor_many` (07:16): W=8 floors 5,074 (individual), 6,091 (coalesced) and
+//! 10,239 (listings in a `multiRead`) cycles/s; zklock 4,771 at 0.83 requests a cycle, **0.78**
+//! of the coalesced floor (`coalesce_requests(false)`: 4,056). `many.sh` (ROUNDS=3, 07:17):
+//! cold 887 against 3,113 (**3.51x**), warm 2,857 against 4,899 (**1.71x**); two runs earlier
+//! that morning gave 3.13x / 1.83x and 3.09x / 1.92x. Anchors, three runs (07:18-07:20):
+//! uncontended 0.40 / 0.61 / 0.68x Curator's time, contended 1.68 / 1.92 / 2.01x its
+//! acquisitions/s, handoff 0.75 / 0.68 / 0.61x, herd 1.00, 3.00 requests a cycle; the
+//! previous session's code (10dd1b8) beside today's in three alternating anchor runs moved
+//! within the same spread (uncontended 264-280 against 235-266 µs, contended 1,287-1,681
+//! against 1,243-1,688/s, handoff 222-315 against 220-320 µs).
+//!
+//! The warm cycle is bound by the latency of its two round trips on two shared cores, not by
+//! the server's work: the server reports 0.22 ms a request (`mntr` `zk_avg_latency`), a
+//! cycle's median is 1.73 ms; its threads used 0.9 of a core together, none more than 21%
+//! (per thread, from `/proc`); in `perf` of the client, 35% of the samples are the kernel's
+//! `finish_task_switch` and 12% its wake-ups. Two changes were measured and not kept:
+//! - *Gathering*: after a read that woke two or more callers, creates and deletes waited up
+//!   to 300 µs for each of them to queue its next request (fewer, fuller batches). Requests a
+//!   cycle fell from 0.82 to 0.70 and so did throughput: 3,994-4,867 warm cycles/s without,
+//!   3,239-3,687 with (four of each, alternating, two fresh servers).
+//! - *The I/O thread writing* what the replies made room for, instead of waking the writer
+//!   thread: the writer woke 2,555 times in 20,000 cycles (callers wrote 76% of the 10,450
+//!   batches themselves as they queued), and throughput did not move beyond the spread.
+//!
+//! So the 2.5x Curator warm (about 7,100 cycles/s against Curator's 2,857 here) would
+//! ask for 70% of the `multiRead` floor, which is one thread in lockstep waves with no caller
+//! to wake. A server that has served many runs is slower (2,566-2,933 warm cycles/s after
+//! about fifteen runs, each leaving 10,000 empty lock paths to its container sweep, against
+//! 3,994-4,867 fresh): compare runs on a fresh server only.
+//!
 //! # Long queues and many locks
 //!
 //! Inspecting a long queue (`contenders()`, `Client::inspect`, `zklock status`) lists it and
