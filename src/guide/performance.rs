@@ -368,8 +368,9 @@
 //!   cycle fell from 0.82 to 0.70 and so did throughput: 3,994-4,867 warm cycles/s without,
 //!   3,239-3,687 with (four of each, alternating, two fresh servers).
 //! - *The I/O thread writing* what the replies made room for, instead of waking the writer
-//!   thread: the writer woke 2,555 times in 20,000 cycles (callers wrote 76% of the 10,450
-//!   batches themselves as they queued), and throughput did not move beyond the spread.
+//!   thread: the writer woke 2,555 times in 20,000 cycles, 1,460 of them with something to
+//!   write, against 10,450 batches written in all (callers write most as they queue), and
+//!   throughput did not move beyond the spread.
 //!
 //! So the 2.5x Curator warm (about 7,100 cycles/s against Curator's 2,857 here) would
 //! ask for 70% of the `multiRead` floor, which is one thread in lockstep waves with no caller
