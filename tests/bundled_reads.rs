@@ -292,11 +292,11 @@ fn a_read_sent_again_alone_never_sees_a_write_called_after_it() {
             );
         }
         let read_x = s.spawn(|| client.get_data(&x));
-        thread::sleep(Duration::from_millis(50));
+        thread::sleep(Duration::from_millis(150));
         let read_y = s.spawn(|| client.get_data(&y));
-        thread::sleep(Duration::from_millis(50));
+        thread::sleep(Duration::from_millis(150));
         let wrote = s.spawn(|| guard.transaction().set_data(&x, b"written after").commit());
-        thread::sleep(Duration::from_millis(50));
+        thread::sleep(Duration::from_millis(150));
         proxy.hold_replies(false);
         for filler in fillers {
             filler.join().unwrap().unwrap();
