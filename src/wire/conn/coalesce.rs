@@ -250,24 +250,19 @@ pub(super) fn plan<T: Queued>(queue: &VecDeque<T>, wire: &Wire<'_>, limit: usize
         match item.class() {
             Class::Read(path) => {
                 // One that may go out in a `multiRead` holds related writes back as its
-                // `multiRead` would (below), so it must not pass one either: a stream of
-                // such reads could hold it for ever.
+                // `multiRead` would (below), so it must not pass one either (a stream of
+                // such reads could hold it for ever); `related` includes what it `sees`.
                 let bundles = item.bundles();
-                if barrier
-                    || held
-                        .iter()
-                        .any(|w| sees(path, w) || (bundles && related(path, w)))
-                {
+                let waits_for: fn(&str, &str) -> bool = if bundles { related } else { sees };
+                if barrier || held.iter().any(|w| waits_for(path, w)) {
                     left_behind = true;
                 } else {
                     takes.push(Take::One(i));
                     bytes += item.len();
                     room -= 1;
                     if bundles {
-                        // Should its `multiRead` fail as a whole, it is sent again alone,
-                        // after whatever this batch wrote behind it: nothing it could see
-                        // (nor any request of another kind) goes behind it now, as none
-                        // goes behind an unsettled `multiRead`.
+                        // Should its `multiRead` fail as a whole, it is sent again after
+                        // whatever this batch wrote behind it: treated as unsettled already.
                         in_flight.push(path);
                     }
                 }
