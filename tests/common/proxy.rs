@@ -478,8 +478,14 @@ fn pump_replies(from: TcpStream, mut to: TcpStream, state: Arc<Shared>, mut pars
     thread::spawn(move || {
         let mut unsent: Vec<u8> = Vec::new();
         'write: loop {
-            // Woken now and then without a chunk, to pass on what `hold_replies` kept.
-            match rx.recv_timeout(Duration::from_millis(5)) {
+            // While something is kept (`hold_replies`), woken now and then without a chunk
+            // to pass it on once the hold ends; otherwise asleep until the next chunk.
+            let next = if unsent.is_empty() {
+                rx.recv().map_err(|_| mpsc::RecvTimeoutError::Disconnected)
+            } else {
+                rx.recv_timeout(Duration::from_millis(5))
+            };
+            match next {
                 Ok((due, bytes)) => {
                     thread::sleep(due.saturating_duration_since(Instant::now()));
                     unsent.extend_from_slice(&bytes);
