@@ -60,14 +60,29 @@ mod sasl {
             assert!(took < Duration::from_secs(3), "{user:?}: took {took:?}");
         }
         // enforce.auth.schemes=sasl: a session without SASL is refused as well, not left open
-        // as an unauthenticated session.
+        // as an unauthenticated session. First the server, on the wire, with no zklock in
+        // between: its answer to an unauthenticated request is SessionClosedRequireSaslAuth
+        // (-124) and the connection is closed. Then zklock must report exactly that. Checking the
+        // server first tells a server that did not enforce from a client that ignored the
+        // refusal: this part once let a session through, and was never seen to again.
+        let host = server.connect.split('/').next().unwrap_or_default();
+        let (code, closed) = common::raw::unauthenticated_exists(host);
+        assert_eq!(
+            (code, closed),
+            (-124, true),
+            "the --sasl server must refuse a session without SASL and close it"
+        );
         let started = Instant::now();
         let outcome = Client::builder(&server.connect).connect().and_then(|c| {
             DistributedMutex::new(&c, &lock_path("nosasl"))?
                 .try_lock()
                 .map(drop)
         });
-        assert_eq!(outcome.unwrap_err(), Error::AuthFailed);
+        assert_eq!(
+            outcome.err(),
+            Some(Error::AuthFailed),
+            "zklock let a session without SASL through a server that refuses it"
+        );
         assert!(started.elapsed() < Duration::from_secs(3));
 
         // The same process, the same server: correct credentials work.

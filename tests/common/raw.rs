@@ -620,3 +620,38 @@ pub fn create_ephemeral(path: &str) -> RawEphemeral {
     client.create_ephemeral(path);
     RawEphemeral { _client: client }
 }
+
+/// What a server answers a session that never authenticated: the error code of the reply to
+/// one `exists("/")` sent right after the handshake, and whether the server then closed the
+/// connection (read as end of stream or a reset within the I/O timeout). Used to tell a server
+/// that enforces authentication from a client that let a session through.
+pub fn unauthenticated_exists(host: &str) -> (i32, bool) {
+    let (mut stream, _) = RawClient::handshake(host)
+        .unwrap_or_else(|e| panic!("raw client: no session with {host}: {e}"));
+    let request = Out::default()
+        .int(1) // xid
+        .int(OP_EXISTS)
+        .string("/")
+        .bool(false); // watch
+    stream
+        .write_all(&frame(&request.0))
+        .unwrap_or_else(|e| panic!("raw client: exists to {host}: {e}"));
+    let reply =
+        read_frame(&mut stream).unwrap_or_else(|e| panic!("raw client: no reply from {host}: {e}"));
+    let mut reply = In(&reply);
+    let _xid = reply.int("xid");
+    let _zxid = reply.long("zxid");
+    let err = reply.int("err");
+    // A server that goes on serving would answer nothing more: wait a little, not forever.
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(3)));
+    let mut byte = [0; 1];
+    let closed = match stream.read(&mut byte) {
+        Ok(0) => true,
+        Err(e) => matches!(
+            e.kind(),
+            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
+        ),
+        Ok(_) => false,
+    };
+    (err, closed)
+}
