@@ -4,7 +4,8 @@
 //! ```text
 //! cargo build --release --example bench
 //! target/release/examples/bench <scenario> <host:port> <lock path>
-//! # scenario: uncontended | contended | herd | scale | many_locks | many_locks_plain | hot |
+//! # scenario: uncontended | contended | herd | scale | many_locks | many_locks_plain |
+//! #           many_locks_checks | hot |
 //! #           hot_off | floor | floor_sequential | floor_many
 //! ```
 //!
@@ -32,7 +33,12 @@
 //!   locks are never contended). Two passes: `cold` (the lock paths do not exist yet: the
 //!   first acquisition creates them) and `warm` (the same paths again). Throughput, cycle
 //!   latency and server requests per cycle for each. `many_locks_plain`: the same with
-//!   `coalesce_requests(false)` (every request sent alone).
+//!   `coalesce_requests(false)` (every request sent alone). `many_locks_checks`: a cold pass,
+//!   then the warm pass three times on one client, each cycle checking its hold between lock
+//!   and unlock as a holder between two steps would: `warm_none` (no check), `warm_lease`
+//!   (`guard.lease_state()`, which sends nothing) and `warm_is_held` (`guard.is_held()`, whose
+//!   first call on a guard sets a watch on its node, removed before the release); `ROUNDS=n`
+//!   repeats the three, interleaved.
 //! - `hot` and `hot_off` (issue 36): 2 processes of 8 threads each on one lock, one
 //!   [`Client`] per process (a process is a session to ZooKeeper; here both are in this one OS
 //!   process, sharing one clock and one overlap counter), 4,000 acquisitions in all, empty
@@ -75,7 +81,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use zklock::{Client, DistributedMutex};
+use zklock::{Client, DistributedMutex, LockState};
 
 // As in LockBench.java.
 const WARMUP: usize = 200; // uncontended
@@ -921,7 +927,8 @@ fn scale_round(
 // ---- many_locks: 10,000 distinct locks, 8 threads, one session ----
 fn many_locks(host_port: &str, path: &str, coalesce: bool) -> anyhow::Result<()> {
     result_other_connections("many", host_port)?;
-    many_passes(host_port, path, coalesce, "many", &["cold", "warm"])?;
+    let passes = [("cold", Check::None), ("warm", Check::None)];
+    many_passes(host_port, path, coalesce, "many", &passes)?;
     result("many_threads", MANY_THREADS);
     result("many_sessions", 1);
     result("many_coalesce_requests", coalesce);
@@ -929,14 +936,51 @@ fn many_locks(host_port: &str, path: &str, coalesce: bool) -> anyhow::Result<()>
     Ok(())
 }
 
-/// `many_locks`' passes on one client (requests coalesced or not); the warm cycles/s of the
-/// last pass.
+/// `many_locks_checks`: `many_locks`' warm pass three times on one client (after a cold pass
+/// that creates the paths), each cycle checking its hold in between lock and unlock as a
+/// holder between two steps would: not at all, with `lease_state()` (sends nothing), with
+/// `is_held()` (its first call on a guard watches the node: two requests). `ROUNDS` (default
+/// 1) repeats the three warm passes, interleaved, to show the run-to-run spread.
+fn many_locks_checks(host_port: &str, path: &str) -> anyhow::Result<()> {
+    result_other_connections("checks", host_port)?;
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1);
+    let mut passes = vec![("cold", Check::None)];
+    for _ in 0..rounds {
+        passes.extend([
+            ("warm_none", Check::None),
+            ("warm_lease", Check::Lease),
+            ("warm_is_held", Check::IsHeld),
+        ]);
+    }
+    many_passes(host_port, path, true, "checks", &passes)?;
+    result("checks_threads", MANY_THREADS);
+    result("checks_rounds", rounds);
+    result_rss("checks");
+    Ok(())
+}
+
+/// What a `many_passes` cycle checks while it holds its lock.
+#[derive(Clone, Copy, PartialEq)]
+enum Check {
+    None,
+    /// `guard.lease_state()`: the lease alone, nothing sent.
+    Lease,
+    /// `guard.is_held()`: the lease, and a watch on the node set by the first call.
+    IsHeld,
+}
+
+/// `many_locks`' passes on one client (requests coalesced or not), each named and with the
+/// check its cycles make; the cycles/s of the last pass. A pass named again adds its figures
+/// under the same keys, numbered (`warm_lease_2_...`).
 fn many_passes(
     host_port: &str,
     path: &str,
     coalesce: bool,
     prefix: &str,
-    passes: &[&str],
+    passes: &[(&str, Check)],
 ) -> anyhow::Result<f64> {
     let client = Client::builder(host_port)
         .session_timeout(SESSION_TIMEOUT)
@@ -945,7 +989,15 @@ fn many_passes(
         .with_context(|| format!("connecting to {host_port}"))?;
     let paths: Vec<String> = (0..MANY_LOCKS).map(|i| format!("{path}/l{i}")).collect();
     let mut rate = 0.0;
-    for pass in passes {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for &(name, check) in passes {
+        let n = seen.entry(name).or_default();
+        *n += 1;
+        let pass = if *n == 1 {
+            name.to_owned()
+        } else {
+            format!("{name}_{n}")
+        };
         let key = |k: &str| format!("{prefix}_{pass}_{k}");
         let errors = AtomicUsize::new(0);
         let before = mntr(host_port)?;
@@ -958,8 +1010,19 @@ fn many_passes(
                         let mut mine = Vec::with_capacity(MANY_LOCKS / MANY_THREADS + 1);
                         for p in paths.iter().skip(t).step_by(MANY_THREADS) {
                             let t0 = nano_time();
-                            let cycle = DistributedMutex::new(client, p)
-                                .and_then(|m| m.lock().and_then(|g| g.unlock()));
+                            let cycle = DistributedMutex::new(client, p).and_then(|m| {
+                                let g = m.lock()?;
+                                let held = match check {
+                                    Check::None => true,
+                                    Check::Lease => g.lease_state() == LockState::Held,
+                                    Check::IsHeld => g.is_held(),
+                                };
+                                if !held {
+                                    eprintln!("{p}: not held between the steps");
+                                    errors.fetch_add(1, Ordering::SeqCst);
+                                }
+                                g.unlock()
+                            });
                             match cycle {
                                 Ok(()) => mine.push(nano_time() - t0),
                                 Err(e) => {
@@ -1400,7 +1463,7 @@ fn floor_many(host_port: &str, path: &str) -> anyhow::Result<()> {
         (false, "floor_many_zklock_plain"),
         (true, "floor_many_zklock"),
     ] {
-        let rate = many_passes(host_port, path, coalesce, prefix, &["warm"])?;
+        let rate = many_passes(host_port, path, coalesce, prefix, &[("warm", Check::None)])?;
         result(
             &format!("{prefix}_ratio_to_multi_w8"),
             format!("{:.2}", rate / coalesced_at_8),
@@ -1499,7 +1562,7 @@ fn main() -> anyhow::Result<()> {
     nano_time();
     let [mode, host_port, path] = args.as_slice() else {
         eprintln!(
-            "usage: bench <uncontended|contended|herd|scale|many_locks|many_locks_plain|hot|hot_off|floor|floor_sequential|floor_many> \
+            "usage: bench <uncontended|contended|herd|scale|many_locks|many_locks_plain|many_locks_checks|hot|hot_off|floor|floor_sequential|floor_many> \
              <host:port> <lock path>"
         );
         std::process::exit(2);
@@ -1511,6 +1574,7 @@ fn main() -> anyhow::Result<()> {
         "scale" => scale(host_port, path),
         "many_locks" => many_locks(host_port, path, true),
         "many_locks_plain" => many_locks(host_port, path, false),
+        "many_locks_checks" => many_locks_checks(host_port, path),
         "floor_many" => floor_many(host_port, path),
         "hot" => hot(host_port, path, true),
         "hot_off" => hot(host_port, path, false),

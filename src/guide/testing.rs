@@ -1,5 +1,6 @@
 //! How zklock is tested: real servers on loopback, the ZooKeeper releases and Curator versions
-//! CI covers, what each test file proves, the unit tests, and the minimum Rust version.
+//! CI covers, what each test file proves, the unit tests, and the minimum Rust version; and
+//! [how to test lock loss in your own tests](#testing-lock-loss-in-your-own-tests).
 //!
 //! # Running the suite
 //!
@@ -17,6 +18,71 @@
 //! Ctrl-C too, and nothing else. After a failure the work dir, with the servers' logs, is kept.
 //! With `ZK_CONNECT` set, `test.sh` uses that server instead of starting one; `cargo test` alone
 //! uses `ZK_CONNECT` or `127.0.0.1:2181` (`scripts/start-zk.sh`) as the main server.
+//!
+//! # Testing lock loss in your own tests
+//!
+//! Code that holds a lock must stop writing once the lock is lost. zklock has no embedded
+//! server or fault injection of its own for your tests (yet): its proxy lives in its own
+//! `tests/common`, and a session's password is not exposed, so ZooKeeper's usual trick of
+//! closing the session from a second connection is out. Against a real server (a local one,
+//! `scripts/start-zk.sh`), three ways work, from the simplest:
+//!
+//! 1. **Break the node from a second client**, as an operator would: list the lock's
+//!    [`contenders`](crate::DistributedMutex::contenders) and
+//!    [`break_contender`](crate::DistributedMutex::break_contender) the holder. The server
+//!    deletes the holder's node at once and lets the next contender in; the holder's fenced
+//!    writes are refused from then on ([`Error::LockLost`](crate::Error::LockLost)), and
+//!    [`state`](crate::LockGuard::state) / [`is_held`](crate::LockGuard::is_held) /
+//!    [`wait_lost`](crate::LockGuard::wait_lost) report [`Lost`](crate::LockState::Lost) as
+//!    soon as the server reports the deletion, once the guard is watched (their first call
+//!    starts the watch). [`lease_state`](crate::LockGuard::lease_state) and
+//!    [`lease_remaining`](crate::LockGuard::lease_remaining) see it only on a watched guard:
+//!    they judge the lease, which a deleted node does not shorten. Nothing to install; the
+//!    session stays alive, so it tests the node being gone, not the session.
+//! 2. **Silence the connection through a TCP proxy you control** (a few dozen lines: accept,
+//!    connect to the server, copy both ways, and a flag that stops copying without closing
+//!    either socket), with a short session timeout on the client under test
+//!    ([`session_timeout`](crate::ClientBuilder::session_timeout)). Silenced, the holder reads
+//!    [`Suspended`](crate::LockState::Suspended) from every check once 2/3 of the session
+//!    timeout has passed since its last answered write or sync, and the server expires the
+//!    session after the full timeout and hands the lock on; resume copying after that and the
+//!    holder reads `Lost`. This is what zklock's own `tests/faults.rs` does with
+//!    `tests/common/proxy.rs` (a blackhole), which you may copy (MIT or Apache-2.0).
+//! 3. **Freeze the holder's process** (`SIGSTOP`, then `SIGCONT` after more than the session
+//!    timeout), with the holder in a child process: the GC-pause case. On resuming, the
+//!    holder's first check reads not held (the lease is judged on the monotonic clock, which
+//!    ran on), and its fenced writes are refused. `tests/fenced.rs` and `tests/leases.rs` do
+//!    this.
+//!
+//! [`Client::close`](crate::Client::close) makes every guard of the client `Lost` at once, but
+//! that is a shutdown, not a stale holder: the code under test is told, not surprised.
+//!
+//! The first way, as a test of your own code:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use zklock::{Client, DistributedMutex, Error, LockState};
+//!
+//! fn main() -> zklock::Result<()> {
+//!     let app = Client::builder("127.0.0.1:2181")
+//!         .session_timeout(Duration::from_secs(2))
+//!         .connect()?;
+//!     let operator = Client::connect("127.0.0.1:2181")?;
+//!     let guard = DistributedMutex::new(&app, "/test/orders/1")?.lock()?;
+//!     assert!(guard.is_held()); // also starts watching the node
+//!
+//!     // The lock is lost behind the holder's back.
+//!     let lock = DistributedMutex::new(&operator, "/test/orders/1")?;
+//!     let holder = lock.contenders()?.into_iter().find(|c| c.holds).expect("held");
+//!     assert!(lock.break_contender(&holder)?);
+//!
+//!     // Now run the code under test with `guard` and check that it stops. What it can see:
+//!     let written = guard.fenced_set_data("/test/orders/1-state", b"paid");
+//!     assert!(matches!(written, Err(Error::LockLost { .. }))); // refused by the server
+//!     assert_eq!(guard.wait_lost_timeout(Duration::from_secs(5)), Some(LockState::Lost));
+//!     Ok(())
+//! }
+//! ```
 //!
 //! # Supported ZooKeeper releases
 //!

@@ -225,10 +225,12 @@ macro_rules! guard_calls {
         /// nodes, so that a node's deletion by someone else (an operator's
         /// [`break_contender`](crate::DistributedMutex::break_contender)) turns the state
         /// [`LockState::Lost`](crate::LockState::Lost) as soon as the server reports it. That
-        /// watch costs two requests per node, sent in the background (set now, removed before
-        /// the release, which so notifies nobody more): on a short per-entity hold that roughly
-        /// halves the cycles per second (`examples/bench.rs --is-held`;
-        /// [`guide::performance`](crate::guide::performance)). Later calls send nothing. A lock
+        /// watch costs up to two requests per node, sent in the background (set now, removed
+        /// before the release, which so notifies nobody more), and a task per node: on short
+        /// per-entity holds a call per hold made each cycle about a third slower
+        /// (`examples/bench.rs many_locks_checks`;
+        /// [`guide::performance`](crate::guide::performance#checking-the-hold-between-steps)).
+        /// Later calls send nothing. A lock
         /// made [`revocable`](crate::DistributedMutex::revocable), and an election, watch from
         /// the start, so there the first call costs nothing more either.
         ///
@@ -240,7 +242,7 @@ macro_rules! guard_calls {
         }
 
         /// `true` while [`state`](Self::state) is [`LockState::Held`](crate::LockState::Held).
-        /// Never blocks; its first call on a guard sends two requests per node in the
+        /// Never blocks; its first call on a guard sends up to two requests per node in the
         /// background (a watch for its deletion by someone else, set, then removed at release),
         /// as [`state`](Self::state) says. For the cheap check between steps, which sends
         /// nothing, see [`lease_state`](Self::lease_state).
@@ -263,9 +265,10 @@ macro_rules! guard_calls {
         /// server checks: fenced writes are refused once the node is gone, and a store that
         /// checks [`fencing`](Self::fencing) tokens refuses this holder once the next one wrote.
         ///
-        /// Measured on short per-entity holds (`examples/bench.rs --lease-check`), a call per
-        /// cycle costs nothing that the run-to-run spread shows; [`is_held`](Self::is_held)
-        /// there costs about half the cycles ([`guide::performance`](crate::guide::performance)).
+        /// Measured on short per-entity holds (`examples/bench.rs many_locks_checks`), a call
+        /// per hold costs nothing the run-to-run spread shows, where [`is_held`](Self::is_held)
+        /// made each cycle about a third slower
+        /// ([`guide::performance`](crate::guide::performance#checking-the-hold-between-steps)).
         ///
         /// ```no_run
         /// # fn main() -> zklock::Result<()> {
@@ -376,7 +379,9 @@ macro_rules! guard_calls {
         /// The fencing token to pass to a store outside ZooKeeper, so that it can refuse a
         /// stale holder's late writes: it increases from one holder of a lock to the next, also
         /// when the ensemble was re-created from scratch (see
-        /// [`FencingToken`](crate::FencingToken) for the rule and its one assumption). Never
+        /// [`FencingToken`](crate::FencingToken) for the rule and its one assumption). Tokens
+        /// compare only per lock path: the store keeps the highest token it has seen for each
+        /// lock path (tokens of different lock paths are unrelated, and may be equal). Never
         /// blocks.
         ///
         #[doc = $fencing]
