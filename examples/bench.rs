@@ -948,14 +948,65 @@ fn many_locks_checks(host_port: &str, path: &str) -> anyhow::Result<()> {
         .and_then(|r| r.parse().ok())
         .unwrap_or(1);
     let mut passes = vec![("cold", Check::None)];
-    for _ in 0..rounds {
-        passes.extend([
-            ("warm_none", Check::None),
-            ("warm_lease", Check::Lease),
-            ("warm_is_held", Check::IsHeld),
-        ]);
+    for round in 0..rounds {
+        // Every other round the first two swap, so neither always runs first.
+        let (none, lease) = (("warm_none", Check::None), ("warm_lease", Check::Lease));
+        let (a, b) = if round % 2 == 0 {
+            (none, lease)
+        } else {
+            (lease, none)
+        };
+        passes.extend([a, b, ("warm_is_held", Check::IsHeld)]);
     }
-    many_passes(host_port, path, true, "checks", &passes)?;
+    let rates = many_passes(host_port, path, true, "checks", &passes)?;
+    // All rounds of each check together: cycles over wall time.
+    for (name, check) in [
+        ("none", Check::None),
+        ("lease", Check::Lease),
+        ("is_held", Check::IsHeld),
+    ] {
+        let (cycles, wall) = rates
+            .iter()
+            .filter(|(c, _, _)| *c == check)
+            .skip(usize::from(check == Check::None)) // the cold pass
+            .fold((0.0, 0.0), |(n, w), (_, pn, pw)| (n + pn, w + pw));
+        result(
+            &format!("checks_all_{name}_cycles_per_s"),
+            format!("{:.0}", cycles / wall),
+        );
+    }
+    // The calls alone, on one held guard (`is_held` after its first call, which set the
+    // watch): what a check adds to a cycle on this thread.
+    let client = Client::builder(host_port)
+        .session_timeout(SESSION_TIMEOUT)
+        .connect()?;
+    let guard = DistributedMutex::new(&client, &format!("{path}/calls"))?.lock()?;
+    let _ = guard.is_held();
+    const CALLS: u32 = 1_000_000;
+    let per_call = |check: &dyn Fn() -> bool| {
+        let start = nano_time();
+        let mut held = 0u32;
+        for _ in 0..CALLS {
+            held += u32::from(std::hint::black_box(check()));
+        }
+        let ns = (nano_time() - start) as f64 / f64::from(CALLS);
+        (ns, held)
+    };
+    let (lease_ns, lease_held) = per_call(&|| guard.lease_state() == LockState::Held);
+    let (is_held_ns, is_held_held) = per_call(&|| guard.is_held());
+    result("checks_lease_state_ns_per_call", format!("{lease_ns:.1}"));
+    result(
+        "checks_is_held_ns_per_call_after_the_first",
+        format!("{is_held_ns:.1}"),
+    );
+    if lease_held != CALLS || is_held_held != CALLS {
+        result(
+            "checks_calls_not_held",
+            (CALLS - lease_held) + (CALLS - is_held_held),
+        );
+    }
+    guard.unlock()?;
+    drop(client);
     result("checks_threads", MANY_THREADS);
     result("checks_rounds", rounds);
     result_rss("checks");
@@ -973,22 +1024,22 @@ enum Check {
 }
 
 /// `many_locks`' passes on one client (requests coalesced or not), each named and with the
-/// check its cycles make; the cycles/s of the last pass. A pass named again adds its figures
-/// under the same keys, numbered (`warm_lease_2_...`).
+/// check its cycles make; each pass's check, cycles and wall time (s). A pass named again
+/// adds its figures under the same keys, numbered (`warm_lease_2_...`).
 fn many_passes(
     host_port: &str,
     path: &str,
     coalesce: bool,
     prefix: &str,
     passes: &[(&str, Check)],
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<Vec<(Check, f64, f64)>> {
     let client = Client::builder(host_port)
         .session_timeout(SESSION_TIMEOUT)
         .coalesce_requests(coalesce)
         .connect()
         .with_context(|| format!("connecting to {host_port}"))?;
     let paths: Vec<String> = (0..MANY_LOCKS).map(|i| format!("{path}/l{i}")).collect();
-    let mut rate = 0.0;
+    let mut rates = Vec::new();
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for &(name, check) in passes {
         let n = seen.entry(name).or_default();
@@ -1044,7 +1095,8 @@ fn many_passes(
         let after = mntr(host_port)?;
         ns.sort_unstable();
         let cycles = ns.len() as f64;
-        rate = cycles / wall;
+        let rate = cycles / wall;
+        rates.push((check, cycles, wall));
         result(&key("cycles"), ns.len());
         result(&key("wall_s"), format!("{wall:.3}"));
         result(&key("cycles_per_s"), format!("{rate:.0}"));
@@ -1070,7 +1122,7 @@ fn many_passes(
         }
     }
     drop(client);
-    Ok(rate)
+    Ok(rates)
 }
 
 // ---- floor: the protocol minimum of a lock cycle, on a bare socket ----
@@ -1463,7 +1515,9 @@ fn floor_many(host_port: &str, path: &str) -> anyhow::Result<()> {
         (false, "floor_many_zklock_plain"),
         (true, "floor_many_zklock"),
     ] {
-        let rate = many_passes(host_port, path, coalesce, prefix, &[("warm", Check::None)])?;
+        let rate = many_passes(host_port, path, coalesce, prefix, &[("warm", Check::None)])?
+            .last()
+            .map_or(0.0, |(_, cycles, wall)| cycles / wall);
         result(
             &format!("{prefix}_ratio_to_multi_w8"),
             format!("{:.2}", rate / coalesced_at_8),
