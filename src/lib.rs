@@ -177,6 +177,8 @@
 //! - following an election's leader: [`LeaderElection::observe`] gives an
 //!   [`inspect::LeaderWatch`], whose [`next_async`](inspect::LeaderWatch::next_async) returns
 //!   each new leader as a watch reports it;
+//! - stopping on a [`CancelToken`] (the same one the blocking calls watch):
+//!   [`CancelToken::cancelled`], a future ready once it is cancelled;
 //! - the client: [`ClientBuilder::connect_async`], [`Client::close_async`],
 //!   [`Client::wait_state_change_async`], [`Client::get_data_async`],
 //!   [`Client::set_data_async`], [`Client::children_async`].

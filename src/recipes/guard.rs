@@ -154,7 +154,7 @@ impl LockGuard {
     /// the server even when the guard's session has expired and the client has opened another
     /// one since. This protects data that every writer changes through fenced writes (or
     /// otherwise only while holding the lock); data outside ZooKeeper needs
-    /// [`fencing`](Self::fencing).
+    /// [`fencing`](Self::fencing), which a store compares per lock path.
     ///
     /// The check is on our node's existence, not its data version, so a revocation request
     /// (which writes into our node) does not make fenced writes fail: our node's name carries a
