@@ -396,11 +396,15 @@
 //! | `lease_state()` | 4,942 (+2%) | 2,467-8,395 |
 //! | `is_held()` | 3,538 (-27%) | 1,807-5,712 |
 //!
-//! In a run with one round (04:53 UTC, load 15): 2,604 without a check, 4,185 with
-//! `lease_state()`, 3,201 with `is_held()`; the spread between single passes is wider than any
-//! difference the lease check could make. The call itself, timed on one held guard in the same
-//! run (a million calls, wall clock on the loaded machine): 1.9 µs for `lease_state()`, 1.2 µs
-//! for `is_held()` once its watch is set, against about 1,000 µs for a warm cycle. What
+//! A second run of 10 rounds (05:13 UTC, load 11-17, the server slowed by the empty lock paths
+//! of the runs before, see above): 1,524 cycles/s without a check, 1,571 (+3%) with
+//! `lease_state()`, 1,437 (-6%) with `is_held()`: where the server is the bottleneck, the
+//! watch's extra work shows less. Runs of one round each, which put the lease check at +61%
+//! (04:53 UTC: 2,604 / 4,185 / 3,201) and -6% (05:13 UTC: 1,655 / 1,561 / 944), show mostly
+//! the spread between single passes. The call itself, timed on one held guard in the same
+//! runs (a million calls, wall clock on the loaded machine): 0.4-1.9 µs for `lease_state()`,
+//! 0.4-1.2 µs for `is_held()` once its watch is set, against 1,000 µs and more for a warm
+//! cycle. What
 //! `is_held()` costs is its first call: a task and a watch per guard (up to two requests; a
 //! watch not yet set when the hold ends is never sent). The server's request counts are not
 //! given: other helpers' clients of the shared server moved them by more than a request per
