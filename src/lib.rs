@@ -76,8 +76,8 @@
 //!
 //!    The cheap check between steps is `lease_state()` (or `lease_remaining()` against the
 //!    time the next step needs): on short per-entity holds, a call per hold costs nothing
-//!    measurable, where the first `is_held()` of each guard made each cycle about a third
-//!    slower ([`guide::performance`]). A lock made
+//!    measurable, where the first `is_held()` of each guard cost 6-27% of the cycles per
+//!    second ([`guide::performance`]). A lock made
 //!    [`revocable`](DistributedMutex::revocable), and an election, watch from the start, so
 //!    there every check sees a broken node at no extra cost.
 //! 2. **Write ZooKeeper data through the lock.** [`LockGuard::fenced_set_data`],

@@ -227,8 +227,8 @@ macro_rules! guard_calls {
         /// [`LockState::Lost`](crate::LockState::Lost) as soon as the server reports it. That
         /// watch costs up to two requests per node, sent in the background (set now, removed
         /// before the release, which so notifies nobody more), and a task per node: on short
-        /// per-entity holds a call per hold made each cycle about a third slower
-        /// (`examples/bench.rs many_locks_checks`;
+        /// per-entity holds a call per hold cost 6-27% of the cycles per second (two runs of
+        /// `examples/bench.rs many_locks_checks`, 10 rounds each;
         /// [`guide::performance`](crate::guide::performance#checking-the-hold-between-steps)).
         /// Later calls send nothing. A lock
         /// made [`revocable`](crate::DistributedMutex::revocable), and an election, watch from
@@ -266,8 +266,8 @@ macro_rules! guard_calls {
         /// checks [`fencing`](Self::fencing) tokens refuses this holder once the next one wrote.
         ///
         /// Measured on short per-entity holds (`examples/bench.rs many_locks_checks`), a call
-        /// per hold costs nothing the run-to-run spread shows, where [`is_held`](Self::is_held)
-        /// made each cycle about a third slower
+        /// per hold costs nothing the run-to-run spread shows (+2% and +3% over two runs of 10
+        /// rounds), where [`is_held`](Self::is_held) cost 6-27% of the cycles per second
         /// ([`guide::performance`](crate::guide::performance#checking-the-hold-between-steps)).
         ///
         /// ```no_run
