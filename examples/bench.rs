@@ -4,7 +4,8 @@
 //! ```text
 //! cargo build --release --example bench
 //! target/release/examples/bench <scenario> <host:port> <lock path>
-//! # scenario: uncontended | contended | herd | scale | many_locks | many_locks_plain | hot |
+//! # scenario: uncontended | contended | herd | scale | many_locks | many_locks_plain |
+//! #           many_locks_checks | hot |
 //! #           hot_off | floor | floor_sequential | floor_many
 //! ```
 //!
@@ -32,7 +33,12 @@
 //!   locks are never contended). Two passes: `cold` (the lock paths do not exist yet: the
 //!   first acquisition creates them) and `warm` (the same paths again). Throughput, cycle
 //!   latency and server requests per cycle for each. `many_locks_plain`: the same with
-//!   `coalesce_requests(false)` (every request sent alone).
+//!   `coalesce_requests(false)` (every request sent alone). `many_locks_checks`: a cold pass,
+//!   then the warm pass three times on one client, each cycle checking its hold between lock
+//!   and unlock as a holder between two steps would: `warm_none` (no check), `warm_lease`
+//!   (`guard.lease_state()`, which sends nothing) and `warm_is_held` (`guard.is_held()`, whose
+//!   first call on a guard sets a watch on its node, removed before the release); `ROUNDS=n`
+//!   repeats the three, interleaved.
 //! - `hot` and `hot_off` (issue 36): 2 processes of 8 threads each on one lock, one
 //!   [`Client`] per process (a process is a session to ZooKeeper; here both are in this one OS
 //!   process, sharing one clock and one overlap counter), 4,000 acquisitions in all, empty
@@ -75,7 +81,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use zklock::{Client, DistributedMutex};
+use zklock::{Client, DistributedMutex, LockState};
 
 // As in LockBench.java.
 const WARMUP: usize = 200; // uncontended
@@ -921,7 +927,8 @@ fn scale_round(
 // ---- many_locks: 10,000 distinct locks, 8 threads, one session ----
 fn many_locks(host_port: &str, path: &str, coalesce: bool) -> anyhow::Result<()> {
     result_other_connections("many", host_port)?;
-    many_passes(host_port, path, coalesce, "many", &["cold", "warm"])?;
+    let passes = [("cold", Check::None), ("warm", Check::None)];
+    many_passes(host_port, path, coalesce, "many", &passes)?;
     result("many_threads", MANY_THREADS);
     result("many_sessions", 1);
     result("many_coalesce_requests", coalesce);
@@ -929,23 +936,119 @@ fn many_locks(host_port: &str, path: &str, coalesce: bool) -> anyhow::Result<()>
     Ok(())
 }
 
-/// `many_locks`' passes on one client (requests coalesced or not); the warm cycles/s of the
-/// last pass.
+/// `many_locks_checks`: `many_locks`' warm pass three times on one client (after a cold pass
+/// that creates the paths), each cycle checking its hold in between lock and unlock as a
+/// holder between two steps would: not at all, with `lease_state()` (sends nothing), with
+/// `is_held()` (its first call on a guard watches the node: two requests). `ROUNDS` (default
+/// 1) repeats the three warm passes, interleaved, to show the run-to-run spread.
+fn many_locks_checks(host_port: &str, path: &str) -> anyhow::Result<()> {
+    result_other_connections("checks", host_port)?;
+    let rounds: usize = std::env::var("ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1);
+    let mut passes = vec![("cold", Check::None)];
+    for round in 0..rounds {
+        // Every other round the first two swap, so neither always runs first.
+        let (none, lease) = (("warm_none", Check::None), ("warm_lease", Check::Lease));
+        let (a, b) = if round % 2 == 0 {
+            (none, lease)
+        } else {
+            (lease, none)
+        };
+        passes.extend([a, b, ("warm_is_held", Check::IsHeld)]);
+    }
+    let rates = many_passes(host_port, path, true, "checks", &passes)?;
+    // All rounds of each check together: cycles over wall time.
+    for (name, check) in [
+        ("none", Check::None),
+        ("lease", Check::Lease),
+        ("is_held", Check::IsHeld),
+    ] {
+        let (cycles, wall) = rates
+            .iter()
+            .filter(|(c, _, _)| *c == check)
+            .skip(usize::from(check == Check::None)) // the cold pass
+            .fold((0.0, 0.0), |(n, w), (_, pn, pw)| (n + pn, w + pw));
+        result(
+            &format!("checks_all_{name}_cycles_per_s"),
+            format!("{:.0}", cycles / wall),
+        );
+    }
+    // The calls alone, on one held guard (`is_held` after its first call, which set the
+    // watch): what a check adds to a cycle on this thread.
+    let client = Client::builder(host_port)
+        .session_timeout(SESSION_TIMEOUT)
+        .connect()?;
+    let guard = DistributedMutex::new(&client, &format!("{path}/calls"))?.lock()?;
+    let _ = guard.is_held();
+    const CALLS: u32 = 1_000_000;
+    let per_call = |check: &dyn Fn() -> bool| {
+        let start = nano_time();
+        let mut held = 0u32;
+        for _ in 0..CALLS {
+            held += u32::from(std::hint::black_box(check()));
+        }
+        let ns = (nano_time() - start) as f64 / f64::from(CALLS);
+        (ns, held)
+    };
+    let (lease_ns, lease_held) = per_call(&|| guard.lease_state() == LockState::Held);
+    let (is_held_ns, is_held_held) = per_call(&|| guard.is_held());
+    result("checks_lease_state_ns_per_call", format!("{lease_ns:.1}"));
+    result(
+        "checks_is_held_ns_per_call_after_the_first",
+        format!("{is_held_ns:.1}"),
+    );
+    if lease_held != CALLS || is_held_held != CALLS {
+        result(
+            "checks_calls_not_held",
+            (CALLS - lease_held) + (CALLS - is_held_held),
+        );
+    }
+    guard.unlock()?;
+    drop(client);
+    result("checks_threads", MANY_THREADS);
+    result("checks_rounds", rounds);
+    result_rss("checks");
+    Ok(())
+}
+
+/// What a `many_passes` cycle checks while it holds its lock.
+#[derive(Clone, Copy, PartialEq)]
+enum Check {
+    None,
+    /// `guard.lease_state()`: the lease alone, nothing sent.
+    Lease,
+    /// `guard.is_held()`: the lease, and a watch on the node set by the first call.
+    IsHeld,
+}
+
+/// `many_locks`' passes on one client (requests coalesced or not), each named and with the
+/// check its cycles make; each pass's check, cycles and wall time (s). A pass named again
+/// adds its figures under the same keys, numbered (`warm_lease_2_...`).
 fn many_passes(
     host_port: &str,
     path: &str,
     coalesce: bool,
     prefix: &str,
-    passes: &[&str],
-) -> anyhow::Result<f64> {
+    passes: &[(&str, Check)],
+) -> anyhow::Result<Vec<(Check, f64, f64)>> {
     let client = Client::builder(host_port)
         .session_timeout(SESSION_TIMEOUT)
         .coalesce_requests(coalesce)
         .connect()
         .with_context(|| format!("connecting to {host_port}"))?;
     let paths: Vec<String> = (0..MANY_LOCKS).map(|i| format!("{path}/l{i}")).collect();
-    let mut rate = 0.0;
-    for pass in passes {
+    let mut rates = Vec::new();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for &(name, check) in passes {
+        let n = seen.entry(name).or_default();
+        *n += 1;
+        let pass = if *n == 1 {
+            name.to_owned()
+        } else {
+            format!("{name}_{n}")
+        };
         let key = |k: &str| format!("{prefix}_{pass}_{k}");
         let errors = AtomicUsize::new(0);
         let before = mntr(host_port)?;
@@ -958,8 +1061,19 @@ fn many_passes(
                         let mut mine = Vec::with_capacity(MANY_LOCKS / MANY_THREADS + 1);
                         for p in paths.iter().skip(t).step_by(MANY_THREADS) {
                             let t0 = nano_time();
-                            let cycle = DistributedMutex::new(client, p)
-                                .and_then(|m| m.lock().and_then(|g| g.unlock()));
+                            let cycle = DistributedMutex::new(client, p).and_then(|m| {
+                                let g = m.lock()?;
+                                let held = match check {
+                                    Check::None => true,
+                                    Check::Lease => g.lease_state() == LockState::Held,
+                                    Check::IsHeld => g.is_held(),
+                                };
+                                if !held {
+                                    eprintln!("{p}: not held between the steps");
+                                    errors.fetch_add(1, Ordering::SeqCst);
+                                }
+                                g.unlock()
+                            });
                             match cycle {
                                 Ok(()) => mine.push(nano_time() - t0),
                                 Err(e) => {
@@ -981,7 +1095,8 @@ fn many_passes(
         let after = mntr(host_port)?;
         ns.sort_unstable();
         let cycles = ns.len() as f64;
-        rate = cycles / wall;
+        let rate = cycles / wall;
+        rates.push((check, cycles, wall));
         result(&key("cycles"), ns.len());
         result(&key("wall_s"), format!("{wall:.3}"));
         result(&key("cycles_per_s"), format!("{rate:.0}"));
@@ -1007,7 +1122,7 @@ fn many_passes(
         }
     }
     drop(client);
-    Ok(rate)
+    Ok(rates)
 }
 
 // ---- floor: the protocol minimum of a lock cycle, on a bare socket ----
@@ -1400,7 +1515,9 @@ fn floor_many(host_port: &str, path: &str) -> anyhow::Result<()> {
         (false, "floor_many_zklock_plain"),
         (true, "floor_many_zklock"),
     ] {
-        let rate = many_passes(host_port, path, coalesce, prefix, &["warm"])?;
+        let rate = many_passes(host_port, path, coalesce, prefix, &[("warm", Check::None)])?
+            .last()
+            .map_or(0.0, |(_, cycles, wall)| cycles / wall);
         result(
             &format!("{prefix}_ratio_to_multi_w8"),
             format!("{:.2}", rate / coalesced_at_8),
@@ -1499,7 +1616,7 @@ fn main() -> anyhow::Result<()> {
     nano_time();
     let [mode, host_port, path] = args.as_slice() else {
         eprintln!(
-            "usage: bench <uncontended|contended|herd|scale|many_locks|many_locks_plain|hot|hot_off|floor|floor_sequential|floor_many> \
+            "usage: bench <uncontended|contended|herd|scale|many_locks|many_locks_plain|many_locks_checks|hot|hot_off|floor|floor_sequential|floor_many> \
              <host:port> <lock path>"
         );
         std::process::exit(2);
@@ -1511,6 +1628,7 @@ fn main() -> anyhow::Result<()> {
         "scale" => scale(host_port, path),
         "many_locks" => many_locks(host_port, path, true),
         "many_locks_plain" => many_locks(host_port, path, false),
+        "many_locks_checks" => many_locks_checks(host_port, path),
         "floor_many" => floor_many(host_port, path),
         "hot" => hot(host_port, path, true),
         "hot_off" => hot(host_port, path, false),

@@ -517,3 +517,156 @@ fn fencing_tokens_increase_across_a_wiped_ensemble() {
     assert_eq!(third.generation(), second.generation());
     assert!(third > second);
 }
+
+// ---- Bounded fenced writes (`_timeout`, `_with(Wait)`) on a silent or a refused connection ----
+
+/// Runs `call`, and how long it took.
+fn timed<T>(call: impl FnOnce() -> T) -> (Duration, T) {
+    let start = std::time::Instant::now();
+    let outcome = call();
+    (start.elapsed(), outcome)
+}
+
+/// What a bounded call may take past its deadline on a loaded machine: a correctness bound.
+const SLACK: Duration = Duration::from_millis(500);
+
+#[test]
+fn bounded_writes_on_a_silent_connection_return_by_their_deadline_as_unknown() {
+    use zklock::{CancelToken, Wait};
+    let proxy = common::proxy::Proxy::start(&common::connect_string());
+    // Long enough that the silence is not yet taken for a lost connection (about 40% of it)
+    // while the bounded calls below run.
+    let client = common::client_via(&proxy, Duration::from_secs(10));
+    let (lock, data) = paths("fenced-bounded-silent");
+    let mutex = DistributedMutex::new(&client, &lock).unwrap();
+    let guard = mutex.lock().unwrap();
+    guard.fenced_set_data(&data, b"before").unwrap();
+    let limit = Duration::from_millis(300);
+    let unknown = Err(Error::OutcomeUnknown { path: data.clone() });
+
+    // The connection goes silent: requests leave, nothing comes back, and it looks alive.
+    proxy.blackhole(true);
+    thread::scope(|s| {
+        // For contrast, the plain form: it waits for the reply up to the session timeout.
+        let plain = s.spawn(|| timed(|| guard.fenced_set_data(&data, b"plain")));
+
+        let (took, outcome) = timed(|| guard.fenced_set_data_timeout(&data, b"one", limit));
+        assert_eq!(outcome, unknown, "sent, unanswered");
+        assert!(
+            took < limit + SLACK,
+            "fenced_set_data_timeout took {took:?}"
+        );
+
+        let (took, outcome) = timed(|| guard.fenced_delete_with(&data, Wait::timeout(limit)));
+        assert_eq!(outcome.map(|_| ()), unknown);
+        assert!(took < limit + SLACK, "fenced_delete_with took {took:?}");
+
+        let (took, outcome) = timed(|| {
+            let commit = guard.transaction().set_data(&data, b"two");
+            commit.commit_with(Wait::timeout(limit))
+        });
+        assert_eq!(outcome, unknown);
+        assert!(took < limit + SLACK, "commit_with took {took:?}");
+
+        // A cancel from another thread, once the write is out: unknown too, never "not
+        // applied".
+        let token = CancelToken::new();
+        let canceller = s.spawn({
+            let token = token.clone();
+            move || {
+                thread::sleep(Duration::from_millis(200));
+                token.cancel();
+            }
+        });
+        let wait = Wait::forever().cancel_on(&token);
+        let (took, outcome) = timed(|| guard.fenced_set_data_with(&data, b"three", wait));
+        canceller.join().unwrap();
+        assert_eq!(outcome, unknown);
+        assert!(
+            took < Duration::from_millis(200) + SLACK,
+            "cancel took {took:?}"
+        );
+
+        // A token cancelled before the call: nothing is sent at all.
+        let (took, outcome) = timed(|| {
+            let wait = Wait::forever().cancel_on(&token);
+            guard.fenced_set_data_with(&data, b"four", wait)
+        });
+        assert_eq!(outcome, Err(Error::Cancelled));
+        assert!(took < SLACK);
+
+        let (took, outcome) = plain.join().unwrap();
+        assert!(
+            outcome.is_err(),
+            "answered through a blackhole: {outcome:?}"
+        );
+        assert!(
+            took > Duration::from_millis(1500),
+            "the plain form returned in {took:?}: the contrast shows nothing"
+        );
+    });
+    proxy.blackhole(false);
+}
+
+#[test]
+fn bounded_writes_on_a_refused_connection_send_nothing_and_say_so() {
+    use zklock::{CancelToken, Wait};
+    let proxy = common::proxy::Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, Duration::from_secs(6));
+    let observer = common::client();
+    let (lock, data) = paths("fenced-bounded-down");
+    let mutex = DistributedMutex::new(&client, &lock).unwrap();
+    let guard = mutex.lock().unwrap();
+    guard.fenced_set_data(&data, b"before").unwrap();
+    let limit = Duration::from_millis(300);
+
+    // Down, and known to be: the connection cut and every reconnect refused.
+    proxy.refuse(true);
+    proxy.sever();
+    assert!(common::eventually(Duration::from_secs(5), || {
+        client.state() != zklock::client::SessionState::Connected
+    }));
+
+    let (took, outcome) = timed(|| guard.fenced_set_data_timeout(&data, b"one", limit));
+    assert!(
+        matches!(outcome, Err(Error::ConnectionLoss { timeout: Some(t), .. }) if t == limit),
+        "{outcome:?}"
+    );
+    assert!(took >= limit && took < limit + SLACK, "took {took:?}");
+
+    let (took, outcome) = timed(|| guard.fenced_delete_timeout(&data, limit));
+    assert!(
+        matches!(outcome, Err(Error::ConnectionLoss { .. })),
+        "{outcome:?}"
+    );
+    assert!(took < limit + SLACK, "took {took:?}");
+
+    let (took, outcome) = timed(|| guard.transaction().delete(&data).commit_timeout(limit));
+    assert!(
+        matches!(outcome, Err(Error::ConnectionLoss { .. })),
+        "{outcome:?}"
+    );
+    assert!(took < limit + SLACK, "took {took:?}");
+
+    // Stopped by a cancel from another thread while waiting for the connection: nothing sent.
+    let token = CancelToken::new();
+    let (took, outcome) = thread::scope(|s| {
+        s.spawn(|| {
+            thread::sleep(Duration::from_millis(200));
+            token.cancel();
+        });
+        timed(|| guard.fenced_set_data_with(&data, b"two", Wait::forever().cancel_on(&token)))
+    });
+    assert_eq!(outcome, Err(Error::Cancelled));
+    assert!(took < Duration::from_millis(200) + SLACK, "took {took:?}");
+
+    // Nothing of it reached the server.
+    proxy.refuse(false);
+    assert_eq!(
+        observer.get_data(&data).unwrap().as_deref(),
+        Some(&b"before"[..])
+    );
+    if guard.state() != zklock::LockState::Lost {
+        let _ = guard.fenced_delete_timeout(&data, Duration::from_secs(5));
+    }
+}

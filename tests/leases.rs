@@ -146,6 +146,68 @@ mod call_time_lease {
     }
 
     #[test]
+    fn the_lease_checks_send_nothing_and_is_held_watches_the_node() {
+        use common::proxy::opcode;
+        let proxy = Proxy::start(&common::connect_string());
+        let client = common::client_via(&proxy, Duration::from_secs(6));
+        let operator = common::client();
+        let path = common::lock_path("lease-checks-cost");
+        let mutex = DistributedMutex::new(&client, &path).unwrap();
+        let guard = mutex.lock().unwrap();
+        let node = guard.node_path().to_owned();
+        let about_our_node = |r: &common::proxy::Request| {
+            r.path.as_deref().is_some_and(|p| p.ends_with(&node))
+                || r.members.iter().any(|(_, p)| p.ends_with(&node))
+        };
+
+        // A thousand checks between steps: not one request, not one watch.
+        proxy.record_requests(true);
+        for _ in 0..1_000 {
+            assert_eq!(guard.lease_state(), LockState::Held);
+            assert!(guard.lease_remaining().is_some());
+        }
+        thread::sleep(Duration::from_millis(300));
+        let sent: Vec<_> = proxy
+            .requests()
+            .into_iter()
+            .filter(|r| r.opcode != opcode::PING && r.opcode != opcode::SYNC)
+            .collect();
+        assert!(sent.is_empty(), "the lease checks sent {sent:?}");
+
+        // Broken by an operator: the lease alone cannot see it while the session lives.
+        let holder = DistributedMutex::new(&operator, &path)
+            .unwrap()
+            .contenders()
+            .unwrap()
+            .remove(0);
+        assert!(DistributedMutex::new(&operator, &path)
+            .unwrap()
+            .break_contender(&holder)
+            .unwrap());
+        thread::sleep(Duration::from_millis(300));
+        assert_eq!(guard.lease_state(), LockState::Held, "no watch, no news");
+
+        // `is_held` starts watching the node in the background (a request about it), and
+        // from then on both see the loss.
+        let _ = guard.is_held();
+        assert!(
+            common::eventually(Duration::from_secs(5), || guard.state() == LockState::Lost),
+            "a watched guard never saw its node broken"
+        );
+        assert!(
+            proxy.requests().iter().any(about_our_node),
+            "is_held sent nothing about our node"
+        );
+        assert_eq!(guard.lease_state(), LockState::Lost);
+        assert_eq!(guard.lease_remaining(), None);
+        proxy.record_requests(false);
+        assert!(matches!(
+            guard.unlock(),
+            Err(zklock::Error::LockLost { .. })
+        ));
+    }
+
+    #[test]
     fn lease_remaining_shrinks_while_blackholed_and_comes_back_with_the_server() {
         let proxy = Proxy::start(&common::connect_string());
         let timeout = Duration::from_secs(4);

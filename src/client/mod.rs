@@ -279,7 +279,7 @@ impl Client {
             return Err(Error::Closed);
         }
         let mut work = std::pin::pin!(work);
-        let mut closed = std::pin::pin!(self.inner.closed.cancelled());
+        let mut closed = std::pin::pin!(self.inner.closed.cancelled_error());
         std::future::poll_fn(|cx| {
             if let std::task::Poll::Ready(outcome) = work.as_mut().poll(cx) {
                 return std::task::Poll::Ready(outcome);

@@ -150,9 +150,19 @@ impl Held {
     }
 
     /// How much longer, from now, the holder can be sure it holds the lock; `None` unless
-    /// `Held`.
+    /// `Held`. Sends nothing (see [`standing_unwatched`](Self::standing_unwatched)).
     pub(crate) fn lease_remaining(&self) -> Option<Duration> {
-        self.standing().lease()
+        self.standing_unwatched().lease()
+    }
+
+    /// Where the lock stands now without starting to watch our node, so that a check between
+    /// a holder's steps sends nothing: the session and its lease, and our node's deletion only
+    /// once something else set the watch. A loss seen is reported, as by `state`.
+    pub(crate) fn standing_unwatched(&self) -> Standing {
+        let deleted = self.watched().is_some_and(OwnNodeWatch::deleted);
+        let standing = judge(&self.session, deleted);
+        self.track.observed(standing);
+        standing
     }
 
     /// Blocks until the state is no longer `Held`, or until `deadline` (`None` then). Wakes

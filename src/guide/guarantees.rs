@@ -27,7 +27,11 @@
 //! - [`state()`](crate::LockGuard::state) ([`Held`], [`Suspended`], [`Lost`]) and
 //!   [`is_held()`](crate::LockGuard::is_held), decided when called from a lease on the monotonic
 //!   clock;
-//! - [`lease_remaining()`](crate::LockGuard::lease_remaining): how long the holder can still be sure;
+//! - [`lease_state()`](crate::LockGuard::lease_state) and
+//!   [`lease_remaining()`](crate::LockGuard::lease_remaining): the lease alone, and how long
+//!   the holder can still be sure; they send nothing and set no watch, so they are the check
+//!   between steps, while the first `state()`/`is_held()` of a guard sends up to two requests
+//!   per node (a watch on it, set and later removed) and so also sees someone deleting the node;
 //! - [`wait_lost()`](crate::LockGuard::wait_lost) / [`wait_lost_timeout(d)`](crate::LockGuard::wait_lost_timeout)
 //!   to learn of trouble without polling.
 //!
@@ -132,8 +136,12 @@
 //!    reconnected since, is refused ([`Error::LockLost`]).
 //! 3. **The fencing token: for stores outside ZooKeeper.** [`fencing()`](crate::LockGuard::fencing)
 //!    returns a [`FencingToken`] that increases from one holder to the next. A database or
-//!    service that remembers the highest token it has seen and refuses lower ones gets the same
-//!    protection. The token is the lock path's generation (the creation time of its node, set
+//!    service that remembers the highest token it has seen *per lock path* and refuses lower
+//!    ones for that path gets the same protection. Tokens compare only within one lock path:
+//!    those of different lock paths are unrelated and may even be equal (lock nodes created in
+//!    one coalesced `multi`, each on its own lock path, share its zxid), so a store with
+//!    per-entity locks that keeps one highest token for all of them refuses valid writes;
+//!    [`FencingToken`] shows a store keyed by lock path. The token is the lock path's generation (the creation time of its node, set
 //!    by the server's clock) followed by the holder node's creation zxid. Within a generation
 //!    only zxids decide, and they grow across the whole ensemble. The generation changes only
 //!    when the lock path's node is created again: after the ensemble was re-created from
@@ -173,7 +181,8 @@
 //!         .create("/reports/2026-11-30", b"totals: 42")
 //!         .delete("/reports/draft")
 //!         .commit()?;
-//!     // For another store: send `guard.fencing()` along, and let it refuse older tokens.
+//!     // For another store: send the lock path and `guard.fencing()` along, and let it refuse
+//!     // tokens older than the highest it has seen for that lock path.
 //!     let token: u128 = guard.fencing().to_u128();
 //!     # let _ = token;
 //! }

@@ -1,5 +1,6 @@
 //! How zklock is tested: real servers on loopback, the ZooKeeper releases and Curator versions
-//! CI covers, what each test file proves, the unit tests, and the minimum Rust version.
+//! CI covers, what each test file proves, the unit tests, and the minimum Rust version; and
+//! [how to test lock loss in your own tests](#testing-lock-loss-in-your-own-tests).
 //!
 //! # Running the suite
 //!
@@ -17,6 +18,71 @@
 //! Ctrl-C too, and nothing else. After a failure the work dir, with the servers' logs, is kept.
 //! With `ZK_CONNECT` set, `test.sh` uses that server instead of starting one; `cargo test` alone
 //! uses `ZK_CONNECT` or `127.0.0.1:2181` (`scripts/start-zk.sh`) as the main server.
+//!
+//! # Testing lock loss in your own tests
+//!
+//! Code that holds a lock must stop writing once the lock is lost. zklock has no embedded
+//! server or fault injection of its own for your tests (yet): its proxy lives in its own
+//! `tests/common`, and a session's password is not exposed, so ZooKeeper's usual trick of
+//! closing the session from a second connection is out. Against a real server (a local one,
+//! `scripts/start-zk.sh`), three ways work, from the simplest:
+//!
+//! 1. **Break the node from a second client**, as an operator would: list the lock's
+//!    [`contenders`](crate::DistributedMutex::contenders) and
+//!    [`break_contender`](crate::DistributedMutex::break_contender) the holder. The server
+//!    deletes the holder's node at once and lets the next contender in; the holder's fenced
+//!    writes are refused from then on ([`Error::LockLost`](crate::Error::LockLost)), and
+//!    [`state`](crate::LockGuard::state) / [`is_held`](crate::LockGuard::is_held) /
+//!    [`wait_lost`](crate::LockGuard::wait_lost) report [`Lost`](crate::LockState::Lost) as
+//!    soon as the server reports the deletion, once the guard is watched (their first call
+//!    starts the watch). [`lease_state`](crate::LockGuard::lease_state) and
+//!    [`lease_remaining`](crate::LockGuard::lease_remaining) see it only on a watched guard:
+//!    they judge the lease, which a deleted node does not shorten. Nothing to install; the
+//!    session stays alive, so it tests the node being gone, not the session.
+//! 2. **Silence the connection through a TCP proxy you control** (a few dozen lines: accept,
+//!    connect to the server, copy both ways, and a flag that stops copying without closing
+//!    either socket), with a short session timeout on the client under test
+//!    ([`session_timeout`](crate::ClientBuilder::session_timeout)). Silenced, the holder reads
+//!    [`Suspended`](crate::LockState::Suspended) from every check once 2/3 of the session
+//!    timeout has passed since its last answered write or sync, and the server expires the
+//!    session after the full timeout and hands the lock on; resume copying after that and the
+//!    holder reads `Lost`. This is what zklock's own `tests/faults.rs` does with
+//!    `tests/common/proxy.rs` (a blackhole), which you may copy (MIT or Apache-2.0).
+//! 3. **Freeze the holder's process** (`SIGSTOP`, then `SIGCONT` after more than the session
+//!    timeout), with the holder in a child process: the GC-pause case. On resuming, the
+//!    holder's first check reads not held (the lease is judged on the monotonic clock, which
+//!    ran on), and its fenced writes are refused. `tests/fenced.rs` and `tests/leases.rs` do
+//!    this.
+//!
+//! [`Client::close`](crate::Client::close) makes every guard of the client `Lost` at once, but
+//! that is a shutdown, not a stale holder: the code under test is told, not surprised.
+//!
+//! The first way, as a test of your own code:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use zklock::{Client, DistributedMutex, Error, LockState};
+//!
+//! fn main() -> zklock::Result<()> {
+//!     let app = Client::builder("127.0.0.1:2181")
+//!         .session_timeout(Duration::from_secs(2))
+//!         .connect()?;
+//!     let operator = Client::connect("127.0.0.1:2181")?;
+//!     let guard = DistributedMutex::new(&app, "/test/orders/1")?.lock()?;
+//!     assert!(guard.is_held()); // also starts watching the node
+//!
+//!     // The lock is lost behind the holder's back.
+//!     let lock = DistributedMutex::new(&operator, "/test/orders/1")?;
+//!     let holder = lock.contenders()?.into_iter().find(|c| c.holds).expect("held");
+//!     assert!(lock.break_contender(&holder)?);
+//!
+//!     // Now run the code under test with `guard` and check that it stops. What it can see:
+//!     let written = guard.fenced_set_data("/test/orders/1-state", b"paid");
+//!     assert!(matches!(written, Err(Error::LockLost { .. }))); // refused by the server
+//!     assert_eq!(guard.wait_lost_timeout(Duration::from_secs(5)), Some(LockState::Lost));
+//!     Ok(())
+//! }
+//! ```
 //!
 //! # Supported ZooKeeper releases
 //!
@@ -83,7 +149,7 @@
 //! | recipes | `recipes.rs`: `read_write_lock`, `semaphore`, `multi_lock`, `guards`, `revocation`, `election` | read/write exclusion across processes, writer fairness, semaphore limits and lease recovery, multi-lock without deadlock, revocation, election handover; 300 semaphore timeouts around a release on a healthy connection, none an error; a permit's and a multi-lock guard's state, lease, loss of one node, tokens and release; an empty multi-lock refused |
 //! | | `recipes.rs`: `following_the_leader` | `LeaderElection::observe`: one observer sees the leader step down, the leader's process SIGKILLed (its session expiring) and an operator breaking the leader's node, in order, while a participant queued in `participate()` on the observer's own client keeps its node (same name and sequence) throughout and then leads on it; the first call reports the current leader, also of a path that does not exist yet, and sees its creation; a revocation request (a data change) is no change; a timeout, a cancel token and `close()` end a wait; a change made while the observer's connection was down is seen after the reconnect; a session expired while waiting ends the watch with `SessionExpired`; calls returned, timed out or dropped (tokio's timeout, a future polled and dropped) leave no watch (4lw `wchc`) and create nothing; `next_async` on tokio and `futures::executor` |
 //! | | `recipes.rs`: `one_recipe_per_path` | a contender refuses to queue where another recipe's nodes are (`Error::RecipeConflict`, naming both), for every pair of recipes, blocking and async, leaving nothing behind; inspection reports every recipe at a path; a semaphore's empty nodes keep no other recipe out |
-//! | fenced writes | `fenced.rs` | create/update/delete and transactions apply all or nothing; a broken holder's writes are refused and write nothing; a revocation request does not break them; a transaction whose reply is lost (proxy swallowing replies) is `OutcomeUnknown`, applied once by the server and never resent; a holder `SIGSTOP`ped past its session, resumed after another client took the lock and wrote, is refused by the server, also when its client already runs on a new session; fencing tokens keep increasing across a private server whose data dir is wiped between two holders |
+//! | fenced writes | `fenced.rs` | create/update/delete and transactions apply all or nothing; a broken holder's writes are refused and write nothing; a revocation request does not break them; a transaction whose reply is lost (proxy swallowing replies) is `OutcomeUnknown`, applied once by the server and never resent; a holder `SIGSTOP`ped past its session, resumed after another client took the lock and wrote, is refused by the server, also when its client already runs on a new session; fencing tokens keep increasing across a private server whose data dir is wiped between two holders; the bounded forms (`fenced_set_data_timeout`/`_with`, `fenced_delete_*`, `commit_timeout`/`commit_with`) on a blackholed connection return by their deadline (300 ms) or a cancel from another thread, plus 500 ms, with `OutcomeUnknown` (the write had left), while the plain form waits on; on a cut connection whose reconnects are refused, with `ConnectionLoss` naming the timeout or `Cancelled`, and nothing reaches the server; a token cancelled before the call sends nothing |
 //! | faults and restarts | `faults.rs`: `connection_faults` | through a fault-injecting TCP proxy: a silenced holder reports not-held before a healthy contender acquires, then `Lost`, and the client recovers a new session; waiters survive severed connections; deadlines hold during outages; a reconnecting waiter never jumps the holder; dropping a guard on a frozen (`SIGSTOP`) private server returns within the release timeout, `unlock()` says the outcome is unknown, and the node is gone after `SIGCONT` |
 //! | | `faults.rs`: `lost_replies`, `deadlines_in_outages` | a lost create reply is looked up after a `sync`, and the node found is adopted, never duplicated; a lost delete reply is not reported as "already gone"; a semaphore's `acquire_many` and a multi-lock keep their deadline in an outage |
 //! | | `faults_ensemble.rs` | leader failover and a restart of the only reachable server: holders keep their lock, waiters still acquire |
@@ -94,7 +160,7 @@
 //! | | `scale.rs`: `herd` | one watch notification per release (server `mntr` counters, private server); after a reconnect, the waiters of one session share one listing (getChildren counted through the proxy) |
 //! | coalesced requests | `coalesced_requests.rs` | lock-node creates and deletes coalesced into `multi`s (the proxy parses each multi's operations): 8 threads on 400 paths and 16 threads on one path never hold together and their fencing tokens strictly increase, never two creates under one lock path in one multi; each coalesced create's token is its node's own czxid and its lock path's ctime as the server shows them (made from the reply header's zxid before 3.9); every fallback gives each caller its own outcome (a node deleted by an operator, a lock path deleted between cycles, an ACL refusal of a delete or of a create, compared with `coalesce_requests(false)`); the connection cut with creates or deletes in flight (never a second node, nothing left) and a server restart mid-batch |
 //! | bundled reads | `bundled_reads.rs` | listings that wait while the connection is busy go out as one `multiRead` (seen on the wire; the 8-thread tests of `coalesced_requests.rs` check that each listing in one is a getChildren followed by a getData of its lock path, and that the tokens' generations, which come from that getData, are the lock paths' ctimes); a batch answered with more than the client's reply limit is listed again one by one and `contenders()` sees every queue whole; a listing refused by its lock path's ACL in a batch fails its caller as it does with `coalesce_requests(false)`, and the other path's calls see their queue; reads whose `multiRead` is over the limit, read again alone, never see a write called after them (the write waits for the `multiRead`'s answer; it once went out in the same batch, and the read returned its data) |
-//! | sessions and leases | `leases.rs`: `call_time_lease` | a holder frozen (SIGSTOP) past its session never reads held after another process acquired (every answer stamped with `CLOCK_MONOTONIC` before the call; directly and through the proxy); `lease_remaining()` shrinks in a blackhole and returns with the server; a healthy loaded holder never reads `Suspended` in 20 s |
+//! | sessions and leases | `leases.rs`: `call_time_lease` | a holder frozen (SIGSTOP) past its session never reads held after another process acquired (every answer stamped with `CLOCK_MONOTONIC` before the call; directly and through the proxy); `lease_remaining()` shrinks in a blackhole and returns with the server; a thousand `lease_state()` and `lease_remaining()` calls send nothing (the proxy's record) and do not see an operator breaking the node, while `is_held()` sends a request about the node and from then on every check reads `Lost`; a healthy loaded holder never reads `Suspended` in 20 s |
 //! | | `leases.rs`: `behind_a_partitioned_follower` | a holder behind a follower cut off from the leader never reads held after the quorum expired it: the nemesis's scenario (root, private network namespace) and a private ensemble with the follower cut off through the proxy |
 //! | | `leases_stalled_threads.rs` | zklock's runtime and I/O threads stalled from outside (a signal whose handler sleeps on that thread): a holder reads `Suspended` on its own clock before the next holder can acquire, never `Held` after it, and the state thread reports it without waiting for the stalled threads |
 //! | | `observability.rs` | `Client::state`, `wait_state_change` and the listener across a blackhole, a server restart, an expiry and `close()`; a dead port named refused, tried for the connect timeout (not the session timeout), the elapsed time as the message says; failing fast; DNS failures; the example's Prometheus text scraped over HTTP; a debugging recorder's counts after known work |
@@ -103,6 +169,7 @@
 //! | | `lifecycle.rs`: `forked_children`, `listener_threads` | a forked child gets `Error::Forked` from an inherited client (`close()` too, at once) and locks with a new one; state listeners' threads end with their clients (the process's thread count, counted in `/proc/self/task`, does not grow) |
 //! | | `lifecycle.rs`: `long_lived_chroot` | the chroot survives the container sweep and is recreated if deleted |
 //! | | `lifecycle.rs`: `close_on_signals` | `Client::close_on_signals` (feature `signals`): a holder sent SIGTERM releases at once, so the next holder acquires within 1 s (and does not without it) |
+//! | | `cancel_token.rs` | `CancelToken::cancelled()` (no server): ready at once when already cancelled, woken within 1 s of a cancel from another thread on `futures::executor`, a tokio task spawned on it and a `select!` on it stop when a plain thread cancels; a thousand futures dropped unpolled or pending leave the token working (the unit test counts the token's registrations: none for unpolled futures, one per pending one, none once dropped) |
 //! | async | `async_api.rs`: `acquisitions` | 300 tasks on a 2-worker tokio runtime and 50 on a current-thread one take turns with 0 overlaps; `futures::executor` and smol's executor drive them; blocking threads and async tasks share one lock; `tokio::time::timeout`, `select!` and a cancelled token leave no node (an abandoned waiter never acquires for nobody); a future dropped at every one of its await points, free or queued behind a holder, leaves no node and no lock taken; guards move between tasks and threads; `wait_lost_async` sees a broken node; fenced writes and transactions await; every recipe's async forms; `connect_async`/`close_async` never block a current-thread runtime's only worker; the futures are `Send` |
 //! | | `async_api.rs`: `other_calls` | the `_async` forms of inspection, data, break, revocation and state calls, each on tokio and on `futures::executor` and agreeing with its blocking twin: `contenders_async` of every recipe, `current_leader_async`, `inspect_async` (a mutex and a semaphore), `get_data_async`/`set_data_async`/`children_async` (a bad path and an oversized write refused), `break_contender_async` on each recipe (the holders see their loss), `request_revocation_async` waking `wait_revocation_async`, `wait_state_change_async` across a blackhole, a reconnect and `close()`; every one `Error::Closed` on a closed client; futures polled once and dropped leave no watch (4lw `wchc`) and no node; all `Send` |
 //! | | `async_api.rs`: `under_faults` | futures dropped while the connection is blackholed, severed, refused, while create replies are lost and across a server restart leave no node; 2,000 async waiters survive a server restart with 0 overlaps; an expiry ends every waiter and tells the holder; `close_async` ends 310 waiters within milliseconds; timed waits hold during outages; semaphore and multi-lock futures dropped half-way release what they took; an `unlock_async` dropped or timed out early still releases (it did not, when it was dropped while stopping its own-node watch); a SIGSTOPped async holder learns its loss on SIGCONT |

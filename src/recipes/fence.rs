@@ -19,12 +19,18 @@
 //! name could, and a version check would not catch that either (a fresh node has version 0,
 //! like ours before any revocation request).
 
-use std::time::Instant;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use log::debug;
 
 use crate::client::Client;
+use crate::core::wait::Wait;
 use crate::error::{Error, Result};
+use crate::rt::cancel::CancelToken;
+use crate::rt::runtime::deadline_after;
 use crate::session::txn::{TxnOp, TxnOutcome};
 use crate::session::Session;
 use crate::znode::layout::check_data_size;
@@ -42,6 +48,44 @@ const MAX_TXN_BYTES: usize = 1_040_000;
 
 /// Room for one operation's header, ACL and length fields in [`MAX_TXN_BYTES`].
 const OP_OVERHEAD: usize = 128;
+
+/// How long a fenced write may take and what stops it: the session timeout from the call
+/// (as every one-off call), or less as a [`Wait`] says.
+pub(crate) struct Bound<'w> {
+    deadline: Instant,
+    /// What the deadline allows, named in an [`Error::ConnectionLoss`].
+    timeout: Duration,
+    cancel: Option<&'w CancelToken>,
+    /// Set once the write may have reached the server: from then on, stopping it leaves its
+    /// outcome unknown, and that is what the caller is told.
+    sent: AtomicBool,
+}
+
+impl<'w> Bound<'w> {
+    /// The bound of the plain calls: the session timeout.
+    pub(crate) fn call(client: &Client) -> Bound<'static> {
+        let timeout = client.call_timeout();
+        Bound {
+            deadline: deadline_after(timeout),
+            timeout,
+            cancel: None,
+            sent: AtomicBool::new(false),
+        }
+    }
+
+    /// The bound of the `_with` calls: `wait`'s timeout and token, and never past the
+    /// session timeout (a write cannot wait longer than the plain call).
+    pub(crate) fn with(client: &Client, wait: &'w Wait) -> Bound<'w> {
+        let call = client.call_timeout();
+        let timeout = wait.timeout_value().map_or(call, |t| t.min(call));
+        Bound {
+            deadline: deadline_after(timeout),
+            timeout,
+            cancel: wait.token(),
+            sent: AtomicBool::new(false),
+        }
+    }
+}
 
 /// The lock node a fenced write is conditioned on, and the client whose current session sends
 /// it.
@@ -74,6 +118,44 @@ impl Fence<'_> {
         }
     }
 
+    /// Runs `write` within `bound`: a cancel of its token stops it with
+    /// [`Error::Cancelled`] before anything was sent, and with [`Error::OutcomeUnknown`]
+    /// (naming `path`) once something may have been; an outage is named with the bound.
+    async fn bounded<T>(
+        &self,
+        bound: &Bound<'_>,
+        path: &str,
+        write: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let outcome = match bound.cancel {
+            None => write.await,
+            // Nothing sent for a token cancelled before the call.
+            Some(token) if token.is_cancelled() => Err(Error::Cancelled),
+            Some(token) => {
+                let mut write = std::pin::pin!(write);
+                let mut stop = std::pin::pin!(token.cancelled_error());
+                std::future::poll_fn(|cx| {
+                    if let Poll::Ready(outcome) = write.as_mut().poll(cx) {
+                        return Poll::Ready(outcome);
+                    }
+                    stop.as_mut().poll(cx).map(|err| {
+                        if bound.sent.load(Ordering::SeqCst) {
+                            // The request goes on without us: never reported as not applied.
+                            debug!("fenced write to {path} cancelled after it was sent");
+                            Err(Error::OutcomeUnknown {
+                                path: path.to_owned(),
+                            })
+                        } else {
+                            Err(err)
+                        }
+                    })
+                })
+                .await
+            }
+        };
+        outcome.map_err(|err| self.client.outage(err, path, Some(bound.timeout)))
+    }
+
     /// Sends `ops` behind the check of our node, through the client's current session.
     /// `Ok(Err((index, error)))`: the server refused write `index` (counted without the check);
     /// nothing was applied.
@@ -82,11 +164,18 @@ impl Fence<'_> {
         session: &Session,
         ops: Vec<TxnOp>,
         unknown_path: &str,
-        deadline: Option<Instant>,
+        bound: &Bound<'_>,
     ) -> Result<Result<(), (usize, Error)>> {
+        let deadline = Some(bound.deadline);
         let mut all = Vec::with_capacity(ops.len() + 1);
         all.push(self.check());
         all.extend(ops);
+        // Waited for here as well as in `multi_async`, so that a stop before this point is
+        // known to have sent nothing.
+        if let Err(err) = session.wait_connected_async(deadline).await {
+            return Err(self.expired_is_lost(err));
+        }
+        bound.sent.store(true, Ordering::SeqCst);
         match session.multi_async(&all, deadline).await {
             Ok(TxnOutcome::Committed) => Ok(Ok(())),
             // Our node is gone: the lock was lost, and nothing was written.
@@ -106,16 +195,16 @@ impl Fence<'_> {
     }
 
     /// See [`LockGuard::fenced_set_data`](crate::LockGuard::fenced_set_data).
-    pub(crate) async fn set_data(&self, path: &str, data: &[u8]) -> Result<()> {
-        let written = self.write_data(path, data).await;
-        written.map_err(|err| self.client.call_outage(err, path))
-    }
-
-    /// [`set_data`](Self::set_data), before an outage is named.
-    async fn write_data(&self, path: &str, data: &[u8]) -> Result<()> {
+    pub(crate) async fn set_data(&self, path: &str, data: &[u8], bound: &Bound<'_>) -> Result<()> {
         validate_lock_path(path)?;
         check_data_size(data)?;
-        let deadline = Some(self.client.call_deadline());
+        self.bounded(bound, path, self.write_data(path, data, bound))
+            .await
+    }
+
+    /// [`set_data`](Self::set_data), unbounded by the token.
+    async fn write_data(&self, path: &str, data: &[u8], bound: &Bound<'_>) -> Result<()> {
+        let deadline = Some(bound.deadline);
         // `None`: update `path`; `Some(parents)`: create it, after its missing `parents`.
         let mut create: Option<Vec<String>> = None;
         for _ in 0..FORM_SWITCHES {
@@ -137,7 +226,7 @@ impl Fence<'_> {
             let target = ops.len() - 1;
             // Many missing parents of a long path could outgrow one request.
             check_txn_size(&ops)?;
-            match self.commit(&session, ops, path, deadline).await? {
+            match self.commit(&session, ops, path, bound).await? {
                 Ok(()) => return Ok(()),
                 // No node to update: create it (and its missing parents) instead.
                 Err((_, Error::NoNode { .. })) if create.is_none() => {
@@ -169,38 +258,32 @@ impl Fence<'_> {
     }
 
     /// See [`LockGuard::fenced_delete`](crate::LockGuard::fenced_delete).
-    pub(crate) async fn delete(&self, path: &str) -> Result<bool> {
+    pub(crate) async fn delete(&self, path: &str, bound: &Bound<'_>) -> Result<bool> {
         validate_lock_path(path)?;
         let deleted = async {
-            let deadline = Some(self.client.call_deadline());
-            let session = self.client.session_async(deadline).await?;
+            let session = self.client.session_async(Some(bound.deadline)).await?;
             let ops = vec![TxnOp::Delete {
                 path: path.to_owned(),
             }];
-            match self.commit(&session, ops, path, deadline).await? {
+            match self.commit(&session, ops, path, bound).await? {
                 Ok(()) => Ok(true),
                 Err((_, Error::NoNode { .. })) => Ok(false),
                 Err((_, err)) => Err(err),
             }
         };
-        deleted
-            .await
-            .map_err(|err| self.client.call_outage(err, path))
+        self.bounded(bound, path, deleted).await
     }
 
     /// See [`FencedTransaction::commit`].
-    async fn transaction(&self, ops: Vec<TxnOp>) -> Result<()> {
+    async fn transaction(&self, ops: Vec<TxnOp>, bound: &Bound<'_>) -> Result<()> {
         let unknown_path = ops.first().map_or(self.node_path, TxnOp::path).to_owned();
         let committed = async {
-            let deadline = Some(self.client.call_deadline());
-            let session = self.client.session_async(deadline).await?;
-            self.commit(&session, ops, &unknown_path, deadline)
+            let session = self.client.session_async(Some(bound.deadline)).await?;
+            self.commit(&session, ops, &unknown_path, bound)
                 .await?
                 .map_err(|(_, err)| err)
         };
-        committed
-            .await
-            .map_err(|err| self.client.call_outage(err, &unknown_path))
+        self.bounded(bound, &unknown_path, committed).await
     }
 }
 
@@ -379,7 +462,55 @@ impl<'a> FencedTransaction<'a> {
     /// when it was.
     pub fn commit(self) -> Result<()> {
         let _closing = self.fence.client.watch_close();
-        crate::session::blocking(self.commit_async())
+        let bound = Bound::call(self.fence.client);
+        crate::session::blocking(self.commit_within(&bound))
+    }
+
+    /// As [`commit`](Self::commit), blocking at most about `timeout` (monotonic clock, from
+    /// the call; never longer than `commit`'s bound). Same as
+    /// [`commit_with(Wait::timeout(timeout))`](Self::commit_with).
+    ///
+    /// # Errors
+    /// As [`commit_with`](Self::commit_with).
+    pub fn commit_timeout(self, timeout: std::time::Duration) -> Result<()> {
+        self.commit_with(Wait::timeout(timeout))
+    }
+
+    /// As [`commit`](Self::commit), waiting as `wait` says: its timeout (never longer than
+    /// `commit`'s own bound, the session timeout) and its [`CancelToken`](crate::CancelToken).
+    /// What the caller learns depends on whether the transaction had left:
+    /// - not sent yet (the connection down, or waiting for it): [`Error::ConnectionLoss`]
+    ///   naming the timeout once it passes, [`Error::Cancelled`] once the token is cancelled
+    ///   (at once if it already is). Nothing was applied.
+    /// - sent: [`Error::OutcomeUnknown`] once the timeout passes or the token is cancelled
+    ///   before the reply. It may still be applied, but only while our node exists. It is
+    ///   never resent: decide by reading back under the lock.
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// # let guard = zklock::DistributedMutex::new(&client, "/locks/orders")?.lock()?;
+    /// use std::time::Duration;
+    /// use zklock::{Error, Wait};
+    /// let shutdown = zklock::CancelToken::new();
+    /// let wait = Wait::timeout(Duration::from_millis(300)).cancel_on(&shutdown);
+    /// match guard.transaction().set_data("/orders/next-id", b"1043").commit_with(wait) {
+    ///     Ok(()) => {}
+    ///     // Nothing applied: safe to retry (while the lock is held) or give up.
+    ///     Err(Error::ConnectionLoss { .. } | Error::Cancelled | Error::LockLost { .. }) => {}
+    ///     // Maybe applied: read back under the lock before doing anything else.
+    ///     Err(Error::OutcomeUnknown { path }) => eprintln!("{path}: outcome unknown"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`commit`](Self::commit), plus [`Error::Cancelled`].
+    pub fn commit_with(self, wait: Wait) -> Result<()> {
+        let _closing = self.fence.client.watch_close();
+        let bound = Bound::with(self.fence.client, &wait);
+        crate::session::blocking(self.commit_within(&bound))
     }
 
     /// As [`commit`](Self::commit), as a future. Dropped after the transaction was sent, its
@@ -389,11 +520,16 @@ impl<'a> FencedTransaction<'a> {
     /// # Errors
     /// As [`commit`](Self::commit).
     pub async fn commit_async(self) -> Result<()> {
+        let bound = Bound::call(self.fence.client);
+        self.commit_within(&bound).await
+    }
+
+    async fn commit_within(self, bound: &Bound<'_>) -> Result<()> {
         if let Some(err) = self.invalid {
             return Err(err);
         }
         check_txn_size(&self.ops)?;
-        self.fence.transaction(self.ops).await
+        self.fence.transaction(self.ops, bound).await
     }
 }
 

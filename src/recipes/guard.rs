@@ -9,7 +9,7 @@ use crate::core::wait::Wait;
 use crate::error::Result;
 use crate::rt::runtime::deadline_after;
 
-use super::fence::{Fence, FencedTransaction};
+use super::fence::{Bound, Fence, FencedTransaction};
 use super::guard_calls::guard_calls;
 
 /// Proof that a lock is held; releases it when dropped.
@@ -154,7 +154,7 @@ impl LockGuard {
     /// the server even when the guard's session has expired and the client has opened another
     /// one since. This protects data that every writer changes through fenced writes (or
     /// otherwise only while holding the lock); data outside ZooKeeper needs
-    /// [`fencing`](Self::fencing).
+    /// [`fencing`](Self::fencing), which a store compares per lock path.
     ///
     /// The check is on our node's existence, not its data version, so a revocation request
     /// (which writes into our node) does not make fenced writes fail: our node's name carries a
@@ -188,7 +188,65 @@ impl LockGuard {
     /// - [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) (naming `path`): see above.
     pub fn fenced_set_data(&self, path: &str, data: &[u8]) -> Result<()> {
         let _closing = self.client.watch_close();
-        crate::session::blocking(self.fence().set_data(path, data))
+        let bound = Bound::call(&self.client);
+        crate::session::blocking(self.fence().set_data(path, data, &bound))
+    }
+
+    /// As [`fenced_set_data`](Self::fenced_set_data), blocking at most about `timeout`
+    /// (monotonic clock, from the call; never longer than `fenced_set_data`'s bound). Same as
+    /// [`fenced_set_data_with(path, data, Wait::timeout(timeout))`](Self::fenced_set_data_with).
+    ///
+    /// # Errors
+    /// As [`fenced_set_data_with`](Self::fenced_set_data_with).
+    pub fn fenced_set_data_timeout(
+        &self,
+        path: &str,
+        data: &[u8],
+        timeout: Duration,
+    ) -> Result<()> {
+        self.fenced_set_data_with(path, data, Wait::timeout(timeout))
+    }
+
+    /// As [`fenced_set_data`](Self::fenced_set_data), waiting as `wait` says: its timeout
+    /// (never longer than `fenced_set_data`'s own bound, the session timeout) and its
+    /// [`CancelToken`](crate::CancelToken), for a worker that must give up a write when
+    /// the service shuts down or a step's time is up. What the caller learns depends on
+    /// whether the write had left:
+    /// - not sent yet (the connection down, or waiting for it):
+    ///   [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) naming the timeout once it
+    ///   passes, [`Error::Cancelled`](crate::Error::Cancelled) once the token is cancelled (at
+    ///   once if it already is). Nothing was written.
+    /// - sent: [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) once the timeout passes
+    ///   or the token is cancelled before the reply. The write may still be applied, but only
+    ///   while our node exists. It is never resent: read the data back under the lock.
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// # let guard = zklock::DistributedMutex::new(&client, "/locks/orders")?.lock()?;
+    /// use std::time::Duration;
+    /// use zklock::{Error, Wait};
+    /// let shutdown = zklock::CancelToken::new();
+    /// let wait = Wait::timeout(Duration::from_millis(300)).cancel_on(&shutdown);
+    /// match guard.fenced_set_data_with("/orders/1042", b"shipped", wait) {
+    ///     Ok(()) => {}
+    ///     // Nothing written: retry while the lock is held, or give up.
+    ///     Err(Error::ConnectionLoss { .. } | Error::Cancelled) => {}
+    ///     Err(Error::LockLost { .. }) => { /* stop: someone else may hold it now */ }
+    ///     // Maybe written: read it back under the lock before doing anything else.
+    ///     Err(Error::OutcomeUnknown { path }) => eprintln!("{path}: outcome unknown"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`fenced_set_data`](Self::fenced_set_data), plus
+    /// [`Error::Cancelled`](crate::Error::Cancelled).
+    pub fn fenced_set_data_with(&self, path: &str, data: &[u8], wait: Wait) -> Result<()> {
+        let _closing = self.client.watch_close();
+        let bound = Bound::with(&self.client, &wait);
+        crate::session::blocking(self.fence().set_data(path, data, &bound))
     }
 
     /// As [`fenced_set_data`](Self::fenced_set_data), as a future. Dropped after the write was
@@ -197,7 +255,8 @@ impl LockGuard {
     /// # Errors
     /// As [`fenced_set_data`](Self::fenced_set_data).
     pub async fn fenced_set_data_async(&self, path: &str, data: &[u8]) -> Result<()> {
-        self.fence().set_data(path, data).await
+        let bound = Bound::call(&self.client);
+        self.fence().set_data(path, data, &bound).await
     }
 
     /// Deletes the node at `path` if this guard's lock node still exists when the server
@@ -218,7 +277,32 @@ impl LockGuard {
     /// or not; if deleted, then while our node existed).
     pub fn fenced_delete(&self, path: &str) -> Result<bool> {
         let _closing = self.client.watch_close();
-        crate::session::blocking(self.fence().delete(path))
+        let bound = Bound::call(&self.client);
+        crate::session::blocking(self.fence().delete(path, &bound))
+    }
+
+    /// As [`fenced_delete`](Self::fenced_delete), blocking at most about `timeout`. Same as
+    /// [`fenced_delete_with(path, Wait::timeout(timeout))`](Self::fenced_delete_with).
+    ///
+    /// # Errors
+    /// As [`fenced_delete_with`](Self::fenced_delete_with).
+    pub fn fenced_delete_timeout(&self, path: &str, timeout: Duration) -> Result<bool> {
+        self.fenced_delete_with(path, Wait::timeout(timeout))
+    }
+
+    /// As [`fenced_delete`](Self::fenced_delete), waiting as `wait` says, with the outcomes of
+    /// [`fenced_set_data_with`](Self::fenced_set_data_with): not sent,
+    /// [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) or
+    /// [`Error::Cancelled`](crate::Error::Cancelled) (nothing deleted); sent and unanswered,
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
+    ///
+    /// # Errors
+    /// As [`fenced_delete`](Self::fenced_delete), plus
+    /// [`Error::Cancelled`](crate::Error::Cancelled).
+    pub fn fenced_delete_with(&self, path: &str, wait: Wait) -> Result<bool> {
+        let _closing = self.client.watch_close();
+        let bound = Bound::with(&self.client, &wait);
+        crate::session::blocking(self.fence().delete(path, &bound))
     }
 
     /// As [`fenced_delete`](Self::fenced_delete), as a future. Dropped after the delete was
@@ -227,7 +311,8 @@ impl LockGuard {
     /// # Errors
     /// As [`fenced_delete`](Self::fenced_delete).
     pub async fn fenced_delete_async(&self, path: &str) -> Result<bool> {
-        self.fence().delete(path).await
+        let bound = Bound::call(&self.client);
+        self.fence().delete(path, &bound).await
     }
 
     /// Starts a transaction of several writes, applied atomically, all or none, and only while

@@ -35,7 +35,12 @@ pub(crate) fn state<'a>(nodes: impl Iterator<Item = &'a Held>) -> LockState {
     least_certain(nodes.map(Held::state))
 }
 
-/// The shortest lease among the nodes; `None` unless every one is held.
+/// As [`state`], without starting to watch the nodes (nothing sent).
+pub(crate) fn lease_state<'a>(nodes: impl Iterator<Item = &'a Held>) -> LockState {
+    least_certain(nodes.map(|node| node.standing_unwatched().into()))
+}
+
+/// The shortest lease among the nodes; `None` unless every one is held. Sends nothing.
 pub(crate) fn lease_remaining<'a>(nodes: impl Iterator<Item = &'a Held>) -> Option<Duration> {
     let mut least: Option<Duration> = None;
     for node in nodes {
@@ -200,7 +205,7 @@ macro_rules! guard_calls {
             $crate::recipes::guard_calls::release_async(self.nodes_to_release()).await
         }
 
-        #[doc = concat!("Whether ", $what, " is still ours as far as this process can tell; never blocks.")]
+        #[doc = concat!("Whether ", $what, " is still ours as far as this process can tell, also watching for someone deleting its node; never blocks.")]
         ///
         /// Decided when called, on the calling thread, from a lease on the monotonic clock: a
         /// node is [`LockState::Held`](crate::LockState::Held) only while less than 2/3 of the
@@ -215,26 +220,77 @@ macro_rules! guard_calls {
         /// nodes (a [`Permit`](crate::Permit) of several leases, a
         /// [`MultiGuard`](crate::MultiGuard)) reports the least certain of its nodes' states.
         ///
-        /// The first call (of this, [`is_held`](Self::is_held),
-        /// [`lease_remaining`](Self::lease_remaining) or the `wait_lost` calls) also starts
-        /// watching the guard's nodes, so that a node's deletion by someone else (see
-        /// [`DistributedMutex::break_contender`](crate::DistributedMutex::break_contender))
-        /// turns the state [`LockState::Lost`](crate::LockState::Lost) as soon as the server
-        /// reports it (a lock made [`revocable`](crate::DistributedMutex::revocable), and an
-        /// election, watch from the start). A holder that never asks pays nothing for that
-        /// watch; one that asks pays two requests per node (set, then removed before the
-        /// release, which so notifies nobody more).
+        /// **What it costs, and what it sees beyond the lease.** The first call (of this,
+        /// [`is_held`](Self::is_held) or the `wait_lost` calls) starts watching the guard's
+        /// nodes, so that a node's deletion by someone else (an operator's
+        /// [`break_contender`](crate::DistributedMutex::break_contender)) turns the state
+        /// [`LockState::Lost`](crate::LockState::Lost) as soon as the server reports it. That
+        /// watch costs up to two requests per node, sent in the background (set now, removed
+        /// before the release, which so notifies nobody more), and a task per node: on short
+        /// per-entity holds a call per hold cost 6-27% of the cycles per second (two runs of
+        /// `examples/bench.rs many_locks_checks`, 10 rounds each;
+        /// [`guide::performance`](crate::guide::performance#checking-the-hold-between-steps)).
+        /// Later calls send nothing. A lock
+        /// made [`revocable`](crate::DistributedMutex::revocable), and an election, watch from
+        /// the start, so there the first call costs nothing more either.
+        ///
+        /// The check between a holder's steps that sends nothing is
+        /// [`lease_state`](Self::lease_state) (or [`lease_remaining`](Self::lease_remaining)):
+        /// the same lease, without the watch.
         pub fn state(&self) -> $crate::LockState {
             $crate::recipes::guard_calls::state(self.nodes())
         }
 
         /// `true` while [`state`](Self::state) is [`LockState::Held`](crate::LockState::Held).
-        /// Never blocks.
+        /// Never blocks; its first call on a guard sends up to two requests per node in the
+        /// background (a watch for its deletion by someone else, set, then removed at release),
+        /// as [`state`](Self::state) says. For the cheap check between steps, which sends
+        /// nothing, see [`lease_state`](Self::lease_state).
         pub fn is_held(&self) -> bool {
             self.state() == $crate::LockState::Held
         }
 
-        #[doc = concat!("How much longer, from now, this holder can be sure it holds ", $what, ": the time left on its lease (see [`state`](Self::state)). `None` when the state is not [`LockState::Held`](crate::LockState::Held); otherwise more than zero and less than the session timeout. Never blocks.")]
+        #[doc = concat!("Where ", $what, " stands by its lease alone: the cheap check between a holder's steps. Never blocks, sends nothing, sets no watch.")]
+        ///
+        /// The same lease as [`state`](Self::state) (decided when called on the monotonic
+        /// clock, so it turns [`LockState::Suspended`](crate::LockState::Suspended) before the
+        /// server can expire the session, also after a freeze, an outage or a stalled network
+        /// thread; [`LockState::Lost`](crate::LockState::Lost) once the session is known to
+        /// have ended or the client is closed), without the watch `state` starts on the first
+        /// call. So it cannot see an operator deleting the node (with
+        /// [`break_contender`](crate::DistributedMutex::break_contender)) while the session
+        /// lives, unless something set that watch already (`state`, `is_held`, the `wait_lost`
+        /// calls, a [`revocable`](crate::DistributedMutex::revocable) lock, an election):
+        /// then it sees that too. A broken node still cannot make a stale write land where the
+        /// server checks: fenced writes are refused once the node is gone, and a store that
+        /// checks [`fencing`](Self::fencing) tokens refuses this holder once the next one wrote.
+        ///
+        /// Measured on short per-entity holds (`examples/bench.rs many_locks_checks`), a call
+        /// per hold costs nothing the run-to-run spread shows (+2% and +3% over two runs of 10
+        /// rounds), where [`is_held`](Self::is_held) cost 6-27% of the cycles per second
+        /// ([`guide::performance`](crate::guide::performance#checking-the-hold-between-steps)).
+        ///
+        /// ```no_run
+        /// # fn main() -> zklock::Result<()> {
+        /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+        /// # let steps: Vec<fn()> = Vec::new();
+        /// let guard = zklock::DistributedMutex::new(&client, "/orders/1042")?.lock()?;
+        /// for step in steps {
+        ///     if guard.lease_state() != zklock::LockState::Held {
+        ///         break; // not sure any more: stop touching the resource
+        ///     }
+        ///     step();
+        /// }
+        /// # Ok(()) }
+        /// ```
+        pub fn lease_state(&self) -> $crate::LockState {
+            $crate::recipes::guard_calls::lease_state(self.nodes())
+        }
+
+        #[doc = concat!("How much longer, from now, this holder can be sure it holds ", $what, ": the time left on its lease (see [`state`](Self::state)). `None` when the state is not [`LockState::Held`](crate::LockState::Held); otherwise more than zero and less than the session timeout. Never blocks, sends nothing, sets no watch.")]
+        ///
+        /// It sees what [`lease_state`](Self::lease_state) sees (the lease; a deletion of the
+        /// node by someone else only once a watch is set), at the same cost: none.
         ///
         /// The pattern for work that must not outlive the lock: before each step, check that
         /// the lease covers the time the step needs, and stop (or renew by waiting for
@@ -323,7 +379,9 @@ macro_rules! guard_calls {
         /// The fencing token to pass to a store outside ZooKeeper, so that it can refuse a
         /// stale holder's late writes: it increases from one holder of a lock to the next, also
         /// when the ensemble was re-created from scratch (see
-        /// [`FencingToken`](crate::FencingToken) for the rule and its one assumption). Never
+        /// [`FencingToken`](crate::FencingToken) for the rule and its one assumption). Tokens
+        /// compare only per lock path: the store keeps the highest token it has seen for each
+        /// lock path (tokens of different lock paths are unrelated, and may be equal). Never
         /// blocks.
         ///
         #[doc = $fencing]

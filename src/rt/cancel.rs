@@ -6,7 +6,7 @@
 //! wake-up. The registration is per thread, for the length of the call ([`watch`]), so the
 //! layers in between need no extra parameter.
 //!
-//! An async call cannot use the thread: it races its future against [`CancelToken::cancelled`]
+//! An async call cannot use the thread: it races its future against [`CancelToken::cancelled`] (its error form)
 //! and drops the future when a token wins, which withdraws whatever the future had queued.
 
 use std::cell::RefCell;
@@ -115,9 +115,37 @@ impl CancelToken {
         self.inner.cancelled.load(Ordering::SeqCst)
     }
 
+    /// A future ready once this token (or a clone) is cancelled, at once if it already is:
+    /// for async code that stops on the same token as its blocking calls, on any executor
+    /// (tokio, smol, `futures::executor`; zklock depends on none of them).
+    ///
+    /// The future is `Send` and `'static` (it holds a clone of the token), so it can be
+    /// spawned, stored or raced in a `select!`. It registers a waker with the token on its
+    /// first poll only and removes it when dropped, so futures made and dropped in a loop
+    /// leave nothing behind; a [`cancel`](Self::cancel) from any thread wakes it.
+    ///
+    /// ```
+    /// # futures::executor::block_on(async {
+    /// let shutdown = zklock::CancelToken::new();
+    /// let stopped = shutdown.cancelled();
+    /// std::thread::spawn({
+    ///     let shutdown = shutdown.clone();
+    ///     move || shutdown.cancel() // e.g. from a signal handler's thread
+    /// });
+    /// stopped.await; // returns once cancelled
+    /// assert!(shutdown.is_cancelled());
+    /// # });
+    /// ```
+    pub fn cancelled(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let token = self.clone();
+        async move {
+            token.cancelled_error().await;
+        }
+    }
+
     /// Ready once the token is cancelled: the error an acquisition stopped by it returns
     /// ([`Error::Closed`] for a client's own token, else [`Error::Cancelled`]).
-    pub(crate) async fn cancelled(&self) -> Error {
+    pub(crate) async fn cancelled_error(&self) -> Error {
         let slot = Arc::new(WakerSlot::default());
         let _registered = wake_on_cancel(self, slot.clone());
         std::future::poll_fn(|cx| {
@@ -155,7 +183,10 @@ pub(crate) async fn first_cancelled(tokens: &[CancelToken]) -> Error {
     if tokens.is_empty() {
         return std::future::pending().await;
     }
-    let mut waits: Vec<_> = tokens.iter().map(|t| Box::pin(t.cancelled())).collect();
+    let mut waits: Vec<_> = tokens
+        .iter()
+        .map(|t| Box::pin(t.cancelled_error()))
+        .collect();
     std::future::poll_fn(|cx| {
         for wait in &mut waits {
             if let std::task::Poll::Ready(err) = std::future::Future::poll(wait.as_mut(), cx) {
@@ -371,6 +402,47 @@ mod tests {
         assert_eq!(woken, [1, 0, 1, 0, 1]);
         assert_eq!(late.0.load(Ordering::SeqCst), 1);
         drop(registered);
+    }
+
+    /// The registrations a token holds now.
+    fn registered(token: &CancelToken) -> usize {
+        token.inner.wakes.lock().slots.iter().flatten().count()
+    }
+
+    #[test]
+    fn cancelled_registers_only_while_polled_and_removes_itself_when_dropped() {
+        use std::future::Future;
+        use std::task::Context;
+        let token = CancelToken::new();
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        // Made and dropped unpolled: nothing registered.
+        for _ in 0..100 {
+            drop(token.cancelled());
+        }
+        assert_eq!(registered(&token), 0);
+        // Polled, then dropped pending: registered once, then removed.
+        let mut pending: Vec<_> = (0..100).map(|_| Box::pin(token.cancelled())).collect();
+        for wait in &mut pending {
+            assert!(wait.as_mut().poll(&mut cx).is_pending());
+            assert!(wait.as_mut().poll(&mut cx).is_pending(), "polled again");
+        }
+        assert_eq!(registered(&token), 100, "one registration per future");
+        drop(pending);
+        assert_eq!(registered(&token), 0, "every registration removed");
+        // Ready once cancelled, and its registration gone when it is dropped.
+        let mut wait = Box::pin(token.cancelled());
+        assert!(wait.as_mut().poll(&mut cx).is_pending());
+        token.cancel();
+        assert!(wait.as_mut().poll(&mut cx).is_ready());
+        drop(wait);
+        assert_eq!(registered(&token), 0);
+        // Already cancelled: ready at the first poll.
+        assert!(Box::pin(token.cancelled())
+            .as_mut()
+            .poll(&mut cx)
+            .is_ready());
+        assert_eq!(registered(&token), 0);
     }
 
     #[test]

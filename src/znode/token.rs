@@ -5,9 +5,53 @@ use std::str::FromStr;
 
 use crate::error::Error;
 
-/// A fencing token: pass it with every write to a store outside ZooKeeper, and let the store
-/// refuse a write whose token is lower than the highest it has seen
-/// ([`LockGuard::fencing`](crate::LockGuard::fencing)).
+/// A fencing token: pass it with every write to a store outside ZooKeeper, together with the
+/// lock path it was taken on, and let the store refuse a write whose token is lower than the
+/// highest it has seen *for that lock path* ([`LockGuard::fencing`](crate::LockGuard::fencing)).
+///
+/// **Tokens compare only within one lock path.** They increase from one holder of a lock to
+/// the next; tokens of different lock paths are unrelated, and may even be equal: lock nodes
+/// created in one `multi` (zklock coalesces the creates of concurrent callers on one
+/// session, each on a different lock path) share its zxid, and lock paths created in the same
+/// millisecond share a generation. A store that keeps one highest token for all its locks
+/// (per-entity locks such as `/locks/orders/<id>`, say) refuses valid writes as soon as one
+/// entity's lock path is older, or its node older, than another's. Keep the highest token per
+/// lock path:
+///
+/// ```
+/// use std::collections::HashMap;
+/// use zklock::FencingToken;
+///
+/// /// A store outside ZooKeeper that refuses stale holders: one highest token per lock path.
+/// #[derive(Default)]
+/// struct Store {
+///     highest: HashMap<String, FencingToken>,
+///     rows: HashMap<String, Vec<u8>>,
+/// }
+///
+/// impl Store {
+///     fn write(&mut self, lock_path: &str, token: FencingToken, row: &str, value: &[u8]) -> bool {
+///         let highest = self.highest.entry(lock_path.to_owned()).or_insert(token);
+///         if token < *highest {
+///             return false; // a stale holder of this lock: refused
+///         }
+///         *highest = token;
+///         self.rows.insert(row.to_owned(), value.to_vec());
+///         true
+///     }
+/// }
+///
+/// // Tokens as `guard.fencing()` returns them for two per-entity locks (order 2's lock path
+/// // is older, so its tokens are lower than order 1's: it does not matter).
+/// let order_1 = FencingToken::from_u128((1_700_000_002_000 << 80) | (90 << 16));
+/// let order_2 = FencingToken::from_u128((1_700_000_001_000 << 80) | (95 << 16));
+/// let mut store = Store::default();
+/// assert!(store.write("/locks/orders/1", order_1, "orders/1", b"paid"));
+/// assert!(store.write("/locks/orders/2", order_2, "orders/2", b"paid")); // another lock
+/// // A stale holder of order 1 (an earlier node of the same lock path) is refused.
+/// let stale = FencingToken::from_u128((1_700_000_002_000 << 80) | (80 << 16));
+/// assert!(!store.write("/locks/orders/1", stale, "orders/1", b"refunded"));
+/// ```
 ///
 /// Tokens are ordered first by the lock's *generation*, the creation time of the lock path's
 /// node (server clock, milliseconds since the Unix epoch), then by the creation zxid of the
