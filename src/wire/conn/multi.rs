@@ -3,7 +3,7 @@
 //! the reads sent behind an unsettled `multi`, sent again should it fail.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use super::coalesce::{self, Class};
 use super::{lose_all, Answer, OnReply, Shared};
@@ -64,10 +64,20 @@ impl Shared {
 /// its own request would have had; failed as a whole (or unreadable), each write goes out
 /// again alone; lost, each caller gets the loss, as for a request of its own whose reply was
 /// lost (the session layer finds a create again by its node's unique prefix, and checks a
-/// delete again).
-pub(super) fn settle_multi(id: u64, failed: Arc<AtomicBool>, members: Vec<Member>) -> OnReply {
+/// delete again). Whatever the answer, the `multi` is no longer unsettled: one over the
+/// client's limit (`ReplyTooLarge`) was applied all the same, and the writes it held back may
+/// go.
+pub(super) fn settle_multi(
+    shared: Weak<Shared>,
+    id: u64,
+    failed: Arc<AtomicBool>,
+    members: Vec<Member>,
+) -> OnReply {
     Box::new(move |answer| match answer {
         Answer::Lost(err) => {
+            if let Some(shared) = shared.upgrade() {
+                shared.settled(&mut shared.outbox.lock(), id);
+            }
             lose_all(members.into_iter().map(|m| m.on_reply), &err);
             Ok(())
         }

@@ -472,7 +472,7 @@ impl Shared {
                     });
                     pending.push_back(Pending {
                         xid,
-                        on_reply: settle_multi(seq, failed, members),
+                        on_reply: settle_multi(self.me.clone(), seq, failed, members),
                         seq,
                     });
                 }
@@ -783,6 +783,9 @@ pub(super) fn write_queued(shared: Arc<Shared>) {
         }
     }
 }
+
+#[cfg(test)]
+mod props;
 
 #[cfg(test)]
 mod tests {
