@@ -265,12 +265,11 @@ fn timer_loop(inner: &Arc<Inner>) {
             next_sweep = Instant::now() + interval;
         }
         inner.apply(&mut shared, out);
-        let until_expiry = shared
-            .model
-            .next_expiry()
-            .map_or(Duration::from_secs(3600), |at| {
-                Duration::from_millis(at.saturating_sub(now.mono_ms))
-            });
+        // At most a tick: sessions created or renewed since do not wake this thread.
+        let tick = inner.cfg.tick_time.max(Duration::from_millis(1));
+        let until_expiry = shared.model.next_expiry().map_or(tick, |at| {
+            Duration::from_millis(at.saturating_sub(now.mono_ms)).min(tick)
+        });
         let wake = (Instant::now() + until_expiry).min(next_sweep);
         inner.timer_wake.wait_until(&mut shared, wake);
     }
