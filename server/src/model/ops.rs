@@ -51,8 +51,11 @@ struct Txn {
     zxid: i64,
     time: i64,
     changes: Vec<Change>,
-    undo: Option<(Vec<(String, Option<Node>)>, HashSet<String>)>,
+    undo: Option<Undo>,
 }
+
+/// The nodes a multi touched as they were before it, each saved once.
+type Undo = (Vec<(String, Option<Node>)>, HashSet<String>);
 
 impl Txn {
     fn save(&mut self, model: &Model, path: &str) {
@@ -133,6 +136,7 @@ impl Model {
             | Request::Check(_)
             | Request::Multi(_)
             | Request::Reconfig(_) => {
+                self.counters.updates += 1;
                 let (e, body) = self.write(&caller, req, now, out);
                 reply(self.zxid, e, body)
             }
@@ -152,10 +156,13 @@ impl Model {
                 self.set_watches(conn, w, out);
                 reply(self.zxid, 0, Response::Empty)
             }
-            other => match self.read(conn, &caller, other) {
-                Ok(body) => reply(self.zxid, 0, body),
-                Err(e) => reply(self.zxid, e, Response::Empty),
-            },
+            other => {
+                self.counters.reads += 1;
+                match self.read(conn, &caller, other) {
+                    Ok(body) => reply(self.zxid, 0, body),
+                    Err(e) => reply(self.zxid, e, Response::Empty),
+                }
+            }
         }
     }
 
@@ -871,6 +878,12 @@ impl Model {
                 event_type::NODE_CHILDREN_CHANGED => self.child_watches.trigger(&c.path),
                 _ => self.data_watches.trigger(&c.path),
             };
+            if let Some(n) = usize::try_from(c.kind - 1)
+                .ok()
+                .and_then(|i| self.counters.fired.get_mut(i))
+            {
+                *n += conns.len() as u64;
+            }
             for conn in conns {
                 let Some(cx) = self.conns.get(&conn) else {
                     continue;
