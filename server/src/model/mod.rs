@@ -5,6 +5,7 @@
 //! the real clock; a simulation can drive it with a virtual one.
 
 mod acl;
+mod children;
 mod ops;
 mod tree;
 mod watches;

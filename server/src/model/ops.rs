@@ -126,6 +126,12 @@ impl Model {
                     ..reply(self.zxid, 0, Response::Empty)
                 }
             }
+            // Not a request of its own in ZooKeeper (only inside a multi): its
+            // UnimplementedRequestProcessor answers and closes the connection.
+            Request::Check(_) => Reply {
+                close: true,
+                ..reply(-1, code::UNIMPLEMENTED, Response::Empty)
+            },
             Request::Create(_)
             | Request::Create2(_)
             | Request::CreateContainer(_)
@@ -133,7 +139,6 @@ impl Model {
             | Request::Delete(_)
             | Request::SetData(_)
             | Request::SetAcl(_)
-            | Request::Check(_)
             | Request::Multi(_)
             | Request::Reconfig(_) => {
                 self.counters.updates += 1;
@@ -262,9 +267,6 @@ impl Model {
                 .map(|stat| Response::Stat(StatResponse { stat })),
             Request::SetAcl(r) => self
                 .set_acl(caller, &r.path, &r.acl, r.version, &mut txn)
-                .map(|stat| Response::Stat(StatResponse { stat })),
-            Request::Check(r) => self
-                .check(caller, &r.path, r.version)
                 .map(|stat| Response::Stat(StatResponse { stat })),
             _ => err(code::UNIMPLEMENTED),
         };
@@ -808,7 +810,7 @@ impl Model {
         if !acl::allowed(&n.acl, perms::READ, &caller.auth) {
             return err(code::NO_AUTH);
         }
-        let r = (n.children.iter().cloned().collect(), n.stat());
+        let r = (n.children.listed(), n.stat());
         if watch {
             self.child_watches.add(path, conn, Mode::Standard);
         }
