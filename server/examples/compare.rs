@@ -215,6 +215,30 @@ fn main() {
         ),
         (
             0,
+            Request::Multi(vec![
+                MultiOp::Create(cr(p("/mcx"), 4)),
+                MultiOp::Create(cr(p("/mcy"), 2)),
+            ]),
+        ),
+        (
+            0,
+            Request::Multi(vec![MultiOp::CreateTtl(CreateTtlRequest {
+                path: p("/mt"),
+                data: vec![],
+                acl: Acl::open(),
+                flags: 0,
+                ttl: 5,
+            })]),
+        ),
+        (
+            0,
+            Request::Multi(vec![MultiOp::Create2(cr(p("/mbad"), 42))]),
+        ),
+        (0, Request::Create(cr(p("/topc"), 4))),
+        (0, Request::Exists(pw(p("/topc"), false))),
+        (0, Request::Exists(pw(p("/mcx"), false))),
+        (
+            0,
             Request::MultiRead(vec![
                 MultiOp::GetData(pw(p("/a"), false)),
                 MultiOp::GetChildren(pw(p("/zz"), false)),

@@ -446,8 +446,29 @@ fn read_loop(
             return Ok(());
         };
         inner.received.fetch_add(1, Ordering::Relaxed);
-        let (header, request) = match Request::from_frame_body(&body) {
+        let mut r = Reader::new(&body);
+        let header = RequestHeader::decode(&mut r)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let request = match Request::decode_body(header.op, &mut r) {
             Ok(x) => x,
+            // An auth packet that does not decode closes the connection, as in ZooKeeper.
+            Err(DecodeError::Malformed(why)) if header.op != zklock_proto::op::AUTH => {
+                log::debug!("connection {conn}: op {} does not decode: {why}", header.op);
+                let mut shared = inner.shared.lock();
+                if !shared.outboxes.contains_key(&conn) {
+                    return Ok(());
+                }
+                let now = inner.now();
+                let reply = shared.model.undecodable(conn, header.xid, header.op, now);
+                let mut w = Writer::frame();
+                w.record(&ReplyHeader {
+                    xid: reply.xid,
+                    zxid: reply.zxid,
+                    err: reply.err,
+                });
+                outbox.push(&w.finish());
+                continue;
+            }
             Err(DecodeError::UnknownOp(op)) => {
                 // As ZooKeeper's UnimplementedRequestProcessor: answer, then close.
                 log::warn!("connection {conn}: unknown op {op}");

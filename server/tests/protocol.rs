@@ -276,10 +276,16 @@ fn bad_frames_close_only_their_connection_and_unknown_ops_answer_unimplemented()
     let mut big = Raw::open(&srv);
     big.s.write_all(&2048i32.to_be_bytes()).unwrap();
     assert!(big.closed());
+    // A body that does not decode: MarshallingError, and the connection stays (as 3.9.5).
     let mut junk = Raw::open(&srv);
     let mut w = Writer::frame();
-    w.int(1).int(op::CREATE).int(-5);
+    w.int(1).int(op::CREATE).int(-7);
     junk.s.write_all(&w.finish()).unwrap();
+    let (h, _) = junk.next().unwrap();
+    assert_eq!((h.xid, h.err), (1, code::MARSHALLING_ERROR));
+    junk.ok(Request::Sync(PathRequest { path: "/".into() }));
+    // A frame too short for a request header closes.
+    junk.s.write_all(&[0, 0, 0, 2, 0, 0]).unwrap();
     assert!(junk.closed());
     let mut odd = Raw::open(&srv);
     let mut w = Writer::frame();

@@ -171,6 +171,23 @@ impl Model {
         }
     }
 
+    /// The answer to a request whose header decoded and whose body did not: ZooKeeper answers
+    /// MarshallingError and keeps the connection; a multi's uses up a zxid, as its prep takes one
+    /// before reading the ops.
+    pub fn undecodable(&mut self, conn: ConnId, xid: i32, opc: i32, now: Now) -> Reply {
+        self.touch(conn, now);
+        if opc == op::MULTI {
+            self.next_zxid();
+        }
+        Reply {
+            xid,
+            zxid: self.zxid,
+            err: code::MARSHALLING_ERROR,
+            body: Response::Empty,
+            close: false,
+        }
+    }
+
     /// `addAuth`: digest only (ZooKeeper's default providers are digest and ip, and ip takes
     /// its identity from the socket). Anything else fails and closes the connection.
     fn auth(&mut self, conn: ConnId, xid: i32, p: AuthPacket) -> Reply {
@@ -506,20 +523,38 @@ impl Model {
             // ZooKeeper's prep fails on a read in a multi with a marshalling error.
             return err(code::MARSHALLING_ERROR);
         }
+        // Its MultiOperationRecord refuses a create with unknown flags the same way.
+        if ops.iter().any(|o| match o {
+            MultiOp::Create(r) | MultiOp::Create2(r) | MultiOp::CreateContainer(r) => {
+                !(create_mode::PERSISTENT..=create_mode::PERSISTENT_SEQUENTIAL_WITH_TTL)
+                    .contains(&r.flags)
+            }
+            _ => false,
+        }) {
+            return err(code::MARSHALLING_ERROR);
+        }
         txn.undo = Some((Vec::new(), HashSet::new()));
         let mut results = Vec::with_capacity(ops.len());
         let mut failed = None;
         for (i, o) in ops.iter().enumerate() {
             let r = match o {
-                MultiOp::Create(r) => self
-                    .create(caller, op::CREATE, r, -1, txn)
-                    .map(|(p, _)| OpResult::Create(p)),
-                MultiOp::Create2(r) => self
-                    .create(caller, op::CREATE2, r, -1, txn)
-                    .map(|(p, s)| OpResult::Create2(p, s)),
-                MultiOp::CreateContainer(r) => self
-                    .create(caller, op::CREATE_CONTAINER, r, -1, txn)
-                    .map(|(p, s)| OpResult::Create2(p, s)),
+                MultiOp::Create(r) | MultiOp::Create2(r) | MultiOp::CreateContainer(r) => {
+                    // ZooKeeper's Op.Create takes its op code from the mode when the mode is
+                    // TTL or container, whatever the op said.
+                    let opc = match r.flags {
+                        create_mode::PERSISTENT_WITH_TTL
+                        | create_mode::PERSISTENT_SEQUENTIAL_WITH_TTL => op::CREATE_TTL,
+                        create_mode::CONTAINER => op::CREATE_CONTAINER,
+                        _ => o.op(),
+                    };
+                    self.create(caller, opc, r, -1, txn).map(|(p, s)| {
+                        if opc == op::CREATE {
+                            OpResult::Create(p)
+                        } else {
+                            OpResult::Create2(p, s)
+                        }
+                    })
+                }
                 MultiOp::CreateTtl(r) => {
                     let c = CreateRequest {
                         path: r.path.clone(),
@@ -527,8 +562,21 @@ impl Model {
                         acl: r.acl.clone(),
                         flags: r.flags,
                     };
-                    self.create(caller, op::CREATE_TTL, &c, r.ttl, txn)
-                        .map(|(p, s)| OpResult::Create2(p, s))
+                    // Without a TTL mode, ZooKeeper's Op.create makes it a plain create (or a
+                    // container's) and forgets the TTL.
+                    let (opc, ttl) = match r.flags {
+                        create_mode::PERSISTENT_WITH_TTL
+                        | create_mode::PERSISTENT_SEQUENTIAL_WITH_TTL => (op::CREATE_TTL, r.ttl),
+                        create_mode::CONTAINER => (op::CREATE_CONTAINER, -1),
+                        _ => (op::CREATE, -1),
+                    };
+                    self.create(caller, opc, &c, ttl, txn).map(|(p, s)| {
+                        if opc == op::CREATE {
+                            OpResult::Create(p)
+                        } else {
+                            OpResult::Create2(p, s)
+                        }
+                    })
                 }
                 MultiOp::Delete(r) => self
                     .delete(caller, &r.path, r.version, txn)
