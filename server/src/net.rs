@@ -107,6 +107,9 @@ pub(crate) struct Inner {
     timer_wake: Condvar,
     next_conn: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Every open socket, so that stopping can end a connection blocked in a read (one that
+    /// never finished its handshake included).
+    sockets: Mutex<HashMap<ConnId, TcpStream>>,
     pub(crate) received: AtomicU64,
     pub(crate) sent: AtomicU64,
 }
@@ -189,6 +192,7 @@ impl Server {
             timer_wake: Condvar::new(),
             next_conn: AtomicU64::new(1),
             threads: Mutex::new(Vec::new()),
+            sockets: Mutex::new(HashMap::new()),
             received: AtomicU64::new(0),
             sent: AtomicU64::new(0),
         });
@@ -245,6 +249,9 @@ impl Server {
         }
         if let Some(h) = self.timer.take() {
             let _ = h.join();
+        }
+        for (_, s) in self.inner.sockets.lock().drain() {
+            let _ = s.shutdown(Shutdown::Both);
         }
         let threads = std::mem::take(&mut *self.inner.threads.lock());
         for h in threads {
@@ -344,6 +351,22 @@ fn read_frame(
 }
 
 fn serve_conn(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
+    match stream.try_clone() {
+        Ok(s) => {
+            inner.sockets.lock().insert(conn, s);
+        }
+        Err(_) => return,
+    }
+    // A stop that began before the socket was registered would not shut it.
+    if inner.stopping.load(Ordering::SeqCst) {
+        inner.sockets.lock().remove(&conn);
+        return;
+    }
+    serve(inner, conn, stream);
+    inner.sockets.lock().remove(&conn);
+}
+
+fn serve(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
     let peer = match stream.peer_addr() {
         Ok(p) => p,
         Err(_) => return,

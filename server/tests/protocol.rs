@@ -396,3 +396,19 @@ fn four_letter_words_answer_and_close() {
         assert!(out.contains(expect), "{word}: {out}");
     }
 }
+
+#[test]
+fn stop_ends_connections_that_never_finished_their_handshake() {
+    let srv = server();
+    let silent = TcpStream::connect(srv.connect_string()).unwrap();
+    let mut half = TcpStream::connect(srv.connect_string()).unwrap();
+    half.write_all(&[0, 0, 0, 45, 0, 0]).unwrap();
+    let mut open = Raw::open(&srv);
+    open.ok(Request::Sync(PathRequest { path: "/".into() }));
+    std::thread::sleep(Duration::from_millis(100));
+    let started = std::time::Instant::now();
+    srv.stop();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(open.closed());
+    drop((silent, half));
+}
