@@ -313,6 +313,7 @@ fn timer_loop(inner: &Arc<Inner>) {
             next_sweep = Instant::now() + interval;
         }
         inner.apply(&mut shared, out);
+        shared.model.compact();
         // At most a tick: sessions created or renewed since do not wake this thread.
         let tick = inner.cfg.tick_time.max(Duration::from_millis(1));
         let until_expiry = shared.model.next_expiry().map_or(tick, |at| {

@@ -324,6 +324,17 @@ impl Model {
         }
     }
 
+    /// Gives back the memory a burst of nodes, sessions or watches left behind (the driver calls
+    /// it now and then: the maps never shrink by themselves).
+    pub fn compact(&mut self) {
+        watches::shrink(&mut self.tree.nodes);
+        watches::shrink(&mut self.tree.ephemerals);
+        watches::shrink(&mut self.sessions);
+        watches::shrink(&mut self.conns);
+        self.data_watches.compact();
+        self.child_watches.compact();
+    }
+
     /// When the next session is due to expire (monotonic ms), for the driver's timer.
     pub fn next_expiry(&self) -> Option<u64> {
         self.sessions.values().map(|s| s.expires_at).min()

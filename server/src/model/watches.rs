@@ -173,6 +173,12 @@ impl WatchTable {
         fired
     }
 
+    /// Gives back memory a burst of watches left behind.
+    pub(crate) fn compact(&mut self) {
+        shrink(&mut self.by_path);
+        shrink(&mut self.by_conn);
+    }
+
     /// How many (path, connection) watches.
     pub(crate) fn count(&self) -> usize {
         self.by_path.values().map(HashMap::len).sum()
@@ -184,6 +190,13 @@ impl WatchTable {
 
     pub(crate) fn conn_paths(&self, conn: ConnId) -> impl Iterator<Item = &String> {
         self.by_conn.get(&conn).into_iter().flatten()
+    }
+}
+
+/// Shrinks a map that holds far less than it has room for.
+pub(crate) fn shrink<K: std::hash::Hash + Eq, V>(m: &mut HashMap<K, V>) {
+    if m.capacity() > 4 * m.len() + 64 {
+        m.shrink_to_fit();
     }
 }
 
