@@ -222,6 +222,39 @@ impl Server {
         format!("127.0.0.1:{}", self.inner.port)
     }
 
+    /// The ids of the live sessions, in ascending order.
+    pub fn sessions(&self) -> Vec<i64> {
+        let mut ids = self.inner.shared.lock().model.session_ids();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Expires a session now, as its timeout would: its ephemerals are deleted in one
+    /// transaction, the watches that fires are delivered, and its connection is closed (the
+    /// client then reconnects and learns it expired). `false` if no such session lives.
+    pub fn expire_session(&self, session_id: i64) -> bool {
+        let mut shared = self.inner.shared.lock();
+        if !shared.model.session_ids().contains(&session_id) {
+            return false;
+        }
+        let now = self.inner.now();
+        let mut out = Vec::new();
+        log::info!("session 0x{session_id:x} expired on request");
+        shared.model.close_session(session_id, now, &mut out);
+        self.inner.apply(&mut shared, out);
+        true
+    }
+
+    /// Runs the container sweep now (otherwise it runs every `container_check_interval`):
+    /// empty containers that once had a child, and expired TTL nodes, are deleted.
+    pub fn sweep_containers(&self) {
+        let mut shared = self.inner.shared.lock();
+        let now = self.inner.now();
+        let mut out = Vec::new();
+        shared.model.sweep_containers(now, &mut out);
+        self.inner.apply(&mut shared, out);
+    }
+
     /// Stops serving: the listener closes, every connection is closed, the threads are joined.
     /// Blocks until they are (connection threads end as soon as their sockets are shut).
     pub fn stop(mut self) {

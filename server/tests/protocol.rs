@@ -412,3 +412,57 @@ fn stop_ends_connections_that_never_finished_their_handshake() {
     assert!(open.closed());
     drop((silent, half));
 }
+
+#[test]
+fn a_session_expired_on_request_loses_its_ephemerals_and_its_connection() {
+    let srv = server();
+    let mut owner = Raw::open(&srv);
+    let mut watcher = Raw::open(&srv);
+    owner.ok(create("/x", create_mode::EPHEMERAL));
+    watcher.ok(Request::Exists(PathWatchRequest {
+        path: "/x".into(),
+        watch: true,
+    }));
+    assert_eq!(srv.sessions().len(), 2);
+    assert!(srv.expire_session(owner.session));
+    assert!(!srv.expire_session(owner.session));
+    assert!(owner.closed());
+    let mut notes = Vec::new();
+    watcher.call(&Request::Sync(PathRequest { path: "/".into() }), &mut notes);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(notes[0].kind, event_type::NODE_DELETED);
+    let again = Raw::resume(&srv, owner.session, owner.passwd.clone());
+    assert!(again.is_none_or(|r| r.timeout == 0));
+    assert_eq!(srv.sessions(), vec![watcher.session]);
+}
+
+#[test]
+fn a_container_is_swept_on_request_once_it_had_a_child() {
+    let srv = server();
+    let mut c = Raw::open(&srv);
+    c.ok(Request::CreateContainer(CreateRequest {
+        path: "/box".into(),
+        data: vec![],
+        acl: Acl::open(),
+        flags: create_mode::CONTAINER,
+    }));
+    srv.sweep_containers();
+    let exists = |c: &mut Raw| {
+        c.call(
+            &Request::Exists(PathWatchRequest {
+                path: "/box".into(),
+                watch: false,
+            }),
+            &mut Vec::new(),
+        )
+        .0
+    };
+    assert_eq!(exists(&mut c), 0, "never used: kept");
+    c.ok(create("/box/a", 0));
+    c.ok(Request::Delete(DeleteRequest {
+        path: "/box/a".into(),
+        version: -1,
+    }));
+    srv.sweep_containers();
+    assert_eq!(exists(&mut c), code::NO_NODE);
+}

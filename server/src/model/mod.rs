@@ -335,6 +335,11 @@ impl Model {
         self.child_watches.compact();
     }
 
+    /// The live sessions' ids.
+    pub fn session_ids(&self) -> Vec<i64> {
+        self.sessions.keys().copied().collect()
+    }
+
     /// When the next session is due to expire (monotonic ms), for the driver's timer.
     pub fn next_expiry(&self) -> Option<u64> {
         self.sessions.values().map(|s| s.expires_at).min()
