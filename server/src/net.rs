@@ -1,0 +1,600 @@
+//! The network side: a listener thread, a reader and a writer thread per connection, and a
+//! timer thread for session expiry and the container sweep. One lock guards the model and the
+//! connections' outboxes, so a write's notifications are queued on every watching connection
+//! before the writer's reply, and each connection's frames leave in the order queued.
+
+use std::collections::HashMap;
+use std::io::{self, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Condvar, Mutex};
+use zklock_proto::{
+    code, notification_frame, split_frame, ConnectRequest, DecodeError, Reader, Record,
+    ReplyHeader, Request, RequestHeader, Writer,
+};
+
+use crate::fourlw;
+use crate::model::{ConnId, Connected, Model, Now, Out};
+use crate::Config;
+
+/// What a connection has to send, and whether to close after it. Its reader thread writes
+/// its own replies (no thread handoff on the request path); its writer thread sends what other
+/// connections' writes queue on it (notifications) and carries out the close. `writing` keeps
+/// the two from writing at once, so frames leave in the order queued.
+#[derive(Default)]
+struct OutState {
+    buf: Vec<u8>,
+    close: bool,
+    writing: bool,
+}
+
+pub(crate) struct Outbox {
+    state: Mutex<OutState>,
+    ready: Condvar,
+    pub(crate) peer: SocketAddr,
+    pub(crate) sent: AtomicU64,
+}
+
+impl Outbox {
+    /// Queues a frame for the writer thread.
+    fn push(&self, frame: &[u8]) {
+        let mut s = self.state.lock();
+        if !s.close {
+            s.buf.extend_from_slice(frame);
+            self.sent.fetch_add(1, Ordering::Relaxed);
+            self.ready.notify_one();
+        }
+    }
+
+    /// Queues a frame that the calling thread will [`flush`](Self::flush) itself.
+    fn push_own(&self, frame: &[u8]) {
+        let mut s = self.state.lock();
+        if !s.close {
+            s.buf.extend_from_slice(frame);
+            self.sent.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes what is queued, unless another thread is writing (it will write it too).
+    /// `false` once the socket failed.
+    fn flush(&self, stream: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
+        loop {
+            {
+                let mut s = self.state.lock();
+                if s.writing || s.buf.is_empty() {
+                    return true;
+                }
+                s.writing = true;
+                std::mem::swap(buf, &mut s.buf);
+            }
+            let ok = stream.write_all(buf).is_ok();
+            buf.clear();
+            let mut s = self.state.lock();
+            s.writing = false;
+            if !ok {
+                s.close = true;
+                s.buf.clear();
+                self.ready.notify_one();
+                return false;
+            }
+            // Frames queued while we wrote may be waiting on us: the writer thread skipped them.
+            self.ready.notify_one();
+        }
+    }
+
+    fn close(&self) {
+        self.state.lock().close = true;
+        self.ready.notify_one();
+    }
+}
+
+/// The model and the live connections, under one lock.
+pub(crate) struct Shared {
+    pub(crate) model: Model,
+    pub(crate) outboxes: HashMap<ConnId, Arc<Outbox>>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) shared: Mutex<Shared>,
+    pub(crate) cfg: Config,
+    pub(crate) port: u16,
+    started: Instant,
+    stopping: AtomicBool,
+    timer_wake: Condvar,
+    next_conn: AtomicU64,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Every open socket, so that stopping can end a connection blocked in a read (one that
+    /// never finished its handshake included).
+    sockets: Mutex<HashMap<ConnId, TcpStream>>,
+    pub(crate) received: AtomicU64,
+    pub(crate) sent: AtomicU64,
+}
+
+impl Inner {
+    pub(crate) fn now(&self) -> Now {
+        Now {
+            mono_ms: self.started.elapsed().as_millis() as u64,
+            wall_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+        }
+    }
+
+    /// Carries out the model's effects (under the lock, so their order holds).
+    fn apply(&self, shared: &mut Shared, out: Vec<Out>) {
+        for o in out {
+            match o {
+                Out::Notify { conn, zxid, event } => {
+                    if let Some(ob) = shared.outboxes.get(&conn) {
+                        ob.push(&notification_frame(zxid, &event));
+                        self.sent.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Out::Close { conn } => {
+                    if let Some(ob) = shared.outboxes.remove(&conn) {
+                        ob.close();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A running server. It stops when dropped, or with [`Server::stop`].
+pub struct Server {
+    inner: Arc<Inner>,
+    listener: Option<JoinHandle<()>>,
+    timer: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("port", &self.inner.port)
+            .finish()
+    }
+}
+
+impl Server {
+    /// Binds 127.0.0.1 on `config.port` (0: a free port, chosen by the system at bind time) and
+    /// starts serving. Returns once the listener is bound: connections are accepted from then
+    /// on.
+    ///
+    /// # Errors
+    /// The bind's error (a port in use: `AddrInUse`), or `InvalidInput` for session timeout
+    /// bounds that contradict each other.
+    pub fn start(config: Config) -> io::Result<Server> {
+        let model_cfg = config.model_config()?;
+        let listener = TcpListener::bind(("127.0.0.1", config.port))?;
+        let port = listener.local_addr()?.port();
+        let started = Instant::now();
+        let inner = Arc::new(Inner {
+            shared: Mutex::new(Shared {
+                model: Model::new(
+                    model_cfg,
+                    Now {
+                        mono_ms: 0,
+                        wall_ms: SystemTime::now()
+                            .duration_since(UNIX_EPOCH)
+                            .map_or(0, |d| d.as_millis() as i64),
+                    },
+                ),
+                outboxes: HashMap::new(),
+            }),
+            cfg: config,
+            port,
+            started,
+            stopping: AtomicBool::new(false),
+            timer_wake: Condvar::new(),
+            next_conn: AtomicU64::new(1),
+            threads: Mutex::new(Vec::new()),
+            sockets: Mutex::new(HashMap::new()),
+            received: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+        });
+        let i = inner.clone();
+        let listener = thread::Builder::new()
+            .name(format!("zk-server-accept-{port}"))
+            .spawn(move || accept_loop(&i, listener))?;
+        let i = inner.clone();
+        let timer = thread::Builder::new()
+            .name(format!("zk-server-timer-{port}"))
+            .spawn(move || timer_loop(&i))?;
+        log::info!("serving ZooKeeper's protocol on 127.0.0.1:{port}");
+        Ok(Server {
+            inner,
+            listener: Some(listener),
+            timer: Some(timer),
+        })
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.inner.port
+    }
+
+    /// `127.0.0.1:PORT`, for a client's connect string.
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.inner.port)
+    }
+
+    /// The ids of the live sessions, in ascending order.
+    pub fn sessions(&self) -> Vec<i64> {
+        let mut ids = self.inner.shared.lock().model.session_ids();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Expires a session now, as its timeout would: its ephemerals are deleted in one
+    /// transaction, the watches that fires are delivered, and its connection is closed (the
+    /// client then reconnects and learns it expired). `false` if no such session lives.
+    pub fn expire_session(&self, session_id: i64) -> bool {
+        let mut shared = self.inner.shared.lock();
+        if !shared.model.session_ids().contains(&session_id) {
+            return false;
+        }
+        let now = self.inner.now();
+        let mut out = Vec::new();
+        log::info!("session 0x{session_id:x} expired on request");
+        shared.model.close_session(session_id, now, &mut out);
+        self.inner.apply(&mut shared, out);
+        true
+    }
+
+    /// Runs the container sweep now (otherwise it runs every `container_check_interval`):
+    /// empty containers that once had a child, and expired TTL nodes, are deleted.
+    pub fn sweep_containers(&self) {
+        let mut shared = self.inner.shared.lock();
+        let now = self.inner.now();
+        let mut out = Vec::new();
+        shared.model.sweep_containers(now, &mut out);
+        self.inner.apply(&mut shared, out);
+    }
+
+    /// Stops serving: the listener closes, every connection is closed, the threads are joined.
+    /// Blocks until they are (connection threads end as soon as their sockets are shut).
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if self.inner.stopping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // Wake the blocking accept with a connection of our own.
+        let _ = TcpStream::connect_timeout(
+            &SocketAddr::from(([127, 0, 0, 1], self.inner.port)),
+            Duration::from_secs(1),
+        );
+        {
+            let mut shared = self.inner.shared.lock();
+            for (_, ob) in shared.outboxes.drain() {
+                ob.close();
+            }
+            self.inner.timer_wake.notify_all();
+        }
+        if let Some(h) = self.listener.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.timer.take() {
+            let _ = h.join();
+        }
+        for (_, s) in self.inner.sockets.lock().drain() {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let threads = std::mem::take(&mut *self.inner.threads.lock());
+        for h in threads {
+            let _ = h.join();
+        }
+        log::info!("stopped serving on 127.0.0.1:{}", self.inner.port);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(inner: &Arc<Inner>, listener: TcpListener) {
+    for stream in listener.incoming() {
+        if inner.stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("accept failed: {e}");
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let conn = inner.next_conn.fetch_add(1, Ordering::Relaxed);
+        let i = inner.clone();
+        let spawned = thread::Builder::new()
+            .name(format!("zk-server-conn-{conn}"))
+            .stack_size(256 * 1024)
+            .spawn(move || serve_conn(&i, conn, stream));
+        match spawned {
+            Ok(h) => {
+                let mut threads = inner.threads.lock();
+                threads.retain(|h| !h.is_finished());
+                threads.push(h);
+            }
+            Err(e) => log::warn!("no thread for a connection: {e}"),
+        }
+    }
+}
+
+fn timer_loop(inner: &Arc<Inner>) {
+    let interval = inner
+        .cfg
+        .container_check_interval
+        .max(Duration::from_millis(1));
+    let mut next_sweep = inner.started + interval;
+    let mut shared = inner.shared.lock();
+    while !inner.stopping.load(Ordering::SeqCst) {
+        let now = inner.now();
+        let mut out = Vec::new();
+        shared.model.expire_sessions(now, &mut out);
+        if Instant::now() >= next_sweep {
+            shared.model.sweep_containers(now, &mut out);
+            next_sweep = Instant::now() + interval;
+        }
+        inner.apply(&mut shared, out);
+        shared.model.compact();
+        // At most a tick: sessions created or renewed since do not wake this thread.
+        let tick = inner.cfg.tick_time.max(Duration::from_millis(1));
+        let until_expiry = shared.model.next_expiry().map_or(tick, |at| {
+            Duration::from_millis(at.saturating_sub(now.mono_ms)).min(tick)
+        });
+        let wake = (Instant::now() + until_expiry).min(next_sweep);
+        inner.timer_wake.wait_until(&mut shared, wake);
+    }
+}
+
+/// Reads one frame: `Ok(None)` at a clean end of stream.
+fn read_frame(
+    r: &mut impl Read,
+    first: Option<[u8; 4]>,
+    max: usize,
+) -> io::Result<Option<Vec<u8>>> {
+    let len = match first {
+        Some(b) => b,
+        None => {
+            let mut b = [0; 4];
+            match r.read_exact(&mut b) {
+                Ok(()) => b,
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    match split_frame(&len, max) {
+        Ok(_) => {}
+        Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+    }
+    let n = i32::from_be_bytes(len) as usize;
+    let mut body = vec![0; n];
+    r.read_exact(&mut body)?;
+    Ok(Some(body))
+}
+
+fn serve_conn(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
+    match stream.try_clone() {
+        Ok(s) => {
+            inner.sockets.lock().insert(conn, s);
+        }
+        Err(_) => return,
+    }
+    // A stop that began before the socket was registered would not shut it.
+    if inner.stopping.load(Ordering::SeqCst) {
+        inner.sockets.lock().remove(&conn);
+        return;
+    }
+    serve(inner, conn, stream);
+    inner.sockets.lock().remove(&conn);
+}
+
+fn serve(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
+    let peer = match stream.peer_addr() {
+        Ok(p) => p,
+        Err(_) => return,
+    };
+    let _ = stream.set_nodelay(true);
+    let mut reader = match stream.try_clone() {
+        Ok(s) => BufReader::with_capacity(16 * 1024, s),
+        Err(_) => return,
+    };
+    let mut first = [0; 4];
+    if reader.read_exact(&mut first).is_err() {
+        return;
+    }
+    if let Some(word) = fourlw::word(&first) {
+        let text = fourlw::answer(inner, word);
+        let mut s = stream;
+        let _ = s.write_all(text.as_bytes());
+        let _ = s.shutdown(Shutdown::Write);
+        return;
+    }
+    if inner.stopping.load(Ordering::SeqCst) {
+        return;
+    }
+    let outbox = Arc::new(Outbox {
+        state: Mutex::new(OutState::default()),
+        ready: Condvar::new(),
+        peer,
+        sent: AtomicU64::new(0),
+    });
+    let writer = {
+        let ob = outbox.clone();
+        let s = match stream.try_clone() {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+        match thread::Builder::new()
+            .name(format!("zk-server-write-{conn}"))
+            .stack_size(128 * 1024)
+            .spawn(move || write_loop(&ob, s))
+        {
+            Ok(h) => h,
+            Err(_) => return,
+        }
+    };
+    if let Err(e) = read_loop(inner, conn, &outbox, &mut reader, first, &peer) {
+        log::debug!("connection {conn} from {peer}: {e}");
+    }
+    {
+        let mut shared = inner.shared.lock();
+        shared.model.disconnect(conn);
+        shared.outboxes.remove(&conn);
+    }
+    outbox.close();
+    let _ = writer.join();
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+fn read_loop(
+    inner: &Arc<Inner>,
+    conn: ConnId,
+    outbox: &Arc<Outbox>,
+    reader: &mut BufReader<TcpStream>,
+    first: [u8; 4],
+    peer: &SocketAddr,
+) -> io::Result<()> {
+    let mut wstream = reader.get_ref().try_clone()?;
+    let mut wbuf = Vec::new();
+    let max = inner.cfg.max_buffer;
+    let Some(body) = read_frame(reader, Some(first), max)? else {
+        return Ok(());
+    };
+    let req = ConnectRequest::decode(&mut Reader::new(&body))
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    {
+        let mut shared = inner.shared.lock();
+        if inner.stopping.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut out = Vec::new();
+        let now = inner.now();
+        let ip = peer.ip().to_string();
+        match shared.model.connect(conn, &ip, &req, now, &mut out) {
+            Connected::Refuse => return Ok(()),
+            Connected::Reply { response, valid } => {
+                inner.apply(&mut shared, out);
+                let mut w = Writer::frame();
+                w.record(&response);
+                outbox.push(&w.finish());
+                if !valid {
+                    outbox.close();
+                    return Ok(());
+                }
+                shared.outboxes.insert(conn, outbox.clone());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    loop {
+        let Some(body) = read_frame(reader, None, max)? else {
+            return Ok(());
+        };
+        inner.received.fetch_add(1, Ordering::Relaxed);
+        let mut r = Reader::new(&body);
+        let header = RequestHeader::decode(&mut r)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let request = match Request::decode_body(header.op, &mut r) {
+            Ok(x) => x,
+            // An auth packet that does not decode closes the connection, as in ZooKeeper.
+            Err(DecodeError::Malformed(why)) if header.op != zklock_proto::op::AUTH => {
+                log::debug!("connection {conn}: op {} does not decode: {why}", header.op);
+                let mut shared = inner.shared.lock();
+                if !shared.outboxes.contains_key(&conn) {
+                    return Ok(());
+                }
+                let now = inner.now();
+                let reply = shared.model.undecodable(conn, header.xid, header.op, now);
+                let mut w = Writer::frame();
+                w.record(&ReplyHeader {
+                    xid: reply.xid,
+                    zxid: reply.zxid,
+                    err: reply.err,
+                });
+                outbox.push(&w.finish());
+                continue;
+            }
+            Err(DecodeError::UnknownOp(op)) => {
+                // As ZooKeeper's UnimplementedRequestProcessor: answer, then close.
+                log::warn!("connection {conn}: unknown op {op}");
+                let xid = Reader::new(&body).int().unwrap_or(0);
+                let h = ReplyHeader {
+                    xid,
+                    zxid: -1,
+                    err: code::UNIMPLEMENTED,
+                };
+                let mut w = Writer::frame();
+                w.record(&h);
+                outbox.push(&w.finish());
+                outbox.close();
+                return Ok(());
+            }
+            Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+        };
+        let mut shared = inner.shared.lock();
+        if !shared.outboxes.contains_key(&conn) {
+            // Closed by the model (session expired or moved) while this request was read.
+            return Ok(());
+        }
+        let RequestHeader { xid, .. } = header;
+        let now = inner.now();
+        let reply = shared.model.request(conn, xid, request, now, &mut out);
+        inner.apply(&mut shared, std::mem::take(&mut out));
+        let mut w = Writer::frame();
+        w.record(&ReplyHeader {
+            xid: reply.xid,
+            zxid: reply.zxid,
+            err: reply.err,
+        });
+        reply.body.encode(&mut w);
+        inner.sent.fetch_add(1, Ordering::Relaxed);
+        if reply.close {
+            outbox.push(&w.finish());
+            shared.outboxes.remove(&conn);
+            outbox.close();
+            return Ok(());
+        }
+        outbox.push_own(&w.finish());
+        drop(shared);
+        // A whole request already read is answered first, so pipelined replies leave
+        // together; anything less could wait on a client that waits on us.
+        let whole_frame_read = matches!(split_frame(reader.buffer(), max), Ok(Some(_)));
+        if !whole_frame_read && !outbox.flush(&mut wstream, &mut wbuf) {
+            return Ok(());
+        }
+    }
+}
+
+fn write_loop(outbox: &Outbox, mut stream: TcpStream) {
+    let mut buf = Vec::new();
+    loop {
+        let close = {
+            let mut s = outbox.state.lock();
+            while s.writing || (s.buf.is_empty() && !s.close) {
+                outbox.ready.wait(&mut s);
+            }
+            s.writing = true;
+            std::mem::swap(&mut buf, &mut s.buf);
+            s.close
+        };
+        let ok = buf.is_empty() || stream.write_all(&buf).is_ok();
+        buf.clear();
+        outbox.state.lock().writing = false;
+        if !ok || close {
+            break;
+        }
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+}
