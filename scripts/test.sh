@@ -5,7 +5,8 @@
 #     jars once into a cache, see scripts/lib/dist.sh; "debian" is Debian's zookeeper package);
 #   - a JDK and Apache Curator's jars for the interop tests (tests/interop.rs: the Curator of
 #     ZK_VERSION's jars, or ZK_CURATOR; Debian's libcurator-*-java is Curator 5.4.0);
-#   - openssl for the certificates of the TLS test server (tests/security_tls_sasl.rs).
+#   - openssl for the certificates of the TLS test server (tests/security_tls_sasl.rs);
+#   - Debian's python3-kazoo for the kazoo interop tests (tests/interop_kazoo.rs).
 # Runs the tests of the whole workspace: the library and the `zklock-cli` crate (cli/).
 # Extra arguments go to `cargo test` (e.g. scripts/test.sh --test exclusion, or -p zklock-cli).
 #
@@ -33,7 +34,7 @@ die() { log "ERROR: $*"; exit 1; }
 
 need=()
 for pkg in openjdk-17-jdk-headless libcurator-recipes-java libcurator-framework-java \
-    libcurator-client-java libzookeeper-java libguava-java libslf4j-java openssl; do
+    libcurator-client-java libzookeeper-java libguava-java libslf4j-java openssl python3-kazoo; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
