@@ -20,8 +20,10 @@
 # and kept, with the servers' logs, after a failing one.
 #
 # Environment:
-#   ZK_VERSION   the release of every server of the run (default 3.9.5; 3.6.3, 3.8.0 or
-#                debian), passed to the tests, which start theirs with it
+#   ZK_VERSION   the release of every server of the run (default 3.9.5; 3.6.3, 3.8.0,
+#                debian or embedded), passed to the tests, which start theirs with it;
+#                embedded: zklock's own server (scripts/lib/embedded.sh), built here once
+#                (dev profile; ZK_EMBEDDED_PROFILE=release for an optimised one)
 #   ZK_DIST      Apache's tarball or jar dir instead (see scripts/start-zk.sh)
 #   ZK_CURATOR   the interop tests' Curator (5.9.0, 5.4.0 or 2.13.0; default: ZK_VERSION's)
 #   ZK_CONNECT   run the tests against this server instead of starting a main server (the
@@ -47,6 +49,18 @@ fi
 
 if [[ -z "${ZK_DIST:-}" ]]; then
     export ZK_VERSION="${ZK_VERSION:-3.9.5}"
+fi
+if [[ ${ZK_VERSION:-} == embedded && -z "${ZK_EMBEDDED_BIN:-}" ]]; then
+    # Built once for the run: every server the tests start is this binary.
+    profile="${ZK_EMBEDDED_PROFILE:-dev}"
+    log "building zklock-server ($profile profile) for ZK_VERSION=embedded"
+    cargo build --quiet --profile "$profile" -p zklock-server --bin zklock-server
+    dir=debug
+    [[ $profile == dev || $profile == debug ]] || dir="$profile"
+    target="${CARGO_TARGET_DIR:-target}"
+    [[ $target == /* ]] || target="$(pwd)/$target"
+    ZK_EMBEDDED_BIN="$target/$dir/zklock-server"
+    export ZK_EMBEDDED_BIN
 fi
 ZK_WORKDIR="$(mktemp -d "${TMPDIR:-/tmp}/zklock-test.XXXXXX")"
 export ZK_WORKDIR
