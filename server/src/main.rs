@@ -1,0 +1,110 @@
+//! `zklock-server --port P [--tick-time MS] [--container-check-interval MS] ...`: serves
+//! ZooKeeper's client protocol on 127.0.0.1:P until SIGTERM or SIGINT. Logs go to stderr
+//! (`RUST_LOG`-style level in `ZKLOCK_SERVER_LOG`, default `info`); nothing else is printed.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+use zklock_server::{Config, Server};
+
+const USAGE: &str = "usage: zklock-server --port P [--tick-time MS] [--min-session-timeout MS] \
+[--max-session-timeout MS] [--container-check-interval MS] [--container-max-never-used MS] \
+[--max-buffer BYTES] [--extended-types] [--super-user USER:PASSWORD]";
+
+/// A logger to stderr: the server needs nothing more, and adds no dependency for it.
+struct StderrLog(log::LevelFilter);
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= self.0
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            eprintln!("{} {}: {}", r.level(), r.target(), r.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+fn parse(args: &[String]) -> Result<Config, String> {
+    let mut cfg = Config::default();
+    let mut it = args.iter();
+    let ms = |v: Option<&String>, name: &str| -> Result<Duration, String> {
+        v.ok_or(format!("{name} needs a value"))?
+            .parse::<u64>()
+            .map(Duration::from_millis)
+            .map_err(|e| format!("{name}: {e}"))
+    };
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--port" => {
+                cfg.port = it
+                    .next()
+                    .ok_or("--port needs a value")?
+                    .parse()
+                    .map_err(|e| format!("--port: {e}"))?
+            }
+            "--tick-time" => cfg.tick_time = ms(it.next(), a)?,
+            "--min-session-timeout" => cfg.min_session_timeout = Some(ms(it.next(), a)?),
+            "--max-session-timeout" => cfg.max_session_timeout = Some(ms(it.next(), a)?),
+            "--container-check-interval" => cfg.container_check_interval = ms(it.next(), a)?,
+            "--container-max-never-used" => cfg.container_max_never_used = Some(ms(it.next(), a)?),
+            "--max-buffer" => {
+                cfg.max_buffer = it
+                    .next()
+                    .ok_or("--max-buffer needs a value")?
+                    .parse()
+                    .map_err(|e| format!("--max-buffer: {e}"))?
+            }
+            "--extended-types" => cfg.extended_types = true,
+            "--super-user" => {
+                cfg.super_user = Some(it.next().ok_or("--super-user needs a value")?.clone())
+            }
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(cfg)
+}
+
+fn main() -> ExitCode {
+    let level = std::env::var("ZKLOCK_SERVER_LOG")
+        .ok()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(log::LevelFilter::Info);
+    if log::set_logger(Box::leak(Box::new(StderrLog(level)))).is_ok() {
+        log::set_max_level(level);
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cfg = match parse(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("zklock-server: {e}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut signals = match Signals::new([SIGTERM, SIGINT]) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("zklock-server: cannot handle signals: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let server = match Server::start(cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("zklock-server: cannot listen: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(sig) = signals.forever().next() {
+        log::info!("signal {sig}: stopping");
+    }
+    server.stop();
+    ExitCode::SUCCESS
+}

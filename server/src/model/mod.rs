@@ -1,0 +1,503 @@
+//! ZooKeeper's semantics in one model: the data tree, sessions and their expiry, the watch
+//! manager, ACLs, and what each request does to them. It has no clock and no sockets: every
+//! call takes `now` ([`Now`]), and what must reach a connection other than the caller's comes
+//! back as [`Out`] effects, in the order ZooKeeper would deliver them. The server drives it with
+//! the real clock; a simulation can drive it with a virtual one.
+
+mod acl;
+mod ops;
+mod tree;
+mod watches;
+
+use std::collections::{BTreeMap, HashMap};
+
+use zklock_proto::{code, event_type, ConnectRequest, ConnectResponse, Id, WatcherEvent};
+
+use tree::{Kind, Tree};
+use watches::WatchTable;
+
+pub use ops::Reply;
+
+/// A connection, numbered by whoever drives the model.
+pub type ConnId = u64;
+
+/// A moment: the monotonic clock for timeouts, the wall clock for node times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    /// Monotonic milliseconds (any origin).
+    pub mono_ms: u64,
+    /// Milliseconds since the Unix epoch (ctime, mtime).
+    pub wall_ms: i64,
+}
+
+/// An effect on a connection that the driver carries out, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Out {
+    /// Send a watch notification (xid -1, `zxid` in the header).
+    Notify {
+        /// The watching connection.
+        conn: ConnId,
+        /// The zxid of the change (-1 for setWatches' catch-up events).
+        zxid: i64,
+        /// The event.
+        event: WatcherEvent,
+    },
+    /// Close the connection without a word (its session expired, closed, or moved).
+    Close {
+        /// The connection.
+        conn: ConnId,
+    },
+}
+
+/// The model's settings.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// The tick, ms (sessions expire on tick boundaries).
+    pub tick_ms: u64,
+    /// The smallest session timeout granted, ms.
+    pub min_session_timeout_ms: i32,
+    /// The largest session timeout granted, ms.
+    pub max_session_timeout_ms: i32,
+    /// TTL nodes allowed (`zookeeper.extendedTypesEnabled`); off, `createTTL` is
+    /// Unimplemented, as in ZooKeeper by default.
+    pub extended_types: bool,
+    /// A super user's digest id (`user:base64(sha1(user:password))`), as ZooKeeper's
+    /// `zookeeper.DigestAuthenticationProvider.superDigest`.
+    pub super_digest: Option<String>,
+    /// How long a container that never had a child lives, ms; 0 = forever
+    /// (`znode.container.maxNeverUsedIntervalMs`).
+    pub container_max_never_used_ms: u64,
+}
+
+/// A session.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    pub(crate) timeout_ms: i32,
+    pub(crate) expires_at: u64,
+    pub(crate) conn: Option<ConnId>,
+    pub(crate) passwd: [u8; 16],
+}
+
+/// A connection that completed its handshake.
+#[derive(Debug, Clone)]
+pub(crate) struct Conn {
+    pub(crate) session: i64,
+    pub(crate) auth: Vec<Id>,
+    pub(crate) ip: String,
+    pub(crate) packets: u64,
+}
+
+/// The answer to a handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Connected {
+    /// Send this response; if `valid` is false (an unknown or expired session) close the
+    /// connection after it.
+    Reply {
+        /// The connect response.
+        response: ConnectResponse,
+        /// Whether the session is usable.
+        valid: bool,
+    },
+    /// Close without a reply: the client has seen a zxid this server has not.
+    Refuse,
+}
+
+/// ZooKeeper's semantics (see the module docs).
+#[derive(Debug)]
+pub struct Model {
+    pub(crate) cfg: ModelConfig,
+    pub(crate) tree: Tree,
+    pub(crate) data_watches: WatchTable,
+    pub(crate) child_watches: WatchTable,
+    pub(crate) sessions: HashMap<i64, Session>,
+    pub(crate) conns: HashMap<ConnId, Conn>,
+    pub(crate) zxid: i64,
+    next_session: i64,
+    secret: u64,
+    started_ms: u64,
+}
+
+impl Model {
+    /// An empty tree (`/` and `/zookeeper` as a fresh server has them), no sessions.
+    pub fn new(cfg: ModelConfig, now: Now) -> Model {
+        // ZooKeeper's first session id: the time in the high bits, server id 0.
+        let next_session = ((now.wall_ms << 24) as u64 >> 8) as i64;
+        let secret = splitmix(now.wall_ms as u64 ^ 0x5eed_0f_2c0c_c0de ^ std::process::id() as u64);
+        Model {
+            cfg,
+            tree: Tree::new(),
+            data_watches: WatchTable::default(),
+            child_watches: WatchTable::default(),
+            sessions: HashMap::new(),
+            conns: HashMap::new(),
+            zxid: 0,
+            next_session: next_session.max(1),
+            secret,
+            started_ms: now.mono_ms,
+        }
+    }
+
+    /// The last zxid applied.
+    pub fn last_zxid(&self) -> i64 {
+        self.zxid
+    }
+
+    pub(crate) fn next_zxid(&mut self) -> i64 {
+        self.zxid += 1;
+        self.zxid
+    }
+
+    fn passwd(&self, session: i64) -> [u8; 16] {
+        let a = splitmix(session as u64 ^ self.secret);
+        let b = splitmix(a);
+        let mut p = [0; 16];
+        p[..8].copy_from_slice(&a.to_be_bytes());
+        p[8..].copy_from_slice(&b.to_be_bytes());
+        p
+    }
+
+    fn expiry(&self, now: Now, timeout_ms: i32) -> u64 {
+        // SessionTrackerImpl's buckets: the next tick boundary after now + timeout.
+        let tick = self.cfg.tick_ms.max(1);
+        let t = now.mono_ms.saturating_sub(self.started_ms) + timeout_ms.max(0) as u64;
+        self.started_ms + (t / tick + 1) * tick
+    }
+
+    /// A handshake on connection `conn` from `ip` (`ZooKeeperServer.processConnectRequest`).
+    /// A session resumed on a new connection closes its old one without a word (in `out`),
+    /// before its password is checked, as ZooKeeper does.
+    pub fn connect(
+        &mut self,
+        conn: ConnId,
+        ip: &str,
+        req: &ConnectRequest,
+        now: Now,
+        out: &mut Vec<Out>,
+    ) -> Connected {
+        if req.last_zxid_seen > self.zxid {
+            log::info!(
+                "refusing session 0x{:x}: the client has seen zxid 0x{:x}, ours is 0x{:x}",
+                req.session_id,
+                req.last_zxid_seen,
+                self.zxid
+            );
+            return Connected::Refuse;
+        }
+        let timeout = req.timeout.clamp(
+            self.cfg.min_session_timeout_ms,
+            self.cfg.max_session_timeout_ms,
+        );
+        // The read-only flag is echoed only if the client sent it (ZooKeeper 3.9.3+).
+        let read_only = req.read_only.map(|_| false);
+        let session_id = if req.session_id == 0 {
+            let id = self.next_session;
+            self.next_session += 1;
+            // createSession is a transaction: it uses up a zxid.
+            self.next_zxid();
+            self.sessions.insert(
+                id,
+                Session {
+                    timeout_ms: timeout,
+                    expires_at: self.expiry(now, timeout),
+                    conn: Some(conn),
+                    passwd: self.passwd(id),
+                },
+            );
+            log::debug!("session 0x{id:x} created, timeout {timeout} ms");
+            id
+        } else {
+            let id = req.session_id;
+            let old = self.sessions.get(&id).and_then(|s| s.conn);
+            if let Some(old) = old.filter(|old| *old != conn) {
+                self.drop_conn(old);
+                out.push(Out::Close { conn: old });
+            }
+            let expiry = self.expiry(now, timeout);
+            let ok = match self.sessions.get_mut(&id) {
+                Some(s) if s.passwd[..] == req.passwd[..] => {
+                    s.timeout_ms = timeout;
+                    s.expires_at = expiry;
+                    s.conn = Some(conn);
+                    true
+                }
+                _ => false,
+            };
+            if !ok {
+                log::info!("session 0x{id:x} unknown, expired or with a wrong password");
+                return Connected::Reply {
+                    response: ConnectResponse {
+                        protocol_version: 0,
+                        timeout: 0,
+                        session_id: 0,
+                        passwd: vec![0; 16],
+                        read_only,
+                    },
+                    valid: false,
+                };
+            }
+            log::debug!("session 0x{id:x} resumed on connection {conn}");
+            id
+        };
+        self.conns.insert(
+            conn,
+            Conn {
+                session: session_id,
+                auth: vec![Id {
+                    scheme: "ip".into(),
+                    id: ip.to_owned(),
+                }],
+                ip: ip.to_owned(),
+                packets: 0,
+            },
+        );
+        Connected::Reply {
+            response: ConnectResponse {
+                protocol_version: 0,
+                timeout,
+                session_id,
+                passwd: self.passwd(session_id).to_vec(),
+                read_only,
+            },
+            valid: true,
+        }
+    }
+
+    /// A connection is gone (closed by either side): its watches go with it; its session
+    /// stays until it expires or the client resumes it elsewhere.
+    pub fn disconnect(&mut self, conn: ConnId) {
+        self.drop_conn(conn);
+    }
+
+    fn drop_conn(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.remove(&conn) {
+            if let Some(s) = self.sessions.get_mut(&c.session) {
+                if s.conn == Some(conn) {
+                    s.conn = None;
+                }
+            }
+        }
+        self.data_watches.remove_conn(conn);
+        self.child_watches.remove_conn(conn);
+    }
+
+    /// Expires every session whose time is up: its ephemerals are deleted (one transaction),
+    /// watches fire, its connection is closed.
+    pub fn expire_sessions(&mut self, now: Now, out: &mut Vec<Out>) {
+        let due: Vec<i64> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.expires_at <= now.mono_ms)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            log::info!("session 0x{id:x} expired");
+            self.close_session(id, now, out);
+        }
+    }
+
+    /// Ends a session now (a closeSession request or its expiry): ephemerals deleted in one
+    /// transaction, watches fired, the session's connection closed.
+    pub fn close_session(&mut self, id: i64, now: Now, out: &mut Vec<Out>) {
+        let Some(session) = self.sessions.remove(&id) else {
+            return;
+        };
+        let zxid = self.next_zxid();
+        let paths: Vec<String> = self
+            .tree
+            .ephemerals
+            .get(&id)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        for path in paths {
+            let mut changes = Vec::new();
+            self.delete_node(&path, zxid, &mut changes);
+            self.fire(changes, out);
+        }
+        let _ = now;
+        if let Some(conn) = session.conn {
+            self.drop_conn(conn);
+            out.push(Out::Close { conn });
+        }
+    }
+
+    /// When the next session is due to expire (monotonic ms), for the driver's timer.
+    pub fn next_expiry(&self) -> Option<u64> {
+        self.sessions.values().map(|s| s.expires_at).min()
+    }
+
+    /// Renews a connection's session (every packet does, as in ZooKeeper).
+    pub(crate) fn touch(&mut self, conn: ConnId, now: Now) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.packets += 1;
+        let id = c.session;
+        if let Some(s) = self.sessions.get(&id) {
+            let e = self.expiry(now, s.timeout_ms);
+            if let Some(s) = self.sessions.get_mut(&id) {
+                s.expires_at = e;
+            }
+        }
+    }
+
+    /// The container sweep (`ContainerManager`): empty containers that ever had a child, and
+    /// expired TTL nodes without children, each deleted in a transaction of its own.
+    pub fn sweep_containers(&mut self, now: Now, out: &mut Vec<Out>) {
+        let mut candidates = Vec::new();
+        for path in &self.tree.containers {
+            if let Some(n) = self.tree.get(path) {
+                if n.children.is_empty()
+                    && (n.cversion > 0
+                        || (self.cfg.container_max_never_used_ms != 0
+                            && now.wall_ms - n.mtime > self.cfg.container_max_never_used_ms as i64))
+                {
+                    candidates.push(path.clone());
+                }
+            }
+        }
+        for path in &self.tree.ttls {
+            if let Some(n) = self.tree.get(path) {
+                if let Kind::Ttl(ttl) = tree::kind_of(n.owner) {
+                    if n.children.is_empty() && ttl != 0 && now.wall_ms - n.mtime > ttl {
+                        candidates.push(path.clone());
+                    }
+                }
+            }
+        }
+        for path in candidates {
+            let zxid = self.next_zxid();
+            log::debug!("container sweep deletes {path}");
+            let mut changes = Vec::new();
+            self.delete_node(&path, zxid, &mut changes);
+            self.fire(changes, out);
+        }
+    }
+
+    /// Deletes a node (no checks), recording what it fires: NodeDeleted on the node (its data
+    /// and child watches), then NodeChildrenChanged on its parent.
+    pub(crate) fn delete_node(&mut self, path: &str, zxid: i64, changes: &mut Vec<ops::Change>) {
+        let Some(node) = self.tree.remove(path, zxid) else {
+            return;
+        };
+        let parent = tree::parent_of(path).to_owned();
+        let parent_acl = self
+            .tree
+            .get(&parent)
+            .map(|n| n.acl.clone())
+            .unwrap_or_default();
+        changes.push(ops::Change::new(
+            event_type::NODE_DELETED,
+            path.to_owned(),
+            zxid,
+            node.acl,
+        ));
+        changes.push(ops::Change::new(
+            event_type::NODE_CHILDREN_CHANGED,
+            parent,
+            zxid,
+            parent_acl,
+        ));
+    }
+
+    /// Figures for the four-letter words.
+    pub fn stats(&self) -> Stats {
+        let mut ephemerals = 0;
+        for s in self.tree.ephemerals.values() {
+            ephemerals += s.len();
+        }
+        Stats {
+            zxid: self.zxid,
+            nodes: self.tree.nodes.len(),
+            watches: self.data_watches.count() + self.child_watches.count(),
+            watched_paths: self
+                .data_watches
+                .paths()
+                .chain(self.child_watches.paths())
+                .map(|(p, _)| p.as_str())
+                .collect::<std::collections::HashSet<_>>()
+                .len(),
+            sessions: self.sessions.len(),
+            ephemerals,
+            data_size: self.tree.data_size(),
+        }
+    }
+
+    /// `wchc`: each connection's session and watched paths.
+    pub fn watches_by_session(&self) -> BTreeMap<i64, Vec<String>> {
+        let mut out: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+        for (conn, c) in &self.conns {
+            let mut paths: Vec<String> = self
+                .data_watches
+                .conn_paths(*conn)
+                .chain(self.child_watches.conn_paths(*conn))
+                .cloned()
+                .collect();
+            paths.sort();
+            paths.dedup();
+            if !paths.is_empty() {
+                out.entry(c.session).or_default().extend(paths);
+            }
+        }
+        out
+    }
+
+    /// `dump`: each session's ephemerals, and its timeout.
+    pub fn sessions_dump(&self) -> BTreeMap<i64, (i32, Vec<String>)> {
+        self.sessions
+            .iter()
+            .map(|(id, s)| {
+                let eph = self
+                    .tree
+                    .ephemerals
+                    .get(id)
+                    .map(|e| e.iter().cloned().collect())
+                    .unwrap_or_default();
+                (*id, (s.timeout_ms, eph))
+            })
+            .collect()
+    }
+
+    /// The session and packet count of a connection (`cons`).
+    pub fn conn_info(&self, conn: ConnId) -> Option<(i64, i32, u64)> {
+        let c = self.conns.get(&conn)?;
+        let timeout = self.sessions.get(&c.session).map_or(0, |s| s.timeout_ms);
+        Some((c.session, timeout, c.packets))
+    }
+}
+
+/// Figures of the model (for `mntr`, `srvr`, `stat`).
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// The last zxid.
+    pub zxid: i64,
+    /// Nodes, including `/` and `/zookeeper`'s.
+    pub nodes: usize,
+    /// Watches, counted per path and connection.
+    pub watches: usize,
+    /// Distinct watched paths.
+    pub watched_paths: usize,
+    /// Live sessions.
+    pub sessions: usize,
+    /// Ephemeral nodes.
+    pub ephemerals: usize,
+    /// Bytes of paths and data.
+    pub data_size: usize,
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+pub(crate) fn err<T>(c: i32) -> Result<T, i32> {
+    debug_assert!(c != code::OK);
+    Err(c)
+}
+
+/// The digest scheme's id of `user:password` (`user:base64(sha1(user:password))`), as ZooKeeper's
+/// `DigestAuthenticationProvider.generateDigest`.
+pub fn digest(credentials: &str) -> String {
+    acl::digest(credentials)
+}

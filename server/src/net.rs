@@ -1,0 +1,472 @@
+//! The network side: a listener thread, a reader and a writer thread per connection, and a
+//! timer thread for session expiry and the container sweep. One lock guards the model and the
+//! connections' outboxes, so a write's notifications are queued on every watching connection
+//! before the writer's reply, and each connection's frames leave in the order queued.
+
+use std::collections::HashMap;
+use std::io::{self, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Condvar, Mutex};
+use zklock_proto::{
+    code, notification_frame, split_frame, ConnectRequest, DecodeError, Reader, Record,
+    ReplyHeader, Request, RequestHeader, Writer,
+};
+
+use crate::fourlw;
+use crate::model::{ConnId, Connected, Model, Now, Out};
+use crate::Config;
+
+/// What a connection's writer thread sends, and whether to close after it.
+#[derive(Default)]
+struct OutState {
+    buf: Vec<u8>,
+    close: bool,
+}
+
+pub(crate) struct Outbox {
+    state: Mutex<OutState>,
+    ready: Condvar,
+    pub(crate) peer: SocketAddr,
+    pub(crate) sent: AtomicU64,
+}
+
+impl Outbox {
+    fn push(&self, frame: &[u8]) {
+        let mut s = self.state.lock();
+        if !s.close {
+            s.buf.extend_from_slice(frame);
+            self.sent.fetch_add(1, Ordering::Relaxed);
+            self.ready.notify_one();
+        }
+    }
+
+    fn close(&self) {
+        self.state.lock().close = true;
+        self.ready.notify_one();
+    }
+}
+
+/// The model and the live connections, under one lock.
+pub(crate) struct Shared {
+    pub(crate) model: Model,
+    pub(crate) outboxes: HashMap<ConnId, Arc<Outbox>>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) shared: Mutex<Shared>,
+    pub(crate) cfg: Config,
+    pub(crate) port: u16,
+    started: Instant,
+    stopping: AtomicBool,
+    timer_wake: Condvar,
+    next_conn: AtomicU64,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) received: AtomicU64,
+    pub(crate) sent: AtomicU64,
+}
+
+impl Inner {
+    pub(crate) fn now(&self) -> Now {
+        Now {
+            mono_ms: self.started.elapsed().as_millis() as u64,
+            wall_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+        }
+    }
+
+    /// Carries out the model's effects (under the lock, so their order holds).
+    fn apply(&self, shared: &mut Shared, out: Vec<Out>) {
+        for o in out {
+            match o {
+                Out::Notify { conn, zxid, event } => {
+                    if let Some(ob) = shared.outboxes.get(&conn) {
+                        ob.push(&notification_frame(zxid, &event));
+                        self.sent.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Out::Close { conn } => {
+                    if let Some(ob) = shared.outboxes.remove(&conn) {
+                        ob.close();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A running server. It stops when dropped, or with [`Server::stop`].
+pub struct Server {
+    inner: Arc<Inner>,
+    listener: Option<JoinHandle<()>>,
+    timer: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("port", &self.inner.port)
+            .finish()
+    }
+}
+
+impl Server {
+    /// Binds 127.0.0.1 on `config.port` (0: a free port, chosen by the system at bind time) and
+    /// starts serving. Returns once the listener is bound: connections are accepted from then
+    /// on.
+    ///
+    /// # Errors
+    /// The bind's error (a port in use: `AddrInUse`), or `InvalidInput` for session timeout
+    /// bounds that contradict each other.
+    pub fn start(config: Config) -> io::Result<Server> {
+        let model_cfg = config.model_config()?;
+        let listener = TcpListener::bind(("127.0.0.1", config.port))?;
+        let port = listener.local_addr()?.port();
+        let started = Instant::now();
+        let inner = Arc::new(Inner {
+            shared: Mutex::new(Shared {
+                model: Model::new(
+                    model_cfg,
+                    Now {
+                        mono_ms: 0,
+                        wall_ms: SystemTime::now()
+                            .duration_since(UNIX_EPOCH)
+                            .map_or(0, |d| d.as_millis() as i64),
+                    },
+                ),
+                outboxes: HashMap::new(),
+            }),
+            cfg: config,
+            port,
+            started,
+            stopping: AtomicBool::new(false),
+            timer_wake: Condvar::new(),
+            next_conn: AtomicU64::new(1),
+            threads: Mutex::new(Vec::new()),
+            received: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+        });
+        let i = inner.clone();
+        let listener = thread::Builder::new()
+            .name(format!("zk-server-accept-{port}"))
+            .spawn(move || accept_loop(&i, listener))?;
+        let i = inner.clone();
+        let timer = thread::Builder::new()
+            .name(format!("zk-server-timer-{port}"))
+            .spawn(move || timer_loop(&i))?;
+        log::info!("serving ZooKeeper's protocol on 127.0.0.1:{port}");
+        Ok(Server {
+            inner,
+            listener: Some(listener),
+            timer: Some(timer),
+        })
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.inner.port
+    }
+
+    /// `127.0.0.1:PORT`, for a client's connect string.
+    pub fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.inner.port)
+    }
+
+    /// Stops serving: the listener closes, every connection is closed, the threads are joined.
+    /// Blocks until they are (connection threads end as soon as their sockets are shut).
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if self.inner.stopping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // Wake the blocking accept with a connection of our own.
+        let _ = TcpStream::connect_timeout(
+            &SocketAddr::from(([127, 0, 0, 1], self.inner.port)),
+            Duration::from_secs(1),
+        );
+        {
+            let mut shared = self.inner.shared.lock();
+            for (_, ob) in shared.outboxes.drain() {
+                ob.close();
+            }
+            self.inner.timer_wake.notify_all();
+        }
+        if let Some(h) = self.listener.take() {
+            let _ = h.join();
+        }
+        if let Some(h) = self.timer.take() {
+            let _ = h.join();
+        }
+        let threads = std::mem::take(&mut *self.inner.threads.lock());
+        for h in threads {
+            let _ = h.join();
+        }
+        log::info!("stopped serving on 127.0.0.1:{}", self.inner.port);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(inner: &Arc<Inner>, listener: TcpListener) {
+    for stream in listener.incoming() {
+        if inner.stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("accept failed: {e}");
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let conn = inner.next_conn.fetch_add(1, Ordering::Relaxed);
+        let i = inner.clone();
+        let spawned = thread::Builder::new()
+            .name(format!("zk-server-conn-{conn}"))
+            .stack_size(256 * 1024)
+            .spawn(move || serve_conn(&i, conn, stream));
+        match spawned {
+            Ok(h) => {
+                let mut threads = inner.threads.lock();
+                threads.retain(|h| !h.is_finished());
+                threads.push(h);
+            }
+            Err(e) => log::warn!("no thread for a connection: {e}"),
+        }
+    }
+}
+
+fn timer_loop(inner: &Arc<Inner>) {
+    let interval = inner
+        .cfg
+        .container_check_interval
+        .max(Duration::from_millis(1));
+    let mut next_sweep = inner.started + interval;
+    let mut shared = inner.shared.lock();
+    while !inner.stopping.load(Ordering::SeqCst) {
+        let now = inner.now();
+        let mut out = Vec::new();
+        shared.model.expire_sessions(now, &mut out);
+        if Instant::now() >= next_sweep {
+            shared.model.sweep_containers(now, &mut out);
+            next_sweep = Instant::now() + interval;
+        }
+        inner.apply(&mut shared, out);
+        let until_expiry = shared
+            .model
+            .next_expiry()
+            .map_or(Duration::from_secs(3600), |at| {
+                Duration::from_millis(at.saturating_sub(now.mono_ms))
+            });
+        let wake = (Instant::now() + until_expiry).min(next_sweep);
+        inner.timer_wake.wait_until(&mut shared, wake);
+    }
+}
+
+/// Reads one frame: `Ok(None)` at a clean end of stream.
+fn read_frame(
+    r: &mut impl Read,
+    first: Option<[u8; 4]>,
+    max: usize,
+) -> io::Result<Option<Vec<u8>>> {
+    let len = match first {
+        Some(b) => b,
+        None => {
+            let mut b = [0; 4];
+            match r.read_exact(&mut b) {
+                Ok(()) => b,
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    match split_frame(&len, max) {
+        Ok(_) => {}
+        Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+    }
+    let n = i32::from_be_bytes(len) as usize;
+    let mut body = vec![0; n];
+    r.read_exact(&mut body)?;
+    Ok(Some(body))
+}
+
+fn serve_conn(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
+    let peer = match stream.peer_addr() {
+        Ok(p) => p,
+        Err(_) => return,
+    };
+    let _ = stream.set_nodelay(true);
+    let mut reader = match stream.try_clone() {
+        Ok(s) => BufReader::with_capacity(16 * 1024, s),
+        Err(_) => return,
+    };
+    let mut first = [0; 4];
+    if reader.read_exact(&mut first).is_err() {
+        return;
+    }
+    if let Some(word) = fourlw::word(&first) {
+        let text = fourlw::answer(inner, word);
+        let mut s = stream;
+        let _ = s.write_all(text.as_bytes());
+        let _ = s.shutdown(Shutdown::Write);
+        return;
+    }
+    if inner.stopping.load(Ordering::SeqCst) {
+        return;
+    }
+    let outbox = Arc::new(Outbox {
+        state: Mutex::new(OutState::default()),
+        ready: Condvar::new(),
+        peer,
+        sent: AtomicU64::new(0),
+    });
+    let writer = {
+        let ob = outbox.clone();
+        let s = match stream.try_clone() {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+        match thread::Builder::new()
+            .name(format!("zk-server-write-{conn}"))
+            .stack_size(128 * 1024)
+            .spawn(move || write_loop(&ob, s))
+        {
+            Ok(h) => h,
+            Err(_) => return,
+        }
+    };
+    if let Err(e) = read_loop(inner, conn, &outbox, &mut reader, first, &peer) {
+        log::debug!("connection {conn} from {peer}: {e}");
+    }
+    {
+        let mut shared = inner.shared.lock();
+        shared.model.disconnect(conn);
+        shared.outboxes.remove(&conn);
+    }
+    outbox.close();
+    let _ = writer.join();
+    let _ = stream.shutdown(Shutdown::Both);
+}
+
+fn read_loop(
+    inner: &Arc<Inner>,
+    conn: ConnId,
+    outbox: &Arc<Outbox>,
+    reader: &mut impl Read,
+    first: [u8; 4],
+    peer: &SocketAddr,
+) -> io::Result<()> {
+    let max = inner.cfg.max_buffer;
+    let Some(body) = read_frame(reader, Some(first), max)? else {
+        return Ok(());
+    };
+    let req = ConnectRequest::decode(&mut Reader::new(&body))
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    {
+        let mut shared = inner.shared.lock();
+        if inner.stopping.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut out = Vec::new();
+        let now = inner.now();
+        let ip = peer.ip().to_string();
+        match shared.model.connect(conn, &ip, &req, now, &mut out) {
+            Connected::Refuse => return Ok(()),
+            Connected::Reply { response, valid } => {
+                inner.apply(&mut shared, out);
+                let mut w = Writer::frame();
+                w.record(&response);
+                outbox.push(&w.finish());
+                if !valid {
+                    outbox.close();
+                    return Ok(());
+                }
+                shared.outboxes.insert(conn, outbox.clone());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    loop {
+        let Some(body) = read_frame(reader, None, max)? else {
+            return Ok(());
+        };
+        inner.received.fetch_add(1, Ordering::Relaxed);
+        let (header, request) = match Request::from_frame_body(&body) {
+            Ok(x) => x,
+            Err(DecodeError::UnknownOp(op)) => {
+                // As ZooKeeper's UnimplementedRequestProcessor: answer, then close.
+                log::warn!("connection {conn}: unknown op {op}");
+                let xid = Reader::new(&body).int().unwrap_or(0);
+                let h = ReplyHeader {
+                    xid,
+                    zxid: -1,
+                    err: code::UNIMPLEMENTED,
+                };
+                let mut w = Writer::frame();
+                w.record(&h);
+                outbox.push(&w.finish());
+                outbox.close();
+                return Ok(());
+            }
+            Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+        };
+        let mut shared = inner.shared.lock();
+        if !shared.outboxes.contains_key(&conn) {
+            // Closed by the model (session expired or moved) while this request was read.
+            return Ok(());
+        }
+        let RequestHeader { xid, .. } = header;
+        let now = inner.now();
+        let reply = shared.model.request(conn, xid, request, now, &mut out);
+        inner.apply(&mut shared, std::mem::take(&mut out));
+        let mut w = Writer::frame();
+        w.record(&ReplyHeader {
+            xid: reply.xid,
+            zxid: reply.zxid,
+            err: reply.err,
+        });
+        reply.body.encode(&mut w);
+        outbox.push(&w.finish());
+        inner.sent.fetch_add(1, Ordering::Relaxed);
+        if reply.close {
+            shared.outboxes.remove(&conn);
+            outbox.close();
+            return Ok(());
+        }
+    }
+}
+
+fn write_loop(outbox: &Outbox, mut stream: TcpStream) {
+    let mut buf = Vec::new();
+    loop {
+        let close = {
+            let mut s = outbox.state.lock();
+            while s.buf.is_empty() && !s.close {
+                outbox.ready.wait(&mut s);
+            }
+            std::mem::swap(&mut buf, &mut s.buf);
+            s.close
+        };
+        if !buf.is_empty() && stream.write_all(&buf).is_err() {
+            break;
+        }
+        buf.clear();
+        if close {
+            break;
+        }
+    }
+    let _ = stream.shutdown(Shutdown::Both);
+}
