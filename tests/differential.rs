@@ -71,6 +71,27 @@ fn apache() -> String {
         .clone()
 }
 
+/// The embedded server to compare: `ZK_EMBEDDED_CONNECT`, else one in this process with the
+/// Apache side's settings (TTL nodes on, no container sweep during the run).
+fn embedded() -> String {
+    static SERVER: OnceLock<(String, Option<zklock_server::Server>)> = OnceLock::new();
+    SERVER
+        .get_or_init(|| match std::env::var("ZK_EMBEDDED_CONNECT") {
+            Ok(addr) => (addr, None),
+            Err(_) => {
+                let server = zklock_server::Server::start(zklock_server::Config {
+                    extended_types: true,
+                    container_check_interval: std::time::Duration::from_secs(86_400),
+                    ..zklock_server::Config::default()
+                })
+                .expect("start the embedded server");
+                (server.connect_string(), Some(server))
+            }
+        })
+        .0
+        .clone()
+}
+
 /// The first difference between two transcripts, with a little context, or `None`.
 fn first_difference(a: &[String], b: &[String]) -> Option<String> {
     let at = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i))?;
@@ -87,10 +108,51 @@ fn first_difference(a: &[String], b: &[String]) -> Option<String> {
     Some(out)
 }
 
+/// The steps of a sequence less the requests `ZK_DIFF_WITHOUT` names (`Check,WhoAmI`): for
+/// looking past a known difference while it is being fixed. Never set in CI.
+fn without(mut steps: Vec<gen::Step>) -> Vec<gen::Step> {
+    static KINDS: OnceLock<Vec<String>> = OnceLock::new();
+    let kinds = KINDS.get_or_init(|| {
+        std::env::var("ZK_DIFF_WITHOUT")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(str::to_owned)
+            .collect()
+    });
+    steps.retain(|step| match &step.action {
+        gen::Action::Request(r) => {
+            let name = format!("{r:?}");
+            let name = name.split(['(', ' ']).next().unwrap_or_default();
+            !kinds.iter().any(|k| k == name)
+        }
+        _ => true,
+    });
+    steps
+}
+
 /// What one comparison found.
 struct Finding {
     seed: u64,
     what: String,
+}
+
+impl Finding {
+    /// The kind of request whose answer differed first (`Check`, `Multi`, `closeSession`
+    /// ...), to count the findings by.
+    fn kind(&self) -> String {
+        let line = self
+            .what
+            .lines()
+            .find_map(|l| l.trim_start().strip_prefix("apache"))
+            .unwrap_or("could not run");
+        // "#12 s0 Multi([...]) => ..." -> "Multi"
+        line.split_whitespace()
+            .nth(2)
+            .map(|w| w.split(['(', ' ']).next().unwrap_or(w).to_owned())
+            .unwrap_or_else(|| "could not run".to_owned())
+    }
 }
 
 /// Runs the sequences of `seeds` on `left` and `right`, `workers` at a time; returns the
@@ -113,7 +175,7 @@ fn compare(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(&seed) = seeds.get(i) else { return };
-                let steps = gen::sequence(seed);
+                let steps = without(gen::sequence(seed));
                 let outcome = (|| {
                     let l = run::run(left, &format!("{PARENT}/{run_id}-{seed}-l"), &steps)?;
                     let r = run::run(right, &format!("{PARENT}/{run_id}-{seed}-r"), &steps)?;
@@ -173,16 +235,20 @@ fn check(test: &str, left: &str, right: &str, count: u64) {
     if findings.is_empty() {
         return;
     }
-    let mut report = String::new();
+    let mut kinds = std::collections::BTreeMap::new();
+    for f in &findings {
+        *kinds.entry(f.kind()).or_insert(0) += 1;
+    }
+    let mut report = format!("first differing request, by kind: {kinds:?}\n");
     for f in findings.iter().take(SHOWN) {
         report += &format!(
             "seed {} (replay: ZK_DIFF_SEED={} cargo test --test differential {test}):\n{}",
             f.seed, f.seed, f.what
         );
     }
-    let seeds: Vec<u64> = findings.iter().map(|f| f.seed).collect();
+    let seeds: Vec<u64> = findings.iter().map(|f| f.seed).take(20).collect();
     panic!(
-        "{} of {} sequences differ between {left} and {right}; seeds {seeds:?}\n{report}",
+        "{} of {} sequences differ between {left} and {right}; seeds {seeds:?} ...\n{report}",
         findings.len(),
         if replay { 1 } else { count as usize }
     );
@@ -196,4 +262,18 @@ fn apache_against_itself_shows_no_difference() {
     let apache = apache();
     let count = env_number("ZK_DIFF_SELF_SEQUENCES", 100);
     check("apache_against_itself", &apache, &apache, count);
+}
+
+/// The embedded server answers every sequence as Apache ZooKeeper 3.9.5 does: every reply
+/// and every notification, field by field after normalisation.
+#[test]
+fn embedded_server_answers_as_apache_does() {
+    let (apache, embedded) = (apache(), embedded());
+    let count = env_number("ZK_DIFF_SEQUENCES", 300);
+    check(
+        "embedded_server_answers_as_apache_does",
+        &apache,
+        &embedded,
+        count,
+    );
 }

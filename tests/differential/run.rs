@@ -387,6 +387,28 @@ fn body_stats_mut(body: &mut Response, f: &mut impl FnMut(&mut Stat)) {
     }
 }
 
+/// Sorts the lists ZooKeeper promises no order for: children ("not sorted and no guarantee
+/// ... as to its natural or lexical order"), a session's ephemerals and identities. Apache's
+/// order is that of a Java hash set, a property of Java's hash functions, not of the protocol.
+fn unordered_sorted(body: &mut Response) {
+    match body {
+        Response::GetChildren(r) => r.children.sort(),
+        Response::GetChildren2(r) => r.children.sort(),
+        Response::GetEphemerals(r) => r.ephemerals.sort(),
+        Response::WhoAmI(r) => r
+            .client_info
+            .sort_by(|a, b| (&a.auth_scheme, &a.user).cmp(&(&b.auth_scheme, &b.user))),
+        Response::Multi(m) => {
+            for r in &mut m.results {
+                if let OpResult::GetChildren(children) = r {
+                    children.sort();
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The transcript as text, one line per request, with zxids ranked, sessions labelled, times
 /// dropped and the root written `~`.
 fn normalise(lines: &[Line], labels: &HashMap<i64, i64>, root: &str) -> Vec<String> {
@@ -428,6 +450,7 @@ fn normalise(lines: &[Line], labels: &HashMap<i64, i64>, root: &str) -> Vec<Stri
                 Outcome::Lost => "connection closed by the server".to_owned(),
                 Outcome::Reply { reply, write } => {
                     let mut body = reply.body.clone();
+                    unordered_sorted(&mut body);
                     body_stats_mut(&mut body, &mut |s| {
                         s.czxid = rank(s.czxid);
                         s.mzxid = rank(s.mzxid);
