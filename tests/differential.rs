@@ -169,6 +169,7 @@ fn compare(
         run::ensure_node(addr, PARENT).unwrap_or_else(|e| panic!("{addr}: {e}"));
     }
     let next = AtomicUsize::new(0);
+    let (requests, events) = (AtomicUsize::new(0), AtomicUsize::new(0));
     let findings = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..workers {
@@ -185,6 +186,9 @@ fn compare(
                         eprintln!("---- seed {seed}: embedded ({right})");
                         r.iter().for_each(|line| eprintln!("{line}"));
                     }
+                    requests.fetch_add(l.len(), Ordering::Relaxed);
+                    let notified: usize = l.iter().map(|line| line.matches("event(").count()).sum();
+                    events.fetch_add(notified, Ordering::Relaxed);
                     Ok::<_, String>(first_difference(&l, &r))
                 })();
                 let what = match outcome {
@@ -198,6 +202,11 @@ fn compare(
     });
     let mut findings = findings.into_inner().unwrap();
     findings.sort_by_key(|f| f.seed);
+    eprintln!(
+        "differential: {} replies and {} notifications of the first server compared",
+        requests.into_inner(),
+        events.into_inner()
+    );
     findings
 }
 

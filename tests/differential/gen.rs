@@ -63,7 +63,9 @@ pub enum Action {
 
 fn path(rng: &mut Rng) -> String {
     match rng.below(100) {
-        0..=71 => rng.pick(FIXED).to_owned(),
+        // Shallow paths exist more often, so that watches on them fire.
+        0..=39 => rng.pick(&["a", "b", "c"]).to_owned(),
+        40..=71 => rng.pick(FIXED).to_owned(),
         72..=87 => format!("@{}", rng.below(6)),
         88..=94 => String::new(),
         _ => format!("{}/{}", rng.pick(FIXED), rng.pick(&["s", "z"])),
@@ -269,8 +271,17 @@ fn request(rng: &mut Rng) -> Request {
 pub fn sequence(seed: u64) -> Vec<Step> {
     let mut rng = Rng::new(seed);
     let len = 15 + rng.below(46);
-    (0..len)
-        .map(|_| {
+    // Half the sequences have a session watch everything from the start.
+    let everything = rng.chance(50).then(|| Step {
+        slot: rng.below(SLOTS),
+        action: Action::Request(Request::AddWatch(AddWatchRequest {
+            path: String::new(),
+            mode: add_watch_mode::PERSISTENT_RECURSIVE,
+        })),
+    });
+    everything
+        .into_iter()
+        .chain((0..len).map(|_| {
             let slot = rng.below(SLOTS);
             let action = match rng.below(100) {
                 0..=5 => Action::AddAuth(rng.below(USERS.len())),
@@ -278,7 +289,7 @@ pub fn sequence(seed: u64) -> Vec<Step> {
                 _ => Action::Request(request(&mut rng)),
             };
             Step { slot, action }
-        })
+        }))
         .collect()
 }
 

@@ -388,13 +388,18 @@ fn body_stats_mut(body: &mut Response, f: &mut impl FnMut(&mut Stat)) {
 }
 
 /// Sorts the lists ZooKeeper promises no order for: children ("not sorted and no guarantee
-/// ... as to its natural or lexical order"), a session's ephemerals and identities. Apache's
+/// ... as to its natural or lexical order"), a session's ephemerals and identities, and ACL
+/// entries (a set: an `auth` entry expands to the session's identities in its set's order). Apache's
 /// order is that of a Java hash set, a property of Java's hash functions, not of the protocol.
 fn unordered_sorted(body: &mut Response) {
     match body {
         Response::GetChildren(r) => r.children.sort(),
         Response::GetChildren2(r) => r.children.sort(),
         Response::GetEphemerals(r) => r.ephemerals.sort(),
+        // An `auth` entry expands to every identity of the session, in the order of its set.
+        Response::GetAcl(r) => r.acl.sort_by(|a, b| {
+            (&a.id.scheme, &a.id.id, a.perms).cmp(&(&b.id.scheme, &b.id.id, b.perms))
+        }),
         Response::WhoAmI(r) => r
             .client_info
             .sort_by(|a, b| (&a.auth_scheme, &a.user).cmp(&(&b.auth_scheme, &b.user))),
