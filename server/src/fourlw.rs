@@ -64,7 +64,8 @@ pub(crate) fn answer(inner: &Inner, word: &str) -> String {
             let _ = writeln!(s, "Node count: {}", stats.nodes);
         }
         "mntr" => {
-            let lines: [(&str, String); 16] = [
+            let c = stats.counters;
+            let lines: [(&str, String); 22] = [
                 ("zk_version", VERSION.to_owned()),
                 ("zk_server_state", "standalone".into()),
                 ("zk_avg_latency", "0.0".into()),
@@ -84,6 +85,12 @@ pub(crate) fn answer(inner: &Inner, word: &str) -> String {
                 ("zk_global_sessions", stats.sessions.to_string()),
                 ("zk_local_sessions", "0".into()),
                 ("zk_uptime", inner.now().mono_ms.to_string()),
+                ("zk_cnt_readlatency", c.reads.to_string()),
+                ("zk_cnt_updatelatency", c.updates.to_string()),
+                ("zk_sum_node_created_watch_count", c.fired[0].to_string()),
+                ("zk_sum_node_deleted_watch_count", c.fired[1].to_string()),
+                ("zk_sum_node_changed_watch_count", c.fired[2].to_string()),
+                ("zk_sum_node_children_watch_count", c.fired[3].to_string()),
             ];
             for (k, v) in lines {
                 let _ = writeln!(s, "{k}\t{v}");

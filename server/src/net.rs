@@ -21,11 +21,15 @@ use crate::fourlw;
 use crate::model::{ConnId, Connected, Model, Now, Out};
 use crate::Config;
 
-/// What a connection's writer thread sends, and whether to close after it.
+/// What a connection has to send, and whether to close after it. Its reader thread writes
+/// its own replies (no thread handoff on the request path); its writer thread sends what other
+/// connections' writes queue on it (notifications) and carries out the close. `writing` keeps
+/// the two from writing at once, so frames leave in the order queued.
 #[derive(Default)]
 struct OutState {
     buf: Vec<u8>,
     close: bool,
+    writing: bool,
 }
 
 pub(crate) struct Outbox {
@@ -36,11 +40,48 @@ pub(crate) struct Outbox {
 }
 
 impl Outbox {
+    /// Queues a frame for the writer thread.
     fn push(&self, frame: &[u8]) {
         let mut s = self.state.lock();
         if !s.close {
             s.buf.extend_from_slice(frame);
             self.sent.fetch_add(1, Ordering::Relaxed);
+            self.ready.notify_one();
+        }
+    }
+
+    /// Queues a frame that the calling thread will [`flush`](Self::flush) itself.
+    fn push_own(&self, frame: &[u8]) {
+        let mut s = self.state.lock();
+        if !s.close {
+            s.buf.extend_from_slice(frame);
+            self.sent.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes what is queued, unless another thread is writing (it will write it too).
+    /// `false` once the socket failed.
+    fn flush(&self, stream: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
+        loop {
+            {
+                let mut s = self.state.lock();
+                if s.writing || s.buf.is_empty() {
+                    return true;
+                }
+                s.writing = true;
+                std::mem::swap(buf, &mut s.buf);
+            }
+            let ok = stream.write_all(buf).is_ok();
+            buf.clear();
+            let mut s = self.state.lock();
+            s.writing = false;
+            if !ok {
+                s.close = true;
+                s.buf.clear();
+                self.ready.notify_one();
+                return false;
+            }
+            // Frames queued while we wrote may be waiting on us: the writer thread skipped them.
             self.ready.notify_one();
         }
     }
@@ -265,12 +306,11 @@ fn timer_loop(inner: &Arc<Inner>) {
             next_sweep = Instant::now() + interval;
         }
         inner.apply(&mut shared, out);
-        let until_expiry = shared
-            .model
-            .next_expiry()
-            .map_or(Duration::from_secs(3600), |at| {
-                Duration::from_millis(at.saturating_sub(now.mono_ms))
-            });
+        // At most a tick: sessions created or renewed since do not wake this thread.
+        let tick = inner.cfg.tick_time.max(Duration::from_millis(1));
+        let until_expiry = shared.model.next_expiry().map_or(tick, |at| {
+            Duration::from_millis(at.saturating_sub(now.mono_ms)).min(tick)
+        });
         let wake = (Instant::now() + until_expiry).min(next_sweep);
         inner.timer_wake.wait_until(&mut shared, wake);
     }
@@ -365,10 +405,12 @@ fn read_loop(
     inner: &Arc<Inner>,
     conn: ConnId,
     outbox: &Arc<Outbox>,
-    reader: &mut impl Read,
+    reader: &mut BufReader<TcpStream>,
     first: [u8; 4],
     peer: &SocketAddr,
 ) -> io::Result<()> {
+    let mut wstream = reader.get_ref().try_clone()?;
+    let mut wbuf = Vec::new();
     let max = inner.cfg.max_buffer;
     let Some(body) = read_frame(reader, Some(first), max)? else {
         return Ok(());
@@ -439,11 +481,19 @@ fn read_loop(
             err: reply.err,
         });
         reply.body.encode(&mut w);
-        outbox.push(&w.finish());
         inner.sent.fetch_add(1, Ordering::Relaxed);
         if reply.close {
+            outbox.push(&w.finish());
             shared.outboxes.remove(&conn);
             outbox.close();
+            return Ok(());
+        }
+        outbox.push_own(&w.finish());
+        drop(shared);
+        // A whole request already read is answered first, so pipelined replies leave
+        // together; anything less could wait on a client that waits on us.
+        let whole_frame_read = matches!(split_frame(reader.buffer(), max), Ok(Some(_)));
+        if !whole_frame_read && !outbox.flush(&mut wstream, &mut wbuf) {
             return Ok(());
         }
     }
@@ -454,17 +504,17 @@ fn write_loop(outbox: &Outbox, mut stream: TcpStream) {
     loop {
         let close = {
             let mut s = outbox.state.lock();
-            while s.buf.is_empty() && !s.close {
+            while s.writing || (s.buf.is_empty() && !s.close) {
                 outbox.ready.wait(&mut s);
             }
+            s.writing = true;
             std::mem::swap(&mut buf, &mut s.buf);
             s.close
         };
-        if !buf.is_empty() && stream.write_all(&buf).is_err() {
-            break;
-        }
+        let ok = buf.is_empty() || stream.write_all(&buf).is_ok();
         buf.clear();
-        if close {
+        outbox.state.lock().writing = false;
+        if !ok || close {
             break;
         }
     }

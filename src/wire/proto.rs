@@ -1,5 +1,8 @@
-//! ZooKeeper's requests and replies as zklock sends and reads them (the records of
-//! `zookeeper.jute` and the op codes and special xids of `ClientCnxn`).
+//! ZooKeeper's requests and replies as zklock sends and reads them. Every record's layout is
+//! `zklock-proto`'s (shared with the embedded server and the differential test); what is here
+//! are the client's own value types and the shapes its callers want.
+
+use zklock_proto::Record;
 
 use super::jute::{Decoded, Malformed, Reader, Writer};
 use super::Error;
@@ -64,33 +67,49 @@ pub struct Stat {
     pub pzxid: i64,
 }
 
+impl From<zklock_proto::Stat> for Stat {
+    fn from(s: zklock_proto::Stat) -> Stat {
+        Stat {
+            czxid: s.czxid,
+            mzxid: s.mzxid,
+            ctime: s.ctime,
+            mtime: s.mtime,
+            version: s.version,
+            cversion: s.cversion,
+            aversion: s.aversion,
+            ephemeral_owner: s.ephemeral_owner,
+            data_length: s.data_length,
+            num_children: s.num_children,
+            pzxid: s.pzxid,
+        }
+    }
+}
+
+impl From<Stat> for zklock_proto::Stat {
+    fn from(s: Stat) -> zklock_proto::Stat {
+        zklock_proto::Stat {
+            czxid: s.czxid,
+            mzxid: s.mzxid,
+            ctime: s.ctime,
+            mtime: s.mtime,
+            version: s.version,
+            cversion: s.cversion,
+            aversion: s.aversion,
+            ephemeral_owner: s.ephemeral_owner,
+            data_length: s.data_length,
+            num_children: s.num_children,
+            pzxid: s.pzxid,
+        }
+    }
+}
+
 impl Stat {
     pub(crate) fn read(r: &mut Reader<'_>) -> Decoded<Stat> {
-        Ok(Stat {
-            czxid: r.long()?,
-            mzxid: r.long()?,
-            ctime: r.long()?,
-            mtime: r.long()?,
-            version: r.int()?,
-            cversion: r.int()?,
-            aversion: r.int()?,
-            ephemeral_owner: r.long()?,
-            data_length: r.int()?,
-            num_children: r.int()?,
-            pzxid: r.long()?,
-        })
+        Ok(zklock_proto::Stat::decode(r)?.into())
     }
 
     pub(crate) fn write(&self, w: &mut Writer) {
-        w.long(self.czxid)
-            .long(self.mzxid)
-            .long(self.ctime)
-            .long(self.mtime);
-        w.int(self.version).int(self.cversion).int(self.aversion);
-        w.long(self.ephemeral_owner)
-            .int(self.data_length)
-            .int(self.num_children);
-        w.long(self.pzxid);
+        w.record(&zklock_proto::Stat::from(*self));
     }
 }
 
@@ -120,10 +139,11 @@ pub(crate) struct Notification {
 
 impl Notification {
     pub(crate) fn read(r: &mut Reader<'_>) -> Decoded<Notification> {
-        let kind = r.int()?;
-        let _state = r.int()?;
-        let path = r.string()?;
-        Ok(Notification { kind, path })
+        let e = zklock_proto::WatcherEvent::decode(r)?;
+        Ok(Notification {
+            kind: e.kind,
+            path: e.path,
+        })
     }
 
     pub(crate) fn event_type(&self) -> Option<EventType> {
@@ -147,10 +167,11 @@ pub(crate) struct ReplyHeader {
 
 impl ReplyHeader {
     pub(crate) fn read(r: &mut Reader<'_>) -> Decoded<ReplyHeader> {
+        let h = zklock_proto::ReplyHeader::decode(r)?;
         Ok(ReplyHeader {
-            xid: r.int()?,
-            zxid: r.long()?,
-            err: r.int()?,
+            xid: h.xid,
+            zxid: h.zxid,
+            err: h.err,
         })
     }
 }
@@ -166,14 +187,16 @@ pub(crate) struct ConnectRequest<'a> {
 impl ConnectRequest<'_> {
     pub(crate) fn frame(&self) -> Vec<u8> {
         let mut w = Writer::frame();
-        w.int(0) // protocol version
-            .long(self.last_zxid)
-            .int(self.timeout_ms)
-            .long(self.session_id)
-            .buffer(self.password)
+        w.record(&zklock_proto::ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: self.last_zxid,
+            timeout: self.timeout_ms,
+            session_id: self.session_id,
+            passwd: self.password.to_vec(),
             // Not read-only: a server cut off from its quorum must refuse us rather than
             // serve stale reads to a lock.
-            .boolean(false);
+            read_only: Some(false),
+        });
         w.finish()
     }
 }
@@ -188,17 +211,19 @@ pub(crate) struct ConnectResponse {
 
 impl ConnectResponse {
     pub(crate) fn read(r: &mut Reader<'_>) -> Decoded<ConnectResponse> {
-        let _version = r.int()?;
-        let timeout_ms = r.int()?;
-        let session_id = r.long()?;
-        let password = r.buffer()?.to_vec();
+        // A trailing read-only flag is optional (older servers omit it); we never ask for one.
+        let zklock_proto::ConnectResponse {
+            timeout: timeout_ms,
+            session_id,
+            passwd: password,
+            ..
+        } = zklock_proto::ConnectResponse::decode(r)?;
         if password.len() > 64 {
             return Err(Malformed(format!(
                 "session password of {} bytes",
                 password.len()
             )));
         }
-        // A trailing read-only flag is optional (older servers omit it); we never ask for one.
         Ok(ConnectResponse {
             timeout_ms,
             session_id,
@@ -258,11 +283,10 @@ impl CreateMode {
     }
 }
 
-pub(crate) fn write_acls(w: &mut Writer, acls: &[Acl]) {
-    w.int(acls.len() as i32);
-    for acl in acls {
-        w.int(acl.perms).string(acl.scheme).string(acl.id);
-    }
+fn proto_acls(acls: &[Acl]) -> Vec<zklock_proto::Acl> {
+    acls.iter()
+        .map(|a| zklock_proto::Acl::new(a.perms, a.scheme, a.id))
+        .collect()
 }
 
 /// The body of a create request (`CreateRequest`).
@@ -273,9 +297,12 @@ pub(crate) fn write_create(
     acls: &[Acl],
     mode: CreateMode,
 ) {
-    w.string(path).buffer(data);
-    write_acls(w, acls);
-    w.int(mode.flags());
+    w.record(&zklock_proto::CreateRequest {
+        path: path.to_owned(),
+        data: data.to_vec(),
+        acl: proto_acls(acls),
+        flags: mode.flags(),
+    });
 }
 
 /// The `ErrorCode` of a reply header as an error; `None` for OK.
@@ -321,30 +348,20 @@ pub(crate) enum MultiResult {
 
 /// The results of a `multi` reply, one per operation, up to its terminating header.
 pub(crate) fn read_multi(r: &mut Reader<'_>) -> Decoded<Vec<MultiResult>> {
-    let mut results = Vec::new();
-    loop {
-        let kind = r.int()?;
-        let done = r.boolean()?;
-        let _err = r.int()?;
-        if done {
-            return Ok(results);
-        }
-        // Each result takes at least a header: bounded by the frame.
-        results.push(match kind {
-            op::CHECK | op::DELETE => MultiResult::Done,
-            op::CREATE => MultiResult::Created(r.string()?, None),
-            op::CREATE2 | op::CREATE_CONTAINER => {
-                let path = r.string()?;
-                MultiResult::Created(path, Some(Stat::read(r)?))
+    use zklock_proto::OpResult;
+    zklock_proto::MultiResponse::decode(r)?
+        .results
+        .into_iter()
+        .map(|res| match res {
+            OpResult::Check | OpResult::Delete | OpResult::SetData(_) => Ok(MultiResult::Done),
+            OpResult::Create(path) => Ok(MultiResult::Created(path, None)),
+            OpResult::Create2(path, stat) => Ok(MultiResult::Created(path, Some(stat.into()))),
+            OpResult::Error(code) => Ok(MultiResult::Error(code)),
+            OpResult::GetChildren(_) | OpResult::GetData(..) => {
+                Err(Malformed("a read's result in a multi reply".into()))
             }
-            op::SET_DATA => {
-                Stat::read(r)?;
-                MultiResult::Done
-            }
-            op::ERROR => MultiResult::Error(r.int()?),
-            other => return Err(Malformed(format!("op {other} in a multi reply"))),
-        });
-    }
+        })
+        .collect()
 }
 
 /// One read's outcome in a `multiRead` reply: a getData reply, or the error code that read

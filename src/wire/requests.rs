@@ -379,7 +379,7 @@ impl Client {
             |w| {
                 w.string(&server);
             },
-            |err, mut r, _| on_ok(err, asked, || r.string().map(drop)),
+            |err, mut r, _| on_ok(err, asked, || Ok(r.string().map(drop)?)),
         )
     }
 

@@ -114,7 +114,7 @@ impl Exchange<'_> {
             AUTH_FAILED | SESSION_CLOSED_REQUIRE_SASL_AUTH => return Err(AttemptError::AuthFailed),
             err => return Err(invalid(format!("the server answered with error {err}"))),
         }
-        let token = r.buffer()?;
+        let token = r.buffer().map_err(super::jute::Malformed::from)?;
         if token.len() > MAX_TOKEN {
             return Err(invalid(format!("a token of {} bytes", token.len())));
         }

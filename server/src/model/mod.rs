@@ -5,6 +5,7 @@
 //! the real clock; a simulation can drive it with a virtual one.
 
 mod acl;
+mod children;
 mod ops;
 mod tree;
 mod watches;
@@ -112,6 +113,7 @@ pub struct Model {
     pub(crate) sessions: HashMap<i64, Session>,
     pub(crate) conns: HashMap<ConnId, Conn>,
     pub(crate) zxid: i64,
+    pub(crate) counters: Counters,
     next_session: i64,
     secret: u64,
     started_ms: u64,
@@ -122,7 +124,8 @@ impl Model {
     pub fn new(cfg: ModelConfig, now: Now) -> Model {
         // ZooKeeper's first session id: the time in the high bits, server id 0.
         let next_session = ((now.wall_ms << 24) as u64 >> 8) as i64;
-        let secret = splitmix(now.wall_ms as u64 ^ 0x5eed_0f_2c0c_c0de ^ std::process::id() as u64);
+        let secret =
+            splitmix(now.wall_ms as u64 ^ 0x005e_ed0f_2c0c_c0de ^ std::process::id() as u64);
         Model {
             cfg,
             tree: Tree::new(),
@@ -131,6 +134,7 @@ impl Model {
             sessions: HashMap::new(),
             conns: HashMap::new(),
             zxid: 0,
+            counters: Counters::default(),
             next_session: next_session.max(1),
             secret,
             started_ms: now.mono_ms,
@@ -419,6 +423,7 @@ impl Model {
             sessions: self.sessions.len(),
             ephemerals,
             data_size: self.tree.data_size(),
+            counters: self.counters,
         }
     }
 
@@ -482,6 +487,20 @@ pub struct Stats {
     pub ephemerals: usize,
     /// Bytes of paths and data.
     pub data_size: usize,
+    /// Requests and notifications counted since start.
+    pub counters: Counters,
+}
+
+/// Counts since start, as `mntr` reports them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counters {
+    /// Read requests answered (`zk_cnt_readlatency`).
+    pub reads: u64,
+    /// Write requests answered, failed ones included (`zk_cnt_updatelatency`).
+    pub updates: u64,
+    /// Watches fired by kind: created, deleted, data changed, children changed
+    /// (`zk_sum_node_*_watch_count`).
+    pub fired: [u64; 4],
 }
 
 fn splitmix(mut x: u64) -> u64 {

@@ -51,8 +51,11 @@ struct Txn {
     zxid: i64,
     time: i64,
     changes: Vec<Change>,
-    undo: Option<(Vec<(String, Option<Node>)>, HashSet<String>)>,
+    undo: Option<Undo>,
 }
+
+/// The nodes a multi touched as they were before it, each saved once.
+type Undo = (Vec<(String, Option<Node>)>, HashSet<String>);
 
 impl Txn {
     fn save(&mut self, model: &Model, path: &str) {
@@ -123,6 +126,12 @@ impl Model {
                     ..reply(self.zxid, 0, Response::Empty)
                 }
             }
+            // Not a request of its own in ZooKeeper (only inside a multi): its
+            // UnimplementedRequestProcessor answers and closes the connection.
+            Request::Check(_) => Reply {
+                close: true,
+                ..reply(-1, code::UNIMPLEMENTED, Response::Empty)
+            },
             Request::Create(_)
             | Request::Create2(_)
             | Request::CreateContainer(_)
@@ -130,9 +139,9 @@ impl Model {
             | Request::Delete(_)
             | Request::SetData(_)
             | Request::SetAcl(_)
-            | Request::Check(_)
             | Request::Multi(_)
             | Request::Reconfig(_) => {
+                self.counters.updates += 1;
                 let (e, body) = self.write(&caller, req, now, out);
                 reply(self.zxid, e, body)
             }
@@ -152,10 +161,13 @@ impl Model {
                 self.set_watches(conn, w, out);
                 reply(self.zxid, 0, Response::Empty)
             }
-            other => match self.read(conn, &caller, other) {
-                Ok(body) => reply(self.zxid, 0, body),
-                Err(e) => reply(self.zxid, e, Response::Empty),
-            },
+            other => {
+                self.counters.reads += 1;
+                match self.read(conn, &caller, other) {
+                    Ok(body) => reply(self.zxid, 0, body),
+                    Err(e) => reply(self.zxid, e, Response::Empty),
+                }
+            }
         }
     }
 
@@ -255,9 +267,6 @@ impl Model {
                 .map(|stat| Response::Stat(StatResponse { stat })),
             Request::SetAcl(r) => self
                 .set_acl(caller, &r.path, &r.acl, r.version, &mut txn)
-                .map(|stat| Response::Stat(StatResponse { stat })),
-            Request::Check(r) => self
-                .check(caller, &r.path, r.version)
                 .map(|stat| Response::Stat(StatResponse { stat })),
             _ => err(code::UNIMPLEMENTED),
         };
@@ -801,7 +810,7 @@ impl Model {
         if !acl::allowed(&n.acl, perms::READ, &caller.auth) {
             return err(code::NO_AUTH);
         }
-        let r = (n.children.iter().cloned().collect(), n.stat());
+        let r = (n.children.listed(), n.stat());
         if watch {
             self.child_watches.add(path, conn, Mode::Standard);
         }
@@ -871,6 +880,12 @@ impl Model {
                 event_type::NODE_CHILDREN_CHANGED => self.child_watches.trigger(&c.path),
                 _ => self.data_watches.trigger(&c.path),
             };
+            if let Some(n) = usize::try_from(c.kind - 1)
+                .ok()
+                .and_then(|i| self.counters.fired.get_mut(i))
+            {
+                *n += conns.len() as u64;
+            }
             for conn in conns {
                 let Some(cx) = self.conns.get(&conn) else {
                     continue;

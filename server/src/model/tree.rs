@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::children::Children;
+
 use zklock_proto::{perms, Acl, Stat};
 
 /// `EphemeralType.CONTAINER_EPHEMERAL_OWNER`.
@@ -51,7 +53,7 @@ pub(crate) struct Node {
     pub(crate) aversion: i32,
     pub(crate) owner: i64,
     pub(crate) pzxid: i64,
-    pub(crate) children: BTreeSet<String>,
+    pub(crate) children: Children,
 }
 
 impl Node {
@@ -68,7 +70,7 @@ impl Node {
             aversion: 0,
             owner,
             pzxid: zxid,
-            children: BTreeSet::new(),
+            children: Children::default(),
         }
     }
 
@@ -135,7 +137,7 @@ pub(crate) fn valid_path(path: &str) -> bool {
 pub(crate) fn special(path: &str) -> bool {
     matches!(
         path,
-        "/zookeeper" | "/zookeeper/quota" | "/zookeeper/config"
+        "/" | "/zookeeper" | "/zookeeper/quota" | "/zookeeper/config"
     )
 }
 
@@ -272,7 +274,7 @@ impl Tree {
         let mut stack = vec![path.to_owned()];
         while let Some(p) = stack.pop() {
             if let Some(n) = self.nodes.get(&p) {
-                for c in &n.children {
+                for c in n.children.names() {
                     count += 1;
                     stack.push(if p == "/" {
                         format!("/{c}")
