@@ -97,8 +97,8 @@ fn first_difference(a: &[String], b: &[String]) -> Option<String> {
     let at = (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i))?;
     let from = at.saturating_sub(3);
     let mut out = String::new();
-    for i in from..at {
-        out += &format!("    same     {}\n", a[i]);
+    for line in &a[from..at] {
+        out += &format!("    same     {line}\n");
     }
     out += &format!(
         "    apache   {}\n    embedded {}\n",

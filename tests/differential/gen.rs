@@ -6,7 +6,7 @@
 use zklock_proto::{
     add_watch_mode, create_mode, perms, watcher_type, Acl, AddWatchRequest, CheckVersionRequest,
     CreateRequest, CreateTtlRequest, DeleteRequest, MultiOp, PathRequest, PathWatchRequest,
-    Request, SetAclRequest, SetDataRequest, WatchesRequest,
+    Request, SetAclRequest, SetDataRequest, SetWatches2, WatchesRequest,
 };
 
 /// splitmix64: small, fast, and the same sequence on every platform.
@@ -59,6 +59,10 @@ pub enum Action {
     AddAuth(usize),
     /// `closeSession`; the slot's next step opens a new session.
     Close,
+    /// The slot's session moved to a new connection (the old one dropped), as a client
+    /// reconnects; `setWatches2` then re-arms the watches given, relative to the last zxid
+    /// the session saw.
+    Reconnect(Option<SetWatches2>),
 }
 
 fn path(rng: &mut Rng) -> String {
@@ -286,6 +290,19 @@ pub fn sequence(seed: u64) -> Vec<Step> {
             let action = match rng.below(100) {
                 0..=5 => Action::AddAuth(rng.below(USERS.len())),
                 6..=8 => Action::Close,
+                9..=11 => Action::Reconnect(rng.chance(70).then(|| {
+                    let mut paths = |rng: &mut Rng| -> Vec<String> {
+                        (0..rng.below(3)).map(|_| path(rng)).collect()
+                    };
+                    SetWatches2 {
+                        relative_zxid: 0, // the session's last zxid, filled in when sent
+                        data_watches: paths(&mut rng),
+                        exist_watches: paths(&mut rng),
+                        child_watches: paths(&mut rng),
+                        persistent_watches: paths(&mut rng),
+                        persistent_recursive_watches: paths(&mut rng),
+                    }
+                })),
                 _ => Action::Request(request(&mut rng)),
             };
             Step { slot, action }

@@ -23,6 +23,13 @@ enum Outcome {
     Opened { read_only: Option<bool> },
     /// A reply; `write` says whether its header's zxid is the write's own (and so compared).
     Reply { reply: Reply, write: bool },
+    /// A session moved to a new connection: whether the server took it back (a timeout > 0)
+    /// as the same session, and the answer to re-arming its watches.
+    Moved {
+        resumed: bool,
+        same_session: bool,
+        watches: Option<Reply>,
+    },
     /// The server closed the connection instead of answering.
     Lost,
 }
@@ -189,6 +196,49 @@ impl Run<'_> {
                         (what, Outcome::Lost)
                     }
                 }
+            }
+            Action::Reconnect(watches) => {
+                let Some(old) = self.sessions[slot].take() else {
+                    return Ok(()); // nothing open: nothing to move
+                };
+                let mut moved = old
+                    .reconnect(self.addr)
+                    .map_err(|e| format!("step {index}: reconnecting slot {slot}: {e}"))?;
+                let same_session = moved.connected.session_id == old.id;
+                drop(old);
+                let resumed = moved.connected.timeout > 0;
+                let mut replies = None;
+                if resumed {
+                    if let Some(watches) = watches {
+                        let mut request = watches.clone();
+                        request.relative_zxid = moved.last_zxid;
+                        for list in [
+                            &mut request.data_watches,
+                            &mut request.exist_watches,
+                            &mut request.child_watches,
+                            &mut request.persistent_watches,
+                            &mut request.persistent_recursive_watches,
+                        ] {
+                            for p in list.iter_mut() {
+                                *p = self.resolve(p);
+                            }
+                        }
+                        replies = moved.set_watches(&request).ok();
+                    }
+                    self.sessions[slot] = Some(moved);
+                }
+                let what = match watches {
+                    Some(w) => format!("reconnect, then {w:?}"),
+                    None => "reconnect".to_owned(),
+                };
+                (
+                    what,
+                    Outcome::Moved {
+                        resumed,
+                        same_session,
+                        watches: replies,
+                    },
+                )
             }
             Action::Close => {
                 let Some(session) = self.sessions[slot].as_mut() else {
@@ -452,6 +502,26 @@ fn normalise(lines: &[Line], labels: &HashMap<i64, i64>, root: &str) -> Vec<Stri
         .map(|line| {
             let outcome = match &line.outcome {
                 Outcome::Opened { read_only } => format!("opened, readOnly {read_only:?}"),
+                Outcome::Moved {
+                    resumed,
+                    same_session,
+                    watches,
+                } => {
+                    // The events re-armed watches fire at once carry no zxid of the sequence's
+                    // own (Apache: -1); their order is the server's walk of its watch lists.
+                    let mut events: Vec<String> = watches
+                        .iter()
+                        .flat_map(|r| &r.events)
+                        .map(|e| format!("event(type {}, {})", e.event.kind, e.event.path))
+                        .collect();
+                    events.sort();
+                    let answer = watches
+                        .as_ref()
+                        .map(|r| format!("err {} {:?}", r.header.err, r.body));
+                    format!(
+                        "resumed {resumed}, same session {same_session}, setWatches2 {answer:?} {events:?}"
+                    )
+                }
                 Outcome::Lost => "connection closed by the server".to_owned(),
                 Outcome::Reply { reply, write } => {
                     let mut body = reply.body.clone();

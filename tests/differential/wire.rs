@@ -40,6 +40,8 @@ pub struct Session {
     next_xid: i32,
     pub id: i64,
     pub connected: ConnectResponse,
+    /// The highest zxid a reply's header showed, as a client tracks it for a reconnect.
+    pub last_zxid: i64,
 }
 
 fn io_err(what: impl std::fmt::Display) -> std::io::Error {
@@ -61,16 +63,31 @@ fn read_frame(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
 impl Session {
     /// A new session on `addr` (`host:port`).
     pub fn connect(addr: &str) -> std::io::Result<Session> {
+        Self::handshake(addr, 0, vec![0; 16], 0)
+    }
+
+    /// This session on a new connection to `addr`: ZooKeeper moves it there (and closes the
+    /// old connection). The answer's timeout is 0 if the server refused.
+    pub fn reconnect(&self, addr: &str) -> std::io::Result<Session> {
+        Self::handshake(addr, self.id, self.connected.passwd.clone(), self.last_zxid)
+    }
+
+    fn handshake(
+        addr: &str,
+        session_id: i64,
+        passwd: Vec<u8>,
+        last_zxid_seen: i64,
+    ) -> std::io::Result<Session> {
         let mut stream = TcpStream::connect(addr)?;
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(IO_TIMEOUT))?;
         stream.set_write_timeout(Some(IO_TIMEOUT))?;
         let request = ConnectRequest {
             protocol_version: 0,
-            last_zxid_seen: 0,
+            last_zxid_seen,
             timeout: SESSION_TIMEOUT_MS,
-            session_id: 0,
-            passwd: vec![0; 16],
+            session_id,
+            passwd,
             read_only: Some(false),
         };
         let mut w = Writer::frame();
@@ -78,7 +95,7 @@ impl Session {
         stream.write_all(&w.finish())?;
         let body = read_frame(&mut stream)?;
         let connected = ConnectResponse::from_bytes(&body).map_err(io_err)?;
-        if connected.timeout <= 0 {
+        if connected.timeout <= 0 && session_id == 0 {
             return Err(io_err("session refused (timeout 0)"));
         }
         Ok(Session {
@@ -86,6 +103,7 @@ impl Session {
             next_xid: 1,
             id: connected.session_id,
             connected,
+            last_zxid: last_zxid_seen,
         })
     }
 
@@ -143,6 +161,16 @@ impl Session {
         self.read_until(xid::AUTH, op::AUTH)
     }
 
+    /// `setWatches2`, sent as a client re-arms its watches on a new connection (its own xid).
+    pub fn set_watches(&mut self, request: &zklock_proto::SetWatches2) -> std::io::Result<Reply> {
+        let mut w = Writer::frame();
+        w.int(xid::SET_WATCHES)
+            .int(op::SET_WATCHES2)
+            .record(request);
+        self.stream.write_all(&w.finish())?;
+        self.read_until(xid::SET_WATCHES, op::SET_WATCHES2)
+    }
+
     /// A ping, to collect the notifications already queued for this session.
     pub fn ping(&mut self) -> std::io::Result<Reply> {
         let mut w = Writer::frame();
@@ -173,6 +201,7 @@ impl Session {
             }
             let body = Response::decode(code, header.err, &mut r)
                 .map_err(|e| io_err(format!("op {code}: {e}")))?;
+            self.last_zxid = self.last_zxid.max(header.zxid);
             return Ok(Reply {
                 header,
                 body,
