@@ -109,6 +109,27 @@
 //! 10,000). The normalisation is itself tested: `apache_against_itself_shows_no_difference` runs
 //! the sequences twice on the one Apache server and must find nothing.
 //!
+//! Measured on 7 December 2026 on the 2-core machine beside other builds, with the server of
+//! the `server` branch at c24dbed:
+//!
+//! - the conformance pass: 270 tests passed, 0 failed (and the 8 cases of
+//!   `async_blocking_calls.rs`), 20 skipped as listed above, 19 ignored (workers the tests run as
+//!   child processes); 285 s of test time, 501 s with the embedded server's build and a rebuild
+//!   of the test binaries. Earlier runs that day, on the server before its session-expiry
+//!   timer was woken by new sessions, failed the tests that need a silent session expired
+//!   (`faults_between_steps`, two of `async_api.rs`'s `under_faults`, the CLI's lost lock),
+//!   and `scale.rs`'s herd test while `mntr` lacked the watch-notification counters.
+//! - Curator (`interop.rs`) 6 of 6 on the embedded server and on 3.9.5; kazoo
+//!   (`interop_kazoo.rs`) 4 of 4 on both, 3 s.
+//! - the differential test: 10,000 sequences, 496,161 replies and 32,854 notifications compared,
+//!   in 153 s (4 sequences in flight); 71 sequences differ, all by one difference: a `create`
+//!   op with the container flag inside a `multi` is answered by 3.9.5 as a create2 (type 15,
+//!   path and stat) and by the embedded server as a plain create (path only). The self-check
+//!   found 0 differences in 1,000 sequences (24 s). The differences it found earlier that day,
+//!   since fixed in the server: a `check` outside a `multi` (3.9.5: Unimplemented, then the
+//!   connection closed; the server: checked it), children and whoAmI identities in another
+//!   order (now compared as sets, see above).
+//!
 //! # What each test proves
 //!
 //! The integration tests are grouped by what they prove: one file, and so one test binary, per
