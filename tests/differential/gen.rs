@@ -291,7 +291,7 @@ pub fn sequence(seed: u64) -> Vec<Step> {
                 0..=5 => Action::AddAuth(rng.below(USERS.len())),
                 6..=8 => Action::Close,
                 9..=11 => Action::Reconnect(rng.chance(70).then(|| {
-                    let mut paths = |rng: &mut Rng| -> Vec<String> {
+                    let paths = |rng: &mut Rng| -> Vec<String> {
                         (0..rng.below(3)).map(|_| path(rng)).collect()
                     };
                     SetWatches2 {
