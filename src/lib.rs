@@ -220,10 +220,15 @@ pub struct ReadmeDoctests;
 
 pub mod client;
 mod core;
+// The simulation is test code: compiled for zklock's own tests and examples only (the
+// `simulation` feature, switched on by the self dev-dependency in Cargo.toml), so a user's
+// build, the CLI's and a release build contain none of it.
+#[cfg(any(test, feature = "simulation"))]
 mod sim;
 
 /// The deterministic simulation of the protocol core (issue 34), for `examples/simulate.rs`:
 /// not part of the API, no stability promised.
+#[cfg(feature = "simulation")]
 #[doc(hidden)]
 pub mod __simulation {
     pub use crate::sim::{simulate, Report};

@@ -30,6 +30,7 @@ impl Uuid {
     }
 
     /// The id whose 16 bytes are `n`, big-endian: deterministic ids for the simulation.
+    #[cfg(any(test, feature = "simulation"))]
     pub(crate) fn from_u128(n: u128) -> Uuid {
         Uuid(n.to_be_bytes())
     }

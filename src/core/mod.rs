@@ -30,6 +30,8 @@ pub(crate) mod partial;
 pub(crate) mod permits;
 pub(crate) mod place;
 pub(crate) mod seam;
+// The simulated ZooKeeper: test code, never in a user's build (feature `simulation`).
+#[cfg(any(test, feature = "simulation"))]
 pub(crate) mod sim;
 pub(crate) mod standing;
 pub(crate) mod track;

@@ -122,6 +122,7 @@ impl Attempt {
 
     /// An attempt that waits until `deadline` of a clock other than the monotonic one (the
     /// simulation's virtual clock), `timeout` after its start.
+    #[cfg(any(test, feature = "simulation"))]
     pub(crate) fn until(deadline: Instant, timeout: Duration) -> Attempt {
         Attempt {
             patience: Patience::Until(deadline),
