@@ -286,3 +286,113 @@ fn embedded_server_answers_as_apache_does() {
         count,
     );
 }
+
+/// Runs one hand-written sequence on both servers and fails on the first difference.
+fn scripted(name: &str, steps: &[gen::Step]) {
+    let (apache, embedded) = (apache(), embedded());
+    let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    for addr in [&apache, &embedded] {
+        run::ensure_node(addr, PARENT).unwrap_or_else(|e| panic!("{addr}: {e}"));
+    }
+    let left = run::run(&apache, &format!("{PARENT}/{run_id}-{name}-l"), steps).unwrap();
+    let right = run::run(&embedded, &format!("{PARENT}/{run_id}-{name}-r"), steps).unwrap();
+    if let Some(diff) = first_difference(&left, &right) {
+        panic!("{name}: the embedded server answers otherwise than 3.9.5:\n{diff}");
+    }
+}
+
+fn on(slot: usize, request: zklock_proto::Request) -> gen::Step {
+    gen::Step {
+        slot,
+        action: gen::Action::Request(request),
+    }
+}
+
+fn create(path: &str, flags: i32) -> zklock_proto::CreateRequest {
+    zklock_proto::CreateRequest {
+        path: path.to_owned(),
+        data: b"x".to_vec(),
+        acl: zklock_proto::Acl::open(),
+        flags,
+    }
+}
+
+/// A `create` op with the container flag inside a `multi`: ZooKeeper turns it into a
+/// createContainer, whose result is a create2's (type 15, path and stat).
+#[test]
+fn a_container_created_by_a_create_op_in_a_multi_answers_with_its_stat() {
+    use zklock_proto::{create_mode, MultiOp, Request};
+    scripted(
+        "multi-container",
+        &[on(
+            0,
+            Request::Multi(vec![
+                MultiOp::Create(create("a", create_mode::CONTAINER)),
+                MultiOp::Create(create("a/b", create_mode::PERSISTENT)),
+            ]),
+        )],
+    );
+}
+
+/// A `check` outside a `multi`: 3.9.5 answers Unimplemented and closes the connection.
+#[test]
+fn a_check_outside_a_multi_is_unimplemented_and_closes_the_connection() {
+    use zklock_proto::{CheckVersionRequest, Request};
+    scripted(
+        "lone-check",
+        &[
+            on(0, Request::Create(create("a", 0))),
+            on(
+                0,
+                Request::Check(CheckVersionRequest {
+                    path: "a".to_owned(),
+                    version: 0,
+                }),
+            ),
+            on(
+                0,
+                Request::Exists(zklock_proto::PathWatchRequest {
+                    path: "a".to_owned(),
+                    watch: false,
+                }),
+            ),
+        ],
+    );
+}
+
+/// A closed session's ephemerals go in one transaction: another session watching them and
+/// their parent hears of each, and its next listing shows none.
+#[test]
+fn a_closed_sessions_ephemerals_go_and_their_watchers_hear_of_it() {
+    use zklock_proto::{add_watch_mode, create_mode, AddWatchRequest, PathWatchRequest, Request};
+    let watch = |path: &str| PathWatchRequest {
+        path: path.to_owned(),
+        watch: true,
+    };
+    scripted(
+        "close-session",
+        &[
+            on(0, Request::Create(create("p", 0))),
+            on(0, Request::Create(create("p/e1", create_mode::EPHEMERAL))),
+            on(
+                0,
+                Request::Create(create("p/e", create_mode::EPHEMERAL_SEQUENTIAL)),
+            ),
+            on(1, Request::GetChildren2(watch("p"))),
+            on(1, Request::Exists(watch("p/e1"))),
+            on(
+                2,
+                Request::AddWatch(AddWatchRequest {
+                    path: "p".to_owned(),
+                    mode: add_watch_mode::PERSISTENT_RECURSIVE,
+                }),
+            ),
+            gen::Step {
+                slot: 0,
+                action: gen::Action::Close,
+            },
+            on(1, Request::GetChildren2(watch("p"))),
+            on(2, Request::GetChildren(watch("p"))),
+        ],
+    );
+}
