@@ -9,7 +9,9 @@ use crate::error::{Error, Result};
 use crate::rt::cancel::{self, CancelToken};
 use crate::rt::runtime::deadline_after;
 
-use super::withdraw::{Withdrawals, CANCEL_WITHDRAW_WAIT, WITHDRAW_WAIT};
+use super::withdraw::{
+    Withdrawals, CANCEL_WITHDRAW_WAIT, PAST_DEADLINE_WITHDRAW_WAIT, WITHDRAW_WAIT,
+};
 
 /// How a call waits: as long as it takes or up to a timeout, and optionally until a
 /// [`CancelToken`] is cancelled. Passed to the `*_with` acquisitions
@@ -168,6 +170,24 @@ impl Attempt {
         closes: &CancelToken,
         acquire: impl Future<Output = Result<Option<T>>>,
     ) -> Result<Option<T>> {
+        self.run_on(
+            closes,
+            acquire,
+            Instant::now,
+            crate::rt::runtime::sleep_until,
+        )
+        .await
+    }
+
+    /// [`run`](Self::run) on the clock read by `now` and slept on by `sleep_until` (the
+    /// simulation's virtual clock, which the attempt's deadline is then of).
+    pub(crate) async fn run_on<T, Z: Future<Output = ()>>(
+        &self,
+        closes: &CancelToken,
+        acquire: impl Future<Output = Result<Option<T>>>,
+        now: impl Fn() -> Instant,
+        sleep_until: impl FnOnce(Instant) -> Z,
+    ) -> Result<Option<T>> {
         let tokens: Vec<CancelToken> = self
             .cancel
             .iter()
@@ -191,9 +211,24 @@ impl Attempt {
             .await
         };
         if !matches!(outcome, Ok(Some(_))) {
-            Box::pin(self.withdrawals.settled(deadline_after(grace))).await;
+            let until = self.settle_until(now(), grace);
+            Box::pin(self.withdrawals.settled(sleep_until(until))).await;
         }
         outcome
+    }
+
+    /// Until when an acquisition that stopped at `now` waits for its withdrawals: `grace`,
+    /// and never longer than [`PAST_DEADLINE_WITHDRAW_WAIT`] past its deadline. On a silent
+    /// connection (it still looks connected, so the withdrawals are waited for) the wait
+    /// would otherwise push the return a whole grace past the deadline.
+    pub(crate) fn settle_until(&self, now: Instant, grace: Duration) -> Instant {
+        let by = now.checked_add(grace).unwrap_or(now);
+        match self.patience {
+            Patience::Until(deadline) => deadline
+                .checked_add(PAST_DEADLINE_WITHDRAW_WAIT)
+                .map_or(by, |latest| by.min(latest)),
+            Patience::Forever | Patience::DontWait => by,
+        }
     }
 }
 
