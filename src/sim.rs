@@ -30,6 +30,7 @@ use crate::core::standing::{decide, Loss, Standing};
 use crate::core::wait::Attempt;
 use crate::error::Error;
 use crate::recipes::catalogue::{LATCH, MUTEX, READER, SEMAPHORE, WRITER};
+use crate::rt::cancel::CancelToken;
 use crate::session::Liveness;
 use crate::wire as zk;
 
@@ -136,6 +137,11 @@ struct Book {
     acquired: u64,
     finished: BTreeSet<usize>,
     local: local::LocalBook,
+    /// When the task being polled was woken (first wake since its last poll): the time its
+    /// code could act, whatever the scheduler's delay in polling it.
+    woken_at: Duration,
+    /// Per session, when its process last resumed from a freeze (it could not act before).
+    resumed_at: BTreeMap<i64, Duration>,
 }
 
 type SharedBook = Rc<RefCell<Book>>;
@@ -200,6 +206,10 @@ struct Schedule {
     /// `extra`).
     revocations: bool,
     revoke: Rng,
+    /// Per ready task, when it was first woken since its last poll.
+    woken: BTreeMap<usize, Duration>,
+    /// The sessions whose process was frozen at the end of the last step.
+    frozen: BTreeSet<i64>,
 }
 
 impl Schedule {
@@ -285,6 +295,8 @@ impl Schedule {
             revocations,
             revoke,
             limits,
+            woken: BTreeMap::new(),
+            frozen: BTreeSet::new(),
         };
         let processes = 2 + schedule.rng.below(2);
         // Local handoff is drawn apart too, so that schedules without it keep theirs.
@@ -407,6 +419,7 @@ impl Schedule {
                 settle_until = Some((now + SETTLE_TIME, self.steps + SETTLE_STEPS));
                 continue;
             }
+            self.note_wakes();
             self.check_holders();
             if !self.book.borrow().violations.is_empty() {
                 break;
@@ -441,6 +454,24 @@ impl Schedule {
             acquired: book.acquired,
             trace: world.trace.clone(),
             local_handoffs: book.local.handoffs,
+        }
+    }
+
+    /// Notes when each task now ready was woken, and when a frozen process resumed (a step's
+    /// wakes happen at its end's time: a clock step fires its timers, and thaws a process, at
+    /// the time it moves to).
+    fn note_wakes(&mut self) {
+        let world = self.world.lock();
+        let now = world.now;
+        for id in self.ready.lock().iter() {
+            self.woken.entry(*id).or_insert(now);
+        }
+        for session in &self.sessions {
+            if world.frozen(session.id) {
+                self.frozen.insert(session.id);
+            } else if self.frozen.remove(&session.id) {
+                self.book.borrow_mut().resumed_at.insert(session.id, now);
+            }
         }
     }
 
@@ -540,6 +571,8 @@ impl Schedule {
             world.note(|| format!("poll task {id}"));
             world.polling = Some(id);
         }
+        let now = self.world.lock().now;
+        self.book.borrow_mut().woken_at = self.woken.remove(&id).unwrap_or(now);
         let waker = task.waker.clone();
         let mut cx = Context::from_waker(&waker);
         let ready = task.future.as_mut().poll(&mut cx).is_ready();
@@ -829,6 +862,7 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
             return;
         }
         let now = session.now();
+        let started = session.world.lock().now;
         let (attempt, deadline) = match acquisition.wait {
             Wait::Forever => (Attempt::forever(), None),
             Wait::Try => (Attempt::dont_wait(), Some(now + ONE_CALL)),
@@ -859,6 +893,19 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
                 Box::pin(take_in_order(&session, members, &attempt, deadline))
             }
         };
+        // Through the front end every recipe runs (`Attempt::run`): a call that does not
+        // acquire waits for its withdrawals, on the virtual clock.
+        let closes = CancelToken::new();
+        let world = session.world.clone();
+        let acquiring: Pin<Box<dyn Future<Output = Acquired> + '_>> = Box::pin(attempt.run_on(
+            &closes,
+            acquiring,
+            || session.now(),
+            move |at| {
+                let at = at.saturating_duration_since(world.lock().origin);
+                sleep_until(&world, at)
+            },
+        ));
         let outcome = match acquisition.drop_after {
             Some(polls) => {
                 Budget {
@@ -869,6 +916,9 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
             }
             None => Some(acquiring.await),
         };
+        if let (Some(_), Wait::Timeout(timeout)) = (&outcome, acquisition.wait) {
+            check_deadline(task, &session, &book, lock, started + timeout);
+        }
         let Some(outcome) = outcome else {
             session
                 .world
@@ -981,6 +1031,36 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
     }
 }
 
+/// How long past its deadline a timed acquisition may return: its withdrawals' grace past
+/// the deadline (`PAST_DEADLINE_WITHDRAW_WAIT`), a retry's pause, and a margin.
+const PAST_DEADLINE: Duration = Duration::from_millis(250);
+
+/// A timed acquisition of `task` that returned (acquired or not) did so by `deadline` (on the
+/// virtual clock) + [`PAST_DEADLINE`], counted from when the task was woken for the poll that
+/// ended it (and, for a process frozen past its deadline, from its resumption): a deadline is
+/// the caller's, also on a connection that has gone silent and still looks connected.
+fn check_deadline(
+    task: usize,
+    session: &SimSession,
+    book: &SharedBook,
+    lock: &str,
+    deadline: Duration,
+) {
+    let mut book = book.borrow_mut();
+    let returned = book.woken_at;
+    let resumed = book.resumed_at.get(&session.id).copied();
+    let deadline = resumed.map_or(deadline, |resumed| resumed.max(deadline));
+    if returned > deadline + PAST_DEADLINE {
+        let late = returned - deadline;
+        let line = format!(
+            "task {task}: a timed acquisition of {lock} returned {} ms past its deadline",
+            late.as_millis()
+        );
+        session.world.lock().note(|| line.clone());
+        book.violations.push(line);
+    }
+}
+
 /// Why `err`, returned by `acquisition`, is not one the docs list for that call; `None` if
 /// it is.
 fn undocumented(err: &Error, acquisition: &Acquisition) -> Option<String> {
@@ -1027,6 +1107,15 @@ mod tests {
     #[test]
     fn seed_274_a_reconnect_right_after_the_watch_is_set_is_not_missed() {
         let report = simulate(274, false);
+        assert_eq!(report.violations, Vec::<String>::new());
+    }
+
+    /// A timed acquisition whose connection went silent (still connected) at 2.25 s: it
+    /// returned a whole withdrawal grace (1 s) past its deadline, waiting for a delete no one
+    /// would answer, before that wait was bounded by the deadline.
+    #[test]
+    fn seed_1_a_timed_acquisition_on_a_silent_connection_keeps_its_deadline() {
+        let report = simulate(1, false);
         assert_eq!(report.violations, Vec::<String>::new());
     }
 
