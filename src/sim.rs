@@ -137,11 +137,10 @@ struct Book {
     acquired: u64,
     finished: BTreeSet<usize>,
     local: local::LocalBook,
-    /// When the task being polled was woken (first wake since its last poll): the time its
-    /// code could act, whatever the scheduler's delay in polling it.
-    woken_at: Duration,
-    /// Per session, when its process last resumed from a freeze (it could not act before).
-    resumed_at: BTreeMap<i64, Duration>,
+    /// Per task, its waits (from a poll that left it pending to its next wake) since its
+    /// current acquisition began: the time its own code chose to wait, not the scheduler's
+    /// delay in polling it once woken.
+    waits: BTreeMap<usize, Vec<(Duration, Duration)>>,
 }
 
 type SharedBook = Rc<RefCell<Book>>;
@@ -208,8 +207,8 @@ struct Schedule {
     revoke: Rng,
     /// Per ready task, when it was first woken since its last poll.
     woken: BTreeMap<usize, Duration>,
-    /// The sessions whose process was frozen at the end of the last step.
-    frozen: BTreeSet<i64>,
+    /// Per pending task, when the poll that left it pending ran.
+    pending_since: BTreeMap<usize, Duration>,
 }
 
 impl Schedule {
@@ -296,7 +295,7 @@ impl Schedule {
             revoke,
             limits,
             woken: BTreeMap::new(),
-            frozen: BTreeSet::new(),
+            pending_since: BTreeMap::new(),
         };
         let processes = 2 + schedule.rng.below(2);
         // Local handoff is drawn apart too, so that schedules without it keep theirs.
@@ -457,21 +456,12 @@ impl Schedule {
         }
     }
 
-    /// Notes when each task now ready was woken, and when a frozen process resumed (a step's
-    /// wakes happen at its end's time: a clock step fires its timers, and thaws a process, at
-    /// the time it moves to).
+    /// Notes when each task now ready was woken (a step's wakes happen at its end's time: a
+    /// clock step fires its timers at the time it moves to).
     fn note_wakes(&mut self) {
-        let world = self.world.lock();
-        let now = world.now;
+        let now = self.world.lock().now;
         for id in self.ready.lock().iter() {
             self.woken.entry(*id).or_insert(now);
-        }
-        for session in &self.sessions {
-            if world.frozen(session.id) {
-                self.frozen.insert(session.id);
-            } else if self.frozen.remove(&session.id) {
-                self.book.borrow_mut().resumed_at.insert(session.id, now);
-            }
         }
     }
 
@@ -572,11 +562,18 @@ impl Schedule {
             world.polling = Some(id);
         }
         let now = self.world.lock().now;
-        self.book.borrow_mut().woken_at = self.woken.remove(&id).unwrap_or(now);
+        let woken = self.woken.remove(&id).unwrap_or(now);
+        if let Some(since) = self.pending_since.remove(&id) {
+            let mut book = self.book.borrow_mut();
+            book.waits.entry(id).or_default().push((since, woken));
+        }
         let waker = task.waker.clone();
         let mut cx = Context::from_waker(&waker);
         let ready = task.future.as_mut().poll(&mut cx).is_ready();
         self.world.lock().polling = None;
+        if !ready {
+            self.pending_since.insert(id, now);
+        }
         if ready {
             self.tasks[id] = None;
             self.book.borrow_mut().finished.insert(id);
@@ -863,6 +860,7 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
         }
         let now = session.now();
         let started = session.world.lock().now;
+        book.borrow_mut().waits.remove(&task);
         let (attempt, deadline) = match acquisition.wait {
             Wait::Forever => (Attempt::forever(), None),
             Wait::Try => (Attempt::dont_wait(), Some(now + ONE_CALL)),
@@ -1035,10 +1033,11 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
 /// the deadline (`PAST_DEADLINE_WITHDRAW_WAIT`), a retry's pause, and a margin.
 const PAST_DEADLINE: Duration = Duration::from_millis(250);
 
-/// A timed acquisition of `task` that returned (acquired or not) did so by `deadline` (on the
-/// virtual clock) + [`PAST_DEADLINE`], counted from when the task was woken for the poll that
-/// ended it (and, for a process frozen past its deadline, from its resumption): a deadline is
-/// the caller's, also on a connection that has gone silent and still looks connected.
+/// A timed acquisition of `task` that returned (acquired or not) waited at most
+/// [`PAST_DEADLINE`] in all past its `deadline` (on the virtual clock): a deadline is the
+/// caller's, also on a connection that has gone silent and still looks connected. Counted are
+/// its own waits (from a poll that left it pending to its next wake), not the scheduler's
+/// delay in polling it once woken, nor a freeze of its process (its timers still fire).
 fn check_deadline(
     task: usize,
     session: &SimSession,
@@ -1047,13 +1046,16 @@ fn check_deadline(
     deadline: Duration,
 ) {
     let mut book = book.borrow_mut();
-    let returned = book.woken_at;
-    let resumed = book.resumed_at.get(&session.id).copied();
-    let deadline = resumed.map_or(deadline, |resumed| resumed.max(deadline));
-    if returned > deadline + PAST_DEADLINE {
-        let late = returned - deadline;
+    let late: Duration = book
+        .waits
+        .remove(&task)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(since, woken)| woken.saturating_sub(since.max(deadline)))
+        .sum();
+    if late > PAST_DEADLINE {
         let line = format!(
-            "task {task}: a timed acquisition of {lock} returned {} ms past its deadline",
+            "task {task}: a timed acquisition of {lock} waited {} ms past its deadline",
             late.as_millis()
         );
         session.world.lock().note(|| line.clone());
@@ -1111,8 +1113,8 @@ mod tests {
     }
 
     /// A timed acquisition whose connection went silent (still connected) at 2.25 s: it
-    /// returned a whole withdrawal grace (1 s) past its deadline, waiting for a delete no one
-    /// would answer, before that wait was bounded by the deadline.
+    /// waited a whole withdrawal grace (1 s) past its deadline for a delete no one would
+    /// answer, before that wait was bounded by the deadline.
     #[test]
     fn seed_1_a_timed_acquisition_on_a_silent_connection_keeps_its_deadline() {
         let report = simulate(1, false);

@@ -160,7 +160,9 @@ impl Attempt {
     /// already stops it before anything is sent. A stopped acquisition's future is dropped,
     /// which withdraws what it queued. Unless it acquired, waits briefly for its withdrawals
     /// to be settled, so that nothing is left behind on return as far as the server answers
-    /// in time (the rest goes on in the background).
+    /// in time (the rest goes on in the background); never more than
+    /// [`PAST_DEADLINE_WITHDRAW_WAIT`] past the attempt's deadline (see
+    /// [`settle_until`](Self::settle_until)).
     ///
     /// The blocking calls run the same future on their own thread
     /// ([`blocking`](crate::session::blocking)): a cancel wakes that thread through the
