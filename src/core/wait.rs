@@ -133,6 +133,12 @@ impl Attempt {
         }
     }
 
+    /// The same attempt, stopped also by `token` (as [`Wait::cancel_on`]).
+    pub(crate) fn cancelled_by(mut self, token: &CancelToken) -> Attempt {
+        self.cancel = Some(token.clone());
+        self
+    }
+
     /// The deadline of the acquisition's requests; `one_call` gives the deadline of a one-off
     /// call on the client (see `Client::call_deadline`).
     pub(crate) fn deadline(&self, one_call: impl FnOnce() -> Instant) -> Option<Instant> {
@@ -188,7 +194,7 @@ impl Attempt {
         closes: &CancelToken,
         acquire: impl Future<Output = Result<Option<T>>>,
         now: impl Fn() -> Instant,
-        sleep_until: impl FnOnce(Instant) -> Z,
+        sleep_until: impl Fn(Instant) -> Z,
     ) -> Result<Option<T>> {
         let tokens: Vec<CancelToken> = self
             .cancel
@@ -213,10 +219,38 @@ impl Attempt {
             .await
         };
         if !matches!(outcome, Ok(Some(_))) {
-            let until = self.settle_until(now(), grace);
-            Box::pin(self.withdrawals.settled(sleep_until(until))).await;
+            Box::pin(self.settle(&tokens, grace, now, sleep_until)).await;
         }
         outcome
+    }
+
+    /// Waits for the withdrawals until [`settle_until`](Self::settle_until) with `grace`; a
+    /// token cancelled before or meanwhile (the acquisition ended by itself just before a
+    /// cancel, or the caller cancels a call that is only tidying up) shortens the wait to a
+    /// cancelled call's.
+    async fn settle<Z: Future<Output = ()>>(
+        &self,
+        tokens: &[CancelToken],
+        grace: Duration,
+        now: impl Fn() -> Instant,
+        sleep_until: impl Fn(Instant) -> Z,
+    ) {
+        let until = self.settle_until(now(), grace);
+        let cancelled = {
+            let mut settled = std::pin::pin!(self.withdrawals.settled(sleep_until(until)));
+            let mut stop = std::pin::pin!(cancel::first_cancelled(tokens));
+            std::future::poll_fn(|cx| {
+                if settled.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(false);
+                }
+                stop.as_mut().poll(cx).map(|_| true)
+            })
+            .await
+        };
+        if cancelled {
+            let until = until.min(self.settle_until(now(), CANCEL_WITHDRAW_WAIT));
+            self.withdrawals.settled(sleep_until(until)).await;
+        }
     }
 
     /// Until when an acquisition that stopped at `now` waits for its withdrawals: `grace`,
