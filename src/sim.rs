@@ -30,6 +30,7 @@ use crate::core::standing::{decide, Loss, Standing};
 use crate::core::wait::Attempt;
 use crate::error::Error;
 use crate::recipes::catalogue::{LATCH, MUTEX, READER, SEMAPHORE, WRITER};
+use crate::rt::cancel::CancelToken;
 use crate::session::Liveness;
 use crate::wire as zk;
 
@@ -106,6 +107,8 @@ struct Acquisition {
     revocable: bool,
     /// Through the process's local queue, with this batch (see `local.rs`).
     local: Option<u32>,
+    /// Its cancel token cancelled this long after it starts (`Wait::cancel_on`).
+    cancel_after: Option<Duration>,
 }
 
 /// A holder, as the checks see it.
@@ -136,6 +139,10 @@ struct Book {
     acquired: u64,
     finished: BTreeSet<usize>,
     local: local::LocalBook,
+    /// Per task, its waits (from a poll that left it pending to its next wake) since its
+    /// current acquisition began: the time its own code chose to wait, not the scheduler's
+    /// delay in polling it once woken.
+    waits: BTreeMap<usize, Vec<(Duration, Duration)>>,
 }
 
 type SharedBook = Rc<RefCell<Book>>;
@@ -200,6 +207,12 @@ struct Schedule {
     /// `extra`).
     revocations: bool,
     revoke: Rng,
+    /// Cancellations (drawn apart, see `extra`).
+    cancels: Rng,
+    /// Per ready task, when it was first woken since its last poll.
+    woken: BTreeMap<usize, Duration>,
+    /// Per pending task, when the poll that left it pending ran.
+    pending_since: BTreeMap<usize, Duration>,
 }
 
 impl Schedule {
@@ -284,7 +297,10 @@ impl Schedule {
             reuse,
             revocations,
             revoke,
+            cancels: Rng::new(seed ^ 0x6361_6E63_656C),
             limits,
+            woken: BTreeMap::new(),
+            pending_since: BTreeMap::new(),
         };
         let processes = 2 + schedule.rng.below(2);
         // Local handoff is drawn apart too, so that schedules without it keep theirs.
@@ -356,7 +372,12 @@ impl Schedule {
                     pause: Duration::ZERO,
                     revocable: false,
                     local: None,
+                    cancel_after: None,
                 };
+                if !matches!(wait, Wait::Try) && self.cancels.chance(20) {
+                    let after = Duration::from_millis(self.cancels.below(3_000) as u64);
+                    acquisition.cancel_after = Some(after);
+                }
                 if self.revocations {
                     acquisition.revocable = self.revoke.chance(50);
                 }
@@ -407,6 +428,7 @@ impl Schedule {
                 settle_until = Some((now + SETTLE_TIME, self.steps + SETTLE_STEPS));
                 continue;
             }
+            self.note_wakes();
             self.check_holders();
             if !self.book.borrow().violations.is_empty() {
                 break;
@@ -441,6 +463,15 @@ impl Schedule {
             acquired: book.acquired,
             trace: world.trace.clone(),
             local_handoffs: book.local.handoffs,
+        }
+    }
+
+    /// Notes when each task now ready was woken (a step's wakes happen at its end's time: a
+    /// clock step fires its timers at the time it moves to).
+    fn note_wakes(&mut self) {
+        let now = self.world.lock().now;
+        for id in self.ready.lock().iter() {
+            self.woken.entry(*id).or_insert(now);
         }
     }
 
@@ -540,10 +571,19 @@ impl Schedule {
             world.note(|| format!("poll task {id}"));
             world.polling = Some(id);
         }
+        let now = self.world.lock().now;
+        let woken = self.woken.remove(&id).unwrap_or(now);
+        if let Some(since) = self.pending_since.remove(&id) {
+            let mut book = self.book.borrow_mut();
+            book.waits.entry(id).or_default().push((since, woken));
+        }
         let waker = task.waker.clone();
         let mut cx = Context::from_waker(&waker);
         let ready = task.future.as_mut().poll(&mut cx).is_ready();
         self.world.lock().polling = None;
+        if !ready {
+            self.pending_since.insert(id, now);
+        }
         if ready {
             self.tasks[id] = None;
             self.book.borrow_mut().finished.insert(id);
@@ -829,11 +869,17 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
             return;
         }
         let now = session.now();
-        let (attempt, deadline) = match acquisition.wait {
+        let started = session.world.lock().now;
+        book.borrow_mut().waits.remove(&task);
+        let (mut attempt, deadline) = match acquisition.wait {
             Wait::Forever => (Attempt::forever(), None),
             Wait::Try => (Attempt::dont_wait(), Some(now + ONE_CALL)),
             Wait::Timeout(timeout) => (Attempt::until(now + timeout, timeout), Some(now + timeout)),
         };
+        let cancel = CancelToken::new();
+        if acquisition.cancel_after.is_some() {
+            attempt = attempt.cancelled_by(&cancel);
+        }
         let lock = acquisition.lock.as_str();
         if let (Target::Lock(kind), Some(batch)) = (&acquisition.target, acquisition.local) {
             if local::applies(kind) {
@@ -859,6 +905,29 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
                 Box::pin(take_in_order(&session, members, &attempt, deadline))
             }
         };
+        // Through the front end every recipe runs (`Attempt::run`): a call that does not
+        // acquire waits for its withdrawals, on the virtual clock.
+        let closes = CancelToken::new();
+        let world = session.world.clone();
+        let acquiring: Pin<Box<dyn Future<Output = Acquired> + '_>> = Box::pin(attempt.run_on(
+            &closes,
+            acquiring,
+            || session.now(),
+            move |at| {
+                let at = at.saturating_duration_since(world.lock().origin);
+                sleep_until(&world, at)
+            },
+        ));
+        let acquiring: Pin<Box<dyn Future<Output = Acquired> + '_>> = match acquisition.cancel_after
+        {
+            Some(after) => Box::pin(cancelled_after(
+                &session.world,
+                started + after,
+                &cancel,
+                acquiring,
+            )),
+            None => acquiring,
+        };
         let outcome = match acquisition.drop_after {
             Some(polls) => {
                 Budget {
@@ -869,6 +938,18 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
             }
             None => Some(acquiring.await),
         };
+        // What the call promised: its deadline, or its cancel, whichever came first.
+        let due = match acquisition.wait {
+            Wait::Timeout(timeout) => Some(started + timeout),
+            _ => None,
+        };
+        let due = match (due, acquisition.cancel_after) {
+            (Some(due), Some(after)) => Some(due.min(started + after)),
+            (due, after) => due.or(after.map(|after| started + after)),
+        };
+        if let (Some(_), Some(due)) = (&outcome, due) {
+            check_deadline(task, &session, &book, lock, due);
+        }
         let Some(outcome) = outcome else {
             session
                 .world
@@ -981,6 +1062,64 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
     }
 }
 
+/// Runs `acquiring`, cancelling `token` once the virtual clock reaches `at` (the caller's
+/// other thread, or its shutdown).
+async fn cancelled_after<T>(
+    world: &Shared,
+    at: Duration,
+    token: &CancelToken,
+    acquiring: impl Future<Output = T>,
+) -> T {
+    let mut acquiring = std::pin::pin!(acquiring);
+    let mut timer = std::pin::pin!(sleep_until(world, at));
+    let mut cancelled = false;
+    std::future::poll_fn(|cx| {
+        if !cancelled && timer.as_mut().poll(cx).is_ready() {
+            cancelled = true;
+            world.lock().note(|| "cancel".to_owned());
+            token.cancel();
+        }
+        acquiring.as_mut().poll(cx)
+    })
+    .await
+}
+
+/// How long past its deadline (or its cancel) an acquisition may return: its withdrawals'
+/// grace past the deadline (`PAST_DEADLINE_WITHDRAW_WAIT`) or after a cancel
+/// (`CANCEL_WITHDRAW_WAIT`), a retry's pause, and a margin.
+const PAST_DEADLINE: Duration = Duration::from_millis(250);
+
+/// An acquisition of `task` that returned (acquired or not) waited at most [`PAST_DEADLINE`]
+/// in all past `deadline` (on the virtual clock: its deadline, or its cancel if earlier): a
+/// deadline is the caller's, also on a connection that has gone silent and still looks
+/// connected. Counted are
+/// its own waits (from a poll that left it pending to its next wake), not the scheduler's
+/// delay in polling it once woken, nor a freeze of its process (its timers still fire).
+fn check_deadline(
+    task: usize,
+    session: &SimSession,
+    book: &SharedBook,
+    lock: &str,
+    deadline: Duration,
+) {
+    let mut book = book.borrow_mut();
+    let late: Duration = book
+        .waits
+        .remove(&task)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(since, woken)| woken.saturating_sub(since.max(deadline)))
+        .sum();
+    if late > PAST_DEADLINE {
+        let line = format!(
+            "task {task}: an acquisition of {lock} waited {} ms past its deadline (or cancel)",
+            late.as_millis()
+        );
+        session.world.lock().note(|| line.clone());
+        book.violations.push(line);
+    }
+}
+
 /// Why `err`, returned by `acquisition`, is not one the docs list for that call; `None` if
 /// it is.
 fn undocumented(err: &Error, acquisition: &Acquisition) -> Option<String> {
@@ -1001,6 +1140,7 @@ fn undocumented(err: &Error, acquisition: &Acquisition) -> Option<String> {
             ours(path)
         }
         Error::ConnectionLoss { .. } => !matches!(wait, Wait::Forever),
+        Error::Cancelled => acquisition.cancel_after.is_some(),
         _ => false,
     };
     (!ok).then(|| format!("{wait:?} acquisition of {paths:?} returned {err:?}"))
@@ -1027,6 +1167,15 @@ mod tests {
     #[test]
     fn seed_274_a_reconnect_right_after_the_watch_is_set_is_not_missed() {
         let report = simulate(274, false);
+        assert_eq!(report.violations, Vec::<String>::new());
+    }
+
+    /// A timed acquisition whose connection went silent (still connected) at 0.225 s: it
+    /// waited 943 ms past its deadline for a delete no one would answer, before that wait was
+    /// bounded by the deadline.
+    #[test]
+    fn seed_13_a_timed_acquisition_on_a_silent_connection_keeps_its_deadline() {
+        let report = simulate(13, false);
         assert_eq!(report.violations, Vec::<String>::new());
     }
 

@@ -17,7 +17,7 @@ use super::partial::Partial;
 use super::place::{create_node, Created};
 use super::seam::ZkSession;
 use super::wait::{Attempt, Patience};
-use super::withdraw::OurNode;
+use super::withdraw::{OurNode, PAST_DEADLINE_WITHDRAW_WAIT};
 
 /// Takes one permit of a semaphore with `permits` permits, Curator's `InterProcessSemaphoreV2`
 /// way: create a permit node (named `lease_name`) under `leases_path`, then wait until at most
@@ -190,7 +190,13 @@ pub(crate) async fn take_permits<S: Holds>(
         }
     }
     let mut leases = taken.complete();
-    // Leave the gate to the next taker.
+    // Leave the gate to the next taker, within the caller's deadline (a silent connection
+    // still looks connected: the release's wait must not push the return past it).
+    let gate_wait = deadline
+        .and_then(|d| d.checked_add(PAST_DEADLINE_WITHDRAW_WAIT))
+        .map_or(gate_wait, |latest| {
+            gate_wait.min(latest.saturating_duration_since(session.now()))
+        });
     leases.remove(0).release_logged(gate_wait).await;
     Ok(Some(leases))
 }

@@ -9,7 +9,9 @@ use crate::error::{Error, Result};
 use crate::rt::cancel::{self, CancelToken};
 use crate::rt::runtime::deadline_after;
 
-use super::withdraw::{Withdrawals, CANCEL_WITHDRAW_WAIT, WITHDRAW_WAIT};
+use super::withdraw::{
+    Withdrawals, CANCEL_WITHDRAW_WAIT, PAST_DEADLINE_WITHDRAW_WAIT, WITHDRAW_WAIT,
+};
 
 /// How a call waits: as long as it takes or up to a timeout, and optionally until a
 /// [`CancelToken`] is cancelled. Passed to the `*_with` acquisitions
@@ -132,6 +134,12 @@ impl Attempt {
         }
     }
 
+    /// The same attempt, stopped also by `token` (as [`Wait::cancel_on`]).
+    pub(crate) fn cancelled_by(mut self, token: &CancelToken) -> Attempt {
+        self.cancel = Some(token.clone());
+        self
+    }
+
     /// The deadline of the acquisition's requests; `one_call` gives the deadline of a one-off
     /// call on the client (see `Client::call_deadline`).
     pub(crate) fn deadline(&self, one_call: impl FnOnce() -> Instant) -> Option<Instant> {
@@ -159,7 +167,9 @@ impl Attempt {
     /// already stops it before anything is sent. A stopped acquisition's future is dropped,
     /// which withdraws what it queued. Unless it acquired, waits briefly for its withdrawals
     /// to be settled, so that nothing is left behind on return as far as the server answers
-    /// in time (the rest goes on in the background).
+    /// in time (the rest goes on in the background); never more than
+    /// [`PAST_DEADLINE_WITHDRAW_WAIT`] past the attempt's deadline (see
+    /// [`settle_until`](Self::settle_until)).
     ///
     /// The blocking calls run the same future on their own thread
     /// ([`blocking`](crate::session::blocking)): a cancel wakes that thread through the
@@ -168,6 +178,24 @@ impl Attempt {
         &self,
         closes: &CancelToken,
         acquire: impl Future<Output = Result<Option<T>>>,
+    ) -> Result<Option<T>> {
+        self.run_on(
+            closes,
+            acquire,
+            Instant::now,
+            crate::rt::runtime::sleep_until,
+        )
+        .await
+    }
+
+    /// [`run`](Self::run) on the clock read by `now` and slept on by `sleep_until` (the
+    /// simulation's virtual clock, which the attempt's deadline is then of).
+    pub(crate) async fn run_on<T, Z: Future<Output = ()>>(
+        &self,
+        closes: &CancelToken,
+        acquire: impl Future<Output = Result<Option<T>>>,
+        now: impl Fn() -> Instant,
+        sleep_until: impl Fn(Instant) -> Z,
     ) -> Result<Option<T>> {
         let tokens: Vec<CancelToken> = self
             .cancel
@@ -192,9 +220,52 @@ impl Attempt {
             .await
         };
         if !matches!(outcome, Ok(Some(_))) {
-            Box::pin(self.withdrawals.settled(deadline_after(grace))).await;
+            Box::pin(self.settle(&tokens, grace, now, sleep_until)).await;
         }
         outcome
+    }
+
+    /// Waits for the withdrawals until [`settle_until`](Self::settle_until) with `grace`; a
+    /// token cancelled before or meanwhile (the acquisition ended by itself just before a
+    /// cancel, or the caller cancels a call that is only tidying up) shortens the wait to a
+    /// cancelled call's.
+    async fn settle<Z: Future<Output = ()>>(
+        &self,
+        tokens: &[CancelToken],
+        grace: Duration,
+        now: impl Fn() -> Instant,
+        sleep_until: impl Fn(Instant) -> Z,
+    ) {
+        let until = self.settle_until(now(), grace);
+        let cancelled = {
+            let mut settled = std::pin::pin!(self.withdrawals.settled(sleep_until(until)));
+            let mut stop = std::pin::pin!(cancel::first_cancelled(tokens));
+            std::future::poll_fn(|cx| {
+                if settled.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(false);
+                }
+                stop.as_mut().poll(cx).map(|_| true)
+            })
+            .await
+        };
+        if cancelled {
+            let until = until.min(self.settle_until(now(), CANCEL_WITHDRAW_WAIT));
+            self.withdrawals.settled(sleep_until(until)).await;
+        }
+    }
+
+    /// Until when an acquisition that stopped at `now` waits for its withdrawals: `grace`,
+    /// and never longer than [`PAST_DEADLINE_WITHDRAW_WAIT`] past its deadline. On a silent
+    /// connection (it still looks connected, so the withdrawals are waited for) the wait
+    /// would otherwise push the return a whole grace past the deadline.
+    pub(crate) fn settle_until(&self, now: Instant, grace: Duration) -> Instant {
+        let by = now.checked_add(grace).unwrap_or(now);
+        match self.patience {
+            Patience::Until(deadline) => deadline
+                .checked_add(PAST_DEADLINE_WITHDRAW_WAIT)
+                .map_or(by, |latest| by.min(latest)),
+            Patience::Forever | Patience::DontWait => by,
+        }
     }
 }
 

@@ -2,8 +2,10 @@
 //! dropped deletes the node it queued, in the background; a caller that can wait (a blocking
 //! call, or an async call that returns) waits for that briefly.
 
+use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::task::Poll;
+use std::time::Duration;
 
 use log::debug;
 
@@ -58,8 +60,10 @@ impl Withdrawals {
         Withdrawing(self.clone())
     }
 
-    /// Waits until every withdrawal begun so far is settled, or `deadline`.
-    pub(crate) async fn settled(&self, deadline: Instant) {
+    /// Waits until every withdrawal begun so far is settled, or `timer` resolves (a sleep on
+    /// the caller's clock: the monotonic one, or the simulation's).
+    pub(crate) async fn settled(&self, timer: impl Future<Output = ()>) {
+        let mut timer = std::pin::pin!(timer);
         loop {
             if *self.0.pending.lock() == 0 {
                 return;
@@ -68,10 +72,15 @@ impl Withdrawals {
             if *self.0.pending.lock() == 0 {
                 return;
             }
-            if crate::session::until(listener, Some(deadline))
-                .await
-                .is_err()
-            {
+            let mut listener = std::pin::pin!(listener);
+            let timed_out = std::future::poll_fn(|cx| {
+                if listener.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(false);
+                }
+                timer.as_mut().poll(cx).map(|()| true)
+            })
+            .await;
+            if timed_out {
                 return;
             }
         }
@@ -93,3 +102,11 @@ pub(crate) const WITHDRAW_WAIT: Duration = Duration::from_secs(1);
 
 /// The same for a cancelled (or closed) acquisition; the background retry finishes the job.
 pub(crate) const CANCEL_WITHDRAW_WAIT: Duration = Duration::from_millis(200);
+
+/// How long past its deadline a timed acquisition waits for its withdrawals, whichever of the
+/// two above applies: about a delete's round trip on a connection that answers. On one that
+/// does not (silent: no FIN, no RST, so it still looks connected) the call returns by then,
+/// and the withdrawal goes on in the background, where the late node of an unanswered create
+/// is still found by its protected name and deleted. A deadline is the caller's: the grace
+/// for a tidy return must not add a release timeout to it.
+pub(crate) const PAST_DEADLINE_WITHDRAW_WAIT: Duration = Duration::from_millis(100);

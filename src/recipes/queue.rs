@@ -217,8 +217,9 @@ macro_rules! acquisitions {
 
         #[doc = concat!("Blocks until it holds ", $what, " or `timeout` (monotonic clock, from the call) has passed: `Ok(None)` then.")]
         ///
-        /// On timeout our queued node is deleted first (waiting at most one second for that
-        /// delete; a slow one finishes in the background), so nothing is left behind. The
+        /// On timeout our queued node is deleted first (waiting for that delete at most 100 ms
+        /// past the timeout, also on a connection that has gone silent; a slow one finishes in
+        /// the background), so nothing is left behind. The
         /// timeout holds during outages too: if the connection is down when it runs out, the
         /// call returns [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) (naming the lock
         /// path, the timeout and the server last connected to) instead of `None`, and a node
