@@ -165,6 +165,8 @@ pub(crate) trait LocalNode: Send + Sized + 'static {
     /// Releases the node through the server in the background (it has left its cohort);
     /// registered with `withdrawals` while the connection is up, as a withdrawn node is.
     fn withdraw(self, withdrawals: &Withdrawals);
+    /// Why the node's session ended, once it has.
+    fn session_ended(&self) -> Option<Error>;
 }
 
 /// What a holder's release comes to.
@@ -477,14 +479,7 @@ impl<N: LocalNode> Cohort<N> {
         let Some(err) = ended else {
             return;
         };
-        let mut granted = slot.granted.lock();
-        if let Some(Ok(Some(_))) = granted.as_ref() {
-            if let Some(Ok(Some(mut node))) = granted.take() {
-                node.leave();
-                node.withdraw(&self.withdrawals);
-            }
-            *granted = Some(Err(err));
-        }
+        refuse_ended(&mut slot.granted.lock(), Some(err), &self.withdrawals);
     }
 }
 
@@ -498,6 +493,29 @@ impl Wake for Noop {
 fn noop_waker() -> Waker {
     static NOOP: std::sync::OnceLock<Waker> = std::sync::OnceLock::new();
     NOOP.get_or_init(|| Waker::from(Arc::new(Noop))).clone()
+}
+
+/// A node handed on to the caller of `granted` whose session has ended (`ended`, or as the
+/// node says) is not taken: released, and the caller gets the session's error, as it would
+/// waiting on the server. (It may have been handed on before the end was known, and the
+/// batch ended by another caller since.)
+fn refuse_ended<N: LocalNode>(
+    granted: &mut Option<Result<Option<N>>>,
+    ended: Option<Error>,
+    withdrawals: &Withdrawals,
+) {
+    let Some(Ok(Some(node))) = granted.as_ref() else {
+        return;
+    };
+    let Some(err) = ended.or_else(|| (node.local() > 0).then(|| node.session_ended()).flatten())
+    else {
+        return;
+    };
+    if let Some(Ok(Some(mut node))) = granted.take() {
+        node.leave();
+        node.withdraw(withdrawals);
+    }
+    *granted = Some(Err(err));
 }
 
 /// Gives `outcome` to the first caller in the queue.
@@ -551,8 +569,14 @@ where
         // Every waiter watches the batch (its node, its session): the last one polled is
         // woken by the news.
         cohort.watch_for(state, &slot, cx);
+        refuse_ended(&mut slot.granted.lock(), None, &cohort.withdrawals);
         if let Some(outcome) = slot.granted.lock().take() {
             this.slot = None;
+            // This caller may have been the one woken by the batch's news: the next one
+            // watches from now on.
+            if let Some(front) = state.waiters.front() {
+                front.wake();
+            }
             return Poll::Ready(outcome.map(|node| node.map(|n| joined(n, &cohort))));
         }
         // A parked node waits for a check's answer, which this caller reads. One to go
@@ -612,8 +636,14 @@ where
         }
         // A batch begun in this poll is watched from now on.
         cohort.watch_for(state, &slot, cx);
+        refuse_ended(&mut slot.granted.lock(), None, &cohort.withdrawals);
         if let Some(outcome) = slot.granted.lock().take() {
             this.slot = None;
+            // This caller may have been the one woken by the batch's news: the next one
+            // watches from now on.
+            if let Some(front) = state.waiters.front() {
+                front.wake();
+            }
             return Poll::Ready(outcome.map(|node| node.map(|n| joined(n, &cohort))));
         }
         Poll::Pending

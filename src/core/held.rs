@@ -365,6 +365,10 @@ impl LocalNode for Held {
         let done = connected.then(|| withdrawals.begin());
         self.release_in_background(done);
     }
+
+    fn session_ended(&self) -> Option<Error> {
+        (self.session.liveness() == Liveness::Ended).then(|| self.session.ended_error())
+    }
 }
 
 impl Held {

@@ -226,6 +226,10 @@ impl LocalNode for SimHold {
         let connected = self.session.liveness() == Liveness::Connected;
         self.done = connected.then(|| withdrawals.begin());
     }
+
+    fn session_ended(&self) -> Option<crate::error::Error> {
+        (self.session.liveness() == Liveness::Ended).then(|| self.session.ended_error())
+    }
 }
 
 impl Drop for SimHold {
