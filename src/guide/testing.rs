@@ -258,6 +258,8 @@
 //! | the `SequenceExhausted` check removed | `core/contend.rs` | 34 | 78 |
 //! | a multi-lock's members taken in the order given, not by path (a deadlock) | `core/ordered.rs` | 44 | 300 |
 //! | one permit node too many admitted | `core/permits.rs` | 28 | 1,062 |
+//! | local handoff: the own-node watch not set at the claim, and a check listing without our node read only as "another node" (a node the operator deleted handed on; at d4d42d5) | `core/cohort.rs` | 8 | 258 |
+//! | local handoff: the batch's session end not watched by its waiters, and a node handed on before that end taken anyway (a waiter outlives its session; at d4d42d5) | `core/cohort.rs` | 2 | 34 |
 //!
 //! Two notes on the table. Keying what a session learns of a queue by the path alone (not by
 //! the path's incarnation) was first caught at seed 6,398; with the schedules that reuse one
