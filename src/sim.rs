@@ -305,6 +305,7 @@ impl Schedule {
         let processes = 2 + schedule.rng.below(2);
         // Local handoff is drawn apart too, so that schedules without it keep theirs.
         let mut local_rng = Rng::new(seed.rotate_left(29) ^ 0x10ca1);
+        let mut long_rng = Rng::new(seed.rotate_left(17) ^ 0x10_6e67);
         for _ in 0..processes {
             let id = world.lock().open_session(TIMEOUT);
             let session = Arc::new(SimSession::new(&world, id));
@@ -319,7 +320,7 @@ impl Schedule {
                 for acquisition in &mut plan {
                     acquisition.local = batch;
                     if batch.is_some() {
-                        acquisition.hold = local::hold(&mut local_rng);
+                        acquisition.hold = local::hold(&mut local_rng, &mut long_rng);
                     }
                 }
                 schedule.spawn(&session, plan);

@@ -475,3 +475,164 @@ fn a_cancelled_last_local_waiter_returns_once_its_node_is_withdrawn() {
     proxy.delay_requests(Duration::ZERO);
     drop(theirs);
 }
+
+/// Someone breaks the lock (`break_contender`) while a process passes its node between local
+/// holders that never ask for their state, and another client takes the lock: no local hold
+/// may begin while that client holds, the local holder whose node was broken learns it at its
+/// `unlock()` (`LockLost`), and the local callers queue a fresh node. (Before, the deleted
+/// node went on being handed: 59 local holds overlapped the other's 1 s at batch 64, all 448
+/// of that second at 1024.)
+fn broken_node_ends_the_batch(batch: u32) {
+    let lock = common::lock_path(&format!("local-broken-{batch}"));
+    let client = common::client();
+    let mutex = DistributedMutex::new(&client, &lock)
+        .unwrap()
+        .local_handoff(batch);
+    let other = common::client();
+    let theirs = DistributedMutex::new(&other, &lock).unwrap();
+    let stop = AtomicBool::new(false);
+    // Every local hold: when it began and ended, and its node.
+    let holds = Mutex::new(Vec::<(Instant, Instant, String)>::new());
+    let lost = AtomicUsize::new(0);
+    let (theirs_from, theirs_to) = thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                while !stop.load(SeqCst) {
+                    let guard = mutex.lock().unwrap();
+                    let began = Instant::now();
+                    let node = guard.node_path().to_owned();
+                    thread::sleep(Duration::from_micros(500));
+                    let ended = Instant::now();
+                    match guard.unlock() {
+                        Ok(()) => {}
+                        Err(Error::LockLost { .. }) => {
+                            lost.fetch_add(1, SeqCst);
+                        }
+                        Err(err) => panic!("unlock: {err:?}"),
+                    }
+                    holds.lock().unwrap().push((began, ended, node));
+                }
+            });
+        }
+        thread::sleep(Duration::from_millis(300));
+        let holder = theirs.contenders().unwrap().remove(0);
+        assert!(theirs.break_contender(&holder).unwrap(), "broken");
+        let guard = theirs.lock().unwrap();
+        let from = Instant::now();
+        thread::sleep(Duration::from_secs(1));
+        let to = Instant::now();
+        guard.unlock().unwrap();
+        thread::sleep(Duration::from_millis(300));
+        stop.store(true, SeqCst);
+        (from, to)
+    });
+    let holds = holds.into_inner().unwrap();
+    let overlapping = holds
+        .iter()
+        .filter(|(began, ended, _)| *began < theirs_to && *ended > theirs_from)
+        .count();
+    assert_eq!(
+        overlapping, 0,
+        "local holds overlapping the other client's (batch {batch})"
+    );
+    assert!(
+        lost.load(SeqCst) >= 1,
+        "no unlock() of the broken node said LockLost"
+    );
+    let after: Vec<&String> = holds
+        .iter()
+        .filter(|(began, _, _)| *began > theirs_to)
+        .map(|(_, _, node)| node)
+        .collect();
+    assert!(!after.is_empty(), "the local callers took the lock again");
+    let broken: Vec<&String> = holds
+        .iter()
+        .filter(|(began, _, _)| *began < theirs_from)
+        .map(|(_, _, node)| node)
+        .collect();
+    assert!(
+        after.iter().all(|node| !broken.contains(node)),
+        "a fresh node after the break"
+    );
+    assert!(common::eventually(Duration::from_secs(5), || {
+        common::children_count(&other, &lock) == 0
+    }));
+}
+
+#[test]
+fn a_broken_node_is_not_handed_on_batch_64() {
+    broken_node_ends_the_batch(64);
+}
+
+#[test]
+fn a_broken_node_is_not_handed_on_batch_1024() {
+    broken_node_ends_the_batch(1024);
+}
+
+/// A local holder holds long without looking at its state while another local caller waits,
+/// and the connection goes silent until the session has expired: the waiter gets
+/// `SessionExpired` as a caller waiting on the server would (about 6 s in), not the lock once
+/// the lost holder lets go (16 s).
+#[test]
+fn local_waiters_learn_that_the_session_expired() {
+    let proxy = common::proxy::Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, common::SESSION_TIMEOUT);
+    let lock = common::lock_path("local-waiter-expiry");
+    let mutex = DistributedMutex::new(&client, &lock)
+        .unwrap()
+        .local_handoff(BATCH);
+    let start = Instant::now();
+    let guard = mutex.lock().unwrap();
+    let (outcome, returned) = thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let outcome = mutex.lock();
+            (outcome, start.elapsed())
+        });
+        thread::sleep(Duration::from_millis(600));
+        proxy.blackhole(true);
+        thread::sleep(Duration::from_millis(7_000));
+        proxy.blackhole(false);
+        thread::sleep(Duration::from_millis(8_400));
+        drop(guard);
+        waiter.join().unwrap()
+    });
+    assert!(
+        matches!(outcome, Err(Error::SessionExpired)),
+        "the waiter got {outcome:?} at {returned:?}"
+    );
+    assert!(
+        returned < Duration::from_secs(10),
+        "the waiter returned at {returned:?}"
+    );
+}
+
+/// A plain and a revocable mutex of one client, path and batch: a guard of the revocable one
+/// hears revocation requests, whoever claimed the node it holds.
+#[test]
+fn a_revocable_guard_hears_revocation_beside_a_plain_mutex() {
+    let client = common::client();
+    let lock = common::lock_path("local-revocable");
+    let plain = DistributedMutex::new(&client, &lock)
+        .unwrap()
+        .local_handoff(BATCH);
+    let revocable = DistributedMutex::new(&client, &lock)
+        .unwrap()
+        .local_handoff(BATCH)
+        .revocable();
+    let first = plain.lock().unwrap();
+    thread::scope(|s| {
+        let waiter = s.spawn(|| revocable.lock().unwrap());
+        thread::sleep(Duration::from_millis(300));
+        drop(first);
+        let guard = waiter.join().unwrap();
+        let other = common::client();
+        let theirs = DistributedMutex::new(&other, &lock).unwrap();
+        let holder = theirs.contenders().unwrap().remove(0);
+        assert!(guard.node_path().ends_with(&holder.node_name));
+        assert!(theirs.request_revocation(&holder).unwrap());
+        assert!(
+            guard.wait_revocation_timeout(Duration::from_secs(5)),
+            "the revocable guard heard no revocation request"
+        );
+    });
+}

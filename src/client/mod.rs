@@ -107,23 +107,27 @@ impl Drop for RenewalTurn<'_> {
     }
 }
 
-/// A client's local queues, by lock path, name of node and batch (alive while a caller of the
-/// client waits or holds).
-type Cohorts =
-    Mutex<std::collections::HashMap<(String, &'static str, u32), std::sync::Weak<Cohort<Held>>>>;
+/// A client's local queues, by lock path, name of node, batch and revocability (alive while a
+/// caller of the client waits or holds).
+type Cohorts = Mutex<
+    std::collections::HashMap<(String, &'static str, u32, bool), std::sync::Weak<Cohort<Held>>>,
+>;
 
 impl Client {
     /// The local queue of `path` for nodes named `name` with local handoff in batches of
-    /// `batch` (see `core/cohort.rs`), shared by every lock object of this client and path.
+    /// `batch` (see `core/cohort.rs`), shared by every lock object of this client and path
+    /// with the same batch and revocability (a revocable lock's node listens for revocation
+    /// requests, a plain one's does not: they are never passed between the two).
     pub(crate) fn cohort(
         &self,
         path: &str,
         name: &'static str,
         batch: u32,
+        revocable: bool,
         recipe: Recipe,
     ) -> Arc<Cohort<Held>> {
         let mut cohorts = self.inner.cohorts.lock();
-        let key = (path.to_owned(), name, batch);
+        let key = (path.to_owned(), name, batch, revocable);
         if let Some(cohort) = cohorts.get(&key).and_then(std::sync::Weak::upgrade) {
             return cohort;
         }

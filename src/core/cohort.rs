@@ -36,9 +36,26 @@
 //! A holder's release ([`Cohort::release`]) hands the node to the next local caller only if
 //! - a local caller waits;
 //! - the next hold is allowed by the bound above;
+//! - no check found our own node missing from the listing (deleted by someone else);
 //! - the node may be passed on at this instant ([`LocalNode::may_hand_on`]: its lease reads
 //!   `Held`, it is not known to be deleted, no revocation was requested);
 //! - fewer than `u16::MAX` handoffs happened on this node (the fencing token's local number).
+//!
+//! # The end of a batch
+//!
+//! A node deleted by someone else (an operator breaking the lock) must not be passed on: the
+//! lock may be another process's already. The node is watched from its claim
+//! ([`LocalNode::claimed`]: the own-node watch of a guard, set once per node, not per hold),
+//! so its deletion is known from the notification, or from the watch's read failing; and a
+//! check whose listing lacks our node says the same. From then on no hold of it begins: the
+//! batch ends at once, the node's holder reads `Lost` and its release goes through the
+//! server (which finds the node gone: `LockLost`), and the local callers queue a fresh node.
+//!
+//! A batch whose session ends (expired, or the client closed) ends too, and every local
+//! caller waiting for it gets the session's error at once, as it would waiting on the server
+//! for a node of its own: a waiter must not sit behind a holder that lost the lock, nor be
+//! given a node of a session that is gone. The waiters watch the session of the batch's
+//! node, not their own (a caller arriving after an expiry has a new session).
 //!
 //! Otherwise the node is released through the server as without local handoff, and the local
 //! callers still waiting start a new contention: their new node queues behind every process
@@ -62,20 +79,63 @@ use crate::error::Result;
 use crate::metrics::{self, Recipe};
 use crate::rt::cancel;
 
-use super::seam::NodeStore;
+use crate::error::Error;
+use crate::session::Liveness;
+
+use super::seam::{NodeStore, ZkSession};
 use super::withdraw::Withdrawals;
 
-/// A check on its way: a listing of the lock path sent when it was made; `true` once answered
-/// with no node but ours, `false` if it found another node (or got no answer).
-pub(crate) type Check = Pin<Box<dyn Future<Output = bool> + Send>>;
+/// What a check's listing found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Checked {
+    /// No node but ours.
+    Alone,
+    /// Another node besides ours (or no answer).
+    Others,
+    /// Our node is not in the listing: deleted by someone else.
+    Gone,
+}
+
+impl Checked {
+    /// What a listing of the lock path's children `names` says of our node `ours`.
+    pub(crate) fn of(names: &[String], ours: &str) -> Checked {
+        if !names.iter().any(|name| name == ours) {
+            Checked::Gone
+        } else if names.len() == 1 {
+            Checked::Alone
+        } else {
+            Checked::Others
+        }
+    }
+}
+
+/// A check on its way: a listing of the lock path sent when it was made.
+pub(crate) type Check = Pin<Box<dyn Future<Output = Checked> + Send>>;
+
+/// Resolves, with the error a waiter on the server would get, once the session of a claimed
+/// node has ended.
+pub(crate) type Ended = Pin<Box<dyn Future<Output = Error> + Send>>;
+
+/// The end of `session`, as a waiter in the core sees it (see [`Ended`]).
+pub(crate) fn ended<S: ZkSession>(session: Arc<S>) -> Ended {
+    Box::pin(async move {
+        let mut states = session.states();
+        while session.liveness() != Liveness::Ended {
+            S::state_changed(&mut states).await;
+        }
+        session.ended_error()
+    })
+}
 
 /// Sends a check of the node claimed (see the module docs) when called.
 pub(crate) type Checker = Box<dyn FnMut() -> Check + Send>;
 
-/// What a contention yields: the node, and how to check that no other node is queued.
+/// What a contention yields: the node, how to check that no other node is queued, and the
+/// end of its session.
 pub(crate) struct Claim<N> {
     pub(crate) node: N,
     pub(crate) checks: Checker,
+    pub(crate) ended: Ended,
 }
 
 /// One acquisition of a node for the local queue.
@@ -97,6 +157,16 @@ pub(crate) trait LocalNode: Send + Sized + 'static {
     fn leave(&mut self);
     /// A hold of the node begins now (it is given to a local caller).
     fn begins(&mut self) {}
+    /// The node was claimed for the local queue: from now on its deletion by someone else
+    /// must be learnt without anyone asking (see the module docs).
+    fn claimed(&mut self);
+    /// The node's path: which batch it is the node of.
+    fn path(&self) -> &str;
+    /// Releases the node through the server in the background (it has left its cohort);
+    /// registered with `withdrawals` while the connection is up, as a withdrawn node is.
+    fn withdraw(self, withdrawals: &Withdrawals);
+    /// Why the node's session ended, once it has.
+    fn session_ended(&self) -> Option<Error>;
 }
 
 /// What a holder's release comes to.
@@ -131,12 +201,16 @@ struct State<N> {
 
 /// The holds of one node, and its checks.
 struct Batch<N> {
+    /// The node's path.
+    node: String,
     /// Holds begun on the node, its claim's included.
     begun: u32,
     /// Holds begun when the latest check that found no other node was sent.
     clear: u32,
     /// A check found another node (or got no answer): none is sent any more.
     others: bool,
+    /// A check found our node gone: no hold of it may begin.
+    gone: bool,
     /// Holds begun when the latest check was sent.
     sent_at: u32,
     /// Checks on their way, with the holds begun when each was sent, oldest first.
@@ -144,18 +218,23 @@ struct Batch<N> {
     checks: Checker,
     /// The node between two holders, until a check allows the next hold.
     parked: Option<N>,
+    /// The end of the node's session.
+    ended: Ended,
 }
 
 impl<N> Batch<N> {
-    fn new(checks: Checker) -> Batch<N> {
+    fn new(node: String, checks: Checker, ended: Ended) -> Batch<N> {
         Batch {
+            node,
             begun: 1,
             clear: 0,
             others: false,
+            gone: false,
             sent_at: 0,
             in_flight: VecDeque::new(),
             checks,
             parked: None,
+            ended,
         }
     }
 
@@ -182,20 +261,24 @@ impl<N> Batch<N> {
 
     /// Reads the answers that came; `cx` is woken by the next one.
     fn read(&mut self, cx: &mut Context<'_>) {
-        let (mut clear, mut others) = (self.clear, self.others);
+        let (mut clear, mut others, mut gone) = (self.clear, self.others, self.gone);
         self.in_flight
             .retain_mut(|(sent_at, check)| match check.as_mut().poll(cx) {
-                Poll::Ready(true) => {
+                Poll::Ready(Checked::Alone) => {
                     clear = clear.max(*sent_at);
                     false
                 }
-                Poll::Ready(false) => {
+                Poll::Ready(Checked::Others) => {
                     others = true;
+                    false
+                }
+                Poll::Ready(Checked::Gone) => {
+                    (others, gone) = (true, true);
                     false
                 }
                 Poll::Pending => true,
             });
-        (self.clear, self.others) = (clear, others);
+        (self.clear, self.others, self.gone) = (clear, others, gone);
     }
 
     /// A hold begins: counted, and a check sent if one is due.
@@ -276,10 +359,15 @@ impl<N: LocalNode> Cohort<N> {
     pub(crate) fn release(&self, node: &mut N) -> Release {
         let mut state = self.state.lock();
         let state = &mut *state;
+        if state.batch.as_ref().is_some_and(|b| b.node != node.path()) {
+            // Its batch was ended early (its node gone, its session over), and the local
+            // callers moved on: the node only goes through the server.
+            return Release::Server;
+        }
         if let Some(batch) = state.batch.as_mut() {
             batch.read(&mut Context::from_waker(&noop_waker()));
             let wanted = !state.waiters.is_empty() && node.local() < u16::MAX;
-            if wanted && node.may_hand_on() {
+            if wanted && !batch.gone && node.may_hand_on() {
                 if batch.allows_next(self.batch) {
                     let mut next = node.hand_on();
                     batch.begin(&mut next, self.step);
@@ -329,7 +417,7 @@ impl<N: LocalNode> Cohort<N> {
             return None;
         }
         let mut node = batch.parked.take()?;
-        if allowed && !state.waiters.is_empty() && node.may_hand_on() {
+        if allowed && !batch.gone && !state.waiters.is_empty() && node.may_hand_on() {
             batch.begin(&mut node, self.step);
             metrics::handoff(self.recipe, true);
             grant_front(&mut state.waiters, Ok(Some(node)));
@@ -338,6 +426,60 @@ impl<N: LocalNode> Cohort<N> {
         node.leave();
         self.through_server(state);
         Some(node)
+    }
+
+    /// Reads the batch's checks and its session's end (`cx` is woken by the next news), and
+    /// ends the batch at once if its node is gone or its session over (see the module docs):
+    /// the waiters then get the session's error, or queue a fresh node. Returns the error,
+    /// and the node parked (left), if any, to release through the server.
+    fn watch_batch(
+        &self,
+        state: &mut State<N>,
+        cx: &mut Context<'_>,
+    ) -> (Option<Error>, Option<N>) {
+        let Some(batch) = state.batch.as_mut() else {
+            return (None, None);
+        };
+        batch.read(cx);
+        let ended = match batch.ended.as_mut().poll(cx) {
+            Poll::Ready(err) => Some(err),
+            Poll::Pending => None,
+        };
+        if ended.is_none() && !batch.gone {
+            return (None, None);
+        }
+        log::debug!(
+            "local queue of {}: batch ends ({})",
+            batch.node,
+            ended
+                .as_ref()
+                .map_or("node gone".to_owned(), ToString::to_string)
+        );
+        let parked = batch.parked.take().map(|mut node| {
+            node.leave();
+            node
+        });
+        if let Some(err) = &ended {
+            for waiter in state.waiters.drain(..) {
+                waiter.grant(Err(err.clone()));
+            }
+        }
+        self.through_server(state);
+        (ended, parked)
+    }
+
+    /// [`watch_batch`](Self::watch_batch) for the waiter `slot`: a node parked is released,
+    /// and one given to this waiter of a batch whose session ended is not taken (the waiter
+    /// gets the error).
+    fn watch_for(&self, state: &mut State<N>, slot: &Slot<N>, cx: &mut Context<'_>) {
+        let (ended, parked) = self.watch_batch(state, cx);
+        if let Some(node) = parked {
+            node.withdraw(&self.withdrawals);
+        }
+        let Some(err) = ended else {
+            return;
+        };
+        refuse_ended(&mut slot.granted.lock(), Some(err), &self.withdrawals);
     }
 }
 
@@ -351,6 +493,29 @@ impl Wake for Noop {
 fn noop_waker() -> Waker {
     static NOOP: std::sync::OnceLock<Waker> = std::sync::OnceLock::new();
     NOOP.get_or_init(|| Waker::from(Arc::new(Noop))).clone()
+}
+
+/// A node handed on to the caller of `granted` whose session has ended (`ended`, or as the
+/// node says) is not taken: released, and the caller gets the session's error, as it would
+/// waiting on the server. (It may have been handed on before the end was known, and the
+/// batch ended by another caller since.)
+fn refuse_ended<N: LocalNode>(
+    granted: &mut Option<Result<Option<N>>>,
+    ended: Option<Error>,
+    withdrawals: &Withdrawals,
+) {
+    let Some(Ok(Some(node))) = granted.as_ref() else {
+        return;
+    };
+    let Some(err) = ended.or_else(|| (node.local() > 0).then(|| node.session_ended()).flatten())
+    else {
+        return;
+    };
+    if let Some(Ok(Some(mut node))) = granted.take() {
+        node.leave();
+        node.withdraw(withdrawals);
+    }
+    *granted = Some(Err(err));
 }
 
 /// Gives `outcome` to the first caller in the queue.
@@ -400,15 +565,26 @@ where
                 slot
             }
         };
+        *slot.waker.lock() = Some(cx.waker().clone());
+        // Every waiter watches the batch (its node, its session): the last one polled is
+        // woken by the news.
+        cohort.watch_for(state, &slot, cx);
+        refuse_ended(&mut slot.granted.lock(), None, &cohort.withdrawals);
         if let Some(outcome) = slot.granted.lock().take() {
             this.slot = None;
+            // This caller may have been the one woken by the batch's news: the next one
+            // watches from now on.
+            if let Some(front) = state.waiters.front() {
+                front.wake();
+            }
             return Poll::Ready(outcome.map(|node| node.map(|n| joined(n, &cohort))));
         }
-        *slot.waker.lock() = Some(cx.waker().clone());
         // A parked node waits for a check's answer, which this caller reads. One to go
         // through the server is released before a new contention queues (its drop no longer
         // touches this cohort).
-        drop(cohort.unpark(state, cx));
+        if let Some(node) = cohort.unpark(state, cx) {
+            node.withdraw(&cohort.withdrawals);
+        }
         if state.batch.is_none() && state.contention.is_none() {
             let try_only = state.waiters.front().is_some_and(|front| front.try_only);
             state.contention = Some((this.start)(try_only));
@@ -421,8 +597,13 @@ where
             if let Poll::Ready(outcome) = polled {
                 state.contention = None;
                 match outcome {
-                    Ok(Some(Claim { mut node, checks })) => {
-                        let mut batch = Batch::new(checks);
+                    Ok(Some(Claim {
+                        mut node,
+                        checks,
+                        ended,
+                    })) => {
+                        node.claimed();
+                        let mut batch = Batch::new(node.path().to_owned(), checks, ended);
                         node.begins();
                         // At once: under contention it finds the next process's node before
                         // the batch ends, which then ends without waiting for an answer.
@@ -453,8 +634,16 @@ where
                 }
             }
         }
+        // A batch begun in this poll is watched from now on.
+        cohort.watch_for(state, &slot, cx);
+        refuse_ended(&mut slot.granted.lock(), None, &cohort.withdrawals);
         if let Some(outcome) = slot.granted.lock().take() {
             this.slot = None;
+            // This caller may have been the one woken by the batch's news: the next one
+            // watches from now on.
+            if let Some(front) = state.waiters.front() {
+                front.wake();
+            }
             return Poll::Ready(outcome.map(|node| node.map(|n| joined(n, &cohort))));
         }
         Poll::Pending
@@ -497,14 +686,15 @@ impl<N: LocalNode, F> Drop for Waiting<N, F> {
             (granted, contention, parked)
         };
         drop(contention);
+        // Its delete is a withdrawal like the contention's: the caller leaving waits for it.
         if let Some(mut node) = parked {
             node.leave();
-            drop(node);
+            node.withdraw(&self.cohort.withdrawals);
         }
-        // A node handed to us as we left goes on to the next caller, or to the server (its
-        // own drop, outside the lock).
+        // A node handed to us as we left goes on to the next caller, or to the server
+        // (outside the lock).
         if let Some(Ok(Some(node))) = granted {
-            drop(joined(node, &self.cohort));
+            joined(node, &self.cohort).withdraw(&self.cohort.withdrawals);
         }
     }
 }

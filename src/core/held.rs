@@ -16,6 +16,7 @@ use crate::znode::token::FencingToken;
 use super::cohort::{Cohort, LocalNode, Release};
 use super::standing::{judge, LockState, Standing};
 use super::track::Track;
+use super::withdraw::Withdrawals;
 
 /// How long dropping a guard waits for the server to confirm its release unless
 /// [`ClientBuilder::release_timeout`](crate::ClientBuilder::release_timeout) says otherwise.
@@ -35,8 +36,9 @@ pub(crate) struct Held {
     /// Listens for our node's deletion by someone else (and, for revocable locks, for
     /// revocation requests). Set at the claim for revocable locks; otherwise the first time
     /// anyone asks for the lock's state, so that a caller who never asks pays nothing for it
-    /// (a watch costs a request to set and one to remove before the release). Empty if it
-    /// could not be set (the session was gone).
+    /// (a watch costs a request to set and one to remove before the release). With local
+    /// handoff, set at the claim, once for all the node's local holders (see `cohort.rs`).
+    /// Empty if it could not be set (the session was gone).
     own_node: OnceLock<Option<OwnNodeWatch>>,
     /// Made revocable: revocation requests are listened for (else ignored).
     revocable: bool,
@@ -357,6 +359,25 @@ impl LocalNode for Held {
 
     fn leave(&mut self) {
         self.cohort = None;
+    }
+
+    fn claimed(&mut self) {
+        self.own_node();
+    }
+
+    fn path(&self) -> &str {
+        &self.node_path
+    }
+
+    fn withdraw(mut self, withdrawals: &Withdrawals) {
+        // Waited for only on a live connection, as a withdrawn node (see `withdraw.rs`).
+        let connected = self.session.liveness() == Liveness::Connected;
+        let done = connected.then(|| withdrawals.begin());
+        self.release_in_background(done);
+    }
+
+    fn session_ended(&self) -> Option<Error> {
+        (self.session.liveness() == Liveness::Ended).then(|| self.session.ended_error())
     }
 }
 

@@ -165,7 +165,14 @@
 //!    holder while the ensemble keeps its data; but when an ensemble is re-created its zxids begin again, and a store keeping the
 //!    highest one would refuse every new holder until the new zxids pass the old. Send
 //!    `fencing()` instead; a store that already holds zxids can compare `(generation, zxid)`
-//!    pairs and read a stored zxid as generation 0, which every new token passes. `zklock run`
+//!    pairs and read a stored zxid as generation 0, which every new token passes, as long as
+//!    no holder uses [local handoff](crate::DistributedMutex::local_handoff). With it, the
+//!    local holders of one node share its `(generation, zxid)`, and only
+//!    [`local()`](crate::FencingToken::local) orders them: such a store must compare the
+//!    whole triple `(generation, zxid, local)` (or `to_u128()`, or the 32 hex digits), read a
+//!    stored zxid as `(0, zxid, 0)`, and refuse a write whose triple is below the highest it
+//!    has seen. Compared by pairs, a late write of local holder `k` passes after holder
+//!    `k + 1` has written. `zklock run`
 //!    passes both: `$ZKLOCK_FENCING` (the token, 32 hex digits) and `$ZKLOCK_FENCING_TOKEN`
 //!    (the zxid, decimal).
 //!

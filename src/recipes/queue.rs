@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::client::Client;
-use crate::core::cohort::{wait_locally, Check, Checker, Claim, Cohort, Contention};
+use crate::core::cohort::{
+    ended, wait_locally, Check, Checked, Checker, Claim, Cohort, Contention,
+};
 use crate::core::contend::{acquire_on, gave_up, Options};
 use crate::core::held::Held;
 use crate::core::kind::{Kind, Role};
@@ -58,7 +60,9 @@ impl LockQueue {
         let measured = Acquisition::start(&self.client, kind.metric, &self.path);
         let cohort = (self.options.local_handoff.filter(|_| exclusive(kind))).map(|batch| {
             let name = kind.names[kind.ours].0;
-            self.client.cohort(&self.path, name, batch, kind.metric)
+            let revocable = self.options.revocable;
+            self.client
+                .cohort(&self.path, name, batch, revocable, kind.metric)
         });
         let mut attempt = attempt;
         if let Some(cohort) = &cohort {
@@ -121,14 +125,24 @@ impl LockQueue {
                     let Some(held) = held.await? else {
                         return Ok(None);
                     };
-                    // Who else waits: the checks of the bound (see `core/cohort.rs`), each
-                    // a listing sent when it is made.
+                    // Who else waits, and whether our node is still there: the checks of
+                    // the bound (see `core/cohort.rs`), each a listing sent when it is made
+                    // (no answer counts as another node).
                     let ours = held.node_path().rsplit('/').next().unwrap_or("").to_owned();
+                    let ended = ended(session.clone());
                     let checks: Checker = Box::new(move || -> Check {
                         let (listing, ours) = (session.list_sent_now(&path), ours.clone());
-                        Box::pin(async move { listing.await.is_some_and(|names| names == [ours]) })
+                        Box::pin(async move {
+                            listing
+                                .await
+                                .map_or(Checked::Others, |names| Checked::of(&names, &ours))
+                        })
                     });
-                    Ok(Some(Claim { node: held, checks }))
+                    Ok(Some(Claim {
+                        node: held,
+                        checks,
+                        ended,
+                    }))
                 })
             }
         };

@@ -8,7 +8,13 @@
 //! - another contender waits at most `batch` local holds from its node's creation: when a
 //!   hold of a node begins, no other node of its lock path was created before more than
 //!   `batch` of that node's holds began (creation and holds ordered by the server's zxid,
-//!   whenever any reply or notification was read).
+//!   whenever any reply or notification was read);
+//! - no hold of a node deleted by someone else (the operator's `break`) begins once its
+//!   deletion could be known: once its session has read any answer given after the deletion
+//!   (a watch on the node would have fired before it);
+//! - a local caller whose session ended while it waited returns within the bound a caller
+//!   waiting on the server has (`ENDED_BOUND` after its client learnt of the end), and never
+//!   with a node of the ended session.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,13 +22,16 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::core::cohort::{
-    wait_locally, Check, Checker, Claim, Cohort, Contention, LocalNode, Release,
+    ended, wait_locally, Check, Checked, Checker, Claim, Cohort, Contention, LocalNode, Release,
 };
 use crate::core::contend::{contend, gave_up, past_deadline_is_busy};
 use crate::core::kind::{Kind, Role};
 use crate::core::seam::{NodeStore, ZkSession};
+use crate::core::sim::TIMEOUT;
 use crate::core::wait::Attempt;
-use crate::session::NodeStat;
+use crate::core::withdraw::{Withdrawals, Withdrawing};
+use crate::session::{Liveness, NodeStat};
+use crate::wire as zk;
 
 use crate::core::sim::client::{sleep_until, SimSession};
 use crate::core::sim::world::{Rng, World};
@@ -37,6 +46,9 @@ pub(super) struct NodeRecord {
     /// The lock path, and our node's name in it.
     lock: String,
     name: String,
+    /// The node's czxid, and its session.
+    czxid: i64,
+    session: i64,
     /// The server's latest zxid when each hold of the node began.
     holds: Vec<i64>,
     released: bool,
@@ -47,6 +59,18 @@ impl NodeRecord {
     /// A hold begins in `world`: checks the bound on every other node of the lock path.
     fn begins(&mut self, world: &World) {
         let now = world.zxid();
+        // (The claim's hold is the core's: see the checks of `sim.rs`.)
+        let known = deletion_known(world, self.czxid, self.session);
+        if let Some((deleted, seen)) = known.filter(|_| !self.holds.is_empty()) {
+            let line = format!(
+                "{}/{}: local hold {} began after its deletion at zxid {deleted} could be \
+                 known (its session had read zxid {seen})",
+                self.lock,
+                self.name,
+                self.holds.len()
+            );
+            self.violations.push(line);
+        }
         self.holds.push(now);
         for (name, czxid) in world.children_created(&self.lock) {
             if name == self.name {
@@ -66,6 +90,15 @@ impl NodeRecord {
 }
 
 type Record = Arc<Mutex<NodeRecord>>;
+
+/// The zxid that deleted the node `czxid` and the latest its session `id` read, if the
+/// deletion could be known to the session: it read an answer given after it (a watch on the
+/// node would have fired before).
+fn deletion_known(world: &World, czxid: i64, id: i64) -> Option<(i64, i64)> {
+    let deleted = *world.removed.get(&czxid)?;
+    let seen = world.session(id).seen_zxid;
+    (deleted <= seen).then_some((deleted, seen))
+}
 
 /// The local queues and node records of a schedule.
 #[derive(Default)]
@@ -103,16 +136,25 @@ pub(super) struct SimHold {
     node_path: String,
     stat: NodeStat,
     local: u16,
-    /// The holder's watch on its own node (the guard's), passed along.
+    /// The holder's watch on its own node (the guard's), passed along; 0 until set.
     own: u64,
     record: Record,
     cohort: Option<Arc<Cohort<SimHold>>>,
     spent: bool,
+    /// Told when its release through the server is settled.
+    done: Option<Withdrawing>,
 }
 
 impl SimHold {
     /// Reads `Held` now, by the holder's own view (its session, its own node's watch).
     fn reads_held(&self, world: &World, now: Instant) -> bool {
+        // The guard's watch reads the node again after a change (a revocation request) and
+        // watches it anew, where the simulation's one-shot watch has fired: it learns of a
+        // deletion as soon as that could be known.
+        let changed = world.watch_event(self.own) == Some(zk::EventType::NodeDataChanged);
+        if changed && deletion_known(world, self.stat.czxid, self.session.id).is_some() {
+            return false;
+        }
         session_reads_held(world, self.session.id, self.own, now)
     }
 }
@@ -148,6 +190,7 @@ impl LocalNode for SimHold {
             record: self.record.clone(),
             cohort: self.cohort.take(),
             spent: false,
+            done: None,
         }
     }
 
@@ -163,6 +206,30 @@ impl LocalNode for SimHold {
         let world = self.session.world.lock();
         self.record.lock().begins(&world);
     }
+
+    fn claimed(&mut self) {
+        // The guard's own-node watch, set at the claim; a node gone already fails its read.
+        let mut world = self.session.world.lock();
+        if self.own == 0 {
+            self.own = world.watch_now(self.session.id, &self.node_path);
+        }
+        if world.removed.contains_key(&self.stat.czxid) {
+            world.fire(self.own, zk::EventType::NodeDeleted);
+        }
+    }
+
+    fn path(&self) -> &str {
+        &self.node_path
+    }
+
+    fn withdraw(mut self, withdrawals: &Withdrawals) {
+        let connected = self.session.liveness() == Liveness::Connected;
+        self.done = connected.then(|| withdrawals.begin());
+    }
+
+    fn session_ended(&self) -> Option<crate::error::Error> {
+        (self.session.liveness() == Liveness::Ended).then(|| self.session.ended_error())
+    }
 }
 
 impl Drop for SimHold {
@@ -177,7 +244,8 @@ impl Drop for SimHold {
         self.session.world.lock().unwatch(self.own);
         // The guard's release: deleted in the background until gone or the session has
         // ended.
-        self.session.withdraw_in_background(&self.node_path, ());
+        self.session
+            .withdraw_in_background(&self.node_path, self.done.take());
     }
 }
 
@@ -203,10 +271,6 @@ fn start(
             else {
                 return Ok(None);
             };
-            let own = session
-                .world
-                .lock()
-                .watch_now(session.id, &claimed.node_path);
             let name = claimed
                 .node_path
                 .rsplit('/')
@@ -217,6 +281,8 @@ fn start(
                 batch,
                 lock: lock.clone(),
                 name: name.clone(),
+                czxid: claimed.stat.czxid,
+                session: session.id,
                 ..NodeRecord::default()
             }));
             let hold = SimHold {
@@ -224,19 +290,28 @@ fn start(
                 node_path: claimed.node_path.clone(),
                 stat: claimed.stat,
                 local: 0,
-                own,
+                own: 0,
                 record,
                 cohort: None,
                 spent: false,
+                done: None,
             };
+            let ended = ended(session.clone());
             let checks: Checker = Box::new(move || -> Check {
                 let (session, lock, ours) = (session.clone(), lock.clone(), name.clone());
                 Box::pin(async move {
                     let deadline = Some(session.now() + ONE_CALL);
-                    matches!(session.list(&lock, deadline).await, Ok(names) if names == [ours])
+                    match session.list(&lock, deadline).await {
+                        Ok(names) => Checked::of(&names, &ours),
+                        Err(_) => Checked::Others,
+                    }
                 })
             });
-            Ok(Some(Claim { node: hold, checks }))
+            Ok(Some(Claim {
+                node: hold,
+                checks,
+                ended,
+            }))
         })
     }
 }
@@ -286,6 +361,14 @@ pub(super) async fn turn(
         }
         None => Some(waiting.await),
     };
+    if let Some(outcome) = &outcome {
+        let world = session.world.lock();
+        if let Some(line) = outlived(&world, session.id, now, outcome) {
+            book.borrow_mut()
+                .violations
+                .push(format!("task {task}: {line}"));
+        }
+    }
     let Some(outcome) = outcome else {
         let mut world = session.world.lock();
         world.note(|| format!("task {task} dropped its local acquisition of {lock}"));
@@ -342,7 +425,47 @@ pub(super) async fn turn(
     true
 }
 
-/// The hold of a local acquisition (kept short: local holders take turns).
-pub(super) fn hold(rng: &mut Rng) -> Duration {
-    Duration::from_millis(rng.below(300) as u64)
+/// How long after its client learnt that its session ended a local caller waiting then may
+/// still wait: a caller waiting on the server is woken at once, and is polled within a few
+/// steps unless its process is frozen again (at most twice the session timeout).
+const ENDED_BOUND: Duration = Duration::from_secs(3 * TIMEOUT.as_secs());
+
+/// Why a local caller that began waiting at `since` and returned `outcome` now waited past
+/// the end of its session `id` (see the module docs); `None` if it did not.
+fn outlived(
+    world: &World,
+    id: i64,
+    since: Instant,
+    outcome: &crate::error::Result<Option<SimHold>>,
+) -> Option<String> {
+    let ended_at = world.session(id).ended_at?;
+    let ended = world.origin + ended_at;
+    if ended < since {
+        return None;
+    }
+    // (A claim's node is the core's, given as without local handoff.)
+    if let Ok(Some(hold)) = outcome {
+        if hold.local == 0 {
+            return None;
+        }
+        return Some(format!(
+            "a local caller got {} (local {}) after its session ended",
+            hold.node_path, hold.local
+        ));
+    }
+    let waited = world.instant().saturating_duration_since(ended);
+    (waited > ENDED_BOUND).then(|| {
+        format!("a local caller returned {waited:?} after its session ended, waiting since then")
+    })
+}
+
+/// The hold of a local acquisition: kept short (local holders take turns), but one in twenty
+/// long, past a session's expiry (`long` is drawn apart, so the short ones keep their
+/// draws).
+pub(super) fn hold(rng: &mut Rng, long: &mut Rng) -> Duration {
+    let short = Duration::from_millis(rng.below(300) as u64);
+    if long.chance(5) {
+        return 10 * TIMEOUT;
+    }
+    short
 }

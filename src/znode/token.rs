@@ -77,6 +77,12 @@ use crate::error::Error;
 /// which compare as strings in token order; parsed back by [`FromStr`]), or the three numbers
 /// [`generation`](Self::generation), [`zxid`](Self::zxid) and [`local`](Self::local) compared
 /// in that order.
+///
+/// With [local handoff](crate::DistributedMutex::local_handoff), the local holders of one
+/// node share its generation and zxid; only [`local`](Self::local) tells a holder from the
+/// one before it. A store must then compare all three numbers (or one of the other two
+/// forms), never the zxid or the `(generation, zxid)` pair alone: by those, a late write of
+/// one local holder would pass after the next holder's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FencingToken {
     // Field order is the comparison order (derived `Ord`).

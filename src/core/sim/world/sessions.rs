@@ -28,6 +28,8 @@ pub(crate) struct SessionRecord {
     pub(crate) frozen_until: Option<Duration>,
     /// What the client believes.
     pub(crate) liveness: Liveness,
+    /// When the client learnt that the session had ended.
+    pub(crate) ended_at: Option<Duration>,
     pub(super) state_changes: u64,
     pub(super) state_wakers: Vec<Waker>,
     pub(super) outbox: VecDeque<Request>,
@@ -74,6 +76,7 @@ impl World {
                 parked: VecDeque::new(),
                 lease,
                 seen_zxid: 0,
+                ended_at: None,
                 processed: BTreeMap::new(),
                 watched: Vec::new(),
                 calls: Vec::new(),
@@ -104,12 +107,16 @@ impl World {
     }
 
     pub(super) fn set_liveness(&mut self, id: i64, liveness: Liveness) {
+        let now = self.now;
         let s = self.session_mut(id);
         if s.liveness == liveness {
             return;
         }
         s.liveness = liveness;
         s.state_changes += 1;
+        if liveness == Liveness::Ended {
+            s.ended_at = s.ended_at.or(Some(now));
+        }
         for waker in std::mem::take(&mut s.state_wakers) {
             waker.wake();
         }

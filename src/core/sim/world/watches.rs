@@ -68,7 +68,7 @@ impl World {
         self.trigger(path, WatchKind::Child, event);
     }
 
-    pub(super) fn fire(&mut self, w: u64, event: zk::EventType) {
+    pub(crate) fn fire(&mut self, w: u64, event: zk::EventType) {
         if let Some(reg) = self.watches.get_mut(&w) {
             if reg.fired.is_none() {
                 reg.fired = Some(event);
