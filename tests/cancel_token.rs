@@ -1,12 +1,15 @@
 //! `CancelToken::cancelled()`: a `Send` future that any executor can await, ready once the
 //! token is cancelled (at once if it already is), woken promptly by a cancel from another
-//! thread. No server needed.
+//! thread; and, on the test server through a silent connection, the one token that stops a
+//! service's blocking calls also stops its async acquisition, leaving nothing behind.
+
+mod common;
 
 use std::future::Future;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zklock::CancelToken;
+use zklock::{CancelToken, DistributedMutex};
 
 /// Compiles only if the future can move to another thread and outlive the token it came from.
 fn assert_send_static<F: Future + Send + 'static>(future: F) -> F {
@@ -80,4 +83,60 @@ async fn dropped_unpolled_or_pending_the_future_leaves_the_token_usable() {
     tokio::time::timeout(Duration::from_secs(5), token.cancelled())
         .await
         .expect("ready once cancelled");
+}
+
+#[test]
+fn an_async_acquisition_on_a_silent_connection_stops_on_the_token() {
+    let path = common::lock_path("cancelled_on_a_silent_connection");
+    // Someone else holds the lock, so the waiter queues; then its connection goes silent (no
+    // FIN, no RST): only the token can end its wait before the session gives up.
+    let other = common::client();
+    let holder = DistributedMutex::new(&other, &path).unwrap();
+    let guard = holder.lock().unwrap();
+    let proxy = common::proxy::Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, Duration::from_secs(10));
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    let token = CancelToken::new();
+    let runtime = common::two_worker_runtime();
+    let (outcome, woke, cancelled_at) = runtime.block_on(async {
+        let waiting = tokio::spawn({
+            let token = token.clone();
+            async move {
+                tokio::select! {
+                    got = mutex.lock_async() => Some(got.map(drop)),
+                    () = token.cancelled() => None,
+                }
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        proxy.blackhole(true);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let cancelled_at = Instant::now();
+        let canceller = thread::spawn(move || token.cancel());
+        let outcome = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("the token ends the wait")
+            .unwrap();
+        canceller.join().unwrap();
+        (outcome, Instant::now(), cancelled_at)
+    });
+    assert!(outcome.is_none(), "the lock was busy: {outcome:?}");
+    // A correctness bound, not a speed figure: the session would have taken seconds.
+    assert!(
+        woke - cancelled_at < Duration::from_secs(1),
+        "{:?}",
+        woke - cancelled_at
+    );
+    // Back on the wire, the dropped acquisition's node is withdrawn: the holder's alone is left.
+    proxy.blackhole(false);
+    assert!(
+        common::eventually(Duration::from_secs(15), || common::children_count(
+            &other, &path
+        ) == 1),
+        "the cancelled waiter's node is still there"
+    );
+    drop(guard);
+    assert!(common::eventually(Duration::from_secs(15), || {
+        common::children_count(&other, &path) == 0
+    }));
 }
