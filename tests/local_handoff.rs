@@ -476,6 +476,73 @@ fn a_cancelled_last_local_waiter_returns_once_its_node_is_withdrawn() {
     drop(theirs);
 }
 
+/// A node parked between local holders (batch 1: the next hold waits for a check's answer,
+/// which the proxy keeps back) is released by the last local waiter when it is cancelled, and
+/// that caller returns once the node's delete is confirmed, as for a node it queued itself.
+/// The proxy keeps the requests back until the cancelled call has returned or had 60 ms to (of
+/// the 200 ms a cancelled call waits for its withdrawals): a call that returned without waiting
+/// (the parked node released in the background, not registered with the withdrawals) sees the
+/// node still there. Holding the replies alone would not tell: the delete, queued behind them,
+/// goes out as they are let go, while a call that did not wait may be listing already.
+#[test]
+fn a_cancelled_last_local_waiter_returns_once_the_parked_node_is_deleted() {
+    let lock = common::lock_path("local-parked");
+    let proxy = common::proxy::Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, common::SESSION_TIMEOUT);
+    let other = common::client();
+    let mutex = DistributedMutex::new(&client, &lock)
+        .unwrap()
+        .local_handoff(1);
+    let first = mutex.lock().unwrap();
+    let node = first.node_path().to_owned();
+    // The claim's check (no other node) is answered: it allows the second hold, not a third.
+    thread::sleep(Duration::from_millis(200));
+    proxy.hold_replies(true);
+    let token = CancelToken::new();
+    thread::scope(|s| {
+        let second = s.spawn(|| mutex.lock().unwrap());
+        thread::sleep(Duration::from_millis(200));
+        // Handed on without the server; the hold's check goes out, its answer kept.
+        drop(first);
+        let second = second.join().unwrap();
+        assert_eq!(second.node_path(), node, "handed on");
+        let waiter = s.spawn(|| {
+            let outcome = mutex.lock_with(Wait::forever().cancel_on(&token));
+            (outcome, common::children_count(&other, &lock))
+        });
+        thread::sleep(Duration::from_millis(200));
+        // The third hold needs the unanswered check: the node is parked, for the waiter.
+        drop(second);
+        thread::sleep(Duration::from_millis(100));
+        assert!(!waiter.is_finished(), "the waiter got an answer");
+        let contenders: Vec<String> = DistributedMutex::new(&other, &lock)
+            .unwrap()
+            .contenders()
+            .unwrap()
+            .into_iter()
+            .map(|c| c.node_name)
+            .collect();
+        assert!(
+            contenders.len() == 1 && node.ends_with(&contenders[0]),
+            "the node is parked, not released: {contenders:?}"
+        );
+        proxy.hold_requests(true);
+        token.cancel();
+        // The node's release (its watch's removal, its delete) is queued behind the replies
+        // kept back, or kept by the proxy: none of it reaches the server yet.
+        common::eventually(Duration::from_millis(60), || waiter.is_finished());
+        proxy.hold_replies(false);
+        proxy.hold_requests(false);
+        let (outcome, left) = waiter.join().unwrap();
+        assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
+        assert_eq!(
+            left, 0,
+            "the parked node was still there when the cancelled call returned"
+        );
+    });
+    assert_eq!(common::children_count(&other, &lock), 0, "nothing left");
+}
+
 /// Someone breaks the lock (`break_contender`) while a process passes its node between local
 /// holders that never ask for their state, and another client takes the lock. Once the
 /// process can know its node is gone, no local hold begins on it: the local holder whose node

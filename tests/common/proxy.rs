@@ -39,6 +39,8 @@ struct Shared {
     hold_replies: AtomicBool,
     /// The same for what the clients send.
     request_delay_us: AtomicU64,
+    /// While set, what the clients send is kept, then passed on in order.
+    hold_requests: AtomicBool,
     /// Number of connections accepted so far (the next one's [`Request::conn`]).
     accepted: AtomicU64,
 }
@@ -222,6 +224,13 @@ impl Proxy {
     pub fn delay_requests(&self, delay: Duration) {
         let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
         self.shared.request_delay_us.store(micros, Ordering::SeqCst);
+    }
+
+    /// While `on`, keeps every request the clients send (pings included) that has not been
+    /// passed on yet; turned off, passes them on in order. The server hears nothing meanwhile:
+    /// keep it short of the session timeout.
+    pub fn hold_requests(&self, on: bool) {
+        self.shared.hold_requests.store(on, Ordering::SeqCst);
     }
 
     /// Refuses new connections (closes them at once) while on.
@@ -415,9 +424,15 @@ impl Drop for Proxy {
 fn pump_requests(mut from: TcpStream, to: TcpStream, state: Arc<Shared>, mut parser: FrameParser) {
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
     let (writer_from, mut writer_to) = (from.try_clone().unwrap(), to);
+    let writer_state = state.clone();
     thread::spawn(move || {
         for (due, bytes) in rx {
             thread::sleep(due.saturating_duration_since(Instant::now()));
+            while writer_state.hold_requests.load(Ordering::SeqCst)
+                && !writer_state.stop.load(Ordering::SeqCst)
+            {
+                thread::sleep(Duration::from_millis(1));
+            }
             if writer_to.write_all(&bytes).is_err() {
                 break;
             }
