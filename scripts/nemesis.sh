@@ -141,6 +141,8 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v iptables-legacy >/dev/null 2>&1 || need+=(iptables)
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 zk_check_version
+[[ $ZK_VERSION != embedded || -n "${ZK_DIST:-}" ]] ||
+    die "the nemesis runs a three-server ensemble; ZK_VERSION=embedded serves one node: use an Apache release"
 if [[ $ZK_VERSION == debian && -z "${ZK_DIST:-}" ]]; then
     [[ -f "$ZK_JAR" ]] || need+=(zookeeper)
 fi

@@ -26,6 +26,11 @@
 #   3.6.3    the same out of pyspark 3.5.9
 #   debian   Debian's zookeeper package (3.8.0 on Debian 12; installed when missing); 3.8.0
 #            is the same
+#   embedded zklock's own ZooKeeper-protocol server (the workspace's zklock-server binary,
+#            built with cargo unless ZK_EMBEDDED_BIN names it; ZK_EMBEDDED_PROFILE=release
+#            for an optimised build): standalone only, in memory, in the same dir layout
+#            with zk.pid and server.log; --ensemble, --sasl, --tls and JVM options other
+#            than -Dznode.container.checkIntervalMs are refused (scripts/lib/embedded.sh)
 #   ZK_DIST=<apache-zookeeper-X-bin.tar.gz or its lib/ dir>: Apache's own jars instead
 #   `srvr` (and the log line "ZooKeeper X serving ...") names the release that runs.  A
 #   server already serving on the port is kept, with a warning if it runs another release.
@@ -147,6 +152,8 @@ source "$here/lib/server.sh"
 source "$here/lib/secure.sh"
 # shellcheck source=scripts/lib/ensemble.sh
 source "$here/lib/ensemble.sh"
+# shellcheck source=scripts/lib/embedded.sh
+source "$here/lib/embedded.sh"
 
 # ---------------------------------------------------------------- arguments
 ens_size=3
@@ -194,6 +201,10 @@ fi
 check_workdir
 ens_dir="$(ensemble_dir)"
 
+if [[ -z "${ZK_DIST:-}" && $ZK_VERSION == embedded ]]; then
+    embedded_standalone
+    exit 0
+fi
 case "$mode" in
     standalone) if [[ -n "$variant" ]]; then secure_standalone; else standalone; fi ;;
     ensemble) ensemble ;;

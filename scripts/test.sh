@@ -5,7 +5,8 @@
 #     jars once into a cache, see scripts/lib/dist.sh; "debian" is Debian's zookeeper package);
 #   - a JDK and Apache Curator's jars for the interop tests (tests/interop.rs: the Curator of
 #     ZK_VERSION's jars, or ZK_CURATOR; Debian's libcurator-*-java is Curator 5.4.0);
-#   - openssl for the certificates of the TLS test server (tests/security_tls_sasl.rs).
+#   - openssl for the certificates of the TLS test server (tests/security_tls_sasl.rs);
+#   - Debian's python3-kazoo for the kazoo interop tests (tests/interop_kazoo.rs).
 # Runs the tests of the whole workspace: the library and the `zklock-cli` crate (cli/).
 # Extra arguments go to `cargo test` (e.g. scripts/test.sh --test exclusion, or -p zklock-cli).
 #
@@ -19,8 +20,10 @@
 # and kept, with the servers' logs, after a failing one.
 #
 # Environment:
-#   ZK_VERSION   the release of every server of the run (default 3.9.5; 3.6.3, 3.8.0 or
-#                debian), passed to the tests, which start theirs with it
+#   ZK_VERSION   the release of every server of the run (default 3.9.5; 3.6.3, 3.8.0,
+#                debian or embedded), passed to the tests, which start theirs with it;
+#                embedded: zklock's own server (scripts/lib/embedded.sh), built here once
+#                (dev profile; ZK_EMBEDDED_PROFILE=release for an optimised one)
 #   ZK_DIST      Apache's tarball or jar dir instead (see scripts/start-zk.sh)
 #   ZK_CURATOR   the interop tests' Curator (5.9.0, 5.4.0 or 2.13.0; default: ZK_VERSION's)
 #   ZK_CONNECT   run the tests against this server instead of starting a main server (the
@@ -33,7 +36,7 @@ die() { log "ERROR: $*"; exit 1; }
 
 need=()
 for pkg in openjdk-17-jdk-headless libcurator-recipes-java libcurator-framework-java \
-    libcurator-client-java libzookeeper-java libguava-java libslf4j-java openssl; do
+    libcurator-client-java libzookeeper-java libguava-java libslf4j-java openssl python3-kazoo; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then
@@ -46,6 +49,18 @@ fi
 
 if [[ -z "${ZK_DIST:-}" ]]; then
     export ZK_VERSION="${ZK_VERSION:-3.9.5}"
+fi
+if [[ ${ZK_VERSION:-} == embedded && -z "${ZK_EMBEDDED_BIN:-}" ]]; then
+    # Built once for the run: every server the tests start is this binary.
+    profile="${ZK_EMBEDDED_PROFILE:-dev}"
+    log "building zklock-server ($profile profile) for ZK_VERSION=embedded"
+    cargo build --quiet --profile "$profile" -p zklock-server --bin zklock-server
+    dir=debug
+    [[ $profile == dev || $profile == debug ]] || dir="$profile"
+    target="${CARGO_TARGET_DIR:-target}"
+    [[ $target == /* ]] || target="$(pwd)/$target"
+    ZK_EMBEDDED_BIN="$target/$dir/zklock-server"
+    export ZK_EMBEDDED_BIN
 fi
 ZK_WORKDIR="$(mktemp -d "${TMPDIR:-/tmp}/zklock-test.XXXXXX")"
 export ZK_WORKDIR

@@ -8,7 +8,8 @@ usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0" >&2; }
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 
-# the pid recorded in <dir>/zk.pid if that process is alive and is our server
+# the pid recorded in <dir>/zk.pid if that process is alive and is our server: a JVM running
+# <dir>/zoo.cfg, or the embedded zklock-server whose working directory is <dir>
 running_pid() { # dir
     local dir="$1" pid state cmd
     [[ -f "$dir/zk.pid" ]] || return 1
@@ -22,7 +23,11 @@ running_pid() { # dir
     else
         cmd="$(ps -o args= -p "$pid" 2>/dev/null || true)"
     fi
-    [[ "$cmd" == *QuorumPeerMain*"$dir/zoo.cfg"* ]] || return 1
+    if [[ "$cmd" != *QuorumPeerMain*"$dir/zoo.cfg"* ]]; then
+        # The embedded server (ZK_VERSION=embedded) names no config: it runs in its dir.
+        [[ "$cmd" == *zklock-server*--port* ]] || return 1
+        [[ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" == "$(cd "$dir" 2>/dev/null && pwd -P)" ]] || return 1
+    fi
     printf '%s\n' "$pid"
 }
 
@@ -153,7 +158,7 @@ parse_flags() { # extra args...
                 ;;
             --ensemble-member=*) mode=member; member="${1#*=}" ;;
             --version)
-                (($# >= 2)) || die "--version needs a release (3.9.5, 3.6.3, 3.8.0 or debian)"
+                (($# >= 2)) || die "--version needs a release (3.9.5, 3.6.3, 3.8.0, debian or embedded)"
                 ZK_VERSION="$2" zk_version_asked="$2"
                 shift
                 ;;

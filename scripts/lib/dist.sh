@@ -7,6 +7,8 @@
 #   ZK_VERSION=3.6.3   the same from pyspark 3.5.9: ZooKeeper 3.6.3, Curator 2.13.0, netty 4.1
 #   ZK_VERSION=debian  Debian's zookeeper package (3.8.0 in Debian 12) and its Curator 5.4.0
 #                      (libcurator-*-java), from /usr/share/java; "3.8.0" means the same
+#   ZK_VERSION=embedded  no jars: zklock's own server, the workspace's zklock-server binary
+#                      (start-zk.sh only, standalone; scripts/lib/embedded.sh)
 #   ZK_DIST=PATH       instead, an Apache binary tarball (apache-zookeeper-X-bin.tar.gz) or a
 #                      directory of its jars (its lib/, or the dir itself): every jar in it
 #                      goes on the class path; ZK_VERSION, if set, must match its zookeeper jar
@@ -42,8 +44,8 @@ zk_check_version() {
         return 0
     fi
     [[ $ZK_VERSION != 3.8.0 ]] || ZK_VERSION=debian
-    [[ $ZK_VERSION == debian || -n "${ZK_PYSPARK[$ZK_VERSION]:-}" ]] ||
-        die "unknown ZooKeeper release '$ZK_VERSION': give 3.9.5, 3.6.3, 3.8.0 or debian, or name Apache's jars with ZK_DIST=<tarball or dir>"
+    [[ $ZK_VERSION == debian || $ZK_VERSION == embedded || -n "${ZK_PYSPARK[$ZK_VERSION]:-}" ]] ||
+        die "unknown ZooKeeper release '$ZK_VERSION': give 3.9.5, 3.6.3, 3.8.0, debian or embedded, or name Apache's jars with ZK_DIST=<tarball or dir>"
 }
 
 # the jar dir of ZK_DIST (a tarball is unpacked into the cache once)
@@ -128,6 +130,8 @@ zk_jar_dir() {
     zk_check_version
     if [[ -n "${ZK_DIST:-}" ]]; then
         zk_dist_dir
+    elif [[ $ZK_VERSION == embedded ]]; then
+        die "ZK_VERSION=embedded is zklock's own server (zklock-server): it has no ZooKeeper jars"
     elif [[ $ZK_VERSION == debian ]]; then
         printf '%s\n' "$ZK_JAVA_DIR"
     else

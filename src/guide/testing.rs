@@ -120,6 +120,85 @@
 //! `UnimplementedRequestProcessor`; no 3.5 server runs here), after which the session, on its
 //! next connection, sends its reads one by one.
 //!
+//! # The embedded server
+//!
+//! `ZK_VERSION=embedded` (or `scripts/start-zk.sh --version embedded`) runs zklock's own
+//! ZooKeeper-protocol server, the workspace's `zklock-server` binary, wherever the scripts would
+//! start an Apache server: in the same work dir (`$ZK_WORKDIR/<port>/` with `zk.pid` and
+//! `server.log`), so `scripts/stop-zk.sh` stops it, and ready once `srvr` shows `Mode:`.
+//! `scripts/test.sh` builds it once per run (dev profile; `ZK_EMBEDDED_PROFILE=release` for an
+//! optimised build) and passes it on as `ZK_EMBEDDED_BIN`. It runs with the Apache servers'
+//! settings (tickTime 200 ms, sessions of 400 ms to 60 s) and honours three JVM options of
+//! `ZK_JVM_OPTS`: `-Dznode.container.checkIntervalMs`, `-Dznode.container.maxNeverUsedIntervalMs`
+//! and `-Dzookeeper.extendedTypesEnabled`. What one in-memory node cannot be is refused with a
+//! message saying so: `--ensemble`, `--ensemble-member`, `ZK_ENSEMBLE`, `--sasl`, `--tls`, a
+//! snapshot to edit (`-Dzookeeper.digest.enabled`), any other JVM option, and the nemesis.
+//!
+//! The conformance pass (`.ci/run`) runs the suite on it: `ZK_VERSION=embedded scripts/test.sh`
+//! over every test binary that needs no TLS, SASL, ensemble or server-side snapshot editing,
+//! which is all of them but these:
+//!
+//! | left out | why |
+//! |---|---|
+//! | `faults_ensemble.rs`, `faults_chaos.rs` | a three-server ensemble |
+//! | `security_tls_sasl.rs`, `cli/tests/secure.rs` | TLS and SASL servers |
+//! | `differential.rs` | compares the embedded server with Apache's itself (below), in a pass of its own |
+//! | `leases.rs`: `behind_a_partitioned_follower` | a private ensemble and a partitioned follower |
+//! | `exclusion.rs`: `used_up_sequence_numbers` | edits a stopped server's snapshot |
+//! | `async_api.rs`: `queued_futures_dropped_during_a_server_restart_leave_nothing`, `two_thousand_async_waiters_survive_a_server_restart`; `coalesced_requests.rs`: `a_server_restart_mid_batch_leaves_nothing_behind`; `observability.rs`: `a_server_restart_suspends_the_session_and_the_same_session_comes_back`; `scale.rs`: `busy_session_restart::ten_thousand_watches_with_long_paths_survive_a_server_restart` | restart a server and expect its nodes and sessions back: the embedded server keeps nothing across a restart (a data directory is the next issue's) |
+//! | `security.rs`: `acls_on_each_release` | starts Apache 3.9.5 and 3.8.0 servers of its own whatever the run's release: the main pass runs it |
+//!
+//! Clients nobody here wrote hold it to ZooKeeper's behaviour: Apache Curator 5.9.0
+//! (`interop.rs`: `InterProcessMutex`, `InterProcessReadWriteLock`, `InterProcessSemaphoreV2`,
+//! `LeaderLatch` and revocation, each sharing its locks with zklock) and kazoo, Debian's
+//! `python3-kazoo` (`interop_kazoo.rs`: `Lock`, `Semaphore` and `Election` with several sessions
+//! contending and exclusion checked, and `DataWatch`, `ChildrenWatch`, one-shot `getData` and
+//! `exists` watches). Both run in the conformance pass and, against 3.9.5, in the main pass.
+//!
+//! `differential.rs` sends the same seeded request sequences to a private Apache ZooKeeper 3.9.5
+//! (TTL nodes on, container sweep out of the way; or `ZK_DIFF_APACHE`) and to the embedded
+//! server (in the test's process; or `ZK_EMBEDDED_CONNECT`), each over raw connections encoded
+//! with `zklock-proto`'s records, each sequence in a root of its own on both. A sequence is 15 to
+//! 60 steps over up to three sessions: creates of every mode (sequential, ephemeral, container,
+//! TTL, with bad paths and missing parents), deletes and setData with versions, exists, getData,
+//! getChildren and getChildren2 with and without watches, persistent and persistent-recursive
+//! watches, removeWatches and checkWatches, multis that fail part-way, multiRead, getACL and
+//! setACL with creator-only and read-only ACLs, digest `addAuth`, sync, whoAmI, getEphemerals,
+//! getAllChildrenNumber, `check`, and closeSession with the other sessions' view after it.
+//! Every reply and every notification (kept with the reply it arrived before) is compared field
+//! by field, after normalising what legitimately differs: zxids become their rank among the
+//! zxids the transcript shows (stats, write replies, notifications), session ids the slot that
+//! opened them, times are dropped, and the lists ZooKeeper promises no order for (children,
+//! ephemerals, whoAmI's identities, ACL entries, the events of one closed session's
+//! transaction) are compared as sets. A difference prints its seed, the lines before it and the
+//! replay command (`ZK_DIFF_SEED`); `ZK_DIFF_SEQUENCES` sets the count (default 300, `.ci/run`
+//! 10,000). The normalisation is itself tested: `apache_against_itself_shows_no_difference` runs
+//! the sequences twice on the one Apache server and must find nothing. Three hand-written
+//! sequences keep what the random ones found, by name: a container created by a `create` op in
+//! a `multi`, a `check` outside a `multi`, and a closed session's ephemerals and their watchers.
+//!
+//! Measured on 7 December 2026 on the 2-core machine beside other builds, with the server of
+//! the `server` branch at c24dbed:
+//!
+//! - the conformance pass: 270 tests passed, 0 failed (and the 8 cases of
+//!   `async_blocking_calls.rs`), 20 skipped as listed above, 19 ignored (workers the tests run as
+//!   child processes); 285 s of test time, 501 s with the embedded server's build and a rebuild
+//!   of the test binaries (again at bc84b45: the same counts, 260 s of test time). Earlier runs that day, on the server before its expiry timer woke
+//!   at least once a tick (it slept past sessions made later), failed the tests that need a
+//!   silent session expired
+//!   (`faults_between_steps`, two of `async_api.rs`'s `under_faults`, the CLI's lost lock),
+//!   and `scale.rs`'s herd test while `mntr` lacked the watch-notification counters.
+//! - Curator (`interop.rs`) 6 of 6 on the embedded server and on 3.9.5; kazoo
+//!   (`interop_kazoo.rs`) 4 of 4 on both, 3 s.
+//! - the differential test: 10,000 sequences, 496,161 replies and 32,854 notifications compared,
+//!   in 153 s (4 sequences in flight); 71 sequences differ, all by one difference: a `create`
+//!   op with the container flag inside a `multi` is answered by 3.9.5 as a create2 (type 15,
+//!   path and stat) and by the embedded server as a plain create (path only). The self-check
+//!   found 0 differences in 1,000 sequences (24 s). The differences it found earlier that day,
+//!   since fixed in the server: a `check` outside a `multi` (3.9.5: Unimplemented, then the
+//!   connection closed; the server: checked it), children and whoAmI identities in another
+//!   order (now compared as sets, see above).
+//!
 //! # What each test proves
 //!
 //! The integration tests are grouped by what they prove: one file, and so one test binary, per
@@ -180,7 +259,9 @@
 //! | bad input and messages | `errors.rs`: `bad_input` | bad paths, unicode, long paths, oversized data, garbage connect strings and credentials through every entry point: typed errors, no panic, no node left |
 //! | | `errors.rs`: `messages` | a wrong digest password is told it is another identity; a release after `close` is `Closed`, not lost; a connect failing fast says how long it took; inside a chroot a refusal names the node the server refused |
 //! | hostile server | `hostile_server.rs` | a fake server on loopback (no ZooKeeper needed) that grants a session, then sends bodies cut short, replies of the wrong type or to no request, frames announced at 2 GiB (skipped, its request failed) or over the client's limit answering no request, half a frame, a reply trickled a byte at a time, a garbled notification, garbage behind the handshake; or answers the handshake with a bogus `ConnectResponse`: every call ends by its deadline, the client resets the connection (logged) and comes back on a new one with the same session, memory stays bounded, a bad handshake is a failed attempt followed by the next |
-//! | interop | `interop.rs` | the same locks, read/write locks, semaphores, elections and revocations shared with Apache Curator running in a JVM: 5.9.0, 5.4.0 or 2.13.0 (`ZK_CURATOR`, else the one of `ZK_VERSION`'s jars) |
+//! | interop | `interop_kazoo.rs` | kazoo's (Debian's `python3-kazoo`) `Lock`, `Semaphore` and `Election` with several sessions contending, exclusion counted, and its `DataWatch`, `ChildrenWatch`, one-shot and exists watches, against the test server (`tests/kazoo/recipes.py`) |
+//! | conformance | `differential.rs` | the embedded server answers seeded request sequences as Apache ZooKeeper 3.9.5 does, every reply and notification field by field (see "The embedded server" above) |
+//! | | `interop.rs` | the same locks, read/write locks, semaphores, elections and revocations shared with Apache Curator running in a JVM: 5.9.0, 5.4.0 or 2.13.0 (`ZK_CURATOR`, else the one of `ZK_VERSION`'s jars) |
 //! | examples | `examples_run.rs` | `examples/leader.rs` (SIGINT) and `examples/async_leader.rs` (SIGTERM) built and run as two instances against the test server: the second waits on one node (same name and sequence after 1.5 s; the old timeout loop failed this, going from sequence 2 to 4) and names the leader it follows; the leader signalled steps down and exits 0, the other leads on the node it queued first; a queued instance signalled leaves the queue; each step bounded at 30 s |
 //! | CLI | `cli/tests/cli.rs` | the `zklock` binary (crate `zklock-cli`, sharing `tests/common` by a `#[path]` module): exclusion, exit codes, signals, status, break, lost lock; a SIGKILLed `zklock run` takes its job and the job's children with it; stopped children; status on paths that are not locks; durations; completions and man pages; `zklock run` exits within the release bound once its command is dead, also with a silent server |
 //! | | `cli/tests/secure.rs` | the `zklock` binary's `--tls-*` and `--sasl-user` options against the same secure servers (fixture `tests/common/secure.rs`) |

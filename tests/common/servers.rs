@@ -245,6 +245,12 @@ impl PrivateServer {
         Self::start_with("", &[("ZK_VERSION", release.to_owned())])
     }
 
+    /// Starts a server of release `release` with extra JVM options, whatever `ZK_VERSION` the
+    /// run has (the differential test's Apache side while the run's servers are embedded).
+    pub fn start_release_with(release: &str, jvm_opts: &str) -> PrivateServer {
+        Self::start_with(jvm_opts, &[("ZK_VERSION", release.to_owned())])
+    }
+
     fn start_with(jvm_opts: &str, env: &[(&'static str, String)]) -> PrivateServer {
         let port = free_port();
         let mut env = env.to_vec();
