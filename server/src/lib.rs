@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod faults;
 mod fourlw;
 pub mod model;
 mod net;
@@ -28,6 +29,7 @@ mod net;
 use std::io;
 use std::time::Duration;
 
+pub use faults::{Connection, DeleteError};
 pub use net::Server;
 
 /// What a server is started with. [`Config::default`] is ZooKeeper's defaults on a free port.

@@ -324,6 +324,54 @@ impl Model {
         }
     }
 
+    /// An operator's delete of `path` (as a super user's `delete -1`): no ACL or version check,
+    /// a transaction of its own, watches fired as for any delete. `Err` with ZooKeeper's code:
+    /// `NoNode`, `NotEmpty`, or `BadArguments` for `/`, `/zookeeper` and what is below it.
+    pub fn operator_delete(&mut self, path: &str, out: &mut Vec<Out>) -> Result<(), i32> {
+        if path == "/" || !tree::valid_path(path) || tree::special(path) {
+            return err(code::BAD_ARGUMENTS);
+        }
+        let Some(node) = self.tree.get(path) else {
+            return err(code::NO_NODE);
+        };
+        if !node.children.is_empty() {
+            return err(code::NOT_EMPTY);
+        }
+        let zxid = self.next_zxid();
+        let mut changes = Vec::new();
+        self.delete_node(path, zxid, &mut changes);
+        self.fire(changes, out);
+        Ok(())
+    }
+
+    /// A restart: every connection is gone (with its watches). Keeping, the tree, the zxid and
+    /// the sessions stay, each session's timeout starting again from `now`, as ZooKeeper's
+    /// session tracker does for the sessions it loads from a snapshot; otherwise the tree and
+    /// the sessions start empty and only the zxid goes on.
+    pub fn restart(&mut self, keep: bool, now: Now) {
+        if keep {
+            let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+            for conn in conns {
+                self.drop_conn(conn);
+            }
+            let ids: Vec<i64> = self.sessions.keys().copied().collect();
+            for id in ids {
+                let timeout = self.sessions[&id].timeout_ms;
+                let expires_at = self.expiry(now, timeout);
+                if let Some(s) = self.sessions.get_mut(&id) {
+                    s.conn = None;
+                    s.expires_at = expires_at;
+                }
+            }
+        } else {
+            let zxid = self.zxid;
+            let next_session = self.next_session;
+            *self = Model::new(self.cfg.clone(), now);
+            self.zxid = zxid;
+            self.next_session = self.next_session.max(next_session);
+        }
+    }
+
     /// Gives back the memory a burst of nodes, sessions or watches left behind (the driver calls
     /// it now and then: the maps never shrink by themselves).
     pub fn compact(&mut self) {
