@@ -10,6 +10,13 @@
 //!
 //! It is not a replacement for a ZooKeeper ensemble in production: one node, nothing on disk.
 //!
+//! A test can make on it the faults a client must survive, each something a real server, host
+//! or network does: [`Server::expire_session`], [`Server::close_connection`] and
+//! [`Server::reset_connection`] (ids from [`Server::connections`]), [`Server::set_silent`] and
+//! [`Server::set_session_silent`], [`Server::set_reply_delay`], [`Server::delete_node`] (an
+//! operator's delete), [`Server::restart`] (keeping the data and sessions, or wiping them) and
+//! [`Server::sweep_containers`].
+//!
 //! ```no_run
 //! use zklock_server::{Config, Server};
 //!
