@@ -64,6 +64,9 @@ impl Server {
         let mut out = Vec::new();
         log::info!("session 0x{session_id:x} expired on request");
         shared.model.close_session(session_id, now, &mut out);
+        if let Some(j) = shared.journal.as_mut() {
+            j.close_session(session_id, now);
+        }
         self.inner.apply(&mut shared, out);
         true
     }
@@ -82,6 +85,9 @@ impl Server {
         let now = self.inner.now();
         let mut out = Vec::new();
         shared.model.sweep_containers(now, &mut out);
+        if let Some(j) = shared.journal.as_mut() {
+            j.sweep(now);
+        }
         self.inner.apply(&mut shared, out);
     }
 
@@ -98,6 +104,9 @@ impl Server {
         match shared.model.operator_delete(path, &mut out) {
             Ok(()) => {
                 log::info!("{path} deleted by the operator");
+                if let Some(j) = shared.journal.as_mut() {
+                    j.delete(path);
+                }
                 self.inner.apply(&mut shared, out);
                 Ok(())
             }
@@ -217,6 +226,9 @@ impl Server {
             self.inner.faults.delay_ms.store(0, Ordering::SeqCst);
             let now = self.inner.now();
             shared.model.restart(keep_data, now);
+            if let Some(j) = shared.journal.as_mut() {
+                j.restart(keep_data, now);
+            }
             self.inner.timer_wake.notify_all();
         }
         for s in self.inner.sockets.lock().values() {

@@ -1,5 +1,6 @@
-//! `zklock-server --port P [--tick-time MS] [--container-check-interval MS] ...`: serves
-//! ZooKeeper's client protocol on 127.0.0.1:P until SIGTERM or SIGINT. Logs go to stderr
+//! `zklock-server --port P [--tick-time MS] [--container-check-interval MS] ... [--data-dir D
+//! [--fsync]]`: serves ZooKeeper's client protocol on 127.0.0.1:P until SIGTERM or SIGINT,
+//! keeping its data in D if given. Logs go to stderr
 //! (`RUST_LOG`-style level in `ZKLOCK_SERVER_LOG`, default `info`); nothing else is printed.
 
 use std::process::ExitCode;
@@ -11,7 +12,7 @@ use zklock_server::{Config, Server};
 
 const USAGE: &str = "usage: zklock-server --port P [--tick-time MS] [--min-session-timeout MS] \
 [--max-session-timeout MS] [--container-check-interval MS] [--container-max-never-used MS] \
-[--max-buffer BYTES] [--extended-types] [--super-user USER:PASSWORD]";
+[--max-buffer BYTES] [--extended-types] [--super-user USER:PASSWORD] [--data-dir DIR [--fsync]]";
 
 /// A logger to stderr: the server needs nothing more, and adds no dependency for it.
 struct StderrLog(log::LevelFilter);
@@ -59,6 +60,10 @@ fn parse(args: &[String]) -> Result<Config, String> {
                     .map_err(|e| format!("--max-buffer: {e}"))?
             }
             "--extended-types" => cfg.extended_types = true,
+            "--data-dir" => {
+                cfg.data_dir = Some(it.next().ok_or("--data-dir needs a value")?.into())
+            }
+            "--fsync" => cfg.fsync = true,
             "--super-user" => {
                 cfg.super_user = Some(it.next().ok_or("--super-user needs a value")?.clone())
             }
@@ -95,10 +100,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let port = cfg.port;
     let server = match Server::start(cfg) {
         Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            eprintln!("zklock-server: port {port} on 127.0.0.1 is in use: {e}");
+            return ExitCode::FAILURE;
+        }
         Err(e) => {
-            eprintln!("zklock-server: cannot listen: {e}");
+            eprintln!("zklock-server: cannot start: {e}");
             return ExitCode::FAILURE;
         }
     };

@@ -18,6 +18,7 @@ use zklock_proto::{
 };
 
 use crate::fourlw;
+use crate::journal::{self, Journal};
 use crate::model::{ConnId, Connected, Model, Now, Out};
 use crate::Config;
 
@@ -156,6 +157,7 @@ impl Outbox {
 pub(crate) struct Shared {
     pub(crate) model: Model,
     pub(crate) outboxes: HashMap<ConnId, Arc<Outbox>>,
+    pub(crate) journal: Option<Journal>,
 }
 
 pub(crate) struct Inner {
@@ -232,18 +234,22 @@ impl Server {
         let listener = TcpListener::bind(("127.0.0.1", config.port))?;
         let port = listener.local_addr()?.port();
         let started = Instant::now();
+        let now = Now {
+            mono_ms: 0,
+            wall_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+        };
+        let mut model = Model::new(model_cfg, now);
+        let journal = match &config.data_dir {
+            Some(dir) => Some(Journal::open(dir, config.fsync, &mut model, now)?),
+            None => None,
+        };
         let inner = Arc::new(Inner {
             shared: Mutex::new(Shared {
-                model: Model::new(
-                    model_cfg,
-                    Now {
-                        mono_ms: 0,
-                        wall_ms: SystemTime::now()
-                            .duration_since(UNIX_EPOCH)
-                            .map_or(0, |d| d.as_millis() as i64),
-                    },
-                ),
+                model,
                 outboxes: HashMap::new(),
+                journal,
             }),
             cfg: config,
             port,
@@ -374,9 +380,25 @@ fn timer_loop(inner: &Arc<Inner>) {
     while !inner.faults.stopping.load(Ordering::SeqCst) {
         let now = inner.now();
         let mut out = Vec::new();
-        shared.model.expire_sessions(now, &mut out);
+        let due: Vec<i64> = shared
+            .model
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.expires_at <= now.mono_ms)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            log::info!("session 0x{id:x} expired");
+            shared.model.close_session(id, now, &mut out);
+            if let Some(j) = shared.journal.as_mut() {
+                j.close_session(id, now);
+            }
+        }
         if Instant::now() >= next_sweep {
             shared.model.sweep_containers(now, &mut out);
+            if let Some(j) = shared.journal.as_mut() {
+                j.sweep(now);
+            }
             next_sweep = Instant::now() + interval;
         }
         inner.apply(&mut shared, out);
@@ -488,6 +510,9 @@ fn serve(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
     {
         let mut shared = inner.shared.lock();
         shared.model.disconnect(conn);
+        if let Some(j) = shared.journal.as_mut() {
+            j.disconnect(conn);
+        }
         shared.outboxes.remove(&conn);
     }
     outbox.close();
@@ -527,6 +552,9 @@ fn read_loop(
         match shared.model.connect(conn, &ip, &req, now, &mut out) {
             Connected::Refuse => return Ok(()),
             Connected::Reply { response, valid } => {
+                if let Some(j) = shared.journal.as_mut() {
+                    j.connect(conn, &ip, &body, now);
+                }
                 inner.apply(&mut shared, out);
                 let mut w = Writer::frame();
                 w.record(&response);
@@ -561,6 +589,9 @@ fn read_loop(
                 }
                 let now = inner.now();
                 let reply = shared.model.undecodable(conn, header.xid, header.op, now);
+                if let Some(j) = shared.journal.as_mut() {
+                    j.undecodable(conn, header.xid, header.op, now);
+                }
                 let mut w = Writer::frame();
                 w.record(&ReplyHeader {
                     xid: reply.xid,
@@ -594,7 +625,13 @@ fn read_loop(
         }
         let RequestHeader { xid, .. } = header;
         let now = inner.now();
+        let opc = request.op();
         let reply = shared.model.request(conn, xid, request, now, &mut out);
+        if !journal::is_read(opc) {
+            if let Some(j) = shared.journal.as_mut() {
+                j.request(conn, &body, now);
+            }
+        }
         inner.apply(&mut shared, std::mem::take(&mut out));
         let mut w = Writer::frame();
         w.record(&ReplyHeader {

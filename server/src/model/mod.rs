@@ -141,6 +141,17 @@ impl Model {
         }
     }
 
+    /// What the session ids and passwords are drawn from, for a log that must rebuild them.
+    pub fn seeds(&self) -> (i64, u64) {
+        (self.next_session, self.secret)
+    }
+
+    /// Sets [`seeds`](Self::seeds), before anything is replayed.
+    pub fn set_seeds(&mut self, next_session: i64, secret: u64) {
+        self.next_session = next_session;
+        self.secret = secret;
+    }
+
     /// The last zxid applied.
     pub fn last_zxid(&self) -> i64 {
         self.zxid
@@ -366,7 +377,10 @@ impl Model {
         } else {
             let zxid = self.zxid;
             let next_session = self.next_session;
+            // The same secret: a log replayed in another process must draw the same passwords.
+            let secret = self.secret;
             *self = Model::new(self.cfg.clone(), now);
+            self.secret = secret;
             self.zxid = zxid;
             self.next_session = self.next_session.max(next_session);
         }
