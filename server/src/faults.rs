@@ -284,3 +284,100 @@ fn linger_zero(s: &TcpStream) {
 
 #[cfg(not(unix))]
 fn linger_zero(_: &TcpStream) {}
+
+/// What the admin word, `zkfa` followed by a command line, answers: the binary's
+/// `zklock-server admin --port P COMMAND` sends it on the server's own port, as the
+/// four-letter words are.
+pub(crate) const ADMIN_WORD: &[u8; 4] = b"zkfa";
+
+/// Runs one admin command on the server behind `inner`: the same faults as the handles.
+pub(crate) fn admin(inner: &Arc<crate::net::Inner>, line: &str) -> String {
+    // A view of the running server: it owns no thread, so dropping it stops nothing.
+    let server = Server::view(inner.clone());
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let id = |s: Option<&&str>| -> Option<i64> {
+        let s = s?;
+        match s.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).ok().map(|v| v as i64),
+            None => s.parse().ok(),
+        }
+    };
+    let on = |s: Option<&&str>| -> Option<bool> {
+        match *s? {
+            "on" => Some(true),
+            "off" => Some(false),
+            _ => None,
+        }
+    };
+    let done = |ok: bool| {
+        if ok {
+            "ok\n".to_owned()
+        } else {
+            "error: no such session or connection\n".to_owned()
+        }
+    };
+    match (words.first().copied(), words.len()) {
+        (Some("sessions"), 1) => server
+            .sessions()
+            .iter()
+            .map(|s| format!("0x{s:x}\n"))
+            .collect(),
+        (Some("connections"), 1) => server
+            .connections()
+            .iter()
+            .map(|c| format!("{} 0x{:x} {}\n", c.id, c.session_id, c.peer))
+            .collect(),
+        (Some("expire-session"), 2) => match id(words.get(1)) {
+            Some(s) => done(server.expire_session(s)),
+            None => "error: a session id, as 0x... or decimal\n".into(),
+        },
+        (Some("expire-all-sessions"), 1) => format!("ok {}\n", server.expire_all_sessions()),
+        (Some(w @ ("close-connection" | "reset-connection")), 2) => match id(words.get(1)) {
+            Some(c) if w == "close-connection" => done(server.close_connection(c as u64)),
+            Some(c) => done(server.reset_connection(c as u64)),
+            None => "error: a connection id\n".into(),
+        },
+        (Some("close-all-connections"), 1) => format!("ok {}\n", server.close_all_connections()),
+        (Some("reset-all-connections"), 1) => format!("ok {}\n", server.reset_all_connections()),
+        (Some("silent"), 2) => match on(words.get(1)) {
+            Some(b) => {
+                server.set_silent(b);
+                "ok\n".into()
+            }
+            None => "error: silent on|off\n".into(),
+        },
+        (Some("silent-session"), 3) => match (id(words.get(1)), on(words.get(2))) {
+            (Some(s), Some(b)) => {
+                server.set_session_silent(s, b);
+                "ok\n".into()
+            }
+            _ => "error: silent-session ID on|off\n".into(),
+        },
+        (Some("delay"), 2) => match words[1].parse::<u64>() {
+            Ok(ms) => {
+                server.set_reply_delay(Duration::from_millis(ms));
+                "ok\n".into()
+            }
+            Err(_) => "error: delay MS\n".into(),
+        },
+        (Some("delete"), 2) => match server.delete_node(words[1]) {
+            Ok(()) => "ok\n".into(),
+            Err(e) => format!("error: {e}\n"),
+        },
+        (Some("restart"), 2) if matches!(words[1], "keep" | "wipe") => {
+            server.restart(words[1] == "keep");
+            "ok\n".into()
+        }
+        (Some("sweep"), 1) => {
+            server.sweep_containers();
+            "ok\n".into()
+        }
+        _ => format!("error: unknown command {line:?}; one of: {ADMIN_COMMANDS}\n"),
+    }
+}
+
+/// The admin commands, for the usage line.
+pub(crate) const ADMIN_COMMANDS: &str = "sessions, connections, expire-session ID, \
+expire-all-sessions, close-connection ID, reset-connection ID, close-all-connections, \
+reset-all-connections, silent on|off, silent-session ID on|off, delay MS, delete PATH, \
+restart keep|wipe, sweep";

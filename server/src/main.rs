@@ -74,6 +74,41 @@ fn parse(args: &[String]) -> Result<Config, String> {
     Ok(cfg)
 }
 
+/// `zklock-server admin --port P COMMAND...`: sends COMMAND to the server on 127.0.0.1:P (the
+/// faults of `Server`'s handles: `expire-session 0x...`, `silent on`, `restart keep`, ...) and
+/// prints its answer; fails if the answer is an error.
+fn admin(args: &[String]) -> ExitCode {
+    use std::io::{Read, Write};
+    let (port, cmd) = match args {
+        [flag, port, cmd @ ..] if flag == "--port" && !cmd.is_empty() => (port, cmd.join(" ")),
+        _ => {
+            eprintln!("usage: zklock-server admin --port P COMMAND (\"help\" lists them)");
+            return ExitCode::from(2);
+        }
+    };
+    let answer = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).and_then(|mut s| {
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        s.write_all(format!("zkfa{cmd}\n").as_bytes())?;
+        let mut text = String::new();
+        s.read_to_string(&mut text)?;
+        Ok(text)
+    });
+    match answer {
+        Ok(text) => {
+            print!("{text}");
+            if text.starts_with("error") {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("zklock-server admin: no server on 127.0.0.1:{port}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let level = std::env::var("ZKLOCK_SERVER_LOG")
         .ok()
@@ -83,6 +118,9 @@ fn main() -> ExitCode {
         log::set_max_level(level);
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("admin") {
+        return admin(&args[1..]);
+    }
     let cfg = match parse(&args) {
         Ok(c) => c,
         Err(e) => {

@@ -4,7 +4,7 @@
 //! before the writer's reply, and each connection's frames leave in the order queued.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{self, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -301,7 +301,20 @@ impl Server {
         self.shutdown();
     }
 
+    /// A handle on a running server that owns none of its threads (dropping it stops nothing).
+    pub(crate) fn view(inner: Arc<Inner>) -> Server {
+        Server {
+            inner,
+            listener: None,
+            timer: None,
+        }
+    }
+
     fn shutdown(&mut self) {
+        if self.listener.is_none() && self.timer.is_none() {
+            // A view, or already stopped.
+            return;
+        }
         if self.inner.faults.stopping.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -468,6 +481,17 @@ fn serve(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
     };
     let mut first = [0; 4];
     if reader.read_exact(&mut first).is_err() {
+        return;
+    }
+    if &first == crate::faults::ADMIN_WORD {
+        let mut line = String::new();
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = reader.take(4096).read_line(&mut line);
+        log::info!("admin command from {peer}: {}", line.trim());
+        let text = crate::faults::admin(inner, line.trim());
+        let mut s = stream;
+        let _ = s.write_all(text.as_bytes());
+        let _ = s.shutdown(Shutdown::Write);
         return;
     }
     if let Some(word) = fourlw::word(&first) {

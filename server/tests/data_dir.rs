@@ -213,3 +213,27 @@ fn a_dir_that_is_not_its_own_and_a_port_in_use_are_clear_errors() {
     assert!(err.contains("in use"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_admin_command_expires_a_session_of_the_running_binary() {
+    let dir = temp_dir("admin");
+    let port = free_port();
+    let _server = Running(spawn(port, &dir));
+    let a = Raw::connect(port, 0, vec![0; 16], 0);
+    let admin = |cmd: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_zklock-server"))
+            .args(["admin", "--port", &port.to_string()])
+            .args(cmd)
+            .output()
+            .unwrap()
+    };
+    let listed = admin(&["sessions"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(&format!("0x{:x}", a.session)));
+    let out = admin(&["expire-session", &format!("0x{:x}", a.session)]);
+    assert!(out.status.success(), "{out:?}");
+    let resumed = Raw::connect(port, a.session, a.passwd.clone(), 0);
+    assert_eq!(resumed.timeout, 0, "told the session expired");
+    let out = admin(&["no-such-command"]);
+    assert!(!out.status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
