@@ -8,7 +8,15 @@
 //! later reply that shows the change, sessions that expire on the server with their
 //! ephemerals. Every semantic lives in [`model`], driven here by the real clock.
 //!
-//! It is not a replacement for a ZooKeeper ensemble in production: one node, nothing on disk.
+//! It is not a replacement for a ZooKeeper ensemble in production: one node, and at most a
+//! plain log on disk ([`Config::data_dir`]).
+//!
+//! A test can make on it the faults a client must survive, each something a real server, host
+//! or network does: [`Server::expire_session`], [`Server::close_connection`] and
+//! [`Server::reset_connection`] (ids from [`Server::connections`]), [`Server::set_silent`] and
+//! [`Server::set_session_silent`], [`Server::set_reply_delay`], [`Server::delete_node`] (an
+//! operator's delete), [`Server::restart`] (keeping the data and sessions, or wiping them) and
+//! [`Server::sweep_containers`].
 //!
 //! ```no_run
 //! use zklock_server::{Config, Server};
@@ -21,13 +29,16 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod faults;
 mod fourlw;
+mod journal;
 pub mod model;
 mod net;
 
 use std::io;
 use std::time::Duration;
 
+pub use faults::{Connection, DeleteError};
 pub use net::Server;
 
 /// What a server is started with. [`Config::default`] is ZooKeeper's defaults on a free port.
@@ -57,6 +68,15 @@ pub struct Config {
     /// A super user, as `user:password`: a session that adds this digest passes every ACL
     /// (ZooKeeper's `superDigest`). Defaults to `None`.
     pub super_user: Option<String>,
+    /// A directory to keep the data in: an append-only log of every write, replayed at start,
+    /// so a server killed and started again on it keeps what it acknowledged, and its
+    /// sessions. Made if missing; a directory with other files and no marker of ours is
+    /// refused. Defaults to `None`: in memory only.
+    pub data_dir: Option<std::path::PathBuf>,
+    /// With a data dir, write each entry to the disk (`fsync`) before acknowledging it, not
+    /// only to the OS (which survives the process being killed, not the machine failing).
+    /// Defaults to false, as for a test server.
+    pub fsync: bool,
 }
 
 impl Default for Config {
@@ -71,6 +91,8 @@ impl Default for Config {
             container_max_never_used: None,
             extended_types: false,
             super_user: None,
+            data_dir: None,
+            fsync: false,
         }
     }
 }

@@ -1,5 +1,6 @@
-//! `zklock-server --port P [--tick-time MS] [--container-check-interval MS] ...`: serves
-//! ZooKeeper's client protocol on 127.0.0.1:P until SIGTERM or SIGINT. Logs go to stderr
+//! `zklock-server --port P [--tick-time MS] [--container-check-interval MS] ... [--data-dir D
+//! [--fsync]]`: serves ZooKeeper's client protocol on 127.0.0.1:P until SIGTERM or SIGINT,
+//! keeping its data in D if given. Logs go to stderr
 //! (`RUST_LOG`-style level in `ZKLOCK_SERVER_LOG`, default `info`); nothing else is printed.
 
 use std::process::ExitCode;
@@ -11,7 +12,7 @@ use zklock_server::{Config, Server};
 
 const USAGE: &str = "usage: zklock-server --port P [--tick-time MS] [--min-session-timeout MS] \
 [--max-session-timeout MS] [--container-check-interval MS] [--container-max-never-used MS] \
-[--max-buffer BYTES] [--extended-types] [--super-user USER:PASSWORD]";
+[--max-buffer BYTES] [--extended-types] [--super-user USER:PASSWORD] [--data-dir DIR [--fsync]]";
 
 /// A logger to stderr: the server needs nothing more, and adds no dependency for it.
 struct StderrLog(log::LevelFilter);
@@ -59,6 +60,10 @@ fn parse(args: &[String]) -> Result<Config, String> {
                     .map_err(|e| format!("--max-buffer: {e}"))?
             }
             "--extended-types" => cfg.extended_types = true,
+            "--data-dir" => {
+                cfg.data_dir = Some(it.next().ok_or("--data-dir needs a value")?.into())
+            }
+            "--fsync" => cfg.fsync = true,
             "--super-user" => {
                 cfg.super_user = Some(it.next().ok_or("--super-user needs a value")?.clone())
             }
@@ -67,6 +72,41 @@ fn parse(args: &[String]) -> Result<Config, String> {
         }
     }
     Ok(cfg)
+}
+
+/// `zklock-server admin --port P COMMAND...`: sends COMMAND to the server on 127.0.0.1:P (the
+/// faults of `Server`'s handles: `expire-session 0x...`, `silent on`, `restart keep`, ...) and
+/// prints its answer; fails if the answer is an error.
+fn admin(args: &[String]) -> ExitCode {
+    use std::io::{Read, Write};
+    let (port, cmd) = match args {
+        [flag, port, cmd @ ..] if flag == "--port" && !cmd.is_empty() => (port, cmd.join(" ")),
+        _ => {
+            eprintln!("usage: zklock-server admin --port P COMMAND (\"help\" lists them)");
+            return ExitCode::from(2);
+        }
+    };
+    let answer = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).and_then(|mut s| {
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        s.write_all(format!("zkfa{cmd}\n").as_bytes())?;
+        let mut text = String::new();
+        s.read_to_string(&mut text)?;
+        Ok(text)
+    });
+    match answer {
+        Ok(text) => {
+            print!("{text}");
+            if text.starts_with("error") {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("zklock-server admin: no server on 127.0.0.1:{port}: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -78,6 +118,9 @@ fn main() -> ExitCode {
         log::set_max_level(level);
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("admin") {
+        return admin(&args[1..]);
+    }
     let cfg = match parse(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -95,10 +138,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let port = cfg.port;
     let server = match Server::start(cfg) {
         Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            eprintln!("zklock-server: port {port} on 127.0.0.1 is in use: {e}");
+            return ExitCode::FAILURE;
+        }
         Err(e) => {
-            eprintln!("zklock-server: cannot listen: {e}");
+            eprintln!("zklock-server: cannot start: {e}");
             return ExitCode::FAILURE;
         }
     };

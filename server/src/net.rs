@@ -3,10 +3,10 @@
 //! connections' outboxes, so a write's notifications are queued on every watching connection
 //! before the writer's reply, and each connection's frames leave in the order queued.
 
-use std::collections::HashMap;
-use std::io::{self, BufReader, Read, Write};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -18,6 +18,7 @@ use zklock_proto::{
 };
 
 use crate::fourlw;
+use crate::journal::{self, Journal};
 use crate::model::{ConnId, Connected, Model, Now, Out};
 use crate::Config;
 
@@ -25,11 +26,24 @@ use crate::Config;
 /// its own replies (no thread handoff on the request path); its writer thread sends what other
 /// connections' writes queue on it (notifications) and carries out the close. `writing` keeps
 /// the two from writing at once, so frames leave in the order queued.
+/// Frames held back by a reply delay ([`Server::set_reply_delay`]) wait in `delayed`, each with
+/// the moment it may leave; only the writer thread sends them, in order.
 #[derive(Default)]
 struct OutState {
     buf: Vec<u8>,
+    delayed: VecDeque<(Instant, Vec<u8>)>,
     close: bool,
     writing: bool,
+}
+
+/// The faults a test switched on that every connection obeys.
+#[derive(Default)]
+pub(crate) struct Faults {
+    pub(crate) silent: AtomicBool,
+    pub(crate) delay_ms: AtomicU64,
+    pub(crate) stopping: AtomicBool,
+    /// Sessions whose every connection is silent (a client cut off from the server).
+    pub(crate) silent_sessions: Mutex<HashSet<i64>>,
 }
 
 pub(crate) struct Outbox {
@@ -37,15 +51,42 @@ pub(crate) struct Outbox {
     ready: Condvar,
     pub(crate) peer: SocketAddr,
     pub(crate) sent: AtomicU64,
+    faults: Arc<Faults>,
+    /// The session it carries or asks to resume (0 until known).
+    pub(crate) session: AtomicI64,
+    /// Closed with a reset: nothing may send a FIN first.
+    pub(crate) reset: AtomicBool,
 }
 
+/// How long a thread held by a silent connection sleeps between looks at the switch.
+const SILENT_POLL: Duration = Duration::from_millis(5);
+
 impl Outbox {
+    pub(crate) fn muted(&self) -> bool {
+        if self.faults.silent.load(Ordering::SeqCst) {
+            return true;
+        }
+        let session = self.session.load(Ordering::SeqCst);
+        session != 0 && self.faults.silent_sessions.lock().contains(&session)
+    }
+
+    fn enqueue(&self, s: &mut OutState, frame: &[u8]) {
+        let delay = self.faults.delay_ms.load(Ordering::SeqCst);
+        // Frames still delayed keep later ones behind them, so the order holds.
+        if delay > 0 || !s.delayed.is_empty() {
+            let due = Instant::now() + Duration::from_millis(delay);
+            s.delayed.push_back((due, frame.to_vec()));
+        } else {
+            s.buf.extend_from_slice(frame);
+        }
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Queues a frame for the writer thread.
     fn push(&self, frame: &[u8]) {
         let mut s = self.state.lock();
         if !s.close {
-            s.buf.extend_from_slice(frame);
-            self.sent.fetch_add(1, Ordering::Relaxed);
+            self.enqueue(&mut s, frame);
             self.ready.notify_one();
         }
     }
@@ -54,8 +95,7 @@ impl Outbox {
     fn push_own(&self, frame: &[u8]) {
         let mut s = self.state.lock();
         if !s.close {
-            s.buf.extend_from_slice(frame);
-            self.sent.fetch_add(1, Ordering::Relaxed);
+            self.enqueue(&mut s, frame);
         }
     }
 
@@ -65,6 +105,11 @@ impl Outbox {
         loop {
             {
                 let mut s = self.state.lock();
+                if self.muted() || !s.delayed.is_empty() {
+                    // The writer thread sends it when the connection speaks again, or when due.
+                    self.ready.notify_one();
+                    return true;
+                }
                 if s.writing || s.buf.is_empty() {
                     return true;
                 }
@@ -86,9 +131,25 @@ impl Outbox {
         }
     }
 
-    fn close(&self) {
+    pub(crate) fn close(&self) {
         self.state.lock().close = true;
         self.ready.notify_one();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.state.lock().close
+    }
+
+    /// Holds the calling reader while its connection is silent: what it read waits, unanswered
+    /// and without renewing the session, as in a server that stopped running.
+    fn wait_voiced(&self) {
+        while self.muted()
+            && !self.faults.stopping.load(Ordering::SeqCst)
+            && !self.reset.load(Ordering::SeqCst)
+            && !self.is_closed()
+        {
+            thread::sleep(SILENT_POLL);
+        }
     }
 }
 
@@ -96,20 +157,21 @@ impl Outbox {
 pub(crate) struct Shared {
     pub(crate) model: Model,
     pub(crate) outboxes: HashMap<ConnId, Arc<Outbox>>,
+    pub(crate) journal: Option<Journal>,
 }
 
 pub(crate) struct Inner {
     pub(crate) shared: Mutex<Shared>,
     pub(crate) cfg: Config,
     pub(crate) port: u16,
-    started: Instant,
-    stopping: AtomicBool,
-    timer_wake: Condvar,
+    pub(crate) started: Instant,
+    pub(crate) faults: Arc<Faults>,
+    pub(crate) timer_wake: Condvar,
     next_conn: AtomicU64,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// Every open socket, so that stopping can end a connection blocked in a read (one that
     /// never finished its handshake included).
-    sockets: Mutex<HashMap<ConnId, TcpStream>>,
+    pub(crate) sockets: Mutex<HashMap<ConnId, TcpStream>>,
     pub(crate) received: AtomicU64,
     pub(crate) sent: AtomicU64,
 }
@@ -125,7 +187,7 @@ impl Inner {
     }
 
     /// Carries out the model's effects (under the lock, so their order holds).
-    fn apply(&self, shared: &mut Shared, out: Vec<Out>) {
+    pub(crate) fn apply(&self, shared: &mut Shared, out: Vec<Out>) {
         for o in out {
             match o {
                 Out::Notify { conn, zxid, event } => {
@@ -146,7 +208,7 @@ impl Inner {
 
 /// A running server. It stops when dropped, or with [`Server::stop`].
 pub struct Server {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
     listener: Option<JoinHandle<()>>,
     timer: Option<JoinHandle<()>>,
 }
@@ -172,23 +234,27 @@ impl Server {
         let listener = TcpListener::bind(("127.0.0.1", config.port))?;
         let port = listener.local_addr()?.port();
         let started = Instant::now();
+        let now = Now {
+            mono_ms: 0,
+            wall_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+        };
+        let mut model = Model::new(model_cfg, now);
+        let journal = match &config.data_dir {
+            Some(dir) => Some(Journal::open(dir, config.fsync, &mut model, now)?),
+            None => None,
+        };
         let inner = Arc::new(Inner {
             shared: Mutex::new(Shared {
-                model: Model::new(
-                    model_cfg,
-                    Now {
-                        mono_ms: 0,
-                        wall_ms: SystemTime::now()
-                            .duration_since(UNIX_EPOCH)
-                            .map_or(0, |d| d.as_millis() as i64),
-                    },
-                ),
+                model,
                 outboxes: HashMap::new(),
+                journal,
             }),
             cfg: config,
             port,
             started,
-            stopping: AtomicBool::new(false),
+            faults: Arc::new(Faults::default()),
             timer_wake: Condvar::new(),
             next_conn: AtomicU64::new(1),
             threads: Mutex::new(Vec::new()),
@@ -229,40 +295,27 @@ impl Server {
         ids
     }
 
-    /// Expires a session now, as its timeout would: its ephemerals are deleted in one
-    /// transaction, the watches that fires are delivered, and its connection is closed (the
-    /// client then reconnects and learns it expired). `false` if no such session lives.
-    pub fn expire_session(&self, session_id: i64) -> bool {
-        let mut shared = self.inner.shared.lock();
-        if !shared.model.session_ids().contains(&session_id) {
-            return false;
-        }
-        let now = self.inner.now();
-        let mut out = Vec::new();
-        log::info!("session 0x{session_id:x} expired on request");
-        shared.model.close_session(session_id, now, &mut out);
-        self.inner.apply(&mut shared, out);
-        true
-    }
-
-    /// Runs the container sweep now (otherwise it runs every `container_check_interval`):
-    /// empty containers that once had a child, and expired TTL nodes, are deleted.
-    pub fn sweep_containers(&self) {
-        let mut shared = self.inner.shared.lock();
-        let now = self.inner.now();
-        let mut out = Vec::new();
-        shared.model.sweep_containers(now, &mut out);
-        self.inner.apply(&mut shared, out);
-    }
-
     /// Stops serving: the listener closes, every connection is closed, the threads are joined.
     /// Blocks until they are (connection threads end as soon as their sockets are shut).
     pub fn stop(mut self) {
         self.shutdown();
     }
 
+    /// A handle on a running server that owns none of its threads (dropping it stops nothing).
+    pub(crate) fn view(inner: Arc<Inner>) -> Server {
+        Server {
+            inner,
+            listener: None,
+            timer: None,
+        }
+    }
+
     fn shutdown(&mut self) {
-        if self.inner.stopping.swap(true, Ordering::SeqCst) {
+        if self.listener.is_none() && self.timer.is_none() {
+            // A view, or already stopped.
+            return;
+        }
+        if self.inner.faults.stopping.swap(true, Ordering::SeqCst) {
             return;
         }
         // Wake the blocking accept with a connection of our own.
@@ -302,7 +355,7 @@ impl Drop for Server {
 
 fn accept_loop(inner: &Arc<Inner>, listener: TcpListener) {
     for stream in listener.incoming() {
-        if inner.stopping.load(Ordering::SeqCst) {
+        if inner.faults.stopping.load(Ordering::SeqCst) {
             break;
         }
         let stream = match stream {
@@ -337,12 +390,28 @@ fn timer_loop(inner: &Arc<Inner>) {
         .max(Duration::from_millis(1));
     let mut next_sweep = inner.started + interval;
     let mut shared = inner.shared.lock();
-    while !inner.stopping.load(Ordering::SeqCst) {
+    while !inner.faults.stopping.load(Ordering::SeqCst) {
         let now = inner.now();
         let mut out = Vec::new();
-        shared.model.expire_sessions(now, &mut out);
+        let due: Vec<i64> = shared
+            .model
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.expires_at <= now.mono_ms)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            log::info!("session 0x{id:x} expired");
+            shared.model.close_session(id, now, &mut out);
+            if let Some(j) = shared.journal.as_mut() {
+                j.close_session(id, now);
+            }
+        }
         if Instant::now() >= next_sweep {
             shared.model.sweep_containers(now, &mut out);
+            if let Some(j) = shared.journal.as_mut() {
+                j.sweep(now);
+            }
             next_sweep = Instant::now() + interval;
         }
         inner.apply(&mut shared, out);
@@ -392,7 +461,7 @@ fn serve_conn(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
         Err(_) => return,
     }
     // A stop that began before the socket was registered would not shut it.
-    if inner.stopping.load(Ordering::SeqCst) {
+    if inner.faults.stopping.load(Ordering::SeqCst) {
         inner.sockets.lock().remove(&conn);
         return;
     }
@@ -414,6 +483,17 @@ fn serve(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
     if reader.read_exact(&mut first).is_err() {
         return;
     }
+    if &first == crate::faults::ADMIN_WORD {
+        let mut line = String::new();
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let _ = reader.take(4096).read_line(&mut line);
+        log::info!("admin command from {peer}: {}", line.trim());
+        let text = crate::faults::admin(inner, line.trim());
+        let mut s = stream;
+        let _ = s.write_all(text.as_bytes());
+        let _ = s.shutdown(Shutdown::Write);
+        return;
+    }
     if let Some(word) = fourlw::word(&first) {
         let text = fourlw::answer(inner, word);
         let mut s = stream;
@@ -421,7 +501,7 @@ fn serve(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
         let _ = s.shutdown(Shutdown::Write);
         return;
     }
-    if inner.stopping.load(Ordering::SeqCst) {
+    if inner.faults.stopping.load(Ordering::SeqCst) {
         return;
     }
     let outbox = Arc::new(Outbox {
@@ -429,6 +509,9 @@ fn serve(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
         ready: Condvar::new(),
         peer,
         sent: AtomicU64::new(0),
+        faults: inner.faults.clone(),
+        session: AtomicI64::new(0),
+        reset: AtomicBool::new(false),
     });
     let writer = {
         let ob = outbox.clone();
@@ -451,11 +534,16 @@ fn serve(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
     {
         let mut shared = inner.shared.lock();
         shared.model.disconnect(conn);
+        if let Some(j) = shared.journal.as_mut() {
+            j.disconnect(conn);
+        }
         shared.outboxes.remove(&conn);
     }
     outbox.close();
     let _ = writer.join();
-    let _ = stream.shutdown(Shutdown::Both);
+    if !outbox.reset.load(Ordering::SeqCst) {
+        let _ = stream.shutdown(Shutdown::Both);
+    }
 }
 
 fn read_loop(
@@ -474,9 +562,12 @@ fn read_loop(
     };
     let req = ConnectRequest::decode(&mut Reader::new(&body))
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    // A silent session's resumption is read and held like any of its requests.
+    outbox.session.store(req.session_id, Ordering::SeqCst);
+    outbox.wait_voiced();
     {
         let mut shared = inner.shared.lock();
-        if inner.stopping.load(Ordering::SeqCst) {
+        if inner.faults.stopping.load(Ordering::SeqCst) {
             return Ok(());
         }
         let mut out = Vec::new();
@@ -485,6 +576,9 @@ fn read_loop(
         match shared.model.connect(conn, &ip, &req, now, &mut out) {
             Connected::Refuse => return Ok(()),
             Connected::Reply { response, valid } => {
+                if let Some(j) = shared.journal.as_mut() {
+                    j.connect(conn, &ip, &body, now);
+                }
                 inner.apply(&mut shared, out);
                 let mut w = Writer::frame();
                 w.record(&response);
@@ -493,6 +587,7 @@ fn read_loop(
                     outbox.close();
                     return Ok(());
                 }
+                outbox.session.store(response.session_id, Ordering::SeqCst);
                 shared.outboxes.insert(conn, outbox.clone());
             }
         }
@@ -502,6 +597,7 @@ fn read_loop(
         let Some(body) = read_frame(reader, None, max)? else {
             return Ok(());
         };
+        outbox.wait_voiced();
         inner.received.fetch_add(1, Ordering::Relaxed);
         let mut r = Reader::new(&body);
         let header = RequestHeader::decode(&mut r)
@@ -517,6 +613,9 @@ fn read_loop(
                 }
                 let now = inner.now();
                 let reply = shared.model.undecodable(conn, header.xid, header.op, now);
+                if let Some(j) = shared.journal.as_mut() {
+                    j.undecodable(conn, header.xid, header.op, now);
+                }
                 let mut w = Writer::frame();
                 w.record(&ReplyHeader {
                     xid: reply.xid,
@@ -550,7 +649,13 @@ fn read_loop(
         }
         let RequestHeader { xid, .. } = header;
         let now = inner.now();
+        let opc = request.op();
         let reply = shared.model.request(conn, xid, request, now, &mut out);
+        if !journal::is_read(opc) {
+            if let Some(j) = shared.journal.as_mut() {
+                j.request(conn, &body, now);
+            }
+        }
         inner.apply(&mut shared, std::mem::take(&mut out));
         let mut w = Writer::frame();
         w.record(&ReplyHeader {
@@ -582,19 +687,51 @@ fn write_loop(outbox: &Outbox, mut stream: TcpStream) {
     loop {
         let close = {
             let mut s = outbox.state.lock();
-            while s.writing || (s.buf.is_empty() && !s.close) {
-                outbox.ready.wait(&mut s);
+            loop {
+                if outbox.faults.stopping.load(Ordering::SeqCst)
+                    || outbox.reset.load(Ordering::SeqCst)
+                {
+                    s.buf.clear();
+                    s.delayed.clear();
+                    s.close = true;
+                    break;
+                }
+                if s.writing || outbox.muted() {
+                    // A silent connection sends nothing, not even its close, until it speaks.
+                    outbox.ready.wait_for(&mut s, SILENT_POLL);
+                    continue;
+                }
+                let now = Instant::now();
+                while s.delayed.front().is_some_and(|(due, _)| *due <= now) {
+                    if let Some((_, frame)) = s.delayed.pop_front() {
+                        s.buf.extend_from_slice(&frame);
+                    }
+                }
+                if !s.buf.is_empty() || (s.close && s.delayed.is_empty()) {
+                    break;
+                }
+                match s.delayed.front() {
+                    Some((due, _)) => {
+                        let due = *due;
+                        outbox.ready.wait_until(&mut s, due);
+                    }
+                    None => outbox.ready.wait(&mut s),
+                }
             }
             s.writing = true;
             std::mem::swap(&mut buf, &mut s.buf);
-            s.close
+            s.close && s.delayed.is_empty()
         };
         let ok = buf.is_empty() || stream.write_all(&buf).is_ok();
         buf.clear();
         outbox.state.lock().writing = false;
+        // A reply delayed behind this one may be due now: look again at once.
+        outbox.ready.notify_one();
         if !ok || close {
             break;
         }
     }
-    let _ = stream.shutdown(Shutdown::Both);
+    if !outbox.reset.load(Ordering::SeqCst) {
+        let _ = stream.shutdown(Shutdown::Both);
+    }
 }

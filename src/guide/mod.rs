@@ -14,6 +14,7 @@
 //! | [`cli`] | the `zklock` command-line tool: `run`, `leader`, `status`, `break`, `revoke`, exit codes, its security flags, and recipes (a cron job, a deploy lock, an incident) |
 //! | [`performance`] | measured latency, throughput, requests and notifications against Apache Curator, kazoo and a bare-socket floor, and how they were measured |
 //! | [`testing`] | how the test suite runs against real servers, what each test file proves, the minimum Rust version |
+//! | [`testing_your_code`] | your own tests of lost locks with the embedded server: expire a session, silence or reset a connection, delete a node, restart, from a test |
 //! | [`nemesis`] | the Jepsen-style test: partitions, one-way loss, latency and pauses against a three-server ensemble, and the independent checker |
 
 pub mod cli;
@@ -24,3 +25,4 @@ pub mod performance;
 pub mod protocol;
 pub mod security;
 pub mod testing;
+pub mod testing_your_code;

@@ -21,11 +21,12 @@
 //!
 //! # Testing lock loss in your own tests
 //!
-//! Code that holds a lock must stop writing once the lock is lost. zklock has no embedded
-//! server or fault injection of its own for your tests (yet): its proxy lives in its own
-//! `tests/common`, and a session's password is not exposed, so ZooKeeper's usual trick of
-//! closing the session from a second connection is out. Against a real server (a local one,
-//! `scripts/start-zk.sh`), three ways work, from the simplest:
+//! Code that holds a lock must stop writing once the lock is lost. The simplest way to test
+//! that is the embedded server, `zklock-server`, whose fault handles expire a session, silence,
+//! close or reset a connection, delete a node or restart, from the test: see
+//! [`testing_your_code`](super::testing_your_code). Against a real Apache server (a local one,
+//! `scripts/start-zk.sh`), a session's password is not exposed, so ZooKeeper's usual trick of
+//! closing the session from a second connection is out; three ways work, from the simplest:
 //!
 //! 1. **Break the node from a second client**, as an operator would: list the lock's
 //!    [`contenders`](crate::DistributedMutex::contenders) and
@@ -232,6 +233,8 @@
 //! | faults and restarts | `faults.rs`: `connection_faults` | through a fault-injecting TCP proxy: a silenced holder reports not-held before a healthy contender acquires, then `Lost`, and the client recovers a new session; waiters survive severed connections; deadlines hold during outages; a reconnecting waiter never jumps the holder; dropping a guard on a frozen (`SIGSTOP`) private server returns within the release timeout, `unlock()` says the outcome is unknown, and the node is gone after `SIGCONT` |
 //! | | `faults.rs`: `lost_replies`, `deadlines_in_outages` | a lost create reply is looked up after a `sync`, and the node found is adopted, never duplicated; a lost delete reply is not reported as "already gone"; a semaphore's `acquire_many` and a multi-lock keep their deadline in an outage |
 //! | | `faults_deadlines.rs` | every timed acquisition (mutex, read and write lock, semaphore, multi-lock, election; blocking and async) returns within 300 ms of its deadline when its connection goes silent (blackhole), is reset or is closed and refused, with its create answered before the fault or lost to it (the overshoot table is printed with `--nocapture`); a timed lock whose create went unanswered on a silent connection returns by its deadline, and the node that create makes once the connection answers again is deleted (on main, 1 s late on every silent connection: the wait for the withdrawal's delete) |
+//! | | `embedded_faults.rs` | the embedded server's fault handles, each used by a test that fails if the handle does nothing, and the examples a user's test can copy: an expired session (one, or all) makes the guard read `Lost` and its fenced write refused (also from `#[tokio::test]`); a timed lock on a silent session, or behind a holder on a silent server, returns by its deadline (plus the 100 ms a timed call may wait for its withdrawal) and takes the lock once it speaks; a silent holder is expired by the server and reads `Lost`; `unlock()` on a silent server says the outcome is unknown and the node goes once it speaks; an operator's delete of the held node makes `unlock()` say `LockLost`; a closed or reset connection (one, or all) resumes its session with the guard held; delayed replies come late and in order; a restart keeping sessions keeps the guard held, a wiping one expires it. Embedded forms of `faults.rs`' blackhole and `SIGSTOP` tests and `exclusion.rs`' deleted holder node, which stay on Apache ZooKeeper |
+//! | | `server/tests/data_dir.rs` (crate `zklock-server`) | the server binary with `--data-dir`: 1,000 creates, `kill -9`, a restart on the directory, and all 1,000 nodes are there, the zxid went on, the first session resumes with its ephemeral; a directory that is not its own and a port in use are clear errors; SIGTERM exits 0 |
 //! | | `faults_ensemble.rs` | leader failover and a restart of the only reachable server: holders keep their lock, waiters still acquire |
 //! | | `faults_chaos.rs` | 4 processes × 2 threads for 30 s while holders are SIGKILLed, servers restarted and connections severed: no overlap among holders that still believed in their lock, progress for every survivor, no nodes left |
 //! | | `faults_between_steps.rs` | a session expiring between the steps of a multi-lock or a semaphore acquisition fails the whole acquisition and leaves nothing behind |

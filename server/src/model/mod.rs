@@ -141,6 +141,17 @@ impl Model {
         }
     }
 
+    /// What the session ids and passwords are drawn from, for a log that must rebuild them.
+    pub fn seeds(&self) -> (i64, u64) {
+        (self.next_session, self.secret)
+    }
+
+    /// Sets [`seeds`](Self::seeds), before anything is replayed.
+    pub fn set_seeds(&mut self, next_session: i64, secret: u64) {
+        self.next_session = next_session;
+        self.secret = secret;
+    }
+
     /// The last zxid applied.
     pub fn last_zxid(&self) -> i64 {
         self.zxid
@@ -321,6 +332,57 @@ impl Model {
         if let Some(conn) = session.conn {
             self.drop_conn(conn);
             out.push(Out::Close { conn });
+        }
+    }
+
+    /// An operator's delete of `path` (as a super user's `delete -1`): no ACL or version check,
+    /// a transaction of its own, watches fired as for any delete. `Err` with ZooKeeper's code:
+    /// `NoNode`, `NotEmpty`, or `BadArguments` for `/`, `/zookeeper` and what is below it.
+    pub fn operator_delete(&mut self, path: &str, out: &mut Vec<Out>) -> Result<(), i32> {
+        if path == "/" || !tree::valid_path(path) || tree::special(path) {
+            return err(code::BAD_ARGUMENTS);
+        }
+        let Some(node) = self.tree.get(path) else {
+            return err(code::NO_NODE);
+        };
+        if !node.children.is_empty() {
+            return err(code::NOT_EMPTY);
+        }
+        let zxid = self.next_zxid();
+        let mut changes = Vec::new();
+        self.delete_node(path, zxid, &mut changes);
+        self.fire(changes, out);
+        Ok(())
+    }
+
+    /// A restart: every connection is gone (with its watches). Keeping, the tree, the zxid and
+    /// the sessions stay, each session's timeout starting again from `now`, as ZooKeeper's
+    /// session tracker does for the sessions it loads from a snapshot; otherwise the tree and
+    /// the sessions start empty and only the zxid goes on.
+    pub fn restart(&mut self, keep: bool, now: Now) {
+        if keep {
+            let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+            for conn in conns {
+                self.drop_conn(conn);
+            }
+            let ids: Vec<i64> = self.sessions.keys().copied().collect();
+            for id in ids {
+                let timeout = self.sessions[&id].timeout_ms;
+                let expires_at = self.expiry(now, timeout);
+                if let Some(s) = self.sessions.get_mut(&id) {
+                    s.conn = None;
+                    s.expires_at = expires_at;
+                }
+            }
+        } else {
+            let zxid = self.zxid;
+            let next_session = self.next_session;
+            // The same secret: a log replayed in another process must draw the same passwords.
+            let secret = self.secret;
+            *self = Model::new(self.cfg.clone(), now);
+            self.secret = secret;
+            self.zxid = zxid;
+            self.next_session = self.next_session.max(next_session);
         }
     }
 
