@@ -150,7 +150,7 @@ proptest! {
         let mut r = Reader::new(&bytes);
         prop_assert_eq!(ReplyHeader::read(&mut r).is_ok(), bytes.len() >= 16);
         let mut r = Reader::new(&bytes);
-        match Stat::read(&mut r) {
+        match proto::read_stat(&mut r) {
             Ok(_) => prop_assert_eq!(r.remaining(), bytes.len() - 68),
             Err(_) => prop_assert!(bytes.len() < 68),
         }
@@ -217,7 +217,7 @@ proptest! {
                 MultiResult::Created(path, stat) => {
                     w.string(path);
                     if let Some(stat) = stat {
-                        stat.write(&mut w);
+                        w.record(stat);
                     }
                 }
                 MultiResult::Error(code) => { w.int(*code); }

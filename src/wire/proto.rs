@@ -51,66 +51,12 @@ pub(crate) const MAX_FRAME: usize = 0x10_0000 + 0x1000;
 /// client does): a server refuses a frame over its `jute.maxbuffer`.
 pub(crate) const SET_WATCHES_MAX_BYTES: usize = 128 * 1024;
 
-/// A node's `Stat`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stat {
-    pub czxid: i64,
-    pub mzxid: i64,
-    pub ctime: i64,
-    pub mtime: i64,
-    pub version: i32,
-    pub cversion: i32,
-    pub aversion: i32,
-    pub ephemeral_owner: i64,
-    pub data_length: i32,
-    pub num_children: i32,
-    pub pzxid: i64,
-}
+/// A node's `Stat`: the record of `zklock-proto`, the one codec of the client and the server.
+pub use zklock_proto::Stat;
 
-impl From<zklock_proto::Stat> for Stat {
-    fn from(s: zklock_proto::Stat) -> Stat {
-        Stat {
-            czxid: s.czxid,
-            mzxid: s.mzxid,
-            ctime: s.ctime,
-            mtime: s.mtime,
-            version: s.version,
-            cversion: s.cversion,
-            aversion: s.aversion,
-            ephemeral_owner: s.ephemeral_owner,
-            data_length: s.data_length,
-            num_children: s.num_children,
-            pzxid: s.pzxid,
-        }
-    }
-}
-
-impl From<Stat> for zklock_proto::Stat {
-    fn from(s: Stat) -> zklock_proto::Stat {
-        zklock_proto::Stat {
-            czxid: s.czxid,
-            mzxid: s.mzxid,
-            ctime: s.ctime,
-            mtime: s.mtime,
-            version: s.version,
-            cversion: s.cversion,
-            aversion: s.aversion,
-            ephemeral_owner: s.ephemeral_owner,
-            data_length: s.data_length,
-            num_children: s.num_children,
-            pzxid: s.pzxid,
-        }
-    }
-}
-
-impl Stat {
-    pub(crate) fn read(r: &mut Reader<'_>) -> Decoded<Stat> {
-        Ok(zklock_proto::Stat::decode(r)?.into())
-    }
-
-    pub(crate) fn write(&self, w: &mut Writer) {
-        w.record(&zklock_proto::Stat::from(*self));
-    }
+/// Reads a [`Stat`], failing as every other read of a reply does.
+pub(crate) fn read_stat(r: &mut Reader<'_>) -> Decoded<Stat> {
+    Ok(zklock_proto::Record::decode(r)?)
 }
 
 /// What a notification says happened (`Watcher.Event.EventType`), plus `Session` for a watch
@@ -355,7 +301,7 @@ pub(crate) fn read_multi(r: &mut Reader<'_>) -> Decoded<Vec<MultiResult>> {
         .map(|res| match res {
             OpResult::Check | OpResult::Delete | OpResult::SetData(_) => Ok(MultiResult::Done),
             OpResult::Create(path) => Ok(MultiResult::Created(path, None)),
-            OpResult::Create2(path, stat) => Ok(MultiResult::Created(path, Some(stat.into()))),
+            OpResult::Create2(path, stat) => Ok(MultiResult::Created(path, Some(stat))),
             OpResult::Error(code) => Ok(MultiResult::Error(code)),
             OpResult::GetChildren(_) | OpResult::GetData(..) => {
                 Err(Malformed("a read's result in a multi reply".into()))
@@ -376,7 +322,7 @@ pub(crate) fn read_multi_read(r: &mut Reader<'_>) -> Decoded<Vec<ReadResult>> {
         .map(|result| match result {
             RawRead::Data { body, .. } => {
                 let mut body = Reader::new(body);
-                Ok(Ok((body.buffer()?.to_vec(), Stat::read(&mut body)?)))
+                Ok(Ok((body.buffer()?.to_vec(), read_stat(&mut body)?)))
             }
             RawRead::Error(code) => Ok(Err(code)),
             RawRead::Children(_) => Err(Malformed("a getChildren result to getData reads".into())),
@@ -420,7 +366,7 @@ pub(crate) fn read_multi_read_raw<'a>(r: &mut Reader<'a>) -> Decoded<Vec<RawRead
             op::GET_DATA => {
                 r.buffer()?;
                 let stat_at = start.len() - r.rest().len();
-                Stat::read(r)?;
+                read_stat(r)?;
                 let end = start.len() - r.rest().len();
                 RawRead::Data {
                     body: &start[..end],
@@ -444,11 +390,10 @@ mod tests {
         w.strings(&["lock-0000000001", "lock-0000000002"]);
         w.int(op::GET_DATA).boolean(false).int(0);
         w.buffer(b"d");
-        Stat {
+        w.record(&Stat {
             czxid: 7,
             ..Stat::default()
-        }
-        .write(&mut w);
+        });
         w.int(op::ERROR).boolean(false).int(-101).int(-101);
         w.int(-1).boolean(true).int(-1);
         let frame = w.finish();
@@ -465,7 +410,7 @@ mod tests {
             panic!("{:?}", results[1]);
         };
         assert_eq!(body.len(), 4 + 1 + 68);
-        assert_eq!(Stat::read(&mut Reader::new(stat)).unwrap().czxid, 7);
+        assert_eq!(read_stat(&mut Reader::new(stat)).unwrap().czxid, 7);
         assert_eq!(results[2], RawRead::Error(-101));
     }
 
@@ -493,7 +438,7 @@ mod tests {
             .int(10)
             .long(11);
         let mut frame = w.finish();
-        let stat = Stat::read(&mut Reader::new(&frame.split_off(4))).unwrap();
+        let stat = read_stat(&mut Reader::new(&frame.split_off(4))).unwrap();
         assert_eq!(
             (stat.czxid, stat.version, stat.ephemeral_owner, stat.pzxid),
             (1, 5, 8, 11)

@@ -82,7 +82,7 @@ impl Client {
                 }
                 on_ok(err, asked, || {
                     let created = r.string()?;
-                    Ok((Stat::read(&mut r)?, strip_root(&created, strip)))
+                    Ok((proto::read_stat(&mut r)?, strip_root(&created, strip)))
                 })
             },
         )
@@ -194,7 +194,7 @@ impl Client {
                 Some(Error::NoNode) => Ok(Ok(false)),
                 Some(Error::NoAuth(_)) => Ok(Ok(true)),
                 Some(e) => Ok(Err(e)),
-                None => Stat::read(&mut r).map(|_| Ok(true)),
+                None => proto::read_stat(&mut r).map(|_| Ok(true)),
             },
         )
     }
@@ -214,7 +214,7 @@ impl Client {
             |err, mut r, _| match error_for(err, asked) {
                 Some(Error::NoNode) => Ok(Ok(None)),
                 Some(e) => Ok(Err(e)),
-                None => Ok(Ok(Some(Stat::read(&mut r)?))),
+                None => Ok(Ok(Some(proto::read_stat(&mut r)?))),
             },
         )
     }
@@ -353,7 +353,7 @@ impl Client {
             |w| {
                 w.string(&server).buffer(data).int(version.unwrap_or(-1));
             },
-            |err, mut r, _| on_ok(err, asked, || Stat::read(&mut r)),
+            |err, mut r, _| on_ok(err, asked, || proto::read_stat(&mut r)),
         )
     }
 
@@ -543,12 +543,12 @@ fn error_for(err: i32, asked: Refused) -> Option<Error> {
 
 /// A getData reply: the data and the stat.
 fn read_data(r: &mut Reader<'_>) -> Result<(Vec<u8>, Stat), jute::Malformed> {
-    Ok((r.buffer()?.to_vec(), Stat::read(r)?))
+    Ok((r.buffer()?.to_vec(), proto::read_stat(r)?))
 }
 
 /// A getChildren2 reply: the children and the parent's stat.
 fn read_children(r: &mut Reader<'_>) -> Result<(Vec<String>, Stat), jute::Malformed> {
-    Ok((r.strings()?, Stat::read(r)?))
+    Ok((r.strings()?, proto::read_stat(r)?))
 }
 
 /// `path` as the server gave it, with the client's chroot (its first `strip` bytes) removed.

@@ -290,9 +290,9 @@ mod tests {
         w.int(op::GET_CHILDREN).boolean(false).int(0);
         w.strings(&["lock-0000000003"]);
         w.int(op::GET_DATA).boolean(false).int(0).buffer(b"");
-        stat(11).write(&mut w);
+        w.record(&stat(11));
         w.int(op::GET_DATA).boolean(false).int(0).buffer(b"owner");
-        stat(12).write(&mut w);
+        w.record(&stat(12));
         w.int(op::ERROR).boolean(false).int(-101).int(-101);
         w.int(op::ERROR).boolean(false).int(-101).int(-101);
         w.int(-1).boolean(true).int(-1);
@@ -302,11 +302,11 @@ mod tests {
         let mut r = Reader::new(&answers[0].1);
         assert_eq!(answers[0].0, 0);
         assert_eq!(r.strings().unwrap(), ["lock-0000000003"]);
-        assert_eq!(Stat::read(&mut r).unwrap().czxid, 11);
+        assert_eq!(proto::read_stat(&mut r).unwrap().czxid, 11);
         assert_eq!(r.remaining(), 0);
         let mut r = Reader::new(&answers[1].1);
         assert_eq!(r.buffer().unwrap(), b"owner");
-        assert_eq!(Stat::read(&mut r).unwrap().czxid, 12);
+        assert_eq!(proto::read_stat(&mut r).unwrap().czxid, 12);
         assert_eq!(answers[2], (-101, Vec::new()));
     }
 

@@ -112,7 +112,7 @@ pub(super) fn settle_multi(
                     // of a `multi` is one transaction: the reply's zxid is the create's.
                     let stat = stat.unwrap_or_else(|| created_stat(&m.frame, zxid, shared));
                     reply.string(&path);
-                    stat.write(&mut reply);
+                    reply.record(&stat);
                 }
                 let reply = reply.finish();
                 let answered = (m.on_reply)(Answer::Reply {

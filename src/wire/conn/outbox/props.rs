@@ -418,16 +418,18 @@ impl Harness {
                 if opcode == op::GET_CHILDREN2 {
                     w.strings(&[] as &[String]);
                 }
-                stat(zxid).write(&mut w);
+                w.record(&stat(zxid));
             }
             op::SET_DATA | op::DELETE | op::CREATE2 => {
                 let (id, path) = write_of(opcode, &mut r);
                 self.log.push(id);
                 match opcode {
-                    op::SET_DATA => stat(self.log.len() as i64).write(&mut w),
+                    op::SET_DATA => {
+                        w.record(&stat(self.log.len() as i64));
+                    }
                     op::CREATE2 => {
                         w.string(&format!("{path}0000000001"));
-                        stat(self.log.len() as i64).write(&mut w);
+                        w.record(&stat(self.log.len() as i64));
                     }
                     _ => {}
                 }
@@ -453,7 +455,7 @@ impl Harness {
                         w.int(*opcode).boolean(false).int(0);
                         if *opcode == op::CREATE2 {
                             w.string(&format!("{path}0000000001"));
-                            stat(zxid).write(&mut w);
+                            w.record(&stat(zxid));
                         }
                     }
                 }
@@ -467,7 +469,7 @@ impl Harness {
                         w.strings(&[] as &[String]);
                     } else {
                         w.buffer(b"");
-                        stat(zxid).write(&mut w);
+                        w.record(&stat(zxid));
                     }
                 }
                 w.int(-1).boolean(true).int(-1);
