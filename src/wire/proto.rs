@@ -7,39 +7,8 @@ use zklock_proto::Record;
 use super::jute::{Decoded, Malformed, Reader, Writer};
 use super::Error;
 
-/// Op codes (`ZooDefs.OpCode`).
-pub(crate) mod op {
-    pub(crate) const CREATE: i32 = 1;
-    pub(crate) const DELETE: i32 = 2;
-    pub(crate) const EXISTS: i32 = 3;
-    pub(crate) const GET_DATA: i32 = 4;
-    pub(crate) const SET_DATA: i32 = 5;
-    pub(crate) const GET_CHILDREN: i32 = 8;
-    pub(crate) const SYNC: i32 = 9;
-    pub(crate) const PING: i32 = 11;
-    pub(crate) const GET_CHILDREN2: i32 = 12;
-    pub(crate) const CHECK: i32 = 13;
-    pub(crate) const MULTI: i32 = 14;
-    pub(crate) const CREATE2: i32 = 15;
-    pub(crate) const REMOVE_WATCHES: i32 = 18;
-    pub(crate) const CREATE_CONTAINER: i32 = 19;
-    /// A batch of reads answered together (ZooKeeper 3.6+), each with its own outcome.
-    pub(crate) const MULTI_READ: i32 = 22;
-    pub(crate) const AUTH: i32 = 100;
-    pub(crate) const SET_WATCHES: i32 = 101;
-    #[cfg_attr(not(feature = "sasl"), allow(dead_code))]
-    pub(crate) const SASL: i32 = 102;
-    pub(crate) const CLOSE_SESSION: i32 = -11;
-    pub(crate) const ERROR: i32 = -1;
-}
-
-/// Xids the server answers with as given, outside the numbering of ordinary requests.
-pub(crate) mod xid {
-    pub(crate) const NOTIFICATION: i32 = -1;
-    pub(crate) const PING: i32 = -2;
-    pub(crate) const AUTH: i32 = -4;
-    pub(crate) const SET_WATCHES: i32 = -8;
-}
+/// Op codes and the special xids: `zklock-proto`'s, as the server's.
+pub(crate) use zklock_proto::{op, xid};
 
 /// ZooKeeper's default `jute.maxbuffer` (1 MiB) plus room for the headers: the largest request
 /// sent (the server refuses larger ones), and the largest frame read during a handshake. The
@@ -192,15 +161,8 @@ impl Acl {
     }
 }
 
-/// Permission bits (`ZooDefs.Perms`).
-pub mod perms {
-    pub const READ: i32 = 1;
-    pub const WRITE: i32 = 2;
-    pub const CREATE: i32 = 4;
-    pub const DELETE: i32 = 8;
-    pub const ADMIN: i32 = 16;
-    pub const ALL: i32 = 31;
-}
+/// Permission bits (`ZooDefs.Perms`): `zklock-proto`'s.
+pub use zklock_proto::perms;
 
 /// How a node is created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
