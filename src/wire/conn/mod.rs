@@ -148,6 +148,53 @@ pub(crate) type ProofHook = Arc<dyn Fn(Instant, Duration) + Send + Sync>;
 const CLOSE_WAIT: Duration = Duration::from_secs(1);
 
 impl Shared {
+    /// A session's shared state before its first connection is installed: outbox closed,
+    /// state `Disconnected`, nothing pending.
+    fn new(
+        config: Config,
+        session_id: i64,
+        password: Vec<u8>,
+        timeout: Duration,
+        server: String,
+    ) -> Arc<Shared> {
+        Arc::new_cyclic(|me| Shared {
+            out: Mutex::new(Out {
+                sink: None,
+                closer: None,
+                generation: 0,
+            }),
+            outbox: Mutex::new(Outbox {
+                open: false,
+                next_xid: 1,
+                queue: VecDeque::new(),
+                written: 1,
+                unsettled: Vec::new(),
+            }),
+            pending: Mutex::new(VecDeque::new()),
+            last_send: Mutex::new(Instant::now()),
+            watches: Mutex::new(Watches::default()),
+            state: StateCell::new(KeeperState::Disconnected),
+            session_id,
+            known_parents: coalesce::KnownParents::new(),
+            multi_read: AtomicBool::new(true),
+            me: me.clone(),
+            password,
+            timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
+            last_zxid: AtomicI64::new(0),
+            closing: AtomicBool::new(false),
+            server: Mutex::new(server),
+            close_confirmed: AtomicBool::new(false),
+            close_answered: AtomicBool::new(false),
+            closed: (Mutex::new(false), Condvar::new()),
+            on_proof: Mutex::new(None),
+            io_thread: Mutex::new(None),
+            io_thread_id: std::sync::OnceLock::new(),
+            writer_kick: (Mutex::new((false, false)), Condvar::new()),
+            writer: Mutex::new(None),
+            config,
+        })
+    }
+
     /// Waits until the I/O thread has ended (the session is over), at most until `deadline`;
     /// `true` if it has. Never waits on the I/O thread itself.
     pub(crate) fn join_io(&self, deadline: Instant) -> bool {
@@ -421,42 +468,13 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         server,
         ..
     } = established;
-    let shared = Arc::new_cyclic(|me| Shared {
-        out: Mutex::new(Out {
-            sink: None,
-            closer: None,
-            generation: 0,
-        }),
-        outbox: Mutex::new(Outbox {
-            open: false,
-            next_xid: 1,
-            queue: VecDeque::new(),
-            written: 1,
-            unsettled: Vec::new(),
-        }),
-        pending: Mutex::new(VecDeque::new()),
-        last_send: Mutex::new(Instant::now()),
-        watches: Mutex::new(Watches::default()),
-        state: StateCell::new(KeeperState::Disconnected),
-        session_id: response.session_id,
-        known_parents: coalesce::KnownParents::new(),
-        multi_read: AtomicBool::new(true),
-        me: me.clone(),
-        password: response.password.clone(),
-        timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
-        last_zxid: AtomicI64::new(0),
-        closing: AtomicBool::new(false),
-        server: Mutex::new(server),
-        close_confirmed: AtomicBool::new(false),
-        close_answered: AtomicBool::new(false),
-        closed: (Mutex::new(false), Condvar::new()),
-        on_proof: Mutex::new(None),
-        io_thread: Mutex::new(None),
-        io_thread_id: std::sync::OnceLock::new(),
-        writer_kick: (Mutex::new((false, false)), Condvar::new()),
-        writer: Mutex::new(None),
+    let shared = Shared::new(
         config,
-    });
+        response.session_id,
+        response.password.clone(),
+        timeout,
+        server,
+    );
     let Link {
         sink,
         source,

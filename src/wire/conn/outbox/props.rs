@@ -19,17 +19,15 @@
 //! planner's cannot change what is checked.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
-use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 use proptest::prelude::*;
 
 use super::super::{coalesce, Answer, Config, OnReply, Shared};
 use super::MAX_IN_FLIGHT;
-use super::{Out, Outbox};
-use crate::wire::events::{KeeperState, StateCell, Watches};
+use crate::wire::events::KeeperState;
 use crate::wire::jute::{Reader, Writer};
 use crate::wire::proto::{op, Stat};
 use crate::wire::Error;
@@ -185,42 +183,16 @@ fn new_shared() -> Arc<Shared> {
         #[cfg(feature = "sasl")]
         sasl: None,
     };
-    Arc::new_cyclic(|me: &Weak<Shared>| Shared {
-        out: Mutex::new(Out {
-            sink: None,
-            closer: None,
-            generation: 0,
-        }),
-        outbox: Mutex::new(Outbox {
-            open: true,
-            next_xid: 1,
-            queue: VecDeque::new(),
-            written: 1,
-            unsettled: Vec::new(),
-        }),
-        pending: Mutex::new(VecDeque::new()),
-        last_send: Mutex::new(Instant::now()),
-        watches: Mutex::new(Watches::default()),
-        state: StateCell::new(KeeperState::SyncConnected),
-        session_id: 1,
-        known_parents: coalesce::KnownParents::new(),
-        multi_read: AtomicBool::new(true),
-        me: me.clone(),
-        password: Vec::new(),
-        timeout_ms: AtomicU64::new(10_000),
-        last_zxid: AtomicI64::new(0),
-        closing: AtomicBool::new(false),
-        server: Mutex::new(String::new()),
-        close_confirmed: AtomicBool::new(false),
-        close_answered: AtomicBool::new(false),
-        closed: (Mutex::new(false), Condvar::new()),
-        on_proof: Mutex::new(None),
-        io_thread: Mutex::new(None),
-        io_thread_id: std::sync::OnceLock::new(),
-        writer_kick: (Mutex::new((false, false)), Condvar::new()),
-        writer: Mutex::new(None),
+    let shared = Shared::new(
         config,
-    })
+        1,
+        Vec::new(),
+        Duration::from_secs(10),
+        String::new(),
+    );
+    shared.outbox.lock().open = true;
+    shared.state.set(KeeperState::SyncConnected);
+    shared
 }
 
 fn stat(zxid: i64) -> Stat {
