@@ -133,20 +133,7 @@ embedded_standalone() {
     else
         log "server in $dir is already starting (pid $(running_pid "$dir")); waiting"
     fi
-    while :; do
-        m="$(zk_mode "$port")"
-        [[ -z "$m" ]] || break
-        if ! running_pid "$dir" >/dev/null; then
-            rm -f "$dir/zk.pid"
-            tail_log "$dir"
-            die "zklock-server in $dir exited during startup"
-        fi
-        if timed_out "$start"; then
-            tail_log "$dir"
-            die "zklock-server on 127.0.0.1:$port not serving after ${ZK_START_TIMEOUT}s"
-        fi
-        sleep 0.02
-    done
+    m="$(await_serving "$dir" "$port" "$start" zklock-server 0.02)" || exit 1
     log "zklock-server serving on 127.0.0.1:$port (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
     printf '127.0.0.1:%s\n' "$port"
 }

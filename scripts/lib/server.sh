@@ -90,6 +90,30 @@ tail_log() { # dir
     fi
 }
 
+# waits until the server in <dir> answers srvr with a Mode: line and prints the mode; dies
+# (call it as m="$(await_serving ...)" || exit 1) if its process exits first or
+# ZK_START_TIMEOUT passes; <what> names the server in the messages
+await_serving() { # dir port start_ms what poll_seconds
+    local dir="$1" port="$2" start="$3" what="$4" poll="$5" m
+    while :; do
+        m="$(zk_mode "$port")"
+        if [[ -n "$m" ]]; then
+            printf '%s\n' "$m"
+            return 0
+        fi
+        if ! running_pid "$dir" >/dev/null; then
+            rm -f "$dir/zk.pid"
+            tail_log "$dir"
+            die "$what in $dir exited during startup"
+        fi
+        if timed_out "$start"; then
+            tail_log "$dir"
+            die "$what on 127.0.0.1:$port not serving after ${ZK_START_TIMEOUT}s"
+        fi
+        sleep "$poll"
+    done
+}
+
 # the .zklock-zk marker allows stop-zk.sh --clean to delete a directory; the root only
 # gets it if this script creates it (or finds it empty), never a pre-existing dir
 mark_workdir() {
@@ -205,20 +229,7 @@ standalone() {
     else
         log "server in $dir is already starting (pid $(running_pid "$dir")); waiting"
     fi
-    while :; do
-        m="$(zk_mode "$port")"
-        [[ -z "$m" ]] || break
-        if ! running_pid "$dir" >/dev/null; then
-            rm -f "$dir/zk.pid"
-            tail_log "$dir"
-            die "server in $dir exited during startup"
-        fi
-        if timed_out "$start"; then
-            tail_log "$dir"
-            die "server on 127.0.0.1:$port not serving after ${ZK_START_TIMEOUT}s"
-        fi
-        sleep 0.2
-    done
+    m="$(await_serving "$dir" "$port" "$start" server 0.2)" || exit 1
     log "ZooKeeper $(zk_served_version "$port") serving on 127.0.0.1:$port (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
     check_served_release "$port"
     printf '127.0.0.1:%s\n' "$port"
