@@ -5,7 +5,8 @@
 #   scripts/bench.sh
 #
 # 1. Installs what the anchors need if missing (Debian packages, via apt-get; needs root).
-# 2. Starts the local ZooKeeper with scripts/start-zk.sh if it is not serving yet (for step 5).
+# 2. Starts the local ZooKeeper (Apache 3.9.5, or ZK_VERSION) with scripts/start-zk.sh if it is
+#    not serving yet (for step 5).
 # 3. Builds the bench binary: cargo build --release --example bench.
 # 4. Runs ../shared/anchors/run.sh (the anchors are checked out next to this repository) with
 #    zklock as one more row; run.sh starts and stops its own private server on 2190+ and prints
@@ -62,7 +63,9 @@ fi
 
 # ---- 2. the local server for the extra scenarios and the floor ----
 if [[ ($BENCH_EXTRAS != 0 || $BENCH_FLOOR != 0) && -z ${ZK_CONNECT:-} ]]; then
-    ZK_CONNECT=$("$REPO/scripts/start-zk.sh" | tail -1)
+    # Apache's 3.9.5 unless ZK_VERSION names another release (start-zk.sh alone would start
+    # the embedded server): the anchors and the floor are figures against Apache ZooKeeper.
+    ZK_CONNECT=$("$REPO/scripts/start-zk.sh" --version "${ZK_VERSION:-3.9.5}" | tail -1)
 fi
 
 # ---- 3. build ----

@@ -3,6 +3,8 @@
 #
 # Usage:
 #   scripts/start-zk.sh                         standalone server on 127.0.0.1:${ZK_PORT:-2181}
+#                                               (zklock's embedded server unless --version
+#                                               names an Apache release: no JVM needed)
 #   scripts/start-zk.sh --ensemble              3-member ensemble (ports 2281,2282,2283,
 #                                               or those of ZK_ENSEMBLE_PORTS)
 #   scripts/start-zk.sh --ensemble-member N     (re)start member N of the ensemble, using
@@ -20,7 +22,8 @@
 #   "127.0.0.1:3181" (ZK_SECURE_PORT).
 #
 # Releases (--version V or ZK_VERSION=V; scripts/lib/dist.sh says where the jars come from):
-#   3.9.5    (default) Apache's jars out of PyPI's pinned `pyspark` 4.3.0 sdist: downloaded
+#   (default) embedded for a plain standalone server; 3.9.5 for --ensemble, --sasl, --tls
+#   3.9.5    Apache's jars out of PyPI's pinned `pyspark` 4.3.0 sdist: downloaded
 #            once with pip (456 MB; or taken from ZK_SDIST_DIR), checked against its pinned
 #            sha256, and only the needed jars (~25 MB) kept in ZK_CACHE_DIR
 #   3.6.3    the same out of pyspark 3.5.9
@@ -85,7 +88,7 @@
 #                      $ZK_WORKDIR/ensemble-<client port of member 1>, so ensembles on other
 #                      ports never share a dir.  Pass the same value to every start-zk.sh and
 #                      stop-zk.sh call for it (the tests pick free ports and do).
-#   ZK_VERSION         the release (default 3.9.5), as --version
+#   ZK_VERSION         the release (default: see Releases), as --version
 #   ZK_DIST            Apache's tarball or jar dir to run instead of a pinned release
 #   ZK_CACHE_DIR       where fetched jars are kept  (default ${XDG_CACHE_HOME:-~/.cache}/zklock)
 #   ZK_SDIST_DIR       a dir already holding pyspark-<version>.tar.gz (checked, not fetched)
@@ -171,6 +174,16 @@ if [[ -n "${ZK_ENSEMBLE_PORTS:-}" ]]; then
     ens_size=${#ens_client_ports[@]}
 fi
 parse_flags "" "$@"
+# The default release: zklock's embedded server for a plain standalone server (no JVM, no
+# download: a first lock needs only cargo); Apache's 3.9.5 for what only Apache serves (an
+# ensemble, SASL, TLS). The test suite names its release (scripts/test.sh: 3.9.5).
+if [[ -z "$zk_version_asked" && -z "${ZK_DIST:-}" ]]; then
+    if [[ $mode == standalone ]] && ((!sasl && !tls)); then
+        ZK_VERSION=embedded
+    else
+        ZK_VERSION=3.9.5
+    fi
+fi
 zk_check_version
 port_ok() { is_uint "$1" && ((10#$1 > 0 && 10#$1 < 65536)); }
 port_ok "$ZK_PORT" || die "bad ZK_PORT '$ZK_PORT'"

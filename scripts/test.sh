@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite against real ZooKeeper servers on loopback, installing what the
 # tests need on a fresh Debian machine first:
-#   - ZooKeeper: release ZK_VERSION, by default 3.9.5 (scripts/start-zk.sh fetches Apache's
+#   - ZooKeeper: release ZK_VERSION, by default Apache's 3.9.5, named here because
+#     scripts/start-zk.sh alone starts the embedded server (it fetches Apache's
 #     jars once into a cache, see scripts/lib/dist.sh; "debian" is Debian's zookeeper package);
 #   - a JDK and Apache Curator's jars for the interop tests (tests/interop.rs: the Curator of
 #     ZK_VERSION's jars, or ZK_CURATOR; Debian's libcurator-*-java is Curator 5.4.0);
@@ -91,7 +92,12 @@ if [[ -z "${ZK_CONNECT:-}" ]]; then
     # start-zk.sh accepts a server that already serves on the port; this run's must be its own.
     running_pid "$ZK_WORKDIR/$port" >/dev/null || die "127.0.0.1:$port is served by a server this run did not start"
     export ZK_CONNECT
-    log "main server: ZooKeeper $(zk_served_version "$port")"
+    served="$(zk_served_version "$port")"
+    if [[ $served == embedded ]]; then
+        log "main server: zklock's embedded server (zklock-server, ZooKeeper 3.9's protocol)"
+    else
+        log "main server: Apache ZooKeeper $served"
+    fi
 fi
 log "main server $ZK_CONNECT; servers of this run (ZK_VERSION=${ZK_VERSION:-}${ZK_DIST:+, ZK_DIST=$ZK_DIST}) in $ZK_WORKDIR"
 cargo test --workspace --all-features "$@"

@@ -55,9 +55,13 @@ zk_mode() { # port
     zk_4lw 127.0.0.1 "$1" srvr | sed -n 's/^Mode: *//p' | tr -d '\r' || true
 }
 
-# prints the release ("3.9.5") of the ZooKeeper on 127.0.0.1:<port> (4lw srvr), or nothing
+# prints the release ("3.9.5") of the ZooKeeper on 127.0.0.1:<port> (4lw srvr), "embedded"
+# for zklock's own server (its srvr gives "3.9.5-zklock-server-<version>", the protocol it
+# speaks, for tools that parse the numbers), or nothing
 zk_served_version() { # port
-    zk_4lw 127.0.0.1 "$1" srvr | sed -n 's/^Zookeeper version: *\([^-,]*\).*/\1/p' | tr -d '\r' || true
+    zk_4lw 127.0.0.1 "$1" srvr | tr -d '\r' |
+        sed -n -e 's/^Zookeeper version: *[^,]*-zklock-server-.*/embedded/p' \
+            -e 't' -e 's/^Zookeeper version: *\([^-,]*\).*/\1/p' || true
 }
 
 # true if something accepts connections on 127.0.0.1:<port>

@@ -75,7 +75,7 @@ embedded_bin() {
 
 # the embedded standalone server on ZK_PORT; an already serving one is accepted as it is
 embedded_standalone() {
-    local port="$ZK_PORT" dir="$ZK_WORKDIR/$ZK_PORT" m start bin pid="" i
+    local port="$ZK_PORT" dir="$ZK_WORKDIR/$ZK_PORT" m served start bin pid="" i
     local -a extra settings=(--tick-time 200 --min-session-timeout 400 --max-session-timeout 60000)
     embedded_check_flags
     # In this shell first: a die in the process substitution below would only end a subshell.
@@ -84,6 +84,9 @@ embedded_standalone() {
     m="$(zk_mode "$port")"
     if [[ -n "$m" ]]; then
         log "a ZooKeeper server already serves on 127.0.0.1:$port (Mode: $m)"
+        served="$(zk_served_version "$port")"
+        [[ $served == embedded ]] ||
+            log "WARNING: 127.0.0.1:$port runs ZooKeeper $served, not the embedded server (stop it first to change releases)"
         printf '127.0.0.1:%s\n' "$port"
         return 0
     fi

@@ -24,7 +24,7 @@
 //! # Against the floor
 //!
 //! The floor, in the same invocation (5 rounds alternating with zklock on the local server
-//! `scripts/start-zk.sh` starts; medians of the rounds' medians and p99s):
+//! `scripts/bench.sh` starts, Apache ZooKeeper 3.9.5; medians of the rounds' medians and p99s):
 //!
 //! | cycle | round trips | median µs | p99 µs |
 //! |---|---|---|---|

@@ -17,7 +17,9 @@
 //! it exits, and `test.sh` stops whatever is left in its work dir when it ends, after a failure or
 //! Ctrl-C too, and nothing else. After a failure the work dir, with the servers' logs, is kept.
 //! With `ZK_CONNECT` set, `test.sh` uses that server instead of starting one; `cargo test` alone
-//! uses `ZK_CONNECT` or `127.0.0.1:2181` (`scripts/start-zk.sh`) as the main server.
+//! uses `ZK_CONNECT` or `127.0.0.1:2181` (`scripts/start-zk.sh`, which starts the embedded server
+//! unless `--version` names an Apache release) as the main server, and Apache's 3.9.5 for the
+//! servers the tests start unless `ZK_VERSION` names another.
 //!
 //! # Testing lock loss in your own tests
 //!
@@ -89,7 +91,8 @@
 //!
 //! zklock speaks ZooKeeper's wire protocol itself, so the releases it is tested against are its
 //! compatibility promise. `scripts/start-zk.sh --version V` (or `ZK_VERSION=V`) starts any of
-//! them, standalone, as an ensemble, or as a secure server; `scripts/test.sh` runs every server of
+//! them (without a release, a plain `scripts/start-zk.sh` starts the embedded server below; with
+//! `--ensemble`, `--sasl` or `--tls`, 3.9.5), standalone, as an ensemble, or as a secure server; `scripts/test.sh` runs every server of
 //! its run, the ones the tests start included, on `ZK_VERSION` (default 3.9.5). Releases other than
 //! Debian's come from Apache's jars inside PyPI's pinned `pyspark` sdists, fetched once and checked
 //! by sha256 into `~/.cache/zklock` (`scripts/lib/dist.sh`), or from an Apache tarball named by
@@ -123,7 +126,8 @@
 //!
 //! # The embedded server
 //!
-//! `ZK_VERSION=embedded` (or `scripts/start-zk.sh --version embedded`) runs zklock's own
+//! `ZK_VERSION=embedded` (or `scripts/start-zk.sh`, whose default it is for a plain standalone
+//! server) runs zklock's own
 //! ZooKeeper-protocol server, the workspace's `zklock-server` binary, wherever the scripts would
 //! start an Apache server: in the same work dir (`$ZK_WORKDIR/<port>/` with `zk.pid` and
 //! `server.log`), so `scripts/stop-zk.sh` stops it, and ready once `srvr` shows `Mode:`.
