@@ -466,3 +466,43 @@ fn a_container_is_swept_on_request_once_it_had_a_child() {
     srv.sweep_containers();
     assert_eq!(exists(&mut c), code::NO_NODE);
 }
+
+#[test]
+fn delete_container_from_a_client_checks_as_zookeeper_s_prep_does() {
+    let srv = server();
+    let mut c = Raw::open(&srv);
+    let mut notes = Vec::new();
+    let del = |path: &str| Request::DeleteContainer(PathRequest { path: path.into() });
+    c.ok(create("/p", create_mode::PERSISTENT));
+    c.ok(create("/p/kid", create_mode::PERSISTENT));
+    c.ok(create("/e", create_mode::EPHEMERAL));
+    c.ok(Request::Exists(PathWatchRequest {
+        path: "/p/kid".into(),
+        watch: true,
+    }));
+    // Checked in this order: the path's form, the node, its children, whose node it is.
+    assert_eq!(c.call(&del("/"), &mut notes).0, code::BAD_ARGUMENTS);
+    assert_eq!(
+        c.call(&del("/zookeeper"), &mut notes).0,
+        code::BAD_ARGUMENTS
+    );
+    assert_eq!(c.call(&del("/none"), &mut notes).0, code::NO_NODE);
+    assert_eq!(c.call(&del("/p"), &mut notes).0, code::NOT_EMPTY);
+    assert_eq!(c.call(&del("/e"), &mut notes).0, code::BAD_VERSION);
+    // A plain persistent leaf goes, with no ACL check, and its watch fires.
+    let (err, body) = c.call(&del("/p/kid"), &mut notes);
+    assert_eq!((err, body), (0, Response::Empty));
+    assert_eq!(notes.len(), 1);
+    assert_eq!(
+        (notes[0].kind, notes[0].path.as_str()),
+        (event_type::NODE_DELETED, "/p/kid")
+    );
+    c.ok(Request::Create2(CreateRequest {
+        path: "/c".into(),
+        data: vec![],
+        acl: vec![Acl::new(perms::READ, "world", "anyone")],
+        flags: create_mode::CONTAINER,
+    }));
+    c.ok(del("/c"));
+    assert_eq!(c.call(&del("/c"), &mut notes).0, code::NO_NODE);
+}
