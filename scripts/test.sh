@@ -91,7 +91,7 @@ if [[ -z "${ZK_CONNECT:-}" ]]; then
     # start-zk.sh accepts a server that already serves on the port; this run's must be its own.
     running_pid "$ZK_WORKDIR/$port" >/dev/null || die "127.0.0.1:$port is served by a server this run did not start"
     export ZK_CONNECT
-    log "main server: ZooKeeper $(zk_served_version "$port")"
+    log "main server: $(zk_served_name "$port")"
 fi
 log "main server $ZK_CONNECT; servers of this run (ZK_VERSION=${ZK_VERSION:-}${ZK_DIST:+, ZK_DIST=$ZK_DIST}) in $ZK_WORKDIR"
 cargo test --workspace --all-features "$@"

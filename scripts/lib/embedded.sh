@@ -83,7 +83,11 @@ embedded_standalone() {
     mapfile -t extra < <(embedded_args_of_jvm_opts)
     m="$(zk_mode "$port")"
     if [[ -n "$m" ]]; then
-        log "a ZooKeeper server already serves on 127.0.0.1:$port (Mode: $m)"
+        local name
+        name="$(zk_served_name "$port")"
+        log "$name already serves on 127.0.0.1:$port (Mode: $m)"
+        [[ $name == zklock-server* ]] ||
+            log "WARNING: 127.0.0.1:$port runs $name, not zklock-server (stop it first to change servers)"
         printf '127.0.0.1:%s\n' "$port"
         return 0
     fi
@@ -134,6 +138,6 @@ embedded_standalone() {
         log "server in $dir is already starting (pid $(running_pid "$dir")); waiting"
     fi
     m="$(await_serving "$dir" "$port" "$start" zklock-server 0.02)" || exit 1
-    log "zklock-server serving on 127.0.0.1:$port (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
+    log "$(zk_served_name "$port") serving on 127.0.0.1:$port (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
     printf '127.0.0.1:%s\n' "$port"
 }
