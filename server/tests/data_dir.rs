@@ -371,15 +371,11 @@ fn a_write_the_dir_cannot_take_is_neither_acknowledged_nor_kept() {
     let nodes_before: usize = srvr_field(port, "Node count").parse().unwrap();
     let mut acked = 0;
     let mut last_zxid = 0;
-    loop {
-        match a.try_call(&create(&format!("/n/{acked}"), 0)) {
-            Some((h, _)) => {
-                assert_eq!(h.err, 0);
-                last_zxid = h.zxid;
-                acked += 1;
-            }
-            None => break, // closed, unanswered
-        }
+    // Until a create is not answered: its connection closed.
+    while let Some((h, _)) = a.try_call(&create(&format!("/n/{acked}"), 0)) {
+        assert_eq!(h.err, 0);
+        last_zxid = h.zxid;
+        acked += 1;
         assert!(acked < 10_000, "the file size limit never stopped a write");
     }
     assert!(acked > 10, "only {acked} creates before the limit");
