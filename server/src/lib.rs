@@ -9,7 +9,7 @@
 //! ephemerals. Every semantic lives in [`model`], driven here by the real clock.
 //!
 //! It is not a replacement for a ZooKeeper ensemble in production: one node, and at most a
-//! plain log on disk ([`Config::data_dir`]).
+//! snapshot and a log on disk ([`Config::data_dir`]).
 //!
 //! A test can make on it the faults a client must survive, each something a real server, host
 //! or network does: [`Server::expire_session`], [`Server::close_connection`] and
