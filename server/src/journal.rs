@@ -483,3 +483,94 @@ fn apply(model: &mut Model, kind: u8, payload: &[u8]) -> Option<()> {
     }
     Some(())
 }
+
+#[cfg(test)]
+mod tests {
+    use zklock_proto::{CreateRequest, Request};
+
+    use super::*;
+    use crate::model::ModelConfig;
+
+    fn model() -> Model {
+        let cfg = ModelConfig {
+            tick_ms: 100,
+            min_session_timeout_ms: 200,
+            max_session_timeout_ms: 2000,
+            extended_types: false,
+            super_digest: None,
+            container_max_never_used_ms: 0,
+        };
+        Model::new(cfg, NOW)
+    }
+
+    const NOW: Now = Now {
+        mono_ms: 0,
+        wall_ms: 1_000,
+    };
+
+    #[test]
+    fn a_start_reads_the_last_snapshot_and_its_log_whatever_a_kill_left_beside_them() {
+        let dir = std::env::temp_dir().join(format!("zklock-journal-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut m = model();
+        let mut j = Journal::open(&dir, false, 1024, &mut m, NOW).unwrap();
+        let hello = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout: 1000,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: None,
+        };
+        let mut w = Writer::new();
+        w.record(&hello);
+        let body = w.into_inner();
+        j.connect(&m, 1, "127.0.0.1", &body, NOW).unwrap();
+        let _ = m.connect(1, "127.0.0.1", &hello, NOW, &mut Vec::new());
+        for i in 0..60 {
+            let req = Request::Create(CreateRequest {
+                path: format!("/n{i}"),
+                data: vec![b'x'; 40],
+                acl: zklock_proto::Acl::open(),
+                flags: 0,
+            });
+            let body = req.to_frame(i);
+            j.request(&m, 1, &body[4..], NOW).unwrap();
+            assert_eq!(m.request(1, i, req, NOW, &mut Vec::new()).err, 0);
+        }
+        let generation = j.generation;
+        assert!(generation >= 2, "snapshots taken: generation {generation}");
+        drop(j);
+        // What a kill in the middle of the next snapshot leaves.
+        fs::write(dir.join(log_name(generation + 1)), b"junk").unwrap();
+        fs::write(dir.join(SNAPSHOT_TMP), b"junk").unwrap();
+
+        let mut back = model();
+        drop(Journal::open(&dir, false, 1024, &mut back, NOW).unwrap());
+        m.restart(true, NOW);
+        assert_eq!(back.snapshot(), m.snapshot(), "the same state");
+        // The leftovers removed: a snapshot, one log (this start's restart entry may have
+        // been the one to pass the size, and started the next generation), the marker.
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert_eq!((names[0].as_str(), names[2].as_str()), (SNAPSHOT, MARKER));
+        assert!(is_log_name(&names[1]), "{names:?}");
+        let log = fs::read(dir.join(&names[1])).unwrap();
+        assert!(!log.starts_with(b"junk"), "the kill's log is not read");
+
+        // A damaged snapshot is an error, not an empty server.
+        let mut bytes = fs::read(dir.join(SNAPSHOT)).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        fs::write(dir.join(SNAPSHOT), bytes).unwrap();
+        let e = Journal::open(&dir, false, 1024, &mut model(), NOW)
+            .err()
+            .expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
