@@ -35,8 +35,10 @@
 #            with zk.pid and server.log; --ensemble, --sasl, --tls and JVM options other
 #            than -Dznode.container.checkIntervalMs are refused (scripts/lib/embedded.sh)
 #   ZK_DIST=<apache-zookeeper-X-bin.tar.gz or its lib/ dir>: Apache's own jars instead
-#   `srvr` (and the log line "ZooKeeper X serving ...") names the release that runs.  A
-#   server already serving on the port is kept, with a warning if it runs another release.
+#   The log line "ZooKeeper X serving ..." names the release that runs, or "zklock-server V
+#   (ZooKeeper X protocol) serving ..." the embedded server (whose `srvr` reads "Zookeeper
+#   version: X-zklock-server-V, ...", release X first for the tools that parse it).  A server
+#   already serving on the port is kept, with a warning if it runs another release or server.
 #
 # Secure variants (standalone only; each is a server of its own, in $ZK_WORKDIR/<port>-sasl,
 # <port>-tls or <port>-sasl-tls, so give it a ZK_PORT that no plain server uses):

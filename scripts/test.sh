@@ -92,12 +92,7 @@ if [[ -z "${ZK_CONNECT:-}" ]]; then
     # start-zk.sh accepts a server that already serves on the port; this run's must be its own.
     running_pid "$ZK_WORKDIR/$port" >/dev/null || die "127.0.0.1:$port is served by a server this run did not start"
     export ZK_CONNECT
-    served="$(zk_served_version "$port")"
-    if [[ $served == embedded ]]; then
-        log "main server: zklock's embedded server (zklock-server, ZooKeeper 3.9's protocol)"
-    else
-        log "main server: Apache ZooKeeper $served"
-    fi
+    log "main server: $(zk_served_name "$port")"
 fi
 log "main server $ZK_CONNECT; servers of this run (ZK_VERSION=${ZK_VERSION:-}${ZK_DIST:+, ZK_DIST=$ZK_DIST}) in $ZK_WORKDIR"
 cargo test --workspace --all-features "$@"

@@ -55,13 +55,25 @@ zk_mode() { # port
     zk_4lw 127.0.0.1 "$1" srvr | sed -n 's/^Mode: *//p' | tr -d '\r' || true
 }
 
-# prints the release ("3.9.5") of the ZooKeeper on 127.0.0.1:<port> (4lw srvr), "embedded"
-# for zklock's own server (its srvr gives "3.9.5-zklock-server-<version>", the protocol it
-# speaks, for tools that parse the numbers), or nothing
+# prints the release ("3.9.5") of the ZooKeeper on 127.0.0.1:<port> (4lw srvr), or nothing;
+# for zklock's embedded server, the release whose protocol it serves (see zk_served_name)
 zk_served_version() { # port
-    zk_4lw 127.0.0.1 "$1" srvr | tr -d '\r' |
-        sed -n -e 's/^Zookeeper version: *[^,]*-zklock-server-.*/embedded/p' \
-            -e 't' -e 's/^Zookeeper version: *\([^-,]*\).*/\1/p' || true
+    zk_4lw 127.0.0.1 "$1" srvr | sed -n 's/^Zookeeper version: *\([^-,]*\).*/\1/p' | tr -d '\r' || true
+}
+
+# prints, for people, what serves on 127.0.0.1:<port>: "ZooKeeper 3.9.5" for Apache's, or
+# "zklock-server 0.2.0 (ZooKeeper 3.9.5 protocol)" for zklock's embedded server (whose srvr
+# says "Zookeeper version: 3.9.5-zklock-server-0.2.0, ...", the release first, for the tools
+# that parse it); nothing if no ZooKeeper serves there
+zk_served_name() { # port
+    local v
+    v="$(zk_4lw 127.0.0.1 "$1" srvr | sed -n 's/^Zookeeper version: *//p' | tr -d '\r' || true)"
+    [[ -n $v ]] || return 0
+    if [[ $v =~ ^([^-,]*)-zklock-server-([^,]*) ]]; then
+        printf 'zklock-server %s (ZooKeeper %s protocol)\n' "${BASH_REMATCH[2]}" "${BASH_REMATCH[1]}"
+    else
+        printf 'ZooKeeper %s\n' "${v%%[-,]*}"
+    fi
 }
 
 # true if something accepts connections on 127.0.0.1:<port>

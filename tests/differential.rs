@@ -6,7 +6,8 @@
 //! sessions in a root path of its own on each server: creates of every mode (sequential,
 //! ephemeral, container, TTL), deletes and setData with versions, exists/getData/getChildren/
 //! getChildren2 with and without watches, persistent and persistent-recursive watches
-//! (`addWatch`), removeWatches/checkWatches, multis that fail part-way, multiRead, getACL/setACL
+//! (`addWatch`), removeWatches/checkWatches of every watcher type (also right after an
+//! `addWatch` on the same path), deleteContainer, multis that fail part-way, multiRead, getACL/setACL
 //! with creator-only and read-only ACLs, digest `addAuth`, sync, whoAmI, getEphemerals,
 //! getAllChildrenNumber, closeSession and the other sessions' view after it. Every
 //! notification is kept with the reply it arrived before. Zxids are replaced by their rank

@@ -235,6 +235,9 @@ pub enum Request {
     CreateTtl(CreateTtlRequest),
     /// `delete` (2).
     Delete(DeleteRequest),
+    /// `deleteContainer` (20): the container sweep's delete, which ZooKeeper also takes from
+    /// a client (its body is a path only).
+    DeleteContainer(PathRequest),
     /// `exists` (3).
     Exists(PathWatchRequest),
     /// `getData` (4).
@@ -292,6 +295,7 @@ impl Request {
             Request::CreateContainer(_) => op::CREATE_CONTAINER,
             Request::CreateTtl(_) => op::CREATE_TTL,
             Request::Delete(_) => op::DELETE,
+            Request::DeleteContainer(_) => op::DELETE_CONTAINER,
             Request::Exists(_) => op::EXISTS,
             Request::GetData(_) => op::GET_DATA,
             Request::SetData(_) => op::SET_DATA,
@@ -331,6 +335,7 @@ impl Request {
             Request::SetData(r) => r.encode(w),
             Request::GetAcl(r)
             | Request::Sync(r)
+            | Request::DeleteContainer(r)
             | Request::GetEphemerals(r)
             | Request::GetAllChildrenNumber(r) => r.encode(w),
             Request::SetAcl(r) => r.encode(w),
@@ -359,6 +364,7 @@ impl Request {
             op::CREATE_CONTAINER => Request::CreateContainer(r.record()?),
             op::CREATE_TTL => Request::CreateTtl(r.record()?),
             op::DELETE => Request::Delete(r.record()?),
+            op::DELETE_CONTAINER => Request::DeleteContainer(r.record()?),
             op::EXISTS => Request::Exists(r.record()?),
             op::GET_DATA => Request::GetData(r.record()?),
             op::SET_DATA => Request::SetData(r.record()?),
@@ -408,7 +414,7 @@ impl Request {
 /// A reply's body, by the op it answers.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Response {
-    /// No body: an error, or delete, setWatches, auth, closeSession, checkWatches,
+    /// No body: an error, or delete, deleteContainer, setWatches, auth, closeSession, checkWatches,
     /// removeWatches, ping.
     Empty,
     /// `create`.

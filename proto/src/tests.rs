@@ -102,6 +102,7 @@ fn every_request() -> Vec<Request> {
         }),
         Request::GetChildren(pw.clone()),
         Request::Sync(pr.clone()),
+        Request::DeleteContainer(pr.clone()),
         Request::Ping,
         Request::GetChildren2(pw),
         Request::Check(CheckVersionRequest {

@@ -75,7 +75,7 @@ embedded_bin() {
 
 # the embedded standalone server on ZK_PORT; an already serving one is accepted as it is
 embedded_standalone() {
-    local port="$ZK_PORT" dir="$ZK_WORKDIR/$ZK_PORT" m served start bin pid="" i
+    local port="$ZK_PORT" dir="$ZK_WORKDIR/$ZK_PORT" m start bin pid="" i
     local -a extra settings=(--tick-time 200 --min-session-timeout 400 --max-session-timeout 60000)
     embedded_check_flags
     # In this shell first: a die in the process substitution below would only end a subshell.
@@ -83,10 +83,11 @@ embedded_standalone() {
     mapfile -t extra < <(embedded_args_of_jvm_opts)
     m="$(zk_mode "$port")"
     if [[ -n "$m" ]]; then
-        log "a ZooKeeper server already serves on 127.0.0.1:$port (Mode: $m)"
-        served="$(zk_served_version "$port")"
-        [[ $served == embedded ]] ||
-            log "WARNING: 127.0.0.1:$port runs ZooKeeper $served, not the embedded server (stop it first to change releases)"
+        local name
+        name="$(zk_served_name "$port")"
+        log "$name already serves on 127.0.0.1:$port (Mode: $m)"
+        [[ $name == zklock-server* ]] ||
+            log "WARNING: 127.0.0.1:$port runs $name, not zklock-server (stop it first to change servers)"
         printf '127.0.0.1:%s\n' "$port"
         return 0
     fi
@@ -137,6 +138,6 @@ embedded_standalone() {
         log "server in $dir is already starting (pid $(running_pid "$dir")); waiting"
     fi
     m="$(await_serving "$dir" "$port" "$start" zklock-server 0.02)" || exit 1
-    log "zklock-server serving on 127.0.0.1:$port (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
+    log "$(zk_served_name "$port") serving on 127.0.0.1:$port (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
     printf '127.0.0.1:%s\n' "$port"
 }

@@ -147,7 +147,7 @@ ensemble() {
     for id in "${ids[@]}"; do ensure_member "$id" 0; done
     wait_members "$start" "${ids[@]}"
     for id in "${ids[@]}"; do
-        log "member $id: 127.0.0.1:$(member_port "$id") Mode: $(zk_mode "$(member_port "$id")"), ZooKeeper $(zk_served_version "$(member_port "$id")")"
+        log "member $id: 127.0.0.1:$(member_port "$id") Mode: $(zk_mode "$(member_port "$id")"), $(zk_served_name "$(member_port "$id")")"
     done
     log "ensemble serving after $(elapsed "$start"); logs: $ens_dir/<id>/server.log"
     connect_string

@@ -213,7 +213,7 @@ secure_standalone() {
         fi
         sleep 0.2
     done
-    log "$what server (ZooKeeper $(zk_served_version "$port")) serving (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
+    log "$what server ($(zk_served_name "$port")) serving (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
     if ((sasl)); then
         log "SASL DIGEST-MD5 users: alice/alice-secret, bob/bob-secret ($dir/jaas.conf); sessions without SASL are refused"
     fi

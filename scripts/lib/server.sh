@@ -70,13 +70,17 @@ ensure_installed() {
     fi
 }
 
-# warns when the server on 127.0.0.1:<port> runs another release than the one asked for
+# warns when the server on 127.0.0.1:<port> runs another release than the one asked for, or
+# is zklock's embedded server, which srvr gives the release of the protocol it serves
 check_served_release() { # port
-    local served want="${zk_release:-$ZK_VERSION}"
+    local served name want="${zk_release:-$ZK_VERSION}"
     [[ -n "$zk_release" || -z "${ZK_DIST:-}" ]] || return 0
     [[ $want != debian ]] || want=3.8.0
     served="$(zk_served_version "$1")"
-    if [[ -n "$served" && $served != "$want" ]]; then
+    name="$(zk_served_name "$1")"
+    if [[ $name == zklock-server* ]]; then
+        log "WARNING: 127.0.0.1:$1 runs $name, not Apache ZooKeeper $want (stop it first to change servers)"
+    elif [[ -n "$served" && $served != "$want" ]]; then
         log "WARNING: 127.0.0.1:$1 runs ZooKeeper $served, not $want (stop it first to change releases)"
     fi
 }
@@ -205,7 +209,7 @@ standalone() {
     start="$(now_ms)"
     m="$(zk_mode "$port")"
     if [[ -n "$m" ]]; then
-        log "a ZooKeeper server already serves on 127.0.0.1:$port (Mode: $m)"
+        log "$(zk_served_name "$port") already serves on 127.0.0.1:$port (Mode: $m)"
         check_served_release "$port"
         local v
         for v in -sasl -tls -sasl-tls; do
@@ -230,7 +234,7 @@ standalone() {
         log "server in $dir is already starting (pid $(running_pid "$dir")); waiting"
     fi
     m="$(await_serving "$dir" "$port" "$start" server 0.2)" || exit 1
-    log "ZooKeeper $(zk_served_version "$port") serving on 127.0.0.1:$port (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
+    log "$(zk_served_name "$port") serving on 127.0.0.1:$port (Mode: $m) after $(elapsed "$start"); log: $dir/server.log"
     check_served_release "$port"
     printf '127.0.0.1:%s\n' "$port"
 }

@@ -36,6 +36,8 @@ pub enum DeleteError {
     NotEmpty,
     /// `/`, `/zookeeper` and what is below it, or a path that is not valid.
     BadPath,
+    /// The data directory could not record the delete (the server's log says why).
+    NotRecorded,
 }
 
 impl fmt::Display for DeleteError {
@@ -44,6 +46,7 @@ impl fmt::Display for DeleteError {
             DeleteError::NoNode => "no node at that path",
             DeleteError::NotEmpty => "the node has children",
             DeleteError::BadPath => "not a path an operator can delete",
+            DeleteError::NotRecorded => "the data directory could not record it",
         })
     }
 }
@@ -54,7 +57,7 @@ impl Server {
     /// Expires a session now, as its timeout would: its ephemerals are deleted in one
     /// transaction, the watches that fires are delivered, and its connection is closed (the
     /// client then reconnects and is told its session expired). `false` if no such session
-    /// lives.
+    /// lives, or if the data directory could not record its end (nothing is done then).
     pub fn expire_session(&self, session_id: i64) -> bool {
         let mut shared = self.inner.shared.lock();
         if !shared.model.session_ids().contains(&session_id) {
@@ -62,11 +65,14 @@ impl Server {
         }
         let now = self.inner.now();
         let mut out = Vec::new();
+        if shared
+            .record(|j, m| j.close_session(m, session_id, now))
+            .is_err()
+        {
+            return false;
+        }
         log::info!("session 0x{session_id:x} expired on request");
         shared.model.close_session(session_id, now, &mut out);
-        if let Some(j) = shared.journal.as_mut() {
-            j.close_session(session_id, now);
-        }
         self.inner.apply(&mut shared, out);
         true
     }
@@ -79,15 +85,16 @@ impl Server {
     }
 
     /// Runs the container sweep now (otherwise it runs every `container_check_interval`):
-    /// empty containers that once had a child, and expired TTL nodes, are deleted.
+    /// empty containers that once had a child, and expired TTL nodes, are deleted. Nothing is,
+    /// if the data directory cannot record the sweep.
     pub fn sweep_containers(&self) {
         let mut shared = self.inner.shared.lock();
         let now = self.inner.now();
         let mut out = Vec::new();
-        shared.model.sweep_containers(now, &mut out);
-        if let Some(j) = shared.journal.as_mut() {
-            j.sweep(now);
+        if shared.record(|j, m| j.sweep(m, now)).is_err() {
+            return;
         }
+        shared.model.sweep_containers(now, &mut out);
         self.inner.apply(&mut shared, out);
     }
 
@@ -101,12 +108,13 @@ impl Server {
     pub fn delete_node(&self, path: &str) -> Result<(), DeleteError> {
         let mut shared = self.inner.shared.lock();
         let mut out = Vec::new();
+        // Recorded first, refused or not: a refused one replays as refused.
+        if shared.record(|j, m| j.delete(m, path)).is_err() {
+            return Err(DeleteError::NotRecorded);
+        }
         match shared.model.operator_delete(path, &mut out) {
             Ok(()) => {
                 log::info!("{path} deleted by the operator");
-                if let Some(j) = shared.journal.as_mut() {
-                    j.delete(path);
-                }
                 self.inner.apply(&mut shared, out);
                 Ok(())
             }
@@ -225,9 +233,13 @@ impl Server {
             self.inner.faults.silent_sessions.lock().clear();
             self.inner.faults.delay_ms.store(0, Ordering::SeqCst);
             let now = self.inner.now();
+            let recorded = shared.record(|j, m| j.restart(m, keep_data, now)).is_ok();
             shared.model.restart(keep_data, now);
-            if let Some(j) = shared.journal.as_mut() {
-                j.restart(keep_data, now);
+            if !recorded {
+                // A restart cannot be refused: the state after it is written whole instead.
+                if let Err(e) = shared.record(|j, m| j.snapshot_now(m)) {
+                    log::error!("the data directory no longer matches the server's state: {e}");
+                }
             }
             self.inner.timer_wake.notify_all();
         }

@@ -9,7 +9,7 @@
 //! ephemerals. Every semantic lives in [`model`], driven here by the real clock.
 //!
 //! It is not a replacement for a ZooKeeper ensemble in production: one node, and at most a
-//! plain log on disk ([`Config::data_dir`]).
+//! snapshot and a log on disk ([`Config::data_dir`]).
 //!
 //! A test can make on it the faults a client must survive, each something a real server, host
 //! or network does: [`Server::expire_session`], [`Server::close_connection`] and
@@ -68,11 +68,17 @@ pub struct Config {
     /// A super user, as `user:password`: a session that adds this digest passes every ACL
     /// (ZooKeeper's `superDigest`). Defaults to `None`.
     pub super_user: Option<String>,
-    /// A directory to keep the data in: an append-only log of every write, replayed at start,
-    /// so a server killed and started again on it keeps what it acknowledged, and its
-    /// sessions. Made if missing; a directory with other files and no marker of ours is
-    /// refused. Defaults to `None`: in memory only.
+    /// A directory to keep the data in: a snapshot and an append-only log of every write
+    /// since, replayed at start, so a server killed and started again on it keeps what it
+    /// acknowledged, and its sessions. A write the directory cannot take is not acknowledged
+    /// (its connection closes). Made if missing; a directory with other files and no marker of
+    /// ours is refused. Defaults to `None`: in memory only.
     pub data_dir: Option<std::path::PathBuf>,
+    /// With a data dir, how large the log may grow before the state is written as a snapshot
+    /// and the log starts empty (ZooKeeper's `snapCount`, in bytes). The log grows to the
+    /// larger of this and the last snapshot's size, so the directory holds at most about twice
+    /// the state or twice this. Defaults to 16 MiB.
+    pub snapshot_log_bytes: u64,
     /// With a data dir, write each entry to the disk (`fsync`) before acknowledging it, not
     /// only to the OS (which survives the process being killed, not the machine failing).
     /// Defaults to false, as for a test server.
@@ -93,6 +99,7 @@ impl Default for Config {
             super_user: None,
             data_dir: None,
             fsync: false,
+            snapshot_log_bytes: 16 << 20,
         }
     }
 }

@@ -12,7 +12,8 @@ use zklock_server::{Config, Server};
 
 const USAGE: &str = "usage: zklock-server --port P [--tick-time MS] [--min-session-timeout MS] \
 [--max-session-timeout MS] [--container-check-interval MS] [--container-max-never-used MS] \
-[--max-buffer BYTES] [--extended-types] [--super-user USER:PASSWORD] [--data-dir DIR [--fsync]]";
+[--max-buffer BYTES] [--extended-types] [--super-user USER:PASSWORD] [--data-dir DIR [--fsync] \
+[--snapshot-log-bytes BYTES]]";
 
 /// A logger to stderr: the server needs nothing more, and adds no dependency for it.
 struct StderrLog(log::LevelFilter);
@@ -64,6 +65,13 @@ fn parse(args: &[String]) -> Result<Config, String> {
                 cfg.data_dir = Some(it.next().ok_or("--data-dir needs a value")?.into())
             }
             "--fsync" => cfg.fsync = true,
+            "--snapshot-log-bytes" => {
+                cfg.snapshot_log_bytes = it
+                    .next()
+                    .ok_or("--snapshot-log-bytes needs a value")?
+                    .parse()
+                    .map_err(|e| format!("--snapshot-log-bytes: {e}"))?
+            }
             "--super-user" => {
                 cfg.super_user = Some(it.next().ok_or("--super-user needs a value")?.clone())
             }

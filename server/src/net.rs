@@ -160,6 +160,20 @@ pub(crate) struct Shared {
     pub(crate) journal: Option<Journal>,
 }
 
+impl Shared {
+    /// Writes an input to the journal (if there is a data dir) before the model takes it: on
+    /// an error the caller must not apply it, nor acknowledge it.
+    pub(crate) fn record(
+        &mut self,
+        entry: impl FnOnce(&mut Journal, &Model) -> io::Result<()>,
+    ) -> io::Result<()> {
+        match self.journal.as_mut() {
+            Some(j) => entry(j, &self.model),
+            None => Ok(()),
+        }
+    }
+}
+
 pub(crate) struct Inner {
     pub(crate) shared: Mutex<Shared>,
     pub(crate) cfg: Config,
@@ -242,7 +256,13 @@ impl Server {
         };
         let mut model = Model::new(model_cfg, now);
         let journal = match &config.data_dir {
-            Some(dir) => Some(Journal::open(dir, config.fsync, &mut model, now)?),
+            Some(dir) => Some(Journal::open(
+                dir,
+                config.fsync,
+                config.snapshot_log_bytes,
+                &mut model,
+                now,
+            )?),
             None => None,
         };
         let inner = Arc::new(Inner {
@@ -400,27 +420,33 @@ fn timer_loop(inner: &Arc<Inner>) {
             .filter(|(_, s)| s.expires_at <= now.mono_ms)
             .map(|(id, _)| *id)
             .collect();
+        // An entry the data dir refused: what it was for waits a tick and is tried again.
+        let mut unrecorded = false;
         for id in due {
+            if shared.record(|j, m| j.close_session(m, id, now)).is_err() {
+                unrecorded = true;
+                continue;
+            }
             log::info!("session 0x{id:x} expired");
             shared.model.close_session(id, now, &mut out);
-            if let Some(j) = shared.journal.as_mut() {
-                j.close_session(id, now);
-            }
         }
         if Instant::now() >= next_sweep {
-            shared.model.sweep_containers(now, &mut out);
-            if let Some(j) = shared.journal.as_mut() {
-                j.sweep(now);
+            if shared.record(|j, m| j.sweep(m, now)).is_ok() {
+                shared.model.sweep_containers(now, &mut out);
+                next_sweep = Instant::now() + interval;
+            } else {
+                unrecorded = true;
             }
-            next_sweep = Instant::now() + interval;
         }
         inner.apply(&mut shared, out);
         shared.model.compact();
         // At most a tick: sessions created or renewed since do not wake this thread.
         let tick = inner.cfg.tick_time.max(Duration::from_millis(1));
-        let until_expiry = shared.model.next_expiry().map_or(tick, |at| {
-            Duration::from_millis(at.saturating_sub(now.mono_ms)).min(tick)
-        });
+        let until_expiry = match shared.model.next_expiry() {
+            Some(_) if unrecorded => tick,
+            Some(at) => Duration::from_millis(at.saturating_sub(now.mono_ms)).min(tick),
+            None => tick,
+        };
         let wake = (Instant::now() + until_expiry).min(next_sweep);
         inner.timer_wake.wait_until(&mut shared, wake);
     }
@@ -533,10 +559,10 @@ fn serve(inner: &Arc<Inner>, conn: ConnId, stream: TcpStream) {
     }
     {
         let mut shared = inner.shared.lock();
+        // Applied even if not recorded: it drops what dies with the connection, which no
+        // later entry depends on (a restart drops every connection anyway).
+        let _ = shared.record(|j, m| j.disconnect(m, conn));
         shared.model.disconnect(conn);
-        if let Some(j) = shared.journal.as_mut() {
-            j.disconnect(conn);
-        }
         shared.outboxes.remove(&conn);
     }
     outbox.close();
@@ -573,12 +599,11 @@ fn read_loop(
         let mut out = Vec::new();
         let now = inner.now();
         let ip = peer.ip().to_string();
+        // Not recorded, not served: the client sees the connection close and tries again.
+        shared.record(|j, m| j.connect(m, conn, &ip, &body, now))?;
         match shared.model.connect(conn, &ip, &req, now, &mut out) {
             Connected::Refuse => return Ok(()),
             Connected::Reply { response, valid } => {
-                if let Some(j) = shared.journal.as_mut() {
-                    j.connect(conn, &ip, &body, now);
-                }
                 inner.apply(&mut shared, out);
                 let mut w = Writer::frame();
                 w.record(&response);
@@ -612,10 +637,8 @@ fn read_loop(
                     return Ok(());
                 }
                 let now = inner.now();
+                shared.record(|j, m| j.undecodable(m, conn, header.xid, header.op, now))?;
                 let reply = shared.model.undecodable(conn, header.xid, header.op, now);
-                if let Some(j) = shared.journal.as_mut() {
-                    j.undecodable(conn, header.xid, header.op, now);
-                }
                 let mut w = Writer::frame();
                 w.record(&ReplyHeader {
                     xid: reply.xid,
@@ -649,13 +672,13 @@ fn read_loop(
         }
         let RequestHeader { xid, .. } = header;
         let now = inner.now();
-        let opc = request.op();
-        let reply = shared.model.request(conn, xid, request, now, &mut out);
-        if !journal::is_read(opc) {
-            if let Some(j) = shared.journal.as_mut() {
-                j.request(conn, &body, now);
-            }
+        if !journal::is_read(request.op()) {
+            // A write the data dir did not take is neither applied nor acknowledged: the
+            // connection closes, as it would on a server that failed, and the client learns
+            // nothing of it but that the connection was lost.
+            shared.record(|j, m| j.request(m, conn, &body, now))?;
         }
+        let reply = shared.model.request(conn, xid, request, now, &mut out);
         inner.apply(&mut shared, std::mem::take(&mut out));
         let mut w = Writer::frame();
         w.record(&ReplyHeader {

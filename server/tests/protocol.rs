@@ -466,3 +466,115 @@ fn a_container_is_swept_on_request_once_it_had_a_child() {
     srv.sweep_containers();
     assert_eq!(exists(&mut c), code::NO_NODE);
 }
+
+#[test]
+fn delete_container_from_a_client_checks_as_zookeeper_s_prep_does() {
+    let srv = server();
+    let mut c = Raw::open(&srv);
+    let mut notes = Vec::new();
+    let del = |path: &str| Request::DeleteContainer(PathRequest { path: path.into() });
+    c.ok(create("/p", create_mode::PERSISTENT));
+    c.ok(create("/p/kid", create_mode::PERSISTENT));
+    c.ok(create("/e", create_mode::EPHEMERAL));
+    c.ok(Request::Exists(PathWatchRequest {
+        path: "/p/kid".into(),
+        watch: true,
+    }));
+    // Checked in this order: the path's form, the node, its children, whose node it is.
+    assert_eq!(c.call(&del("/"), &mut notes).0, code::BAD_ARGUMENTS);
+    assert_eq!(
+        c.call(&del("/zookeeper"), &mut notes).0,
+        code::BAD_ARGUMENTS
+    );
+    assert_eq!(c.call(&del("/none"), &mut notes).0, code::NO_NODE);
+    assert_eq!(c.call(&del("/p"), &mut notes).0, code::NOT_EMPTY);
+    assert_eq!(c.call(&del("/e"), &mut notes).0, code::BAD_VERSION);
+    // A plain persistent leaf goes, with no ACL check, and its watch fires.
+    let (err, body) = c.call(&del("/p/kid"), &mut notes);
+    assert_eq!((err, body), (0, Response::Empty));
+    assert_eq!(notes.len(), 1);
+    assert_eq!(
+        (notes[0].kind, notes[0].path.as_str()),
+        (event_type::NODE_DELETED, "/p/kid")
+    );
+    c.ok(Request::Create2(CreateRequest {
+        path: "/c".into(),
+        data: vec![],
+        acl: vec![Acl::new(perms::READ, "world", "anyone")],
+        flags: create_mode::CONTAINER,
+    }));
+    c.ok(del("/c"));
+    assert_eq!(c.call(&del("/c"), &mut notes).0, code::NO_NODE);
+}
+
+#[test]
+fn check_and_remove_watches_match_modes_as_zookeeper_s_watch_manager() {
+    let srv = server();
+    let mut c = Raw::open(&srv);
+    // Every notification that reaches this connection, before whichever reply.
+    let mut notes = Vec::new();
+    let mut run = |c: &mut Raw, req: Request| c.call(&req, &mut notes).0;
+    let add = |path: &str, mode| {
+        Request::AddWatch(AddWatchRequest {
+            path: path.into(),
+            mode,
+        })
+    };
+    let look = |path: &str, kind| WatchesRequest {
+        path: path.into(),
+        kind,
+    };
+    let check = |path: &str, kind| Request::CheckWatches(look(path, kind));
+    let remove = |path: &str, kind| Request::RemoveWatches(look(path, kind));
+    assert_eq!(run(&mut c, create("/w", create_mode::PERSISTENT)), 0);
+    // A persistent watch is in both tables, as PERSISTENT: only Persistent and Any see it.
+    assert_eq!(run(&mut c, add("/w", add_watch_mode::PERSISTENT)), 0);
+    for (kind, want) in [
+        (watcher_type::CHILDREN, code::NO_WATCHER),
+        (watcher_type::DATA, code::NO_WATCHER),
+        (watcher_type::PERSISTENT, 0),
+        (watcher_type::PERSISTENT_RECURSIVE, code::NO_WATCHER),
+        (watcher_type::ANY, 0),
+    ] {
+        assert_eq!(run(&mut c, check("/w", kind)), want, "kind {kind}");
+    }
+    // A one-shot data watch beside it: removing Data takes that one only.
+    let get = Request::GetData(PathWatchRequest {
+        path: "/w".into(),
+        watch: true,
+    });
+    assert_eq!(run(&mut c, get), 0);
+    assert_eq!(run(&mut c, remove("/w", watcher_type::DATA)), 0);
+    assert_eq!(
+        run(&mut c, check("/w", watcher_type::DATA)),
+        code::NO_WATCHER
+    );
+    assert_eq!(run(&mut c, check("/w", watcher_type::PERSISTENT)), 0);
+    // Any takes the persistent one too, from both tables.
+    assert_eq!(run(&mut c, remove("/w", watcher_type::ANY)), 0);
+    assert_eq!(
+        run(&mut c, check("/w", watcher_type::ANY)),
+        code::NO_WATCHER
+    );
+    // A recursive watch is a data watch of its own mode.
+    assert_eq!(
+        run(&mut c, add("/r", add_watch_mode::PERSISTENT_RECURSIVE)),
+        0
+    );
+    let r = |kind| check("/r", kind);
+    assert_eq!(run(&mut c, r(watcher_type::PERSISTENT)), code::NO_WATCHER);
+    assert_eq!(run(&mut c, r(watcher_type::PERSISTENT_RECURSIVE)), 0);
+    let persistent = remove("/r", watcher_type::PERSISTENT);
+    assert_eq!(run(&mut c, persistent), code::NO_WATCHER);
+    let recursive = remove("/r", watcher_type::PERSISTENT_RECURSIVE);
+    assert_eq!(run(&mut c, recursive), 0);
+    // Nothing watches any more, and the server sent no event for a removal (a client's
+    // DataWatchRemoved and ChildWatchRemoved are its own).
+    assert_eq!(run(&mut c, create("/w/x", create_mode::PERSISTENT)), 0);
+    assert_eq!(run(&mut c, create("/r", create_mode::PERSISTENT)), 0);
+    assert_eq!(
+        run(&mut c, Request::Sync(PathRequest { path: "/".into() })),
+        0
+    );
+    assert!(notes.is_empty(), "{notes:?}");
+}

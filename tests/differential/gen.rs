@@ -198,6 +198,38 @@ fn multi_read_op(rng: &mut Rng) -> MultiOp {
     }
 }
 
+/// Every `WatcherType` a checkWatches or removeWatches may name.
+const WATCHER_TYPES: &[i32] = &[
+    watcher_type::CHILDREN,
+    watcher_type::DATA,
+    watcher_type::ANY,
+    watcher_type::PERSISTENT,
+    watcher_type::PERSISTENT_RECURSIVE,
+];
+
+/// A persistent or recursive watch, then a checkWatches or removeWatches of some type on the
+/// same path and session: which types match which modes is only seen on a watch just set.
+fn watch_then_look(rng: &mut Rng) -> [Request; 2] {
+    let path = path(rng);
+    let add = Request::AddWatch(AddWatchRequest {
+        path: path.clone(),
+        mode: rng.pick(&[
+            add_watch_mode::PERSISTENT,
+            add_watch_mode::PERSISTENT_RECURSIVE,
+        ]),
+    });
+    let look = WatchesRequest {
+        path,
+        kind: rng.pick(WATCHER_TYPES),
+    };
+    let look = if rng.chance(50) {
+        Request::CheckWatches(look)
+    } else {
+        Request::RemoveWatches(look)
+    };
+    [add, look]
+}
+
 fn request(rng: &mut Rng) -> Request {
     let watch = rng.chance(60);
     match rng.below(100) {
@@ -245,25 +277,16 @@ fn request(rng: &mut Rng) -> Request {
         }),
         84..=86 => Request::RemoveWatches(WatchesRequest {
             path: path(rng),
-            kind: rng.pick(&[
-                watcher_type::CHILDREN,
-                watcher_type::DATA,
-                watcher_type::ANY,
-                watcher_type::PERSISTENT,
-                watcher_type::PERSISTENT_RECURSIVE,
-            ]),
+            kind: rng.pick(WATCHER_TYPES),
         }),
         87..=88 => Request::CheckWatches(WatchesRequest {
             path: path(rng),
-            kind: rng.pick(&[
-                watcher_type::CHILDREN,
-                watcher_type::DATA,
-                watcher_type::ANY,
-            ]),
+            kind: rng.pick(WATCHER_TYPES),
         }),
         89..=90 => Request::GetAllChildrenNumber(PathRequest { path: path(rng) }),
         91..=92 => Request::GetEphemerals(PathRequest { path: path(rng) }),
         93..=94 => Request::WhoAmI,
+        95..=96 => Request::DeleteContainer(PathRequest { path: path(rng) }),
         _ => Request::Check(CheckVersionRequest {
             path: path(rng),
             version: version(rng),
@@ -285,12 +308,18 @@ pub fn sequence(seed: u64) -> Vec<Step> {
     });
     everything
         .into_iter()
-        .chain((0..len).map(|_| {
+        .chain((0..len).flat_map(|_| {
             let slot = rng.below(SLOTS);
+            let step = |action| Step { slot, action };
             let action = match rng.below(100) {
-                0..=5 => Action::AddAuth(rng.below(USERS.len())),
-                6..=8 => Action::Close,
-                9..=11 => Action::Reconnect(rng.chance(70).then(|| {
+                0..=4 => {
+                    return watch_then_look(&mut rng)
+                        .map(|r| step(Action::Request(r)))
+                        .to_vec()
+                }
+                5..=10 => Action::AddAuth(rng.below(USERS.len())),
+                11..=13 => Action::Close,
+                14..=16 => Action::Reconnect(rng.chance(70).then(|| {
                     let paths = |rng: &mut Rng| -> Vec<String> {
                         (0..rng.below(3)).map(|_| path(rng)).collect()
                     };
@@ -305,7 +334,7 @@ pub fn sequence(seed: u64) -> Vec<Step> {
                 })),
                 _ => Action::Request(request(&mut rng)),
             };
-            Step { slot, action }
+            vec![step(action)]
         }))
         .collect()
 }
@@ -334,6 +363,7 @@ pub fn map_paths(request: &mut Request, f: &mut impl FnMut(&str) -> String) {
         Request::SetData(r) => &mut r.path,
         Request::GetAcl(r)
         | Request::Sync(r)
+        | Request::DeleteContainer(r)
         | Request::GetEphemerals(r)
         | Request::GetAllChildrenNumber(r) => &mut r.path,
         Request::SetAcl(r) => &mut r.path,

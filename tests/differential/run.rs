@@ -57,6 +57,7 @@ fn is_write(code: i32) -> bool {
             | op::CREATE_CONTAINER
             | op::CREATE_TTL
             | op::DELETE
+            | op::DELETE_CONTAINER
             | op::SET_DATA
             | op::SET_ACL
             | op::MULTI

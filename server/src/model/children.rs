@@ -57,6 +57,25 @@ impl Children {
         self.seq.keys()
     }
 
+    /// The names in the order they were added, and the Java table's capacity: what a snapshot
+    /// keeps, so that [`from_parts`](Self::from_parts) lists them in the same order.
+    pub(crate) fn parts(&self) -> (Vec<&String>, u32) {
+        let mut v: Vec<(&String, u64)> = self.seq.iter().map(|(n, s)| (n, *s)).collect();
+        v.sort_unstable_by_key(|(_, s)| *s);
+        (v.into_iter().map(|(n, _)| n).collect(), self.cap)
+    }
+
+    /// Children from [`parts`](Self::parts): added in that order, on a table of that capacity
+    /// (never smaller than the names need: a table does not shrink).
+    pub(crate) fn from_parts(names: Vec<String>, cap: u32) -> Children {
+        let mut c = Children::default();
+        for n in names {
+            c.insert(n);
+        }
+        c.cap = c.cap.max(cap);
+        c
+    }
+
     /// The names in Java's `HashSet` iteration order: by bucket, then by insertion (a resize
     /// keeps each bucket's relative order).
     pub(crate) fn listed(&self) -> Vec<String> {
@@ -88,5 +107,21 @@ mod tests {
             c.insert(n.to_owned());
         }
         assert_eq!(c.listed(), ["s-0000000001", "s-0000000000"]);
+    }
+
+    #[test]
+    fn parts_rebuild_the_same_listing() {
+        let mut c = Children::default();
+        for i in 0..20 {
+            c.insert(format!("n{i}"));
+        }
+        for i in 0..15 {
+            c.remove(&format!("n{i}"));
+        }
+        let (names, cap) = c.parts();
+        let names = names.into_iter().cloned().collect();
+        let back = Children::from_parts(names, cap);
+        assert_eq!(back.listed(), c.listed());
+        assert_eq!(back.cap, 32, "the capacity kept, though 5 names need less");
     }
 }

@@ -7,6 +7,7 @@
 mod acl;
 mod children;
 mod ops;
+mod snapshot;
 mod tree;
 mod watches;
 

@@ -137,6 +137,7 @@ impl Model {
             | Request::CreateContainer(_)
             | Request::CreateTtl(_)
             | Request::Delete(_)
+            | Request::DeleteContainer(_)
             | Request::SetData(_)
             | Request::SetAcl(_)
             | Request::Multi(_)
@@ -278,6 +279,9 @@ impl Model {
             }
             Request::Delete(r) => self
                 .delete(caller, &r.path, r.version, &mut txn)
+                .map(|()| Response::Empty),
+            Request::DeleteContainer(r) => self
+                .delete_container(&r.path, &mut txn)
                 .map(|()| Response::Empty),
             Request::SetData(r) => self
                 .set_data(caller, &r.path, r.data, r.version, &mut txn)
@@ -428,6 +432,36 @@ impl Model {
             return err(code::NOT_EMPTY);
         }
         let parent_path = parent_path.to_owned();
+        txn.save(self, &parent_path);
+        txn.save(self, path);
+        self.delete_node(path, txn.zxid, &mut txn.changes);
+        Ok(())
+    }
+
+    /// `deleteContainer` as `PrepRequestProcessor` takes it from anyone (the container sweep
+    /// sends it, and a client may): no ACL or version check; NotEmpty before the node's kind;
+    /// and only a node owned by a session is refused (BadVersion), so a plain persistent node
+    /// goes as a container does. A TTL node is refused too while TTL nodes are off, since the
+    /// owner's TTL bits then read as a session's.
+    fn delete_container(&mut self, path: &str, txn: &mut Txn) -> Result<(), i32> {
+        let Some(slash) = path.rfind('/') else {
+            return err(code::BAD_ARGUMENTS);
+        };
+        if path.contains('\0') || tree::special(path) {
+            return err(code::BAD_ARGUMENTS);
+        }
+        let Some(node) = self.tree.get(path) else {
+            return err(code::NO_NODE);
+        };
+        if !node.children.is_empty() {
+            return err(code::NOT_EMPTY);
+        }
+        match tree::kind_of(node.owner) {
+            Kind::Ephemeral(_) => return err(code::BAD_VERSION),
+            Kind::Ttl(_) if !self.cfg.extended_types => return err(code::BAD_VERSION),
+            _ => {}
+        }
+        let parent_path = if slash == 0 { "/" } else { &path[..slash] }.to_owned();
         txn.save(self, &parent_path);
         txn.save(self, path);
         self.delete_node(path, txn.zxid, &mut txn.changes);

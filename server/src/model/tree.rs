@@ -184,6 +184,21 @@ impl Tree {
         }
     }
 
+    /// A tree of these nodes (a snapshot's), its indexes rebuilt from their owners.
+    pub(crate) fn from_nodes(nodes: HashMap<String, Node>) -> Tree {
+        let mut t = Tree {
+            nodes: HashMap::new(),
+            ephemerals: HashMap::new(),
+            containers: BTreeSet::new(),
+            ttls: BTreeSet::new(),
+        };
+        for (path, node) in &nodes {
+            t.index(path, node.owner);
+        }
+        t.nodes = nodes;
+        t
+    }
+
     pub(crate) fn get(&self, path: &str) -> Option<&Node> {
         self.nodes.get(path)
     }
