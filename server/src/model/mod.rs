@@ -298,12 +298,14 @@ impl Model {
     /// Expires every session whose time is up: its ephemerals are deleted (one transaction),
     /// watches fire, its connection is closed.
     pub fn expire_sessions(&mut self, now: Now, out: &mut Vec<Out>) {
-        let due: Vec<i64> = self
+        let mut due: Vec<i64> = self
             .sessions
             .iter()
             .filter(|(_, s)| s.expires_at <= now.mono_ms)
             .map(|(id, _)| *id)
             .collect();
+        // In id order, not the hash map's: one history gives one sequence of zxids and events.
+        due.sort_unstable();
         for id in due {
             log::info!("session 0x{id:x} expired");
             self.close_session(id, now, out);
@@ -405,6 +407,25 @@ impl Model {
     /// When the next session is due to expire (monotonic ms), for the driver's timer.
     pub fn next_expiry(&self) -> Option<u64> {
         self.sessions.values().map(|s| s.expires_at).min()
+    }
+
+    /// When session `id` is due to expire (monotonic ms); `None` once it has ended (expired or
+    /// closed) or if it never existed. For a driver that follows sessions one by one.
+    pub fn session_expiry(&self, id: i64) -> Option<u64> {
+        self.sessions.get(&id).map(|s| s.expires_at)
+    }
+
+    /// Sets the stored child counter of `path` (the cversion its sequential children are
+    /// numbered from), as if that many children had been created: how a test reaches the
+    /// counter's limit, 2^31-1, without two billion creates. `false` if there is no such node.
+    pub fn set_cversion(&mut self, path: &str, cversion: i32) -> bool {
+        match self.tree.get_mut(path) {
+            Some(node) => {
+                node.cversion = cversion;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Renews a connection's session (every packet does, as in ZooKeeper).
