@@ -91,7 +91,11 @@ impl World {
             .sessions
             .keys()
             .copied()
-            .filter(|id| self.model.session_expiry(*id).is_some_and(|at| at <= now.mono_ms))
+            .filter(|id| {
+                self.model
+                    .session_expiry(*id)
+                    .is_some_and(|at| at <= now.mono_ms)
+            })
             .collect();
         for id in due {
             self.note(|| format!("server expires session {id:#x}"));

@@ -3,6 +3,8 @@
 //! change is a request on the operator's connection to the model, or one of the model's
 //! handles; what the tree holds is read from the operator's watch on the whole tree.
 
+use zklock_proto::{PathWatchRequest, Request, Response, Stat};
+
 use super::{Mode, Op, Reply, World, OPERATOR};
 
 impl World {
@@ -107,6 +109,19 @@ impl World {
             .filter(|(p, _)| !p[prefix.len()..].contains('/'))
             .map(|(p, czxid)| (p[prefix.len()..].to_owned(), *czxid))
             .collect()
+    }
+
+    /// The stat of `path`, as the operator reads it.
+    pub(crate) fn stat(&mut self, path: &str) -> Option<Stat> {
+        let exists = Request::Exists(PathWatchRequest {
+            path: path.to_owned(),
+            watch: false,
+        });
+        let conn = self.operator_conn;
+        match self.request(conn, exists).body {
+            Response::Stat(r) => Some(r.stat),
+            _ => None,
+        }
     }
 
     /// The zxid of the latest transaction applied.

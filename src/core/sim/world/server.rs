@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use zklock_proto::{
-    code, create_mode, event_type, perms, Acl, CreateRequest, DeleteRequest, PathRequest, PathWatchRequest,
-    Request, Response, SetDataRequest, Stat, WatchesRequest,
+    code, create_mode, event_type, perms, Acl, CreateRequest, DeleteRequest, PathRequest,
+    PathWatchRequest, Request, Response, SetDataRequest, Stat, WatchesRequest,
 };
 use zklock_server::model::{ConnId, Now, Out};
 

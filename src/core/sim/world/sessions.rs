@@ -71,7 +71,8 @@ impl World {
         let mut out = Vec::new();
         let now = self.model_now();
         let Connected::Reply { response, .. } =
-            self.model.connect(conn, "127.0.0.1", &handshake, now, &mut out)
+            self.model
+                .connect(conn, "127.0.0.1", &handshake, now, &mut out)
         else {
             unreachable!("a new session is always granted");
         };
@@ -290,7 +291,9 @@ impl World {
         let conn = self.new_conn();
         let mut out = Vec::new();
         let now = self.model_now();
-        let connected = self.model.connect(conn, "127.0.0.1", &handshake, now, &mut out);
+        let connected = self
+            .model
+            .connect(conn, "127.0.0.1", &handshake, now, &mut out);
         self.carry_out(out);
         if !matches!(connected, Connected::Reply { valid: true, .. }) {
             self.model.disconnect(conn);

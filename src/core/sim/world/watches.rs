@@ -128,17 +128,22 @@ impl World {
         self.watches.get(&w).and_then(|reg| reg.fired)
     }
 
-    /// The client dropped its watcher: unfired, and the last of its session on that path, it
-    /// is removed from the server (RemoveWatches).
+    /// The client dropped its watcher: the last of its session on that path, it is removed
+    /// from the server (RemoveWatches).
     pub(crate) fn unwatch(&mut self, w: u64) {
         self.robust.remove(&w);
         let Some(reg) = self.watches.remove(&w) else {
             return;
         };
         let others = self.watches.values().any(|o| {
-            o.session == reg.session && o.kind == reg.kind && o.path == reg.path && o.fired.is_none()
+            o.session == reg.session
+                && o.kind == reg.kind
+                && o.path == reg.path
+                && o.fired.is_none()
         });
-        if reg.fired.is_none() && !others {
+        // (Fired or not: a watch fired by the client itself, as a claim on a node already gone
+        // fires its own, may still be at the server.)
+        if !others {
             self.remove_server_watch(reg.session, reg.kind, &reg.path);
         }
     }
