@@ -10,7 +10,8 @@ mod ops;
 mod tree;
 mod watches;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use zklock_proto::{code, event_type, ConnectRequest, ConnectResponse, Id, WatcherEvent};
 
@@ -83,7 +84,8 @@ pub(crate) struct Session {
 #[derive(Debug, Clone)]
 pub(crate) struct Conn {
     pub(crate) session: i64,
-    pub(crate) auth: Vec<Id>,
+    /// Shared with each request's caller (a reference, not a copy per request).
+    pub(crate) auth: Arc<Vec<Id>>,
     pub(crate) ip: String,
     pub(crate) packets: u64,
 }
@@ -110,8 +112,10 @@ pub struct Model {
     pub(crate) tree: Tree,
     pub(crate) data_watches: WatchTable,
     pub(crate) child_watches: WatchTable,
-    pub(crate) sessions: HashMap<i64, Session>,
-    pub(crate) conns: HashMap<ConnId, Conn>,
+    /// Ordered maps: one history gives one order of expiries and listings, and a lookup by id
+    /// costs less than hashing it.
+    pub(crate) sessions: BTreeMap<i64, Session>,
+    pub(crate) conns: BTreeMap<ConnId, Conn>,
     pub(crate) zxid: i64,
     pub(crate) counters: Counters,
     next_session: i64,
@@ -131,8 +135,8 @@ impl Model {
             tree: Tree::new(),
             data_watches: WatchTable::default(),
             child_watches: WatchTable::default(),
-            sessions: HashMap::new(),
-            conns: HashMap::new(),
+            sessions: BTreeMap::new(),
+            conns: BTreeMap::new(),
             zxid: 0,
             counters: Counters::default(),
             next_session: next_session.max(1),
@@ -257,10 +261,10 @@ impl Model {
             conn,
             Conn {
                 session: session_id,
-                auth: vec![Id {
+                auth: Arc::new(vec![Id {
                     scheme: "ip".into(),
                     id: ip.to_owned(),
-                }],
+                }]),
                 ip: ip.to_owned(),
                 packets: 0,
             },
@@ -298,14 +302,12 @@ impl Model {
     /// Expires every session whose time is up: its ephemerals are deleted (one transaction),
     /// watches fire, its connection is closed.
     pub fn expire_sessions(&mut self, now: Now, out: &mut Vec<Out>) {
-        let mut due: Vec<i64> = self
+        let due: Vec<i64> = self
             .sessions
             .iter()
             .filter(|(_, s)| s.expires_at <= now.mono_ms)
             .map(|(id, _)| *id)
             .collect();
-        // In id order, not the hash map's: one history gives one sequence of zxids and events.
-        due.sort_unstable();
         for id in due {
             log::info!("session 0x{id:x} expired");
             self.close_session(id, now, out);
@@ -393,8 +395,6 @@ impl Model {
     pub fn compact(&mut self) {
         watches::shrink(&mut self.tree.nodes);
         watches::shrink(&mut self.tree.ephemerals);
-        watches::shrink(&mut self.sessions);
-        watches::shrink(&mut self.conns);
         self.data_watches.compact();
         self.child_watches.compact();
     }
