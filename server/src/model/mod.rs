@@ -2,7 +2,8 @@
 //! manager, ACLs, and what each request does to them. It has no clock and no sockets: every
 //! call takes `now` ([`Now`]), and what must reach a connection other than the caller's comes
 //! back as [`Out`] effects, in the order ZooKeeper would deliver them. The server drives it with
-//! the real clock; a simulation can drive it with a virtual one.
+//! the real clock; zklock's deterministic simulation drives it with a virtual one. Given the same
+//! calls, it answers the same way every time (no hash map's order reaches an answer).
 
 mod acl;
 mod children;
