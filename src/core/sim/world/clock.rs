@@ -45,10 +45,7 @@ impl World {
             // The server's ContainerManager (`znode.container.checkIntervalMs`).
             let ticks = |t: Duration| t.as_nanos() / every.as_nanos().max(1);
             if ticks(to) > ticks(self.now) {
-                let mut out = Vec::new();
-                let now = self.model_now();
-                self.model.sweep_containers(now, &mut out);
-                self.carry_out(out);
+                self.sweep_containers();
             }
         }
         self.now = to;

@@ -233,8 +233,8 @@ impl World {
         if let Ok(Reply::Children { watch: Some(w), .. } | Reply::Data { watch: Some(w), .. }) =
             &outcome
         {
-            let w = *w;
-            self.activate(w);
+            // The client learns of the watch with the reply.
+            self.activate(*w);
         }
         let Some(s) = self.slots.get_mut(&slot) else {
             return;

@@ -186,6 +186,9 @@ impl World {
         s.partitioned_until_noticed = None;
         let outbox = std::mem::take(&mut s.outbox);
         let inbox = std::mem::take(&mut s.inbox);
+        // Nothing reaches the client on this connection any more.
+        let conn = s.conn;
+        self.conns.remove(&conn);
         let mut failed = Vec::new();
         for request in outbox {
             // Applied before the connection went (the reply is lost with it), or never seen.
@@ -196,8 +199,6 @@ impl World {
             failed.push(request);
         }
         // The server forgets the connection, and its watches with it.
-        let conn = self.session(id).conn;
-        self.conns.remove(&conn);
         self.model.disconnect(conn);
         for request in failed {
             self.fail_request(id, request);
