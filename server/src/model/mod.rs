@@ -620,3 +620,68 @@ pub(crate) fn err<T>(c: i32) -> Result<T, i32> {
 pub fn digest(credentials: &str) -> String {
     acl::digest(credentials)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zklock_proto::{create_mode, perms, Acl, CreateRequest, Request, Response};
+
+    fn config() -> ModelConfig {
+        ModelConfig {
+            tick_ms: 1,
+            min_session_timeout_ms: 1,
+            max_session_timeout_ms: 60_000,
+            extended_types: false,
+            super_digest: None,
+            container_max_never_used_ms: 0,
+        }
+    }
+
+    fn at(ms: u64) -> Now {
+        Now {
+            mono_ms: ms,
+            wall_ms: ms as i64,
+        }
+    }
+
+    #[test]
+    fn a_session_s_expiry_and_a_set_counter_as_a_driver_sees_them() {
+        let mut m = Model::new(config(), at(0));
+        let mut out = Vec::new();
+        let hello = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout: 100,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: None,
+        };
+        let Connected::Reply { response, .. } = m.connect(1, "127.0.0.1", &hello, at(0), &mut out)
+        else {
+            panic!("refused");
+        };
+        let id = response.session_id;
+        assert_eq!(m.session_expiry(id), Some(101));
+        assert!(m.set_cversion("/", i32::MAX));
+        assert!(!m.set_cversion("/missing", 1));
+        let create = |path: &str| {
+            Request::Create2(CreateRequest {
+                path: path.into(),
+                data: Vec::new(),
+                acl: vec![Acl::new(perms::ALL, "world", "anyone")],
+                flags: create_mode::PERSISTENT_SEQUENTIAL,
+            })
+        };
+        // At its limit the counter stays: the same name twice, the second a NodeExists.
+        let first = m.request(1, 1, create("/n-"), at(10), &mut out);
+        let Response::Create2(r) = first.body else {
+            panic!("{first:?}");
+        };
+        assert_eq!(r.path, "/n-2147483647");
+        let second = m.request(1, 2, create("/n-"), at(10), &mut out);
+        assert_eq!(second.err, code::NODE_EXISTS);
+        m.expire_sessions(at(111), &mut out);
+        assert_eq!(m.session_expiry(id), None);
+        assert_eq!(out, vec![Out::Close { conn: 1 }]);
+    }
+}
