@@ -613,9 +613,15 @@ impl Schedule {
                     return;
                 }
                 let path = format!("{lock}/{}", children[self.rng.below(children.len())]);
+                // (A holder's node, not a semaphore's `locks` or `leases` parent: ZooKeeper
+                // refuses children under an ephemeral node put in its place.)
+                let ephemeral = world.stat(&path).is_some_and(|s| s.ephemeral_owner != 0);
                 world.delete_now(&path);
                 // Sometimes with one of its own in its place, same name.
-                if self.rng.chance(30) && world.create_now(OPERATOR, &path, false).is_some() {
+                if self.rng.chance(30)
+                    && ephemeral
+                    && world.create_now(OPERATOR, &path, false).is_some()
+                {
                     world.replaced.insert(path.clone());
                     self.replacements.push(path);
                 }

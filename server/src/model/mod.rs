@@ -2,7 +2,8 @@
 //! manager, ACLs, and what each request does to them. It has no clock and no sockets: every
 //! call takes `now` ([`Now`]), and what must reach a connection other than the caller's comes
 //! back as [`Out`] effects, in the order ZooKeeper would deliver them. The server drives it with
-//! the real clock; a simulation can drive it with a virtual one.
+//! the real clock; zklock's deterministic simulation drives it with a virtual one. Given the same
+//! calls, it answers the same way every time (no hash map's order reaches an answer).
 
 mod acl;
 mod children;
@@ -11,7 +12,8 @@ mod snapshot;
 mod tree;
 mod watches;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use zklock_proto::{code, event_type, ConnectRequest, ConnectResponse, Id, WatcherEvent};
 
@@ -84,7 +86,8 @@ pub(crate) struct Session {
 #[derive(Debug, Clone)]
 pub(crate) struct Conn {
     pub(crate) session: i64,
-    pub(crate) auth: Vec<Id>,
+    /// Shared with each request's caller (a reference, not a copy per request).
+    pub(crate) auth: Arc<Vec<Id>>,
     pub(crate) ip: String,
     pub(crate) packets: u64,
 }
@@ -111,8 +114,10 @@ pub struct Model {
     pub(crate) tree: Tree,
     pub(crate) data_watches: WatchTable,
     pub(crate) child_watches: WatchTable,
-    pub(crate) sessions: HashMap<i64, Session>,
-    pub(crate) conns: HashMap<ConnId, Conn>,
+    /// Ordered maps: one history gives one order of expiries and listings, and a lookup by id
+    /// costs less than hashing it.
+    pub(crate) sessions: BTreeMap<i64, Session>,
+    pub(crate) conns: BTreeMap<ConnId, Conn>,
     pub(crate) zxid: i64,
     pub(crate) counters: Counters,
     next_session: i64,
@@ -132,8 +137,8 @@ impl Model {
             tree: Tree::new(),
             data_watches: WatchTable::default(),
             child_watches: WatchTable::default(),
-            sessions: HashMap::new(),
-            conns: HashMap::new(),
+            sessions: BTreeMap::new(),
+            conns: BTreeMap::new(),
             zxid: 0,
             counters: Counters::default(),
             next_session: next_session.max(1),
@@ -258,10 +263,10 @@ impl Model {
             conn,
             Conn {
                 session: session_id,
-                auth: vec![Id {
+                auth: Arc::new(vec![Id {
                     scheme: "ip".into(),
                     id: ip.to_owned(),
-                }],
+                }]),
                 ip: ip.to_owned(),
                 packets: 0,
             },
@@ -392,8 +397,6 @@ impl Model {
     pub fn compact(&mut self) {
         watches::shrink(&mut self.tree.nodes);
         watches::shrink(&mut self.tree.ephemerals);
-        watches::shrink(&mut self.sessions);
-        watches::shrink(&mut self.conns);
         self.data_watches.compact();
         self.child_watches.compact();
     }
@@ -406,6 +409,25 @@ impl Model {
     /// When the next session is due to expire (monotonic ms), for the driver's timer.
     pub fn next_expiry(&self) -> Option<u64> {
         self.sessions.values().map(|s| s.expires_at).min()
+    }
+
+    /// When session `id` is due to expire (monotonic ms); `None` once it has ended (expired or
+    /// closed) or if it never existed. For a driver that follows sessions one by one.
+    pub fn session_expiry(&self, id: i64) -> Option<u64> {
+        self.sessions.get(&id).map(|s| s.expires_at)
+    }
+
+    /// Sets the stored child counter of `path` (the cversion its sequential children are
+    /// numbered from), as if that many children had been created: how a test reaches the
+    /// counter's limit, 2^31-1, without two billion creates. `false` if there is no such node.
+    pub fn set_cversion(&mut self, path: &str, cversion: i32) -> bool {
+        match self.tree.get_mut(path) {
+            Some(node) => {
+                node.cversion = cversion;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Renews a connection's session (every packet does, as in ZooKeeper).
@@ -598,4 +620,69 @@ pub(crate) fn err<T>(c: i32) -> Result<T, i32> {
 /// `DigestAuthenticationProvider.generateDigest`.
 pub fn digest(credentials: &str) -> String {
     acl::digest(credentials)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use zklock_proto::{create_mode, perms, Acl, CreateRequest, Request, Response};
+
+    fn config() -> ModelConfig {
+        ModelConfig {
+            tick_ms: 1,
+            min_session_timeout_ms: 1,
+            max_session_timeout_ms: 60_000,
+            extended_types: false,
+            super_digest: None,
+            container_max_never_used_ms: 0,
+        }
+    }
+
+    fn at(ms: u64) -> Now {
+        Now {
+            mono_ms: ms,
+            wall_ms: ms as i64,
+        }
+    }
+
+    #[test]
+    fn a_session_s_expiry_and_a_set_counter_as_a_driver_sees_them() {
+        let mut m = Model::new(config(), at(0));
+        let mut out = Vec::new();
+        let hello = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout: 100,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: None,
+        };
+        let Connected::Reply { response, .. } = m.connect(1, "127.0.0.1", &hello, at(0), &mut out)
+        else {
+            panic!("refused");
+        };
+        let id = response.session_id;
+        assert_eq!(m.session_expiry(id), Some(101));
+        assert!(m.set_cversion("/", i32::MAX));
+        assert!(!m.set_cversion("/missing", 1));
+        let create = |path: &str| {
+            Request::Create2(CreateRequest {
+                path: path.into(),
+                data: Vec::new(),
+                acl: vec![Acl::new(perms::ALL, "world", "anyone")],
+                flags: create_mode::PERSISTENT_SEQUENTIAL,
+            })
+        };
+        // At its limit the counter stays: the same name twice, the second a NodeExists.
+        let first = m.request(1, 1, create("/n-"), at(10), &mut out);
+        let Response::Create2(r) = first.body else {
+            panic!("{first:?}");
+        };
+        assert_eq!(r.path, "/n-2147483647");
+        let second = m.request(1, 2, create("/n-"), at(10), &mut out);
+        assert_eq!(second.err, code::NODE_EXISTS);
+        m.expire_sessions(at(111), &mut out);
+        assert_eq!(m.session_expiry(id), None);
+        assert_eq!(out, vec![Out::Close { conn: 1 }]);
+    }
 }

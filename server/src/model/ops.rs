@@ -2,6 +2,7 @@
 //! (`PrepRequestProcessor` for writes, `FinalRequestProcessor` for reads).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use zklock_proto::{
     add_watch_mode, code, create_mode, event_type, op, perms, watcher_type, xid, Acl, AuthPacket,
@@ -42,7 +43,7 @@ pub(crate) struct Change {
 /// Who asks: the session and its connection's identities.
 struct Caller {
     session: i64,
-    auth: Vec<Id>,
+    auth: Arc<Vec<Id>>,
 }
 
 /// The state of one write transaction: its zxid and time, what it will fire, and for a multi
@@ -207,7 +208,7 @@ impl Model {
             let id = acl::digest(&creds);
             if self.cfg.super_digest.as_deref() == Some(id.as_str()) {
                 push_unique(
-                    &mut c.auth,
+                    Arc::make_mut(&mut c.auth),
                     Id {
                         scheme: "super".into(),
                         id: String::new(),
@@ -215,7 +216,7 @@ impl Model {
                 );
             }
             push_unique(
-                &mut c.auth,
+                Arc::make_mut(&mut c.auth),
                 Id {
                     scheme: "digest".into(),
                     id,
@@ -226,7 +227,7 @@ impl Model {
                 scheme: "ip".into(),
                 id: c.ip.clone(),
             };
-            push_unique(&mut c.auth, id);
+            push_unique(Arc::make_mut(&mut c.auth), id);
         } else {
             log::warn!("no authentication provider for scheme {}", p.scheme);
             reply.err = code::AUTH_FAILED;

@@ -246,15 +246,19 @@ impl Tree {
     }
 
     /// Puts `node` at `path` (whose parent exists), raising the parent's stored cversion and
-    /// pzxid as a create does.
+    /// pzxid as a create does. As `DataTree.createNode`, both move only if the cversion rises:
+    /// at 2^31-1 the counter stays (and sequential names repeat), it never wraps.
     pub(crate) fn insert(&mut self, path: &str, node: Node, zxid: i64) {
         let parent = self
             .nodes
             .get_mut(parent_of(path))
             .expect("the caller checked the parent");
         parent.children.insert(child_name(path).to_owned());
-        parent.cversion = parent.cversion.wrapping_add(1);
-        parent.pzxid = zxid;
+        let next = parent.cversion.wrapping_add(1);
+        if next > parent.cversion {
+            parent.cversion = next;
+            parent.pzxid = zxid;
+        }
         self.index(path, node.owner);
         self.nodes.insert(path.to_owned(), node);
     }
@@ -332,5 +336,16 @@ mod tests {
         t.remove("/a", 6);
         let root = t.get("/").unwrap().stat();
         assert_eq!((root.cversion, root.pzxid, root.num_children), (1, 6, 1));
+    }
+
+    #[test]
+    fn the_stored_cversion_stops_at_its_limit() {
+        let mut t = Tree::new();
+        t.get_mut("/").unwrap().cversion = i32::MAX - 1;
+        t.insert("/a", Node::new(vec![], vec![], 5, 0, 0), 5);
+        assert_eq!(t.get("/").unwrap().cversion, i32::MAX);
+        t.insert("/b", Node::new(vec![], vec![], 6, 0, 0), 6);
+        let root = t.get("/").unwrap();
+        assert_eq!((root.cversion, root.pzxid), (i32::MAX, 5));
     }
 }

@@ -80,7 +80,7 @@ impl SimSession {
                 }
                 Err(Failed::Zk(ZkErr::SessionExpired)) => return Err(self.ended_error()),
                 Err(Failed::Zk(ZkErr::NoNode)) => return Err(Error::NoNode { path: op_path(&op) }),
-                Err(Failed::Zk(ZkErr::NodeExists | ZkErr::NotEmpty)) => {
+                Err(Failed::Zk(ZkErr::NodeExists | ZkErr::NotEmpty | ZkErr::Other(_))) => {
                     // None of the seam's retried requests can get these (a plain create of a
                     // container handles NodeExists itself).
                     return Err(Error::NoNode { path: op_path(&op) });
@@ -258,7 +258,7 @@ impl NodeStore for SimSession {
                 let name = path[lock_path.len() + 1..].to_owned();
                 let (children, parent) = match listing.await {
                     Ok(Reply::Children { names, stat, .. }) => {
-                        (Some(names), Some(stat.node_stat()))
+                        (Some(names), Some(NodeStat::from(&stat)))
                     }
                     Err(Failed::Deadline) => return Ok(Create::TimedOut),
                     _ => (None, None),
@@ -266,7 +266,7 @@ impl NodeStore for SimSession {
                 pending.disarm();
                 Ok(Create::Created {
                     name,
-                    stat: stat.node_stat(),
+                    stat: NodeStat::from(&stat),
                     children,
                     parent,
                 })
@@ -275,7 +275,9 @@ impl NodeStore for SimSession {
             Err(Failed::Zk(ZkErr::NoNode)) => Ok(Create::ParentMissing),
             Err(Failed::Zk(ZkErr::ConnectionLoss)) => Ok(Create::Unknown),
             Err(Failed::Zk(ZkErr::SessionExpired)) => Err(self.ended_error()),
-            Err(Failed::Zk(ZkErr::NodeExists | ZkErr::NotEmpty)) => Ok(Create::Unknown),
+            Err(Failed::Zk(ZkErr::NodeExists | ZkErr::NotEmpty | ZkErr::Other(_))) => {
+                Ok(Create::Unknown)
+            }
             Err(Failed::Deadline) => Ok(Create::TimedOut),
         }
     }
@@ -331,7 +333,7 @@ impl NodeStore for SimSession {
             watch: false,
         };
         match self.retrying(op, deadline).await {
-            Ok(Reply::Data { stat, .. }) => Ok(Some(stat.node_stat())),
+            Ok(Reply::Data { stat, .. }) => Ok(Some(NodeStat::from(&stat))),
             Ok(_) => unreachable!("a read is answered with a stat"),
             Err(Error::NoNode { .. }) => Ok(None),
             Err(err) => Err(err),
@@ -435,7 +437,7 @@ impl ZkSession for SimSession {
             watch: false,
         };
         match self.retrying(op, deadline).await? {
-            Reply::Children { names, stat, .. } => Ok(Children::new(names, stat.node_stat())),
+            Reply::Children { names, stat, .. } => Ok(Children::new(names, NodeStat::from(&stat))),
             _ => unreachable!("a listing is answered with children"),
         }
     }

@@ -1,10 +1,11 @@
 //! A deterministic simulation of ZooKeeper and of the network between it and zklock's
 //! sessions, behind the core's [`ZkSession`](super::seam::ZkSession) seam (issue 34).
 //!
-//! - [`world`] (one file per concept): the data tree (nodes, `cversion` numbering and its stop at 2^31-1, stats,
-//!   one-shot watches, containers), sessions (expiry, connection loss with requests whose
-//!   outcome is unknown, reconnects that keep or lose the session and may miss a change), the
-//!   operator, and the virtual clock;
+//! - [`world`] (one file per concept): ZooKeeper itself is zklock-server's model (the tree,
+//!   sessions and their expiry, watches), driven on the virtual clock; around it each session's
+//!   connection (loss with requests whose outcome is unknown, reconnects that keep or lose the
+//!   session and may leave a watch out), the clients' watch registrations, the operator, and
+//!   the virtual clock;
 //! - [`client`]: a simulated session implementing the seam the way the real session does;
 //! - the seeded single-threaded scheduler that runs several processes' acquisitions through
 //!   the real core against it, with faults, checking the invariants after every step, sits

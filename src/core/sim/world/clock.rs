@@ -1,8 +1,10 @@
 //! The virtual clock: timers, the next instant anything is due, and advancing time (the
-//! keepalive heard, sessions expired, frozen processes woken, partitions noticed).
+//! keepalive heard, sessions expired at the model, frozen processes woken, partitions noticed).
 
 use std::task::Waker;
 use std::time::Duration;
+
+use zklock_proto::Request;
 
 use super::{World, OPERATOR};
 use crate::session::Liveness;
@@ -21,8 +23,8 @@ impl World {
             .sessions
             .iter()
             .filter(|(id, _)| **id != OPERATOR)
-            .flat_map(|(_, s)| {
-                let expiry = (!s.server_ended).then(|| s.last_heard + s.timeout);
+            .flat_map(|(id, s)| {
+                let expiry = self.model.session_expiry(*id).map(Duration::from_millis);
                 [s.frozen_until, s.partitioned_until_noticed, expiry]
             });
         timers
@@ -33,8 +35,8 @@ impl World {
     }
 
     /// Moves the clock to `to`: sessions whose connection carries traffic are heard from (the
-    /// keepalive renews their lease), the rest may expire; frozen processes wake, partitions
-    /// are noticed, timers fire.
+    /// keepalive renews their lease), the rest may expire at the server; frozen processes
+    /// wake, partitions are noticed, timers fire.
     pub(crate) fn advance(&mut self, to: Duration) {
         if to <= self.now {
             return;
@@ -56,7 +58,7 @@ impl World {
             if self.session(id).frozen_until.is_some_and(|t| t <= to) {
                 self.session_mut(id).frozen_until = None;
                 self.note(|| format!("process of {id:#x} resumes"));
-                if self.session(id).server_ended && self.session(id).link_up {
+                if self.server_ended(id) && self.session(id).link_up {
                     // The server closed the connection meanwhile.
                     self.drop_link(id);
                 }
@@ -68,19 +70,36 @@ impl World {
             {
                 self.drop_link(id);
             }
-            let s = self.session(id);
-            if s.server_ended {
+            if self.server_ended(id) {
                 continue;
             }
-            if self.flows(id) && s.liveness == Liveness::Connected {
-                // The keepalive (a sync every third of the timeout) is answered.
-                let s = self.session_mut(id);
-                s.last_heard = to;
-                s.lease.renew(instant);
-            } else if to >= s.last_heard + s.timeout {
-                self.expire(id);
+            if self.flows(id) && self.session(id).liveness == Liveness::Connected {
+                // The keepalive (a ping every third of the timeout) is answered.
+                let conn = self.session(id).conn;
+                let _ = self.request(conn, Request::Ping);
+                self.session_mut(id).lease.renew(instant);
             }
         }
+        let operator = self.operator_conn;
+        let _ = self.request(operator, Request::Ping);
+        // The rest expire once their time is up: ephemerals deleted, connections closed.
+        let now = self.model_now();
+        let due: Vec<i64> = self
+            .sessions
+            .keys()
+            .copied()
+            .filter(|id| {
+                self.model
+                    .session_expiry(*id)
+                    .is_some_and(|at| at <= now.mono_ms)
+            })
+            .collect();
+        for id in due {
+            self.note(|| format!("server expires session {id:#x}"));
+        }
+        let mut out = Vec::new();
+        self.model.expire_sessions(now, &mut out);
+        self.carry_out(out);
         while let Some(entry) = self.timers.first_entry() {
             if entry.key().0 > to {
                 break;

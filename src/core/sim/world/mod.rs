@@ -1,32 +1,35 @@
-//! The simulated ensemble and network: ZooKeeper's data tree (as `DataTree` keeps it), its
-//! sessions and watches, each session's connection (requests on their way to the server,
-//! replies and notifications on their way back), and the virtual clock.
+//! The simulated ensemble and network: ZooKeeper itself is zklock-server's model (the one
+//! copy of its semantics: the data tree, sessions and their expiry, watches), driven here on
+//! the virtual clock; around it, each session's connection (requests on their way to the
+//! server, replies and notifications on their way back), the client's side of each session
+//! (its watch registrations, what it believes), the faults, and the virtual clock.
 //!
 //! Everything lives behind one lock and is changed only by the scheduler's steps (process one
 //! request, deliver one message, advance the clock, inject one fault) or by the simulated
 //! clients' calls, which only enqueue. No step reads real time or an unseeded random number,
 //! and every collection is ordered, so one seed gives one run.
 //!
-//! By concept: [`tree`] (nodes, stats, numbering, the requests applied), [`watches`],
-//! [`sessions`] (and their faults), [`requests`] (connections, slots, background work),
-//! [`operator`] (direct changes), [`clock`].
+//! By concept: [`server`] (the requests, as the model answers them), [`watches`] (the
+//! client's registrations), [`sessions`] (connections and their faults), [`requests`] (slots,
+//! the server's queue, background work), [`operator`] (direct changes), [`clock`].
 
 mod clock;
 mod operator;
 mod requests;
+mod server;
 mod sessions;
-mod tree;
 mod watches;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
+use zklock_server::model::{ConnId, Model, ModelConfig};
+
 pub(crate) use requests::{Background, CreateFault};
 use requests::{Msg, Request, Slot};
+pub(crate) use server::{Mode, Op, Reply, ZkErr};
 pub(crate) use sessions::SessionRecord;
-use tree::ZNode;
-pub(crate) use tree::{Mode, Op, Reply, Stat, ZkErr};
 pub(crate) use watches::{WatchKind, WatchReg};
 
 /// A small, fast, seeded generator (splitmix64): the only source of choices in a run.
@@ -62,10 +65,18 @@ pub(crate) struct World {
     pub(crate) origin: Instant,
     /// Virtual time since `origin`.
     pub(crate) now: Duration,
-    zxid: i64,
-    nodes: BTreeMap<String, ZNode>,
+    /// ZooKeeper: the tree, the server's sessions and its watch table.
+    model: Model,
+    /// The connections open at the model, each with its session.
+    conns: BTreeMap<ConnId, i64>,
+    next_conn: ConnId,
+    /// The operator's connection, which also follows every change of the tree (a persistent
+    /// recursive watch on `/`): each node's czxid, and which zxid removed it.
+    operator_conn: ConnId,
+    live: BTreeMap<String, i64>,
+    next_xid: i32,
     pub(crate) sessions: BTreeMap<i64, SessionRecord>,
-    next_session: i64,
+    /// The clients' watch registrations, by id.
     watches: BTreeMap<u64, WatchReg>,
     next_watch: u64,
     slots: BTreeMap<u64, Slot>,
@@ -74,11 +85,12 @@ pub(crate) struct World {
     timers: BTreeMap<(Duration, u64), Waker>,
     next_timer: u64,
     pub(crate) rng: Rng,
-    /// Percent chance that a watch is lost across a reconnect (SetWatches missing a change).
+    /// Percent chance that a client leaves a watch out of its SetWatches on a reconnect (it
+    /// never fires then).
     pub(crate) lose_watch_percent: u64,
     /// Percent chance that a request in flight when the connection drops was applied.
     pub(crate) applied_percent: u64,
-    /// Shuffle listings (the server's order is a hash set's).
+    /// Shuffle listings (clients must not rely on the server's order).
     pub(crate) shuffle: bool,
     /// For nodes removed: czxid → the zxid that removed them.
     pub(crate) removed: BTreeMap<i64, i64>,
@@ -98,7 +110,7 @@ pub(crate) struct World {
     pub(crate) stale_owner: BTreeSet<i64>,
     /// The czxids of nodes the operator deleted.
     pub(crate) operator_removed: BTreeSet<i64>,
-    /// Watches never lost across a reconnect (see [`watch_now`](Self::watch_now)).
+    /// Watches never left out of a reconnect's SetWatches (see [`watch_now`](Self::watch_now)).
     robust: BTreeSet<u64>,
     /// Per session, the label of an op (`children`, `sync`, ...) whose next instance the server
     /// does not get to (the connection goes silent).
@@ -123,15 +135,31 @@ pub(crate) struct World {
 /// never expires.
 pub(crate) const OPERATOR: i64 = 0x0A;
 
+/// The first id of the simulated sessions (after the operator's).
+const FIRST_SESSION: i64 = 0x100;
+
 impl World {
     pub(crate) fn new(seed: u64) -> World {
+        let config = ModelConfig {
+            // Sessions expire on the millisecond their timeout ends (the tick rounds up).
+            tick_ms: 1,
+            min_session_timeout_ms: 1,
+            max_session_timeout_ms: i32::MAX,
+            extended_types: false,
+            super_digest: None,
+            container_max_never_used_ms: 0,
+        };
+        let now = Duration::ZERO;
         let mut world = World {
             origin: Instant::now(),
-            now: Duration::ZERO,
-            zxid: 0,
-            nodes: BTreeMap::new(),
+            now,
+            model: Model::new(config, server::at(now)),
+            conns: BTreeMap::new(),
+            next_conn: 1,
+            operator_conn: 0,
+            live: BTreeMap::new(),
+            next_xid: 1,
             sessions: BTreeMap::new(),
-            next_session: 0x100,
             watches: BTreeMap::new(),
             next_watch: 1,
             slots: BTreeMap::new(),
@@ -162,15 +190,7 @@ impl World {
             tracing: false,
             last_taken: 0,
         };
-        world.nodes.insert(
-            "/".to_owned(),
-            ZNode {
-                stat: world.fresh_stat(0),
-                container: false,
-                children: BTreeSet::new(),
-            },
-        );
-        world.open_session_with_id(OPERATOR, Duration::from_secs(3600));
+        world.open_operator(FIRST_SESSION);
         world
     }
 
@@ -182,18 +202,6 @@ impl World {
         if self.tracing {
             let line = format!("{:>8.3}s {}", self.now.as_secs_f64(), line());
             self.trace.push(line);
-        }
-    }
-
-    fn fresh_stat(&self, owner: i64) -> Stat {
-        Stat {
-            czxid: self.zxid,
-            mzxid: self.zxid,
-            pzxid: self.zxid,
-            ctime: i64::try_from(self.now.as_millis()).unwrap_or(i64::MAX),
-            version: 0,
-            cversion: 0,
-            ephemeral_owner: owner,
         }
     }
 }

@@ -56,7 +56,7 @@ pub(super) enum Msg {
         renew: Option<Duration>,
     },
     Event {
-        watch: u64,
+        path: String,
         event: zk::EventType,
     },
 }
@@ -203,7 +203,7 @@ impl World {
         if let Ok(Reply::Children { watch: Some(w), .. } | Reply::Data { watch: Some(w), .. }) =
             outcome
         {
-            self.watches.remove(w);
+            self.unwatch(*w);
         }
     }
 
@@ -230,6 +230,15 @@ impl World {
             }
             return self.discard(&outcome);
         }
+        if let Ok(Reply::Children { watch: Some(w), .. } | Reply::Data { watch: Some(w), .. }) =
+            &outcome
+        {
+            // The client learns of the watch with the reply.
+            self.activate(*w);
+        }
+        let Some(s) = self.slots.get_mut(&slot) else {
+            return;
+        };
         s.outcome = Some(outcome);
         if let Some(waker) = s.waker.take() {
             waker.wake();
@@ -254,7 +263,7 @@ impl World {
         if !self.flows(id) {
             return false;
         }
-        if self.session(id).server_ended {
+        if self.server_ended(id) {
             // The server closes an expired session's connection, saying why.
             self.end_client(id);
             return true;
@@ -308,11 +317,9 @@ impl World {
             self.partition(id, Duration::from_secs(3600));
             return true;
         }
-        let now = self.now;
-        self.session_mut(id).last_heard = now;
         let outcome = self.apply(id, &request.op);
         let renew = request.op.by_leader().then_some(request.sent);
-        let zxid = self.zxid;
+        let zxid = self.model.last_zxid();
         let label = request.op.label();
         *self.session_mut(id).processed.entry(label).or_default() += 1;
         self.note(|| format!("server: {id:#x} {:?} -> {outcome:?}", request.op));
@@ -374,7 +381,7 @@ impl World {
                     }
                 }
             }
-            Msg::Event { watch, event } => self.fire(watch, event),
+            Msg::Event { path, event } => self.notified(id, &path, event),
         }
         true
     }
@@ -402,8 +409,8 @@ impl World {
         });
         let watches = self.watches.iter().map(|(k, w)| {
             format!(
-                "watch {k} of {:#x} on {} ({:?}): armed {}, fired {:?}",
-                w.session, w.path, w.kind, w.armed, w.fired
+                "watch {k} of {:#x} on {} ({:?}): active {}, fired {:?}",
+                w.session, w.path, w.kind, w.active, w.fired
             )
         });
         let sessions = self.sessions.iter().map(|(id, s)| {
@@ -411,7 +418,7 @@ impl World {
                 "session {id:#x}: {:?}, link {}, server ended {}, outbox {}, inbox {}, parked {}",
                 s.liveness,
                 s.link_up,
-                s.server_ended,
+                self.server_ended(*id),
                 s.outbox.len(),
                 s.inbox.len(),
                 s.parked.len()

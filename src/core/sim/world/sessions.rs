@@ -1,23 +1,29 @@
-//! Sessions and the faults that befall them: expiry at the server, a connection dropped
-//! (requests in flight applied or not), a partition noticed late, a frozen process, and a
-//! reconnect that keeps the session (re-arming its watches, possibly missing a change) or
-//! learns that it has ended.
+//! Sessions' connections and the faults that befall them: a connection dropped (requests in
+//! flight applied or not), a partition noticed late, a frozen process, and a reconnect that
+//! resumes the session at the model (SetWatches re-arming its watches, some possibly left
+//! out) or learns that it has ended. The server's side of a session (its expiry, its
+//! ephemerals) is the model's.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::task::Waker;
 use std::time::Duration;
 
-use super::{Msg, Request, WatchKind, World, ZkErr};
+use zklock_proto::{ConnectRequest, Request, SetWatches2};
+use zklock_server::model::{ConnId, Connected};
+
+use super::{Msg, Request as Queued, WatchKind, World, ZkErr, OPERATOR};
 use crate::session::lease::Lease;
 use crate::session::Liveness;
 use crate::wire as zk;
 
-/// One session: the server's view (alive, last heard), the connection, and the client's view.
+/// One session: its connection, and the client's view.
 pub(crate) struct SessionRecord {
+    /// The timeout the server granted.
     pub(crate) timeout: Duration,
-    /// The server has expired (or closed) it.
-    pub(super) server_ended: bool,
-    pub(super) last_heard: Duration,
+    /// Its connection at the model (the latest, if none is up).
+    pub(super) conn: ConnId,
+    /// The session's password, to resume it on a new connection.
+    passwd: Vec<u8>,
     /// The connection is up: requests and messages can move.
     pub(super) link_up: bool,
     /// The connection is up but carries nothing (a partition the client has yet to notice),
@@ -32,10 +38,10 @@ pub(crate) struct SessionRecord {
     pub(crate) ended_at: Option<Duration>,
     pub(super) state_changes: u64,
     pub(super) state_wakers: Vec<Waker>,
-    pub(super) outbox: VecDeque<Request>,
+    pub(super) outbox: VecDeque<Queued>,
     pub(super) inbox: VecDeque<Msg>,
     /// Requests issued while disconnected, sent once reconnected.
-    pub(super) parked: VecDeque<Request>,
+    pub(super) parked: VecDeque<Queued>,
     pub(crate) lease: Lease,
     /// The zxid of the latest reply this client received (its `lastZxidSeen`).
     pub(crate) seen_zxid: i64,
@@ -50,21 +56,37 @@ pub(crate) struct SessionRecord {
 }
 
 impl World {
+    /// Opens a session with `timeout` at the model, on a connection of its own.
     pub(crate) fn open_session(&mut self, timeout: Duration) -> i64 {
-        let id = self.next_session;
-        self.next_session += 1;
-        self.open_session_with_id(id, timeout);
-        id
-    }
-
-    pub(super) fn open_session_with_id(&mut self, id: i64, timeout: Duration) {
+        let conn = self.new_conn();
+        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        let handshake = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: 0,
+            timeout: ms,
+            session_id: 0,
+            passwd: vec![0; 16],
+            read_only: None,
+        };
+        let mut out = Vec::new();
+        let now = self.model_now();
+        let Connected::Reply { response, .. } =
+            self.model
+                .connect(conn, "127.0.0.1", &handshake, now, &mut out)
+        else {
+            unreachable!("a new session is always granted");
+        };
+        self.carry_out(out);
+        let id = response.session_id;
+        self.conns.insert(conn, id);
         let lease = Lease::new(self.instant(), timeout);
+        let timeout = Duration::from_millis(u64::try_from(response.timeout).unwrap_or(0));
         self.sessions.insert(
             id,
             SessionRecord {
                 timeout,
-                server_ended: false,
-                last_heard: self.now,
+                conn,
+                passwd: response.passwd,
                 link_up: true,
                 partitioned_until_noticed: None,
                 frozen_until: None,
@@ -83,6 +105,34 @@ impl World {
                 swept: Vec::new(),
             },
         );
+        id
+    }
+
+    /// The operator's session ([`OPERATOR`], never expiring while the clock moves): its
+    /// connection watches the whole tree. The sessions after it are numbered from `next`.
+    pub(super) fn open_operator(&mut self, next: i64) {
+        let (_, secret) = self.model.seeds();
+        self.model.set_seeds(OPERATOR, secret);
+        let id = self.open_session(Duration::from_secs(3600));
+        debug_assert_eq!(id, OPERATOR);
+        self.model.set_seeds(next, secret);
+        self.operator_conn = self.session(OPERATOR).conn;
+        let watch = Request::AddWatch(zklock_proto::AddWatchRequest {
+            path: "/".into(),
+            mode: zklock_proto::add_watch_mode::PERSISTENT_RECURSIVE,
+        });
+        let _ = self.request(self.operator_conn, watch);
+    }
+
+    fn new_conn(&mut self) -> ConnId {
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        conn
+    }
+
+    /// Whether the server has ended `id` (expired or closed it).
+    pub(crate) fn server_ended(&self, id: i64) -> bool {
+        self.model.session_expiry(id).is_none()
     }
 
     pub(crate) fn session(&self, id: i64) -> &SessionRecord {
@@ -123,39 +173,6 @@ impl World {
         self.note(|| format!("session {id:#x} client sees {liveness:?}"));
     }
 
-    /// The server expires `id`: its ephemerals go (firing the watches of others), its watches
-    /// with them; the client learns it when it next reaches the server.
-    pub(crate) fn expire(&mut self, id: i64) {
-        if self.session(id).server_ended {
-            return;
-        }
-        self.note(|| format!("server expires session {id:#x}"));
-        self.session_mut(id).server_ended = true;
-        let ids: Vec<u64> = self
-            .watches
-            .iter()
-            .filter(|(_, w)| w.session == id)
-            .map(|(k, _)| *k)
-            .collect();
-        for w in ids {
-            self.watches.get_mut(&w).expect("listed").armed = false;
-        }
-        let owned: Vec<String> = self
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.stat.ephemeral_owner == id)
-            .map(|(p, _)| p.clone())
-            .collect();
-        for path in owned {
-            self.zxid += 1;
-            let _ = self.delete_node(&path);
-        }
-        // A connection still up is closed by the server.
-        if self.session(id).link_up && self.session(id).frozen_until.is_none() {
-            self.drop_link(id);
-        }
-    }
-
     /// The connection drops: requests in flight are applied or not (the client cannot tell),
     /// replies and notifications on their way are lost, and the server forgets the session's
     /// watches until a reconnect re-arms them.
@@ -169,11 +186,21 @@ impl World {
         s.partitioned_until_noticed = None;
         let outbox = std::mem::take(&mut s.outbox);
         let inbox = std::mem::take(&mut s.inbox);
+        // Nothing reaches the client on this connection any more.
+        let conn = s.conn;
+        self.conns.remove(&conn);
+        let mut failed = Vec::new();
         for request in outbox {
-            if !self.session(id).server_ended && self.rng.chance(self.applied_percent) {
+            // Applied before the connection went (the reply is lost with it), or never seen.
+            if !self.server_ended(id) && self.rng.chance(self.applied_percent) {
                 let applied = self.apply(id, &request.op);
                 self.discard(&applied);
             }
+            failed.push(request);
+        }
+        // The server forgets the connection, and its watches with it.
+        self.model.disconnect(conn);
+        for request in failed {
             self.fail_request(id, request);
         }
         for msg in inbox {
@@ -182,17 +209,12 @@ impl World {
                 self.fail_slot(id, slot);
             }
         }
-        for w in self.watches.values_mut() {
-            if w.session == id {
-                w.armed = false;
-            }
-        }
         self.set_liveness(id, Liveness::Disconnected);
     }
 
     /// A request lost with the connection: background work waits to be sent again, anything
     /// else fails with a connection loss.
-    pub(super) fn fail_request(&mut self, id: i64, request: Request) {
+    pub(super) fn fail_request(&mut self, id: i64, request: Queued) {
         let background = self
             .slots
             .get(&request.slot)
@@ -250,66 +272,78 @@ impl World {
         s.link_up && s.partitioned_until_noticed.is_none() && s.frozen_until.is_none()
     }
 
-    /// The client reconnects: to its session if the server still has it (its watches are
-    /// re-armed, each possibly missing a change), else it learns that the session ended.
+    /// The client reconnects: to its session if the server still has it (SetWatches re-arms
+    /// its watches, or fires those whose node changed since what it last saw; some may be
+    /// left out), else it learns that the session ended.
     pub(crate) fn reconnect(&mut self, id: i64) {
         let s = self.session(id);
         if s.link_up || s.liveness == Liveness::Ended || s.frozen_until.is_some() {
             return;
         }
-        if s.server_ended {
+        let handshake = ConnectRequest {
+            protocol_version: 0,
+            last_zxid_seen: s.seen_zxid,
+            timeout: i32::try_from(s.timeout.as_millis()).unwrap_or(i32::MAX),
+            session_id: id,
+            passwd: s.passwd.clone(),
+            read_only: None,
+        };
+        let seen = s.seen_zxid;
+        let conn = self.new_conn();
+        let mut out = Vec::new();
+        let now = self.model_now();
+        let connected = self
+            .model
+            .connect(conn, "127.0.0.1", &handshake, now, &mut out);
+        self.carry_out(out);
+        if !matches!(connected, Connected::Reply { valid: true, .. }) {
+            self.model.disconnect(conn);
             self.end_client(id);
             return;
         }
         self.note(|| format!("session {id:#x} reconnects"));
-        let now = self.now;
+        self.conns.insert(conn, id);
         let instant = self.instant();
         let s = self.session_mut(id);
+        s.conn = conn;
         s.link_up = true;
-        s.last_heard = now;
         s.lease.renew(instant);
-        let seen = s.seen_zxid;
         let parked = std::mem::take(&mut s.parked);
         s.outbox.extend(parked);
-        // SetWatches: each watch the client still holds is re-armed, or fires at once if what
-        // it watches changed after the client's last seen zxid; some changes are missed.
-        let ids: Vec<u64> = self
-            .watches
-            .iter()
-            .filter(|(_, w)| w.session == id && !w.armed && w.fired.is_none())
-            .map(|(k, _)| *k)
-            .collect();
-        for w in ids {
-            if !self.robust.contains(&w) && self.rng.chance(self.lose_watch_percent) {
-                self.note(|| format!("watch {w} of {id:#x} lost across the reconnect"));
-                continue;
-            }
-            let (kind, path) = {
-                let reg = &self.watches[&w];
-                (reg.kind, reg.path.clone())
-            };
-            let event = match (kind, self.nodes.get(&path)) {
-                (_, None) => Some(zk::EventType::NodeDeleted),
-                (WatchKind::Data, Some(n)) if n.stat.mzxid > seen => {
-                    Some(zk::EventType::NodeDataChanged)
-                }
-                (WatchKind::Child, Some(n)) if n.stat.pzxid > seen => {
-                    Some(zk::EventType::NodeChildrenChanged)
-                }
-                _ => None,
-            };
-            match event {
-                Some(event) => {
-                    let zxid = self.zxid;
-                    self.session_mut(id)
-                        .inbox
-                        .push_back(Msg::Event { watch: w, event });
-                    let _ = zxid;
-                }
-                None => self.watches.get_mut(&w).expect("listed").armed = true,
+        let watches = self.set_watches(id, seen);
+        let _ = self.request(conn, Request::SetWatches2(watches));
+        self.set_liveness(id, Liveness::Connected);
+    }
+
+    /// The SetWatches of `id`'s reconnect: the paths of its registrations still waiting,
+    /// each left out with [`lose_watch_percent`](Self::lose_watch_percent) (unless robust).
+    fn set_watches(&mut self, id: i64, seen: i64) -> SetWatches2 {
+        let mut groups: BTreeMap<(WatchKind, String), bool> = BTreeMap::new();
+        for (w, reg) in &self.watches {
+            if reg.session == id && reg.active && reg.fired.is_none() {
+                let robust = groups.entry((reg.kind, reg.path.clone())).or_default();
+                *robust |= self.robust.contains(w);
             }
         }
-        self.set_liveness(id, Liveness::Connected);
+        let mut watches = SetWatches2 {
+            relative_zxid: seen,
+            data_watches: Vec::new(),
+            exist_watches: Vec::new(),
+            child_watches: Vec::new(),
+            persistent_watches: Vec::new(),
+            persistent_recursive_watches: Vec::new(),
+        };
+        for ((kind, path), robust) in groups {
+            if !robust && self.rng.chance(self.lose_watch_percent) {
+                self.note(|| format!("the {kind:?} watch of {id:#x} on {path} is left out"));
+                continue;
+            }
+            match kind {
+                WatchKind::Data => watches.data_watches.push(path),
+                WatchKind::Child => watches.child_watches.push(path),
+            }
+        }
+        watches
     }
 
     /// The client learns that its session has ended: its calls fail, its watches report the
@@ -318,7 +352,8 @@ impl World {
         self.note(|| format!("session {id:#x} learns it has ended"));
         let s = self.session_mut(id);
         s.link_up = false;
-        let requests: Vec<Request> = s.parked.drain(..).chain(s.outbox.drain(..)).collect();
+        let conn = s.conn;
+        let requests: Vec<Queued> = s.parked.drain(..).chain(s.outbox.drain(..)).collect();
         let replies: Vec<u64> = s
             .inbox
             .drain(..)
@@ -327,6 +362,8 @@ impl World {
                 Msg::Event { .. } => None,
             })
             .collect();
+        self.conns.remove(&conn);
+        self.model.disconnect(conn);
         // (Watches their replies set are reported ended below, with the others.)
         for slot in requests.into_iter().map(|r| r.slot).chain(replies) {
             self.fill(slot, Err(ZkErr::SessionExpired));
