@@ -135,6 +135,7 @@ impl Attempt {
     }
 
     /// The same attempt, stopped also by `token` (as [`Wait::cancel_on`]).
+    #[cfg(any(test, feature = "simulation"))]
     pub(crate) fn cancelled_by(mut self, token: &CancelToken) -> Attempt {
         self.cancel = Some(token.clone());
         self
