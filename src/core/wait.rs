@@ -13,8 +13,8 @@ use super::withdraw::{
     Withdrawals, CANCEL_WITHDRAW_WAIT, PAST_DEADLINE_WITHDRAW_WAIT, WITHDRAW_WAIT,
 };
 
-/// How a call waits: as long as it takes or up to a timeout, and optionally until a
-/// [`CancelToken`] is cancelled. Passed to the `*_with` acquisitions
+/// How a call waits: as long as it takes, up to a timeout or until a deadline, and
+/// optionally until a [`CancelToken`] is cancelled. Passed to the `*_with` acquisitions
 /// ([`DistributedMutex::lock_with`](crate::DistributedMutex::lock_with) and the like), which
 /// return `Ok(None)` when the timeout passes and [`Error::Cancelled`] when the token is
 /// cancelled, and to the guards' waits ([`LockGuard::wait_lost_with`](crate::LockGuard::wait_lost_with),
@@ -39,8 +39,19 @@ use super::withdraw::{
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct Wait {
-    timeout: Option<Duration>,
+    limit: Limit,
     cancel: Option<CancelToken>,
+}
+
+/// How far a [`Wait`] reaches.
+#[derive(Debug, Clone, Copy, Default)]
+enum Limit {
+    #[default]
+    Forever,
+    /// A timeout, measured from the start of the call.
+    After(Duration),
+    /// A deadline, the same whenever the call starts.
+    At(Instant),
 }
 
 impl Wait {
@@ -52,7 +63,32 @@ impl Wait {
     /// Wait at most `timeout`, measured on the monotonic clock from the start of the call.
     pub fn timeout(timeout: Duration) -> Wait {
         Wait {
-            timeout: Some(timeout),
+            limit: Limit::After(timeout),
+            cancel: None,
+        }
+    }
+
+    /// Wait until `deadline` (the monotonic clock): one budget shared by several calls, each
+    /// given what is left of it. A call given a deadline that has passed already gives up
+    /// as one given a zero timeout would. Messages that name the timeout name the time left
+    /// at the start of the call.
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// use std::time::{Duration, Instant};
+    /// use zklock::{DistributedMutex, Wait};
+    /// // Both locks within 5 s in all, however the time splits between them.
+    /// let budget = Wait::until(Instant::now() + Duration::from_secs(5));
+    /// let source = DistributedMutex::new(&client, "/accounts/alice")?;
+    /// let target = DistributedMutex::new(&client, "/accounts/bob")?;
+    /// let Some(_source) = source.lock_with(budget.clone())? else { return Ok(()) };
+    /// let Some(_target) = target.lock_with(budget)? else { return Ok(()) };
+    /// # Ok(()) }
+    /// ```
+    pub fn until(deadline: Instant) -> Wait {
+        Wait {
+            limit: Limit::At(deadline),
             cancel: None,
         }
     }
@@ -65,8 +101,21 @@ impl Wait {
         self
     }
 
-    pub(crate) fn timeout_value(&self) -> Option<Duration> {
-        self.timeout
+    /// The deadline of a call that starts now, if it has one, and the time that leaves it
+    /// (for messages): the one place a timeout turns into a deadline.
+    pub(crate) fn resolve(&self) -> Option<(Instant, Duration)> {
+        match self.limit {
+            Limit::Forever => None,
+            Limit::After(timeout) => Some((deadline_after(timeout), timeout)),
+            Limit::At(deadline) => {
+                Some((deadline, deadline.saturating_duration_since(Instant::now())))
+            }
+        }
+    }
+
+    /// The deadline of a call that starts now, if it has one.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.resolve().map(|(deadline, _)| deadline)
     }
 
     pub(crate) fn token(&self) -> Option<&CancelToken> {
@@ -111,12 +160,10 @@ impl Attempt {
     }
 
     pub(crate) fn with(wait: Wait) -> Attempt {
-        let patience = wait
-            .timeout
-            .map_or(Patience::Forever, |t| Patience::Until(deadline_after(t)));
+        let resolved = wait.resolve();
         Attempt {
-            patience,
-            timeout: wait.timeout,
+            patience: resolved.map_or(Patience::Forever, |(deadline, _)| Patience::Until(deadline)),
+            timeout: resolved.map(|(_, timeout)| timeout),
             cancel: wait.cancel,
             withdrawals: Withdrawals::default(),
         }
@@ -286,4 +333,34 @@ fn stopped_already(tokens: &[CancelToken]) -> Option<Error> {
 /// connection rather than a panic.
 pub(crate) fn never_gives_up<T>(outcome: Option<T>) -> Result<T> {
     outcome.ok_or_else(Error::connection_loss)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_stays_put_and_a_timeout_runs_from_the_call() {
+        let at = deadline_after(Duration::from_secs(60));
+        let (deadline, left) = Wait::until(at).resolve().unwrap();
+        assert_eq!(deadline, at);
+        assert!(left <= Duration::from_secs(60) && left > Duration::from_secs(59));
+        assert!(matches!(Attempt::with(Wait::until(at)).patience, Patience::Until(d) if d == at));
+        let passed = Instant::now();
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(
+            Wait::until(passed).resolve(),
+            Some((passed, Duration::ZERO))
+        );
+
+        let before = Instant::now();
+        let (deadline, timeout) = Wait::timeout(Duration::from_secs(5)).resolve().unwrap();
+        assert_eq!(timeout, Duration::from_secs(5));
+        assert!(deadline >= before + timeout);
+        assert!(Wait::forever().resolve().is_none());
+        assert!(matches!(
+            Attempt::with(Wait::forever()).patience,
+            Patience::Forever
+        ));
+    }
 }

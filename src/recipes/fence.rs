@@ -77,9 +77,12 @@ impl<'w> Bound<'w> {
     /// session timeout (a write cannot wait longer than the plain call).
     pub(crate) fn with(client: &Client, wait: &'w Wait) -> Bound<'w> {
         let call = client.call_timeout();
-        let timeout = wait.timeout_value().map_or(call, |t| t.min(call));
+        let (deadline, timeout) = match wait.resolve() {
+            Some((deadline, allowed)) if allowed < call => (deadline, allowed),
+            _ => (deadline_after(call), call),
+        };
         Bound {
-            deadline: deadline_after(timeout),
+            deadline,
             timeout,
             cancel: wait.token(),
             sent: AtomicBool::new(false),

@@ -97,7 +97,7 @@ impl LockGuard {
     /// [`wait_lost_with`](Self::wait_lost_with) does. Also returns `false` once the node or
     /// the session is gone, and at once for a lock that was not made revocable.
     pub fn wait_revocation_with(&self, wait: Wait) -> bool {
-        let deadline = wait.timeout_value().map(deadline_after);
+        let deadline = wait.deadline();
         self.held.wait_revocation(deadline, wait.token())
     }
 

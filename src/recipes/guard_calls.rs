@@ -56,7 +56,7 @@ pub(crate) fn wait_lost<'a>(
     nodes: impl Iterator<Item = &'a Held> + Clone,
     wait: &Wait,
 ) -> Option<LockState> {
-    let deadline = wait.timeout_value().map(deadline_after);
+    let deadline = wait.deadline();
     let token = wait.token();
     let mut rest = nodes.clone();
     let Some(first) = rest.next() else {
