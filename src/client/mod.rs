@@ -23,6 +23,7 @@ pub(crate) mod shutdown;
 pub(crate) mod state;
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,7 +34,7 @@ use crate::core::cohort::Cohort;
 use crate::core::held::Held;
 use crate::error::{Error, Result};
 use crate::metrics::Recipe;
-use crate::rt::cancel::{self, CancelToken, Watching};
+use crate::rt::cancel::{self, CancelToken};
 use crate::rt::runtime::{deadline_after, Runtime};
 use crate::session::config::SessionConfig;
 use crate::session::open::open_session;
@@ -423,10 +424,19 @@ impl Client {
         }
     }
 
-    /// Makes the calling thread's waits end when the client is closed, until dropped (for
-    /// calls that reach the session without [`Client::one_call_async`], such as releases).
-    pub(crate) fn watch_close(&self) -> Watching {
-        cancel::watch([&self.inner.closed])
+    /// Runs `wait`, a blocking wait of this client's, with the calling thread's waits ended
+    /// by closing the client: the one scope in which a blocking call watches the client's
+    /// close, so that no entry point has to remember it (a release stuck on a silent
+    /// connection, a fenced write, a state wait all end at the close).
+    pub(crate) fn closing<R>(&self, wait: impl FnOnce() -> R) -> R {
+        let _closing = cancel::watch([&self.inner.closed]);
+        wait()
+    }
+
+    /// The blocking form of the client's async operation `op` (see
+    /// [`blocking`](crate::session::blocking)), also ended by closing the client.
+    pub(crate) fn blocking<T>(&self, op: impl Future<Output = Result<T>>) -> Result<T> {
+        self.closing(|| crate::session::blocking(op))
     }
 
     /// The token [`close`](Self::close) cancels.
@@ -583,10 +593,10 @@ impl Client {
     /// opens a new one: this wait does not open it.
     pub fn wait_state_change(&self, seen: SessionState, timeout: Duration) -> SessionState {
         let deadline = deadline_after(timeout);
-        let _watching = self.watch_close();
         let wait = std::pin::pin!(self.state_change(seen, Some(deadline)));
         // Interrupted only by the client's closing, which the state then says.
-        crate::rt::runtime::block_on(wait, None).unwrap_or_else(|_| self.state())
+        self.closing(|| crate::rt::runtime::block_on(wait, None))
+            .unwrap_or_else(|_| self.state())
     }
 
     /// As [`wait_state_change`](Self::wait_state_change) without a timeout, as a future

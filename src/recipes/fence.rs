@@ -464,9 +464,8 @@ impl<'a> FencedTransaction<'a> {
     /// after the transaction was sent: it may have been applied, but only if our node existed
     /// when it was.
     pub fn commit(self) -> Result<()> {
-        let _closing = self.fence.client.watch_close();
-        let bound = Bound::call(self.fence.client);
-        crate::session::blocking(self.commit_within(&bound))
+        let (client, bound) = (self.fence.client, Bound::call(self.fence.client));
+        client.blocking(self.commit_within(&bound))
     }
 
     /// As [`commit`](Self::commit), blocking at most about `timeout` (monotonic clock, from
@@ -511,9 +510,8 @@ impl<'a> FencedTransaction<'a> {
     /// # Errors
     /// As [`commit`](Self::commit), plus [`Error::Cancelled`].
     pub fn commit_with(self, wait: Wait) -> Result<()> {
-        let _closing = self.fence.client.watch_close();
-        let bound = Bound::with(self.fence.client, &wait);
-        crate::session::blocking(self.commit_within(&bound))
+        let (client, bound) = (self.fence.client, Bound::with(self.fence.client, &wait));
+        client.blocking(self.commit_within(&bound))
     }
 
     /// As [`commit`](Self::commit), as a future. Dropped after the transaction was sent, its

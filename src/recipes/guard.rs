@@ -104,10 +104,8 @@ impl LockGuard {
     /// The release of a dropped guard, blocking no later than `deadline` (a guard of several,
     /// dropped together, shares one bound with the others).
     pub(crate) fn release_on_drop(&mut self, deadline: Instant) {
-        // Closing the client wakes a release stuck on a silent connection.
-        let _closing = self.client.watch_close();
         let wait = deadline.saturating_duration_since(Instant::now());
-        self.held.release_on_drop(wait);
+        self.client.closing(|| self.held.release_on_drop(wait));
     }
 
     /// When a guard dropped now must be done releasing.
@@ -187,9 +185,9 @@ impl LockGuard {
     ///   [`Error::NoAuth`](crate::Error::NoAuth) and other server errors.
     /// - [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) (naming `path`): see above.
     pub fn fenced_set_data(&self, path: &str, data: &[u8]) -> Result<()> {
-        let _closing = self.client.watch_close();
         let bound = Bound::call(&self.client);
-        crate::session::blocking(self.fence().set_data(path, data, &bound))
+        self.client
+            .blocking(self.fence().set_data(path, data, &bound))
     }
 
     /// As [`fenced_set_data`](Self::fenced_set_data), blocking at most about `timeout`
@@ -244,9 +242,9 @@ impl LockGuard {
     /// As [`fenced_set_data`](Self::fenced_set_data), plus
     /// [`Error::Cancelled`](crate::Error::Cancelled).
     pub fn fenced_set_data_with(&self, path: &str, data: &[u8], wait: Wait) -> Result<()> {
-        let _closing = self.client.watch_close();
         let bound = Bound::with(&self.client, &wait);
-        crate::session::blocking(self.fence().set_data(path, data, &bound))
+        self.client
+            .blocking(self.fence().set_data(path, data, &bound))
     }
 
     /// As [`fenced_set_data`](Self::fenced_set_data), as a future. Dropped after the write was
@@ -276,9 +274,8 @@ impl LockGuard {
     /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) if the reply was lost (deleted
     /// or not; if deleted, then while our node existed).
     pub fn fenced_delete(&self, path: &str) -> Result<bool> {
-        let _closing = self.client.watch_close();
         let bound = Bound::call(&self.client);
-        crate::session::blocking(self.fence().delete(path, &bound))
+        self.client.blocking(self.fence().delete(path, &bound))
     }
 
     /// As [`fenced_delete`](Self::fenced_delete), blocking at most about `timeout`. Same as
@@ -300,9 +297,8 @@ impl LockGuard {
     /// As [`fenced_delete`](Self::fenced_delete), plus
     /// [`Error::Cancelled`](crate::Error::Cancelled).
     pub fn fenced_delete_with(&self, path: &str, wait: Wait) -> Result<bool> {
-        let _closing = self.client.watch_close();
         let bound = Bound::with(&self.client, &wait);
-        crate::session::blocking(self.fence().delete(path, &bound))
+        self.client.blocking(self.fence().delete(path, &bound))
     }
 
     /// As [`fenced_delete`](Self::fenced_delete), as a future. Dropped after the delete was

@@ -120,20 +120,20 @@ pub(crate) fn release<'a>(
     nodes: impl Iterator<Item = &'a mut Held>,
     within: Option<Duration>,
 ) -> Result<()> {
-    // Closing the client wakes a release stuck on a silent connection.
-    let _closing = client.watch_close();
     let deadline = within.map(deadline_after);
-    let mut outcome = Ok(());
-    for node in nodes {
-        let released = match deadline {
-            None => node.release(),
-            Some(d) => node.release_within(d.saturating_duration_since(Instant::now())),
-        };
-        if let Err(err) = released {
-            outcome = outcome.and(Err(err));
+    client.closing(|| {
+        let mut outcome = Ok(());
+        for node in nodes {
+            let released = match deadline {
+                None => node.release(),
+                Some(d) => node.release_within(d.saturating_duration_since(Instant::now())),
+            };
+            if let Err(err) = released {
+                outcome = outcome.and(Err(err));
+            }
         }
-    }
-    outcome
+        outcome
+    })
 }
 
 /// As [`release`] without `within`, awaited. Dropped half-way, the nodes not yet released are

@@ -201,13 +201,14 @@ impl Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        // Closing the client wakes a release stuck on a silent connection.
-        let _closing = self.client.watch_close();
         // One bound for the whole drop, not one per permit.
         let deadline = deadline_after(self.client.release_timeout());
-        for node in &mut self.nodes {
-            node.release_on_drop(deadline.saturating_duration_since(Instant::now()));
-        }
+        let nodes = &mut self.nodes;
+        self.client.closing(|| {
+            for node in nodes {
+                node.release_on_drop(deadline.saturating_duration_since(Instant::now()));
+            }
+        });
     }
 }
 
