@@ -34,7 +34,7 @@ use crate::core::cohort::Cohort;
 use crate::core::held::Held;
 use crate::error::{Error, Result};
 use crate::metrics::Recipe;
-use crate::rt::cancel::{self, CancelToken};
+use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::{deadline_after, Runtime};
 use crate::session::config::SessionConfig;
 use crate::session::open::open_session;
@@ -201,7 +201,7 @@ impl Client {
                 fresh.close(); // Closed while we connected.
                 return Err(Error::Closed);
             }
-            Ok(fresh) => Arc::new(fresh),
+            Ok(fresh) => Arc::new(fresh.closed_by(&self.inner.closed)),
             // The caller's deadline, not the connect timeout, ran out: an outage.
             Err(_) if self.is_closed() => return Err(Error::Closed),
             Err(Error::Connect { .. }) if deadline.is_some_and(|d| Instant::now() >= d) => {
@@ -424,19 +424,12 @@ impl Client {
         }
     }
 
-    /// Runs `wait`, a blocking wait of this client's, with the calling thread's waits ended
-    /// by closing the client: the one scope in which a blocking call watches the client's
-    /// close, so that no entry point has to remember it (a release stuck on a silent
-    /// connection, a fenced write, a state wait all end at the close).
-    pub(crate) fn closing<R>(&self, wait: impl FnOnce() -> R) -> R {
-        let _closing = cancel::watch([&self.inner.closed]);
-        wait()
-    }
-
     /// The blocking form of the client's async operation `op` (see
-    /// [`blocking`](crate::session::blocking)), also ended by closing the client.
+    /// [`blocking`](crate::session::blocking)), also ended by closing the client
+    /// ([`Error::Closed`]): no entry point has to remember it (a fenced write stuck on a
+    /// silent connection ends at the close).
     pub(crate) fn blocking<T>(&self, op: impl Future<Output = Result<T>>) -> Result<T> {
-        self.closing(|| crate::session::blocking(op))
+        crate::session::blocking_or_stop(op, std::slice::from_ref(&self.inner.closed))
     }
 
     /// The token [`close`](Self::close) cancels.
@@ -595,8 +588,8 @@ impl Client {
         let deadline = deadline_after(timeout);
         let wait = std::pin::pin!(self.state_change(seen, Some(deadline)));
         // Interrupted only by the client's closing, which the state then says.
-        self.closing(|| crate::rt::runtime::block_on(wait, None))
-            .unwrap_or_else(|_| self.state())
+        let closes = std::slice::from_ref(&self.inner.closed);
+        crate::rt::runtime::block_on_or_stop(wait, None, closes).unwrap_or_else(|_| self.state())
     }
 
     /// As [`wait_state_change`](Self::wait_state_change) without a timeout, as a future

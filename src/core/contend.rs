@@ -10,7 +10,6 @@ use std::time::Instant;
 use log::{debug, error};
 
 use crate::error::{Error, Result};
-use crate::rt::cancel::interruption;
 use crate::session::floors::{Floors, QueueId};
 use crate::session::listing::Children;
 use crate::session::{Liveness, Session};
@@ -89,9 +88,6 @@ pub(crate) fn past_deadline_is_busy<T>(
 /// After the deadline: during an outage the caller learns that the lock could not be decided,
 /// not that it is busy. A wait stopped by cancellation or by closing the client says so.
 pub(crate) fn gave_up<T>(session: &impl ZkSession) -> Result<Option<T>> {
-    if let Some(stopped) = interruption() {
-        return Err(stopped);
-    }
     if session.liveness() == Liveness::Connected {
         Ok(None)
     } else {
@@ -405,8 +401,8 @@ pub(super) async fn wait_for_change<S: ZkSession>(
     }
     contender.armed = false;
     // The session ended: expired, or closed by us (a close also cancels, and the waiter may
-    // see the session's end before the cancellation): say which.
-    Err(interruption().unwrap_or_else(|| session.ended_error()))
+    // see the session's end before the cancellation): the session says which.
+    Err(session.ended_error())
 }
 
 #[cfg(test)]

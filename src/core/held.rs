@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 use log::{debug, warn};
 
 use crate::error::{Error, Result};
-use crate::rt::cancel::{self, CancelToken};
-use crate::rt::runtime::{block_on, deadline_after};
+use crate::rt::cancel::CancelToken;
+use crate::rt::runtime::{block_on_or_stop, deadline_after};
 use crate::session::own_node::OwnNodeWatch;
-use crate::session::{blocking, Liveness, NodeStat, Session};
+use crate::session::{blocking_or_stop, Liveness, NodeStat, Session};
 use crate::znode::token::FencingToken;
 
 use super::cohort::{Cohort, LocalNode, Release};
@@ -177,9 +177,9 @@ impl Held {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Option<LockState> {
-        let _watching = cancel.map(|token| cancel::watch([token]));
         let mut wait = std::pin::pin!(self.wait_not_held_async(deadline));
-        block_on(wait.as_mut(), None).unwrap_or(None)
+        let stops = cancel.cloned();
+        block_on_or_stop(wait.as_mut(), None, stops.as_slice()).unwrap_or(None)
     }
 
     /// As [`wait_not_held`](Self::wait_not_held), awaited (a cancellation is the future's
@@ -190,7 +190,7 @@ impl Held {
             let Some(lease) = standing.lease() else {
                 return Some(standing.into());
             };
-            if deadline.is_some_and(|d| Instant::now() >= d) || cancel::interrupted() {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return None;
             }
             // Look again when the lease would run out (renewals move it on), and, watching
@@ -241,7 +241,9 @@ impl Held {
     /// retry takes over after that). A delete not confirmed in time is
     /// [`Error::OutcomeUnknown`]: it may have been applied, or may be applied later.
     pub(crate) fn release_within(&mut self, wait: Duration) -> Result<()> {
-        blocking(self.release_within_async(wait))
+        // Closing the client wakes a release stuck on a silent connection.
+        let closes = self.session.closes().clone();
+        blocking_or_stop(self.release_within_async(wait), &[closes])
     }
 
     /// As [`release_within`](Self::release_within), awaited. Dropped before the delete is
@@ -392,10 +394,9 @@ impl Held {
             // wait for the server.
             return self.release_in_background(());
         }
-        cancel::shielded(|| {
-            let mut release = std::pin::pin!(self.release_logged(wait));
-            let _ = block_on(release.as_mut(), None);
-        });
+        let closes = self.session.closes().clone();
+        let mut release = std::pin::pin!(self.release_logged(wait));
+        let _ = block_on_or_stop(release.as_mut(), None, &[closes]);
     }
 
     /// Releases, waiting at most about `wait`, and logs a failure instead of returning it.

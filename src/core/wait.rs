@@ -251,7 +251,7 @@ impl Attempt {
             .cloned()
             .chain([closes.clone()])
             .collect();
-        if let Some(stopped) = stopped_already(&tokens) {
+        if let Some(stopped) = cancel::stopped(&tokens) {
             return Err(stopped);
         }
         let (outcome, grace) = {
@@ -315,17 +315,6 @@ impl Attempt {
             Patience::Forever | Patience::DontWait => by,
         }
     }
-}
-
-/// Why an acquisition watching `tokens` (the client's own token last) must not start.
-fn stopped_already(tokens: &[CancelToken]) -> Option<Error> {
-    if tokens.last().is_some_and(CancelToken::is_cancelled) {
-        return Some(Error::Closed); // Closing outranks a cancel.
-    }
-    tokens
-        .iter()
-        .any(CancelToken::is_cancelled)
-        .then_some(Error::Cancelled)
 }
 
 /// The outcome of an acquisition that waits as long as it takes (`lock()` and the like): it

@@ -60,10 +60,6 @@ impl LockGuard {
         vec![&mut self.held]
     }
 
-    fn client(&self) -> &Client {
-        &self.client
-    }
-
     /// Whether another process asked this holder to release the lock (revocation; only for
     /// locks made revocable, e.g. [`DistributedMutex::revocable`](crate::DistributedMutex::revocable)).
     /// Never blocks. The holder decides what to do; nothing is released for it.
@@ -105,7 +101,7 @@ impl LockGuard {
     /// dropped together, shares one bound with the others).
     pub(crate) fn release_on_drop(&mut self, deadline: Instant) {
         let wait = deadline.saturating_duration_since(Instant::now());
-        self.client.closing(|| self.held.release_on_drop(wait));
+        self.held.release_on_drop(wait);
     }
 
     /// When a guard dropped now must be done releasing.

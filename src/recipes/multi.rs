@@ -44,8 +44,6 @@ pub struct MultiLock {
 #[clippy::has_significant_drop]
 pub struct MultiGuard {
     guards: Vec<LockGuard>,
-    /// The client every lock was taken through.
-    client: Client,
 }
 
 impl MultiLock {
@@ -115,7 +113,6 @@ impl MultiLock {
                     .into_iter()
                     .map(|held| LockGuard::new(held, self.client.clone()))
                     .collect(),
-                client: self.client.clone(),
             }))
         };
         let paths = self.paths().join(",");
@@ -160,10 +157,6 @@ impl MultiGuard {
             .rev()
             .map(|guard| &mut guard.held)
             .collect()
-    }
-
-    fn client(&self) -> &Client {
-        &self.client
     }
 }
 

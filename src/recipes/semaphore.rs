@@ -193,22 +193,15 @@ impl Permit {
     fn nodes_to_release(&mut self) -> Vec<&mut Held> {
         self.nodes.iter_mut().collect()
     }
-
-    fn client(&self) -> &Client {
-        &self.client
-    }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
         // One bound for the whole drop, not one per permit.
         let deadline = deadline_after(self.client.release_timeout());
-        let nodes = &mut self.nodes;
-        self.client.closing(|| {
-            for node in nodes {
-                node.release_on_drop(deadline.saturating_duration_since(Instant::now()));
-            }
-        });
+        for node in &mut self.nodes {
+            node.release_on_drop(deadline.saturating_duration_since(Instant::now()));
+        }
     }
 }
 

@@ -56,7 +56,8 @@ use log::debug;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::rt::runtime::{block_on, Abort, Handle, JoinHandle};
+use crate::rt::cancel::CancelToken;
+use crate::rt::runtime::{block_on, block_on_or_stop, Abort, Handle, JoinHandle};
 use crate::wire as zk;
 
 use self::chroot::Chroot;
@@ -103,6 +104,10 @@ pub(crate) struct Session {
     pid: u32,
     handle: Handle,
     releases: Arc<Releases>,
+    /// The client's close token: the blocking waits on this session (releases) end when
+    /// the client is closed. Set by the client once the session is open
+    /// ([`closed_by`](Self::closed_by)).
+    closes: CancelToken,
     /// Lock-node creates in flight, by lock path: while others are on its lock path, a
     /// create does not pipeline a listing of its own but shares one (see `listing.rs`).
     creating: Mutex<std::collections::HashMap<String, usize>>,
@@ -167,10 +172,11 @@ enum Seen {
 /// again before the lock path could be created in it.
 const PARENT_SWEPT_RETRIES: u32 = 3;
 
-/// The error of a wait that ended without an answer: the caller's cancellation or its client's
-/// closing if that is what stopped it, else the deadline during an outage.
+/// The error of a wait that reached its deadline without an answer: the deadline during an
+/// outage. (A cancellation or a close ends a wait before, by dropping it or by the token its
+/// blocking form was given: see [`blocking_or_stop`].)
 fn gave_up_waiting() -> Error {
-    crate::rt::cancel::interruption().unwrap_or_else(Error::connection_loss)
+    Error::connection_loss()
 }
 
 /// Whether a request's outcome is an answer from a server that still serves our session.
@@ -304,6 +310,17 @@ impl Session {
         }
     }
 
+    /// The session of a client whose close token is `closes`.
+    pub(crate) fn closed_by(mut self, closes: &CancelToken) -> Session {
+        self.closes = closes.clone();
+        self
+    }
+
+    /// The client's close token (see [`closed_by`](Self::closed_by)).
+    pub(crate) fn closes(&self) -> &CancelToken {
+        &self.closes
+    }
+
     /// Closes the session: from now on every request fails with [`Error::Closed`], and
     /// CloseSession goes to the server at once, which removes the session's ephemeral nodes.
     /// Returns without waiting for the answer; see [`wait_ended`](Self::wait_ended).
@@ -326,7 +343,7 @@ impl Session {
                 state.changed().await;
             }
         });
-        if !crate::rt::cancel::shielded(|| block_on(ended, Some(deadline)).is_ok()) {
+        if block_on(ended, Some(deadline)).is_err() {
             return false;
         }
         let closing = self.closing.lock().clone();
@@ -426,11 +443,24 @@ pub(crate) async fn until<F: Future + Unpin>(
 }
 
 /// Runs the operation `op` on the calling thread until it is done: the blocking form of an
-/// async operation, bounded by its own deadline. A cancelled token that the thread watches (or
-/// its client's closing) stops it, and `op` is dropped, which cleans up what it began.
+/// async operation, bounded by its own deadline (an acquisition also races its tokens inside
+/// `op`, see `Attempt::run`).
 pub(crate) fn blocking<T>(op: impl Future<Output = Result<T>>) -> Result<T> {
+    blocking_or_stop(op, &[])
+}
+
+/// As [`blocking`], also stopped as soon as one of `stops` is cancelled: `op` is then
+/// dropped, which cleans up what it began, and the call ends as the token says
+/// ([`Error::Closed`] for a client's own token, else [`Error::Cancelled`]).
+pub(crate) fn blocking_or_stop<T>(
+    op: impl Future<Output = Result<T>>,
+    stops: &[CancelToken],
+) -> Result<T> {
     let mut op = std::pin::pin!(op);
-    block_on(op.as_mut(), None).unwrap_or_else(|_| Err(gave_up_waiting()))
+    block_on_or_stop(op.as_mut(), None, stops).unwrap_or_else(|_| {
+        // Handed back unfinished: no deadline was given, so a token stopped it.
+        Err(crate::rt::cancel::stopped(stops).unwrap_or_else(Error::connection_loss))
+    })
 }
 
 impl Drop for Session {
