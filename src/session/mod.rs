@@ -38,6 +38,7 @@ pub(crate) mod listing;
 pub(crate) mod op;
 pub(crate) mod open;
 pub(crate) mod own_node;
+pub(crate) mod paths_seen;
 pub(crate) mod releases;
 pub(crate) mod requests;
 pub(crate) mod retry;
@@ -111,8 +112,8 @@ pub(crate) struct Session {
     /// Lock-node creates in flight, by lock path: while others are on its lock path, a
     /// create does not pipeline a listing of its own but shares one (see `listing.rs`).
     creating: Mutex<std::collections::HashMap<String, usize>>,
-    /// Whether lock paths used for the first time lately existed (see `create.rs`).
-    paths_seen: Arc<create::PathsSeen>,
+    /// Whether lock paths used for the first time lately existed (see `paths_seen.rs`).
+    paths_seen: Arc<paths_seen::PathsSeen>,
     /// Below which sequence number each of its queues is known to be empty (see `floors.rs`).
     pub(crate) floors: floors::Floors,
 }
