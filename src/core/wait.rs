@@ -121,6 +121,37 @@ impl Wait {
     pub(crate) fn token(&self) -> Option<&CancelToken> {
         self.cancel.as_ref()
     }
+
+    /// Awaits `wait` until it ends, or this wait's deadline passes or its token is cancelled
+    /// (`None` then): the async form of a guard's bounded waits, which report a deadline and
+    /// a cancel alike, as their blocking forms do. `wait` is polled first, so one that is
+    /// over already is reported even past the deadline or with a cancelled token.
+    pub(crate) async fn race<F: Future>(&self, wait: F) -> Option<F::Output> {
+        let deadline = self.deadline();
+        let mut wait = std::pin::pin!(wait);
+        let mut timer = std::pin::pin!(async {
+            match deadline {
+                Some(at) => crate::rt::runtime::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        });
+        let mut stop = std::pin::pin!(async {
+            match &self.cancel {
+                Some(token) => drop(token.cancelled_error().await),
+                None => std::future::pending().await,
+            }
+        });
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(done) = wait.as_mut().poll(cx) {
+                return Poll::Ready(Some(done));
+            }
+            if timer.as_mut().poll(cx).is_ready() || stop.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            Poll::Pending
+        })
+        .await
+    }
 }
 
 /// How long an acquisition may wait for other contenders.

@@ -525,6 +525,17 @@ impl<'a> FencedTransaction<'a> {
         self.commit_within(&bound).await
     }
 
+    /// As [`commit_with`](Self::commit_with), as a future (the timeout on zklock's own
+    /// timer). Dropped after the transaction was sent, its outcome stays unknown, as
+    /// [`commit_async`](Self::commit_async)'s.
+    ///
+    /// # Errors
+    /// As [`commit_with`](Self::commit_with).
+    pub async fn commit_with_async(self, wait: Wait) -> Result<()> {
+        let bound = Bound::with(self.fence.client, &wait);
+        self.commit_within(&bound).await
+    }
+
     async fn commit_within(self, bound: &Bound<'_>) -> Result<()> {
         if let Some(err) = self.invalid {
             return Err(err);

@@ -97,6 +97,15 @@ impl LockGuard {
         self.held.wait_revocation(deadline, wait.token())
     }
 
+    /// As [`wait_revocation_with`](Self::wait_revocation_with), as a future (`Send`, any
+    /// executor): `false` once `wait`'s timeout or deadline passes (zklock's own timer) or its
+    /// token is cancelled. Cancel safe, as
+    /// [`wait_revocation_async`](Self::wait_revocation_async).
+    pub async fn wait_revocation_with_async(&self, wait: Wait) -> bool {
+        let requested = self.held.wait_revocation_async();
+        wait.race(requested).await.unwrap_or(false)
+    }
+
     /// The release of a dropped guard, blocking no later than `deadline` (a guard of several,
     /// dropped together, shares one bound with the others).
     pub(crate) fn release_on_drop(&mut self, deadline: Instant) {
@@ -253,6 +262,22 @@ impl LockGuard {
         self.fence().set_data(path, data, &bound).await
     }
 
+    /// As [`fenced_set_data_with`](Self::fenced_set_data_with), as a future (the timeout on
+    /// zklock's own timer). Dropped after the write was sent, its outcome stays unknown, as
+    /// [`fenced_set_data_async`](Self::fenced_set_data_async)'s.
+    ///
+    /// # Errors
+    /// As [`fenced_set_data_with`](Self::fenced_set_data_with).
+    pub async fn fenced_set_data_with_async(
+        &self,
+        path: &str,
+        data: &[u8],
+        wait: Wait,
+    ) -> Result<()> {
+        let bound = Bound::with(&self.client, &wait);
+        self.fence().set_data(path, data, &bound).await
+    }
+
     /// Deletes the node at `path` if this guard's lock node still exists when the server
     /// executes the delete (one atomic transaction; see
     /// [`fenced_set_data`](Self::fenced_set_data) for what that guarantees). Returns
@@ -304,6 +329,17 @@ impl LockGuard {
     /// As [`fenced_delete`](Self::fenced_delete).
     pub async fn fenced_delete_async(&self, path: &str) -> Result<bool> {
         let bound = Bound::call(&self.client);
+        self.fence().delete(path, &bound).await
+    }
+
+    /// As [`fenced_delete_with`](Self::fenced_delete_with), as a future (the timeout on
+    /// zklock's own timer). Dropped after the delete was sent, its outcome stays unknown, as
+    /// [`fenced_delete_async`](Self::fenced_delete_async)'s.
+    ///
+    /// # Errors
+    /// As [`fenced_delete_with`](Self::fenced_delete_with).
+    pub async fn fenced_delete_with_async(&self, path: &str, wait: Wait) -> Result<bool> {
+        let bound = Bound::with(&self.client, &wait);
         self.fence().delete(path, &bound).await
     }
 

@@ -365,6 +365,17 @@ macro_rules! guard_calls {
             $crate::recipes::guard_calls::wait_lost_async(self.nodes()).await
         }
 
+        /// As [`wait_lost_with`](Self::wait_lost_with), as a future (`Send`, any executor):
+        /// `None` once `wait`'s timeout or deadline passes (zklock's own timer) or its token
+        /// is cancelled. Cancel safe, as [`wait_lost_async`](Self::wait_lost_async).
+        pub async fn wait_lost_with_async(
+            &self,
+            wait: $crate::Wait,
+        ) -> Option<$crate::LockState> {
+            wait.race($crate::recipes::guard_calls::wait_lost_async(self.nodes()))
+                .await
+        }
+
         /// The fencing token to pass to a store outside ZooKeeper, so that it can refuse a
         /// stale holder's late writes: it increases from one holder of a lock to the next, also
         /// when the ensemble was re-created from scratch (see
