@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 /// The layers, bottom first: a module may import its own files and the modules before it.
 const LAYERS: &[&str] = &[
-    "random", "error", "metrics", "rt", "znode", "wire", "session", "core", "client", "recipes",
+    "random", "error", "metrics", "rt", "znode", "core", "wire", "session", "client", "recipes",
     "sim",
 ];
 
@@ -32,11 +32,9 @@ const CORE_MUST_NOT_IMPORT: &[&str] = &["session", "wire"];
 /// the list as it is freed, and no file may join it.
 const CORE_NOT_YET_ON_ITS_OWN: &[&str] = &[
     "core/claim",
-    "core/cohort",
     "core/contend",
     "core/held",
     "core/hold",
-    "core/partial",
     "core/place",
     "core/seam",
     "core/standing",
@@ -52,6 +50,13 @@ const TANGLED_STILL: &[(&str, &[&str])] = &[
     ("sim", &["local"]),
     ("wire/conn", &["handshake", "io_thread", "outbox"]),
 ];
+
+/// Whether `from` -> `to` is the core reaching into a layer of [`CORE_MUST_NOT_IMPORT`]: not
+/// allowed, but for the files still listed and the simulation (`core/sim`), which stands in
+/// for the session layer.
+fn core_reach(from: &Module, to: &Module) -> bool {
+    from[0] == "core" && CORE_MUST_NOT_IMPORT.contains(&to[0].as_str())
+}
 
 /// A module's path below the crate root (empty for `lib.rs`).
 type Module = Vec<String>;
@@ -389,7 +394,8 @@ fn imports_point_down_the_layers_and_form_no_circle() {
                 }
             }
             let (layer_from, layer_to) = (&from[0], &to[0]);
-            if layer_from == layer_to {
+            // The core's reach into the session and the wire is judged below, on its own.
+            if layer_from == layer_to || core_reach(from, to) {
                 continue;
             }
             let place = |l: &String| LAYERS.iter().position(|x| x == l);
@@ -415,10 +421,7 @@ fn imports_point_down_the_layers_and_form_no_circle() {
     let mut core_importing = BTreeSet::new();
     for (from, targets) in &edges {
         let in_core = from[0] == "core" && from.get(1).is_none_or(|f| f != "sim");
-        for to in targets
-            .iter()
-            .filter(|to| CORE_MUST_NOT_IMPORT.contains(&to[0].as_str()))
-        {
+        for to in targets.iter().filter(|to| core_reach(from, to)) {
             if in_core {
                 core_importing.insert(name(from));
                 if !CORE_NOT_YET_ON_ITS_OWN.contains(&name(from).as_str()) {

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::session::{Liveness, NodeStat, Session};
+use crate::session::Session;
 
 use super::held::Held;
 use super::seam::ZkSession;
+use super::session_view::{Liveness, NodeStat};
 use super::withdraw::OurNode;
 
 /// Our node, claimed: it holds the lock. On a [`Session`], [`held`](Claimed::held) makes it

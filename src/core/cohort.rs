@@ -79,9 +79,9 @@ use crate::error::Result;
 use crate::metrics::{self, Recipe};
 
 use crate::error::Error;
-use crate::session::Liveness;
 
 use super::seam::{NodeStore, ZkSession};
+use super::session_view::Liveness;
 use super::withdraw::Withdrawals;
 
 /// What a check's listing found.

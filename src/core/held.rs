@@ -10,10 +10,11 @@ use crate::error::{Error, Result};
 use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::{block_on_or_stop, deadline_after};
 use crate::session::own_node::OwnNodeWatch;
-use crate::session::{blocking_or_stop, Liveness, NodeStat, Session};
+use crate::session::{blocking_or_stop, Session};
 use crate::znode::token::FencingToken;
 
 use super::cohort::{Cohort, LocalNode, Release};
+use super::session_view::{Liveness, NodeStat};
 use super::standing::{judge, LockState, Standing};
 use super::track::Track;
 use super::withdraw::Withdrawals;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::session::{Liveness, Session};
+use crate::session::Session;
 use crate::znode::layout::owner_data;
 
 use super::claim::Claimed;
@@ -17,6 +17,7 @@ use super::contend::{contend, past_deadline_is_busy};
 use super::held::Held;
 use super::kind::Kind;
 use super::seam::ZkSession;
+use super::session_view::Liveness;
 use super::wait::Attempt;
 
 /// A node that holds a lock (or a gate, or a lease) for an acquisition of several.

@@ -17,7 +17,9 @@
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::session::{Liveness, Session};
+use crate::session::Session;
+
+use super::session_view::Liveness;
 
 /// Whether a held lock is still ours, as far as this process can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

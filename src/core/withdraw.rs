@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use log::debug;
 
-use crate::session::{Liveness, Session};
+use crate::session::Session;
 
 use super::seam::ZkSession;
+use super::session_view::Liveness;
 
 /// Our node while we wait: withdrawn on every path that does not end holding the lock (an
 /// error, a timeout, a cancellation, or the future being dropped at any await point).

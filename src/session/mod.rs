@@ -118,30 +118,8 @@ pub(crate) struct Session {
     pub(crate) floors: floors::Floors,
 }
 
-/// How the state of a session looks to a lock holder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Liveness {
-    Connected,
-    /// No word from the server for a while (the transport gives a connection up after 2/5 of
-    /// the session timeout of silence) or connection dropped: the session may live, or may be
-    /// expiring.
-    Disconnected,
-    /// Terminal: expired, closed or refused.
-    Ended,
-}
-
-/// The subset of a node's `Stat` that zklock uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NodeStat {
-    /// Zxid of the create: ensemble-wide monotonic, hence a fencing token.
-    pub(crate) czxid: i64,
-    /// Session id owning an ephemeral node, 0 for persistent ones.
-    pub(crate) ephemeral_owner: i64,
-    /// Creation time, milliseconds since the epoch (server clock).
-    pub(crate) ctime: i64,
-    /// Data version: bumped by every setData (Curator's revocation request writes it).
-    pub(crate) version: i32,
-}
+// The core's words for what the session reports (see `core/session_view.rs`).
+pub(crate) use crate::core::session_view::{Liveness, NodeStat};
 
 impl From<&zk::Stat> for NodeStat {
     fn from(stat: &zk::Stat) -> Self {
