@@ -13,9 +13,10 @@ use crate::session::own_node::OwnNodeWatch;
 use crate::session::{blocking_or_stop, Session};
 use crate::znode::token::FencingToken;
 
+use super::claim::Claimed;
 use super::cohort::{Cohort, LocalNode, Release};
 use super::session_view::{Liveness, NodeStat};
-use super::standing::{judge, LockState, Standing};
+use super::standing::{LockState, Standing};
 use super::track::Track;
 use super::withdraw::Withdrawals;
 
@@ -53,6 +54,19 @@ pub(crate) struct Held {
     local: u16,
     /// With local handoff: the local queue the release goes through (see `cohort.rs`).
     cohort: Option<Arc<Cohort<Held>>>,
+}
+
+impl Claimed<Session> {
+    /// The node a guard keeps, from our node claimed on a session of the client.
+    pub(super) fn held(self, lock_path: &str) -> Held {
+        Held::new(
+            self.session,
+            lock_path,
+            self.node_path,
+            self.stat,
+            self.generation,
+        )
+    }
 }
 
 impl Held {
@@ -123,7 +137,7 @@ impl Held {
     /// Where the lock stands now, watching our node from now on; a loss seen is reported.
     fn standing(&self) -> Standing {
         let deleted = self.own_node().is_some_and(OwnNodeWatch::deleted);
-        let standing = judge(&self.session, deleted);
+        let standing = self.session.standing(deleted);
         self.track.observed(standing);
         standing
     }
@@ -144,7 +158,7 @@ impl Held {
     /// The state as far as known without starting to watch our node (for `Debug`).
     pub(crate) fn peek_state(&self) -> LockState {
         let deleted = self.watched().is_some_and(OwnNodeWatch::deleted);
-        judge(&self.session, deleted).into()
+        self.session.standing(deleted).into()
     }
 
     /// The watch on our node if it is set already (without setting it).
@@ -163,7 +177,7 @@ impl Held {
     /// once something else set the watch. A loss seen is reported, as by `state`.
     pub(crate) fn standing_unwatched(&self) -> Standing {
         let deleted = self.watched().is_some_and(OwnNodeWatch::deleted);
-        let standing = judge(&self.session, deleted);
+        let standing = self.session.standing(deleted);
         self.track.observed(standing);
         standing
     }
@@ -271,7 +285,7 @@ impl Held {
         self.released = true;
         let left = deadline.saturating_duration_since(Instant::now());
         let deleted = self.session.delete_node_async(&self.node_path, left).await;
-        self.track.released(&deleted, &self.session);
+        self.track.released(&deleted, self.session.as_ref());
         match deleted {
             Ok(true) => Ok(()),
             // Someone else deleted our node while we believed we held the lock.
@@ -304,7 +318,7 @@ impl Held {
             watch.stop_in_background();
         }
         // The hold ends with the release asked for; its outcome is the background's.
-        self.track.released(&Ok(true), &self.session);
+        self.track.released(&Ok(true), self.session.as_ref());
         if self.session.liveness() != Liveness::Ended {
             self.session.withdraw_in_background(&self.node_path, done);
         }
@@ -352,7 +366,7 @@ impl LocalNode for Held {
         };
         // This holder's hold ends here, as at a release.
         self.released = true;
-        self.track.released(&Ok(true), &self.session);
+        self.track.released(&Ok(true), self.session.as_ref());
         next
     }
 

@@ -120,6 +120,7 @@ pub(crate) struct Session {
 
 // The core's words for what the session reports (see `core/session_view.rs`).
 pub(crate) use crate::core::session_view::{Liveness, NodeStat};
+use crate::core::standing::{decide, ended, Standing};
 
 impl From<&zk::Stat> for NodeStat {
     fn from(stat: &zk::Stat) -> Self {
@@ -287,6 +288,19 @@ impl Session {
                 task.abort();
             }
         }
+    }
+
+    /// Decides, now and on the calling thread, where a node held through this session stands
+    /// (`deleted`: our node is known to be gone; `false` to judge the session alone), by the
+    /// core's one rule ([`decide`]). Never blocks: nothing the network or runtime thread last
+    /// said is trusted past the lease.
+    pub(crate) fn standing(&self, deleted: bool) -> Standing {
+        decide(
+            deleted,
+            self.liveness(),
+            || self.lease.remaining(),
+            || ended(&self.ended_error()),
+        )
     }
 
     /// The session of a client whose close token is `closes`.
