@@ -18,6 +18,7 @@ use crate::znode::layout::{check_data_size, nodes_ahead, owner_data, LockNode};
 
 use super::claim::{claim, node_vanished, Claimed};
 use super::held::Held;
+use super::hold::Holds;
 use super::kind::{Kind, Rival};
 use super::place::{create_node, Created};
 use super::seam::ZkSession;
@@ -54,6 +55,21 @@ pub(crate) async fn acquire_on(
         held.make_revocable(watch);
     }
     Ok(Some(held))
+}
+
+/// Acquires `lock_path` as a contender of `kind` with the owner's data, on any session: the
+/// steps of an acquisition of several for each of its locks (what
+/// [`acquire_on`] is for one, without its options).
+pub(crate) async fn take<S: Holds>(
+    session: &Arc<S>,
+    lock_path: &str,
+    kind: &Kind,
+    attempt: &Attempt,
+    deadline: Option<Instant>,
+) -> Result<Option<S::Held>> {
+    let contended = contend(session, lock_path, kind, attempt, deadline, &owner_data()).await;
+    let claimed = past_deadline_is_busy(session.as_ref(), deadline, contended)?;
+    Ok(claimed.map(|claimed| S::hold(claimed, lock_path)))
 }
 
 /// Per-acquisition choices of a recipe.

@@ -1,6 +1,7 @@
 //! A node that holds a lock: its state, as the one rule decides it (see `standing.rs`), the
 //! wait for trouble, revocation, and the release.
 
+use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,7 @@ use crate::znode::token::FencingToken;
 
 use super::claim::Claimed;
 use super::cohort::{Cohort, LocalNode, Release};
+use super::hold::{Hold, Holds};
 use super::session_view::{Liveness, NodeStat};
 use super::standing::{LockState, Standing};
 use super::track::Track;
@@ -66,6 +68,28 @@ impl Claimed<Session> {
             self.stat,
             self.generation,
         )
+    }
+}
+
+impl Hold for Held {
+    fn node_path(&self) -> &str {
+        Held::node_path(self)
+    }
+    fn liveness(&self) -> Liveness {
+        Held::liveness(self)
+    }
+    fn release_in_background(&mut self, done: impl Send + 'static) {
+        Held::release_in_background(self, done);
+    }
+    fn release_logged(&mut self, wait: Duration) -> impl Future<Output = ()> + Send + '_ {
+        Held::release_logged(self, wait)
+    }
+}
+
+impl Holds for Session {
+    type Held = Held;
+    fn hold(claimed: Claimed<Session>, lock_path: &str) -> Held {
+        claimed.held(lock_path)
     }
 }
 
