@@ -11,7 +11,6 @@ use log::{debug, error};
 
 use crate::error::{Error, Result};
 use crate::session::floors::{Floors, QueueId};
-use crate::session::listing::Children;
 use crate::session::Session;
 use crate::wire as zk;
 use crate::znode::layout::{check_data_size, nodes_ahead, owner_data, LockNode};
@@ -22,7 +21,7 @@ use super::hold::Holds;
 use super::kind::{Kind, Rival};
 use super::place::{create_node, Created};
 use super::seam::ZkSession;
-use super::session_view::Liveness;
+use super::session_view::{Children, Liveness};
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 

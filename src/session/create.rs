@@ -14,30 +14,14 @@ use super::errors::outcome_unknown;
 use super::op::{Op, ZkResult};
 use super::{until, NodeStat, Session};
 
+// The core's word for a create's outcome (see `core/session_view.rs`).
+pub(crate) use crate::core::session_view::Create;
+
 /// The replies to a pipelined create (node name, stat) and listing.
 type CreateAndList = (
     ZkResult<(String, NodeStat)>,
     ZkResult<(Vec<String>, NodeStat)>,
 );
-
-/// Outcome of [`Session::create_lock_node_async`].
-pub(crate) enum Create {
-    /// Created; the listing of the lock path taken right after, and the lock path's own stat
-    /// from the same reply, when it could be read.
-    Created {
-        name: String,
-        stat: NodeStat,
-        children: Option<Vec<String>>,
-        parent: Option<NodeStat>,
-    },
-    /// The connection dropped before the reply: the node may or may not exist.
-    Unknown,
-    /// The deadline passed first. The request is still pending; a background task deletes the
-    /// node if it appears.
-    TimedOut,
-    /// The lock path does not exist (yet, or any more).
-    ParentMissing,
-}
 
 impl Session {
     /// Creates the ephemeral sequential node `prefix` + sequence and, pipelined behind it on the
