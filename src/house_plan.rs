@@ -1,8 +1,15 @@
 //! The house plan, checked: every path a file names into the crate (`use crate::..`,
-//! `super::..`, inline `crate::..` and `$crate::..`, test code included) is resolved to the file
-//! that defines the module, and then
-//! - no two files import each other, and the imports between files form no circle at all;
-//! - imports between the top-level modules only point down [`LAYERS`].
+//! `super::..`, inline `crate::..` and `$crate::..`, and a path through a module the file
+//! declares itself, `child::..`; test code included) is resolved to the file that defines the
+//! module, and then
+//! - no two files import each other (a folder's `mod.rs` and one of its files included: its
+//!   re-exports of its files are its face, not a use), and the imports between files form no
+//!   circle at all ([`TANGLED_STILL`] lists the folders where some remain, and may only
+//!   shrink);
+//! - imports between the top-level modules only point down [`LAYERS`];
+//! - the waiting core (`core/`, its simulation aside) stands on its own vocabulary: it imports
+//!   neither `session` nor `wire` ([`CORE_NOT_YET_ON_ITS_OWN`] lists the files still to
+//!   move, and may only shrink).
 //!
 //! A new top-level module takes its place in [`LAYERS`]; a folder's `mod.rs` declares its files
 //! and is imported by them only for what it defines itself (its re-exports would make circles).
@@ -13,9 +20,33 @@ use std::path::{Path, PathBuf};
 
 /// The layers, bottom first: a module may import its own files and the modules before it.
 const LAYERS: &[&str] = &[
-    "random", "error", "metrics", "rt", "znode", "wire", "session", "core", "client", "recipes",
+    "random", "error", "metrics", "rt", "znode", "core", "wire", "session", "client", "recipes",
     "sim",
 ];
+
+/// The layers the waiting core must not import: the session layer depends on the core's
+/// types (its seam, states and errors), not the reverse.
+const CORE_MUST_NOT_IMPORT: &[&str] = &["session", "wire"];
+
+/// The core's files that still import a layer of [`CORE_MUST_NOT_IMPORT`]: each must leave
+/// the list as it is freed, and no file may join it.
+const CORE_NOT_YET_ON_ITS_OWN: &[&str] = &["core/contend", "core/held", "core/seam"];
+
+/// The folders whose `mod.rs` (or `x.rs` for a folder `x/`) and files still import each
+/// other, each with its pairs: a new pair anywhere fails, a pair untied must leave the list,
+/// and a circle is tolerated only inside one of these folders.
+const TANGLED_STILL: &[(&str, &[&str])] = &[
+    ("core/sim/world", &["requests", "tree"]),
+    ("sim", &["local"]),
+    ("wire/conn", &["handshake", "io_thread", "outbox"]),
+];
+
+/// Whether `from` -> `to` is the core reaching into a layer of [`CORE_MUST_NOT_IMPORT`]: not
+/// allowed, but for the files still listed and the simulation (`core/sim`), which stands in
+/// for the session layer.
+fn core_reach(from: &Module, to: &Module) -> bool {
+    from[0] == "core" && CORE_MUST_NOT_IMPORT.contains(&to[0].as_str())
+}
 
 /// A module's path below the crate root (empty for `lib.rs`).
 type Module = Vec<String>;
@@ -132,9 +163,10 @@ fn expand_use(tree: &str) -> Vec<String> {
         .collect()
 }
 
-/// The `crate::`, `$crate::`, `self::` and `super::` paths `code` names, each with where it
+/// The `crate::`, `$crate::`, `self::` and `super::` paths `code` names, and those through
+/// one of `children` (the modules its file declares, each as `name::`), each with where it
 /// is named (for the inline modules around it).
-fn paths_named(code: &str) -> Vec<(String, usize)> {
+fn paths_named(code: &str, children: &[String]) -> Vec<(String, usize)> {
     let mut found = Vec::new();
     let mut from = 0;
     for statement in code.split(';') {
@@ -156,7 +188,8 @@ fn paths_named(code: &str) -> Vec<(String, usize)> {
         }
     }
     let bytes = code.as_bytes();
-    for start in ["crate::", "super::", "self::"] {
+    let starts = ["crate::", "super::", "self::"].map(str::to_owned);
+    for start in starts.iter().chain(children) {
         for (at, _) in code.match_indices(start) {
             let before = at.checked_sub(1).map(|b| bytes[b]);
             let is_path_start = before.is_none_or(|b| !(b.is_ascii_alphanumeric() || b == b'_'));
@@ -171,6 +204,26 @@ fn paths_named(code: &str) -> Vec<(String, usize)> {
         }
     }
     found
+}
+
+/// The spans of the re-exports (`pub use ..;`, `pub(crate) use ..;`) in `code`, each to its
+/// `;`: a folder's face, which hands its files' items on without using them.
+fn reexports(code: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut line_start = 0;
+    for line in code.split_inclusive('\n') {
+        let text = line.trim_start();
+        let start = line_start + (line.len() - text.len());
+        line_start += line.len();
+        if ["pub use ", "pub(crate) use ", "pub(super) use "]
+            .iter()
+            .any(|p| text.starts_with(p))
+        {
+            let end = code[start..].find(';').map_or(code.len(), |e| start + e);
+            spans.push((start, end));
+        }
+    }
+    spans
 }
 
 /// The spans of the inline modules (`mod tests { .. }`) in `code`.
@@ -211,7 +264,7 @@ fn inline_modules(code: &str) -> Vec<(usize, usize)> {
 /// Items the crate root re-exports (`pub use a::b::X`), so that `crate::X` names `a::b`.
 fn root_items(lib: &str) -> BTreeMap<String, Module> {
     let mut items = BTreeMap::new();
-    for (path, _) in paths_named(&code_of(lib)) {
+    for (path, _) in paths_named(&code_of(lib), &[]) {
         let mut segments: Vec<String> = path.split("::").map(str::to_owned).collect();
         if segments[0] == "crate" {
             segments.remove(0);
@@ -253,6 +306,10 @@ fn resolve(
             }
             module
         }
+        // A module declared by the file itself (`mod child;` .. `child::X`).
+        child if files.contains_key(&[here.as_slice(), &[child.to_owned()]].concat()) => {
+            here.clone()
+        }
         _ => return None,
     };
     for segment in segments {
@@ -277,7 +334,13 @@ fn imports_point_down_the_layers_and_form_no_circle() {
         }
         let code = code_of(&fs::read_to_string(path).unwrap());
         let inline = inline_modules(&code);
-        for (named, at) in paths_named(&code) {
+        let face = reexports(&code);
+        let children: Vec<String> = files
+            .keys()
+            .filter(|m| m.len() == module.len() + 1 && m.starts_with(module))
+            .map(|m| format!("{}::", m[module.len()]))
+            .collect();
+        for (named, at) in paths_named(&code, &children) {
             // Inside an inline module (`mod tests`), `self` and `super` start one level down
             // per module around: `use super::*` there names the file itself.
             let mut here = module.clone();
@@ -288,6 +351,11 @@ fn imports_point_down_the_layers_and_form_no_circle() {
                 here.push(String::new());
             }
             match resolve(&named, &here, &files, &root) {
+                // A re-export of one of its own files: the folder's face, not a use.
+                Some(target)
+                    if target.len() == module.len() + 1
+                        && target.starts_with(module)
+                        && face.iter().any(|(open, end)| (*open..=*end).contains(&at)) => {}
                 Some(target)
                     if !target.is_empty()
                         && target != *module
@@ -301,14 +369,23 @@ fn imports_point_down_the_layers_and_form_no_circle() {
     }
     let name = |m: &Module| m.join("/");
     let mut problems = BTreeSet::new();
+    let mut tangled = BTreeSet::new();
     for (from, targets) in &edges {
         for to in targets {
             if edges.get(to).is_some_and(|back| back.contains(from)) {
                 let (a, b) = (name(from).min(name(to)), name(from).max(name(to)));
-                problems.insert(format!("{a} and {b} import each other"));
+                let known = TANGLED_STILL.iter().any(|(folder, files)| {
+                    a == *folder && files.iter().any(|f| b == format!("{folder}/{f}"))
+                });
+                if known {
+                    tangled.insert((a.clone(), b.clone()));
+                } else {
+                    problems.insert(format!("{a} and {b} import each other"));
+                }
             }
             let (layer_from, layer_to) = (&from[0], &to[0]);
-            if layer_from == layer_to {
+            // The core's reach into the session and the wire is judged below, on its own.
+            if layer_from == layer_to || core_reach(from, to) {
                 continue;
             }
             let place = |l: &String| LAYERS.iter().position(|x| x == l);
@@ -331,9 +408,50 @@ fn imports_point_down_the_layers_and_form_no_circle() {
             }
         }
     }
+    let mut core_importing = BTreeSet::new();
+    for (from, targets) in &edges {
+        let in_core = from[0] == "core" && from.get(1).is_none_or(|f| f != "sim");
+        for to in targets.iter().filter(|to| core_reach(from, to)) {
+            if in_core {
+                core_importing.insert(name(from));
+                if !CORE_NOT_YET_ON_ITS_OWN.contains(&name(from).as_str()) {
+                    problems.insert(format!(
+                        "{} imports {}: the core stands on its own vocabulary",
+                        name(from),
+                        name(to)
+                    ));
+                }
+            }
+        }
+    }
+    for listed in CORE_NOT_YET_ON_ITS_OWN {
+        if !core_importing.contains(*listed) {
+            problems.insert(format!(
+                "{listed} no longer imports the session or the wire: take it off CORE_NOT_YET_ON_ITS_OWN"
+            ));
+        }
+    }
+    for (folder, files) in TANGLED_STILL {
+        for file in *files {
+            let pair = (folder.to_string(), format!("{folder}/{file}"));
+            if !tangled.contains(&pair) {
+                problems.insert(format!(
+                    "{} and {} no longer import each other: take them off TANGLED_STILL",
+                    pair.0, pair.1
+                ));
+            }
+        }
+    }
     for circle in circles(&edges) {
         let names: Vec<String> = circle.iter().map(name).collect();
-        problems.insert(format!("circle: {}", names.join(" -> ")));
+        let inside = |folder: &str| {
+            names
+                .iter()
+                .all(|n| n == folder || n.starts_with(&format!("{folder}/")))
+        };
+        if !TANGLED_STILL.iter().any(|(folder, _)| inside(folder)) {
+            problems.insert(format!("circle: {}", names.join(" -> ")));
+        }
     }
     assert!(problems.is_empty(), "{problems:#?}");
 }
@@ -400,11 +518,35 @@ fn use_trees_and_paths_are_read_as_written() {
     );
     let code =
         code_of("use crate::x::Y; // crate::no\nfn f() { $crate::z::w(); \"crate::s\"; '{'; }");
-    let named: Vec<String> = paths_named(&code).into_iter().map(|(p, _)| p).collect();
+    let named: Vec<String> = paths_named(&code, &[])
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
     assert_eq!(named, ["crate::x::Y", "crate::x::Y", "crate::z::w"]);
+    let code = code_of("mod kid;\nstruct S(kid::K);\nfn f() { other::kid::k(); }");
+    let named: Vec<String> = paths_named(&code, &["kid::".to_owned()])
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    assert_eq!(
+        named,
+        ["kid::K"],
+        "a declared module's path, not one through another"
+    );
+    let code = code_of("pub use kid::K;\nuse kid::L;\npub(crate) use kid::{\n    M,\n};\n");
+    let spans = reexports(&code);
+    assert_eq!(spans.len(), 2);
+    let faces = paths_named(&code, &["kid::".to_owned()])
+        .into_iter()
+        .filter(|(_, at)| spans.iter().any(|(open, end)| (*open..=*end).contains(at)))
+        .count();
+    assert_eq!(
+        faces, 3,
+        "K twice (the statement and the path), M once; L is a use"
+    );
     let code = code_of("mod a;\nmod tests {\n    use super::*;\n}\n");
     let spans = inline_modules(&code);
     assert_eq!(spans.len(), 1);
-    let (_, at) = paths_named(&code)[0];
+    let (_, at) = paths_named(&code, &[])[0];
     assert!(spans[0].0 < at && at < spans[0].1);
 }

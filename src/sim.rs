@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::core::hold::{take, Hold};
+use crate::core::contend::take;
+use crate::core::hold::Hold;
 use crate::core::kind::{Kind, Role};
 use crate::core::ordered::take_in_order;
 use crate::core::permits::take_permits;

@@ -389,6 +389,74 @@ mod acquisitions {
         });
     }
 
+    /// The `_with_async` forms of a guard's waits and fenced writes: a timeout or a deadline
+    /// ends them on zklock's own timer, a cancelled token at once, as their blocking forms.
+    #[test]
+    fn a_guards_waits_and_writes_take_a_wait_as_futures() {
+        let client = common::client();
+        let path = common::lock_path("async-with-forms");
+        let data = format!("{path}-data");
+        let mutex = DistributedMutex::new(&client, &path).unwrap().revocable();
+        let cancelled = CancelToken::new();
+        cancelled.cancel();
+        two_worker_runtime().block_on(async {
+            let guard = mutex.lock_async().await.unwrap();
+            let started = Instant::now();
+            let lost = guard
+                .wait_lost_with_async(Wait::timeout(Duration::from_millis(200)))
+                .await;
+            assert_eq!(lost, None, "still held");
+            assert!(started.elapsed() >= Duration::from_millis(200));
+            let started = Instant::now();
+            let deadline = Wait::until(Instant::now() + Duration::from_millis(200));
+            assert!(!guard.wait_revocation_with_async(deadline).await);
+            assert!(started.elapsed() >= Duration::from_millis(200));
+            let stopped = Wait::forever().cancel_on(&cancelled);
+            assert_eq!(guard.wait_lost_with_async(stopped.clone()).await, None);
+            assert!(!guard.wait_revocation_with_async(stopped.clone()).await);
+            // A correctness bound, not a speed figure: a cancelled token ends them at once.
+            assert!(started.elapsed() < Duration::from_secs(2));
+
+            let budget = Wait::timeout(Duration::from_secs(10));
+            guard
+                .fenced_set_data_with_async(&data, b"one", budget.clone())
+                .await
+                .unwrap();
+            assert!(matches!(
+                guard
+                    .fenced_set_data_with_async(&data, b"two", stopped.clone())
+                    .await,
+                Err(Error::Cancelled)
+            ));
+            assert_eq!(client.get_data(&data).unwrap().unwrap(), b"one");
+            let extra = format!("{data}-extra");
+            let transaction = guard.transaction().create(&extra, b"x");
+            transaction.commit_with_async(budget.clone()).await.unwrap();
+            let transaction = guard.transaction().set_data(&data, b"three");
+            let refused = transaction.commit_with_async(stopped.clone()).await;
+            assert!(matches!(refused, Err(Error::Cancelled)), "{refused:?}");
+            assert_eq!(client.get_data(&data).unwrap().unwrap(), b"one");
+            assert!(matches!(
+                guard.fenced_delete_with_async(&extra, stopped).await,
+                Err(Error::Cancelled)
+            ));
+            assert!(guard
+                .fenced_delete_with_async(&extra, budget.clone())
+                .await
+                .unwrap());
+            assert!(guard.fenced_delete_with_async(&data, budget).await.unwrap());
+
+            let operator = common::client();
+            let queue = DistributedMutex::new(&operator, &path).unwrap();
+            let contender = queue.contenders().unwrap().remove(0);
+            assert!(queue.break_contender(&contender).unwrap());
+            let lost = guard
+                .wait_lost_with_async(Wait::timeout(Duration::from_secs(5)))
+                .await;
+            assert_eq!(lost, Some(LockState::Lost));
+        });
+    }
+
     #[test]
     fn fenced_writes_and_transactions_await() {
         let client = common::client();
@@ -930,6 +998,15 @@ mod other_calls {
         send(&leaders.next_async());
         send(&leaders.next_with_async(zklock::Wait::forever()));
         send(&guard.wait_revocation_async());
+        send(&guard.wait_revocation_with_async(zklock::Wait::forever()));
+        send(&guard.wait_lost_with_async(zklock::Wait::forever()));
+        send(&guard.fenced_set_data_with_async(&path, b"", zklock::Wait::forever()));
+        send(&guard.fenced_delete_with_async(&path, zklock::Wait::forever()));
+        send(
+            &guard
+                .transaction()
+                .commit_with_async(zklock::Wait::forever()),
+        );
         let _: &Client = &client;
     }
 }

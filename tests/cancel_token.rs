@@ -9,7 +9,7 @@ use std::future::Future;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zklock::{CancelToken, DistributedMutex};
+use zklock::{CancelToken, DistributedMutex, Wait};
 
 /// Compiles only if the future can move to another thread and outlive the token it came from.
 fn assert_send_static<F: Future + Send + 'static>(future: F) -> F {
@@ -134,6 +134,41 @@ fn an_async_acquisition_on_a_silent_connection_stops_on_the_token() {
             &other, &path
         ) == 1),
         "the cancelled waiter's node is still there"
+    );
+    drop(guard);
+    assert!(common::eventually(Duration::from_secs(15), || {
+        common::children_count(&other, &path) == 0
+    }));
+}
+
+/// `Wait::until`: one deadline shared by several calls. The first spends it waiting for a
+/// busy lock; the next, given the same deadline, now passed, gives up at once.
+#[test]
+fn one_deadline_bounds_several_calls() {
+    let path = common::lock_path("one_deadline_for_several_calls");
+    let other = common::client();
+    let holder = DistributedMutex::new(&other, &path).unwrap();
+    let guard = holder.lock().unwrap();
+    let client = common::client();
+    let mutex = DistributedMutex::new(&client, &path).unwrap();
+    let deadline = Instant::now() + Duration::from_millis(500);
+    let budget = Wait::until(deadline);
+    assert!(mutex.lock_with(budget.clone()).unwrap().is_none());
+    let first = Instant::now();
+    assert!(first >= deadline, "returned {:?} early", deadline - first);
+    assert!(
+        first - deadline < Duration::from_secs(2),
+        "{:?} late",
+        first - deadline
+    );
+    let runtime = common::two_worker_runtime();
+    let again = runtime.block_on(mutex.lock_with_async(budget)).unwrap();
+    assert!(again.is_none(), "the lock was busy");
+    // A correctness bound, not a speed figure: the call only tries.
+    assert!(
+        first.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        first.elapsed()
     );
     drop(guard);
     assert!(common::eventually(Duration::from_secs(15), || {

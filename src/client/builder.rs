@@ -367,6 +367,7 @@ impl ClientBuilder {
         let zk::ConnectString { hosts, chroot } = config.read_connect_string()?;
         let runtime = Runtime::shared()?;
         let releases = Arc::new(Releases::default());
+        let closed = CancelToken::for_client();
         let session = blocking(open_session(
             &runtime,
             &config,
@@ -375,7 +376,8 @@ impl ClientBuilder {
             &releases,
             None,
             None,
-        ))?;
+        ))?
+        .closed_by(&closed);
         info!(
             "connected to {} (session {:#x}, timeout {:?})",
             config.connect_string, session.id, session.timeout
@@ -388,7 +390,7 @@ impl ClientBuilder {
             session: Mutex::new(Some(Arc::new(session))),
             renewal: Default::default(),
             releases: releases.clone(),
-            closed: CancelToken::for_client(),
+            closed,
             close_outcome: Mutex::new(None),
             observe,
             release_timeout,

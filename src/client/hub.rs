@@ -52,7 +52,7 @@ pub(crate) struct Observe {
 }
 
 /// Blocks the calling thread until the session's state changes, `replaced` or `releases` is
-/// notified, `deadline` passes, or a token the thread watches is cancelled.
+/// notified, or `deadline` passes.
 pub(super) fn wait_any(
     watcher: Option<&mut zk::StateWatcher>,
     replaced: EventListener,
@@ -63,7 +63,7 @@ pub(super) fn wait_any(
     let _ = block_on(Box::pin(any), None);
 }
 
-/// As [`wait_any`], awaited (without a thread, no token is watched: drop the future instead).
+/// As [`wait_any`], awaited.
 pub(super) async fn wait_any_async(
     watcher: Option<&mut zk::StateWatcher>,
     replaced: EventListener,

@@ -23,6 +23,7 @@ pub(crate) mod shutdown;
 pub(crate) mod state;
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,7 +34,7 @@ use crate::core::cohort::Cohort;
 use crate::core::held::Held;
 use crate::error::{Error, Result};
 use crate::metrics::Recipe;
-use crate::rt::cancel::{self, CancelToken, Watching};
+use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::{deadline_after, Runtime};
 use crate::session::config::SessionConfig;
 use crate::session::open::open_session;
@@ -200,7 +201,7 @@ impl Client {
                 fresh.close(); // Closed while we connected.
                 return Err(Error::Closed);
             }
-            Ok(fresh) => Arc::new(fresh),
+            Ok(fresh) => Arc::new(fresh.closed_by(&self.inner.closed)),
             // The caller's deadline, not the connect timeout, ran out: an outage.
             Err(_) if self.is_closed() => return Err(Error::Closed),
             Err(Error::Connect { .. }) if deadline.is_some_and(|d| Instant::now() >= d) => {
@@ -423,10 +424,12 @@ impl Client {
         }
     }
 
-    /// Makes the calling thread's waits end when the client is closed, until dropped (for
-    /// calls that reach the session without [`Client::one_call_async`], such as releases).
-    pub(crate) fn watch_close(&self) -> Watching {
-        cancel::watch([&self.inner.closed])
+    /// The blocking form of the client's async operation `op` (see
+    /// [`blocking`](crate::session::blocking)), also ended by closing the client
+    /// ([`Error::Closed`]): no entry point has to remember it (a fenced write stuck on a
+    /// silent connection ends at the close).
+    pub(crate) fn blocking<T>(&self, op: impl Future<Output = Result<T>>) -> Result<T> {
+        crate::session::blocking_or_stop(op, std::slice::from_ref(&self.inner.closed))
     }
 
     /// The token [`close`](Self::close) cancels.
@@ -583,10 +586,10 @@ impl Client {
     /// opens a new one: this wait does not open it.
     pub fn wait_state_change(&self, seen: SessionState, timeout: Duration) -> SessionState {
         let deadline = deadline_after(timeout);
-        let _watching = self.watch_close();
         let wait = std::pin::pin!(self.state_change(seen, Some(deadline)));
         // Interrupted only by the client's closing, which the state then says.
-        crate::rt::runtime::block_on(wait, None).unwrap_or_else(|_| self.state())
+        let closes = std::slice::from_ref(&self.inner.closed);
+        crate::rt::runtime::block_on_or_stop(wait, None, closes).unwrap_or_else(|_| self.state())
     }
 
     /// As [`wait_state_change`](Self::wait_state_change) without a timeout, as a future

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::core::standing::{judge, Loss, Standing};
+use crate::core::standing::{Loss, Standing};
 use crate::rt::runtime::deadline_after;
 use crate::session::Session;
 
@@ -66,7 +66,7 @@ pub struct StateChange {
 /// The state of `session`, decided now on the calling thread by the one rule (judged for the
 /// session alone, no node of ours), with where it stands, for [`next_look`].
 pub(crate) fn of_session(session: &Session) -> (SessionState, Standing) {
-    let standing = judge(session, false);
+    let standing = session.standing(false);
     (standing.into(), standing)
 }
 

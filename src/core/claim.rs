@@ -3,31 +3,18 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::session::{Liveness, NodeStat, Session};
 
-use super::held::Held;
 use super::seam::ZkSession;
+use super::session_view::{Liveness, NodeStat};
 use super::withdraw::OurNode;
 
-/// Our node, claimed: it holds the lock. On a [`Session`], [`held`](Claimed::held) makes it
-/// the [`Held`] a guard keeps; the in-memory tests look at it as it is.
+/// Our node, claimed: it holds the lock. On a session of the client, `Claimed::held` (in
+/// `held.rs`) makes it the `Held` a guard keeps; the in-memory tests look at it as it is.
 pub(crate) struct Claimed<S: ZkSession> {
-    pub(super) session: Arc<S>,
+    pub(crate) session: Arc<S>,
     pub(crate) node_path: String,
     pub(crate) stat: NodeStat,
-    pub(super) generation: i64,
-}
-
-impl Claimed<Session> {
-    pub(super) fn held(self, lock_path: &str) -> Held {
-        Held::new(
-            self.session,
-            lock_path,
-            self.node_path,
-            self.stat,
-            self.generation,
-        )
-    }
+    pub(crate) generation: i64,
 }
 
 pub(super) fn claim<S: ZkSession>(

@@ -77,12 +77,11 @@ use parking_lot::Mutex;
 
 use crate::error::Result;
 use crate::metrics::{self, Recipe};
-use crate::rt::cancel;
 
 use crate::error::Error;
-use crate::session::Liveness;
 
 use super::seam::{NodeStore, ZkSession};
+use super::session_view::Liveness;
 use super::withdraw::Withdrawals;
 
 /// What a check's listing found.
@@ -591,10 +590,9 @@ where
             state.contention_tries = try_only;
         }
         if let Some(contention) = state.contention.as_mut() {
-            // Driven on behalf of every local caller: a cancelled caller's token must not
-            // stop it (the caller leaves by being dropped; a client's close still does).
-            let polled = cancel::shielded(|| contention.as_mut().poll(cx));
-            if let Poll::Ready(outcome) = polled {
+            // Driven on behalf of every local caller: a caller leaves by being dropped, and
+            // its token reaches no further than its own future.
+            if let Poll::Ready(outcome) = contention.as_mut().poll(cx) {
                 state.contention = None;
                 match outcome {
                     Ok(Some(Claim {

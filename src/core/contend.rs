@@ -10,18 +10,18 @@ use std::time::Instant;
 use log::{debug, error};
 
 use crate::error::{Error, Result};
-use crate::rt::cancel::interruption;
 use crate::session::floors::{Floors, QueueId};
-use crate::session::listing::Children;
-use crate::session::{Liveness, Session};
+use crate::session::Session;
 use crate::wire as zk;
 use crate::znode::layout::{check_data_size, nodes_ahead, owner_data, LockNode};
 
 use super::claim::{claim, node_vanished, Claimed};
 use super::held::Held;
+use super::hold::Holds;
 use super::kind::{Kind, Rival};
 use super::place::{create_node, Created};
 use super::seam::ZkSession;
+use super::session_view::{Children, Liveness};
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 
@@ -54,6 +54,21 @@ pub(crate) async fn acquire_on(
         held.make_revocable(watch);
     }
     Ok(Some(held))
+}
+
+/// Acquires `lock_path` as a contender of `kind` with the owner's data, on any session: the
+/// steps of an acquisition of several for each of its locks (what
+/// [`acquire_on`] is for one, without its options).
+pub(crate) async fn take<S: Holds>(
+    session: &Arc<S>,
+    lock_path: &str,
+    kind: &Kind,
+    attempt: &Attempt,
+    deadline: Option<Instant>,
+) -> Result<Option<S::Held>> {
+    let contended = contend(session, lock_path, kind, attempt, deadline, &owner_data()).await;
+    let claimed = past_deadline_is_busy(session.as_ref(), deadline, contended)?;
+    Ok(claimed.map(|claimed| S::hold(claimed, lock_path)))
 }
 
 /// Per-acquisition choices of a recipe.
@@ -89,9 +104,6 @@ pub(crate) fn past_deadline_is_busy<T>(
 /// After the deadline: during an outage the caller learns that the lock could not be decided,
 /// not that it is busy. A wait stopped by cancellation or by closing the client says so.
 pub(crate) fn gave_up<T>(session: &impl ZkSession) -> Result<Option<T>> {
-    if let Some(stopped) = interruption() {
-        return Err(stopped);
-    }
     if session.liveness() == Liveness::Connected {
         Ok(None)
     } else {
@@ -405,8 +417,8 @@ pub(super) async fn wait_for_change<S: ZkSession>(
     }
     contender.armed = false;
     // The session ended: expired, or closed by us (a close also cancels, and the waiter may
-    // see the session's end before the cancellation): say which.
-    Err(interruption().unwrap_or_else(|| session.ended_error()))
+    // see the session's end before the cancellation): the session says which.
+    Err(session.ended_error())
 }
 
 #[cfg(test)]

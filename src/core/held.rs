@@ -1,20 +1,24 @@
 //! A node that holds a lock: its state, as the one rule decides it (see `standing.rs`), the
 //! wait for trouble, revocation, and the release.
 
+use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use log::{debug, warn};
 
 use crate::error::{Error, Result};
-use crate::rt::cancel::{self, CancelToken};
-use crate::rt::runtime::{block_on, deadline_after};
+use crate::rt::cancel::CancelToken;
+use crate::rt::runtime::{block_on_or_stop, deadline_after};
 use crate::session::own_node::OwnNodeWatch;
-use crate::session::{blocking, Liveness, NodeStat, Session};
+use crate::session::{blocking_or_stop, Session};
 use crate::znode::token::FencingToken;
 
+use super::claim::Claimed;
 use super::cohort::{Cohort, LocalNode, Release};
-use super::standing::{judge, LockState, Standing};
+use super::hold::{Hold, Holds};
+use super::session_view::{Liveness, NodeStat};
+use super::standing::{LockState, Standing};
 use super::track::Track;
 use super::withdraw::Withdrawals;
 
@@ -52,6 +56,41 @@ pub(crate) struct Held {
     local: u16,
     /// With local handoff: the local queue the release goes through (see `cohort.rs`).
     cohort: Option<Arc<Cohort<Held>>>,
+}
+
+impl Claimed<Session> {
+    /// The node a guard keeps, from our node claimed on a session of the client.
+    pub(super) fn held(self, lock_path: &str) -> Held {
+        Held::new(
+            self.session,
+            lock_path,
+            self.node_path,
+            self.stat,
+            self.generation,
+        )
+    }
+}
+
+impl Hold for Held {
+    fn node_path(&self) -> &str {
+        Held::node_path(self)
+    }
+    fn liveness(&self) -> Liveness {
+        Held::liveness(self)
+    }
+    fn release_in_background(&mut self, done: impl Send + 'static) {
+        Held::release_in_background(self, done);
+    }
+    fn release_logged(&mut self, wait: Duration) -> impl Future<Output = ()> + Send + '_ {
+        Held::release_logged(self, wait)
+    }
+}
+
+impl Holds for Session {
+    type Held = Held;
+    fn hold(claimed: Claimed<Session>, lock_path: &str) -> Held {
+        claimed.held(lock_path)
+    }
 }
 
 impl Held {
@@ -122,7 +161,7 @@ impl Held {
     /// Where the lock stands now, watching our node from now on; a loss seen is reported.
     fn standing(&self) -> Standing {
         let deleted = self.own_node().is_some_and(OwnNodeWatch::deleted);
-        let standing = judge(&self.session, deleted);
+        let standing = self.session.standing(deleted);
         self.track.observed(standing);
         standing
     }
@@ -143,7 +182,7 @@ impl Held {
     /// The state as far as known without starting to watch our node (for `Debug`).
     pub(crate) fn peek_state(&self) -> LockState {
         let deleted = self.watched().is_some_and(OwnNodeWatch::deleted);
-        judge(&self.session, deleted).into()
+        self.session.standing(deleted).into()
     }
 
     /// The watch on our node if it is set already (without setting it).
@@ -162,7 +201,7 @@ impl Held {
     /// once something else set the watch. A loss seen is reported, as by `state`.
     pub(crate) fn standing_unwatched(&self) -> Standing {
         let deleted = self.watched().is_some_and(OwnNodeWatch::deleted);
-        let standing = judge(&self.session, deleted);
+        let standing = self.session.standing(deleted);
         self.track.observed(standing);
         standing
     }
@@ -177,9 +216,9 @@ impl Held {
         deadline: Option<Instant>,
         cancel: Option<&CancelToken>,
     ) -> Option<LockState> {
-        let _watching = cancel.map(|token| cancel::watch([token]));
         let mut wait = std::pin::pin!(self.wait_not_held_async(deadline));
-        block_on(wait.as_mut(), None).unwrap_or(None)
+        let stops = cancel.cloned();
+        block_on_or_stop(wait.as_mut(), None, stops.as_slice()).unwrap_or(None)
     }
 
     /// As [`wait_not_held`](Self::wait_not_held), awaited (a cancellation is the future's
@@ -190,7 +229,7 @@ impl Held {
             let Some(lease) = standing.lease() else {
                 return Some(standing.into());
             };
-            if deadline.is_some_and(|d| Instant::now() >= d) || cancel::interrupted() {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
                 return None;
             }
             // Look again when the lease would run out (renewals move it on), and, watching
@@ -241,7 +280,9 @@ impl Held {
     /// retry takes over after that). A delete not confirmed in time is
     /// [`Error::OutcomeUnknown`]: it may have been applied, or may be applied later.
     pub(crate) fn release_within(&mut self, wait: Duration) -> Result<()> {
-        blocking(self.release_within_async(wait))
+        // Closing the client wakes a release stuck on a silent connection.
+        let closes = self.session.closes().clone();
+        blocking_or_stop(self.release_within_async(wait), &[closes])
     }
 
     /// As [`release_within`](Self::release_within), awaited. Dropped before the delete is
@@ -268,7 +309,7 @@ impl Held {
         self.released = true;
         let left = deadline.saturating_duration_since(Instant::now());
         let deleted = self.session.delete_node_async(&self.node_path, left).await;
-        self.track.released(&deleted, &self.session);
+        self.track.released(&deleted, self.session.as_ref());
         match deleted {
             Ok(true) => Ok(()),
             // Someone else deleted our node while we believed we held the lock.
@@ -301,7 +342,7 @@ impl Held {
             watch.stop_in_background();
         }
         // The hold ends with the release asked for; its outcome is the background's.
-        self.track.released(&Ok(true), &self.session);
+        self.track.released(&Ok(true), self.session.as_ref());
         if self.session.liveness() != Liveness::Ended {
             self.session.withdraw_in_background(&self.node_path, done);
         }
@@ -349,7 +390,7 @@ impl LocalNode for Held {
         };
         // This holder's hold ends here, as at a release.
         self.released = true;
-        self.track.released(&Ok(true), &self.session);
+        self.track.released(&Ok(true), self.session.as_ref());
         next
     }
 
@@ -392,10 +433,9 @@ impl Held {
             // wait for the server.
             return self.release_in_background(());
         }
-        cancel::shielded(|| {
-            let mut release = std::pin::pin!(self.release_logged(wait));
-            let _ = block_on(release.as_mut(), None);
-        });
+        let closes = self.session.closes().clone();
+        let mut release = std::pin::pin!(self.release_logged(wait));
+        let _ = block_on_or_stop(release.as_mut(), None, &[closes]);
     }
 
     /// Releases, waiting at most about `wait`, and logs a failure instead of returning it.

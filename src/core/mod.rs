@@ -7,7 +7,7 @@
 //! - [`wait`]: how long an acquisition waits, and what stops it;
 //! - [`seam`]: the seam between the core and ZooKeeper (requests, watches, session state),
 //!   which the session implements and unit tests and the simulation drive on a simulated
-//!   ZooKeeper ([`sim`]);
+//!   ZooKeeper ([`sim`]); [`session_view`]: the core's words for what a session reports;
 //! - [`place`]: creating our node at most once;
 //! - [`contend`]: the wait for the blocker, and the end of an acquisition's requests;
 //!   [`permits`]: a semaphore's count of permit nodes instead of a blocker, and its pass
@@ -30,6 +30,7 @@ pub(crate) mod partial;
 pub(crate) mod permits;
 pub(crate) mod place;
 pub(crate) mod seam;
+pub(crate) mod session_view;
 // The simulated ZooKeeper: test code, never in a user's build (feature `simulation`).
 #[cfg(any(test, feature = "simulation"))]
 pub(crate) mod sim;

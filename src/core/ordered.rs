@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use crate::error::Result;
 
-use super::hold::{take, Holds};
+use super::contend::take;
+use super::hold::Holds;
 use super::kind::Kind;
 use super::partial::Partial;
 use super::wait::Attempt;

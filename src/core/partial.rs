@@ -3,9 +3,8 @@
 
 use log::debug;
 
-use crate::session::Liveness;
-
 use super::hold::Hold;
+use super::session_view::Liveness;
 use super::wait::Attempt;
 use super::withdraw::Withdrawals;
 

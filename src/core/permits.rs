@@ -10,8 +10,9 @@ use crate::error::{Error, Result};
 use crate::znode::layout::owner_data;
 
 use super::claim::{claim, node_vanished, Claimed};
+use super::contend::take;
 use super::contend::{gave_up, past_deadline_is_busy, wait_for_change, Woken};
-use super::hold::{take, Hold, Holds};
+use super::hold::{Hold, Holds};
 use super::kind::{Kind, Rival};
 use super::partial::Partial;
 use super::place::{create_node, Created};

@@ -8,13 +8,11 @@ use std::time::Instant;
 use log::{debug, warn};
 
 use crate::error::{Error, Result};
-use crate::session::create::Create;
-use crate::session::listing::{Children, Listed};
-use crate::session::NodeStat;
 use crate::znode::layout::protected_prefix;
 
 use super::claim::node_vanished;
 use super::seam::{NodeStore, ZkSession};
+use super::session_view::{Children, Create, Listed, NodeStat};
 use super::wait::Attempt;
 use super::withdraw::{OurNode, Withdrawals};
 

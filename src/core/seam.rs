@@ -10,11 +10,12 @@ use std::future::Future;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::session::create::Create;
 use crate::session::floors::Floors;
-use crate::session::listing::{list_shared, Children, Listed};
-use crate::session::{Liveness, NodeStat, Session};
+use crate::session::listing::list_shared;
+use crate::session::Session;
 use crate::wire as zk;
+
+use super::session_view::{Children, Create, Listed, Liveness, NodeStat};
 
 /// The session operations that place our node in a queue, so that unit tests can drive every
 /// outcome of a create.

@@ -17,7 +17,8 @@
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::session::{Liveness, Session};
+
+use super::session_view::Liveness;
 
 /// Whether a held lock is still ours, as far as this process can tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,27 +63,15 @@ pub(crate) enum Loss {
     Closed,
 }
 
-/// Decides, now and on the calling thread, where a node held through `session` stands
-/// (`deleted`: our node is known to be gone; `false` to judge the session alone). Never
-/// blocks: nothing the network or runtime thread last said is trusted past the lease.
-pub(crate) fn judge(session: &Session, deleted: bool) -> Standing {
-    decide(
-        deleted,
-        session.liveness(),
-        || session.lease.remaining(),
-        || ended(session),
-    )
-}
-
-/// Why the locks of `session`, which has ended, are lost.
-pub(crate) fn ended(session: &Session) -> Loss {
-    match session.ended_error() {
+/// Why the locks of a session that ended with `error` (its `ended_error`) are lost.
+pub(crate) fn ended(error: &Error) -> Loss {
+    match error {
         Error::SessionExpired => Loss::Expired,
         _ => Loss::Closed,
     }
 }
 
-/// The rule itself, on what [`judge`] reads: the lease (`lease_left`) and the end
+/// The rule itself, on what `Session::standing` reads: the lease (`lease_left`) and the end
 /// (`ended`) are looked at only where they matter.
 pub(crate) fn decide(
     deleted: bool,

@@ -27,8 +27,8 @@ use log::debug;
 use crate::error::{Error, Result};
 use crate::metrics::{self, LossCause, Recipe};
 use crate::rt::relay::io_log;
-use crate::session::Session;
 
+use super::seam::ZkSession;
 use super::standing::{ended, Loss, Standing};
 
 /// The log target of the lines about acquisitions, holds and losses, as the operating docs name
@@ -92,13 +92,14 @@ impl Track {
         tracked.lost(cause);
     }
 
-    /// Releasing our node ended with `deleted` (as `Session::delete_node` reports it).
-    pub(crate) fn released(&self, deleted: &Result<bool>, session: &Session) {
+    /// Releasing our node ended with `deleted` (as `Session::delete_node` reports it), on
+    /// `session`.
+    pub(crate) fn released(&self, deleted: &Result<bool>, session: &impl ZkSession) {
         let Some(tracked) = &self.0 else { return };
         match deleted {
             Ok(false) => tracked.lost(LossCause::Deleted),
             Err(Error::SessionExpired | Error::Closed | Error::Forked) => {
-                tracked.lost(cause(ended(session)))
+                tracked.lost(cause(ended(&session.ended_error())))
             }
             _ => {}
         }

@@ -13,8 +13,8 @@ use super::withdraw::{
     Withdrawals, CANCEL_WITHDRAW_WAIT, PAST_DEADLINE_WITHDRAW_WAIT, WITHDRAW_WAIT,
 };
 
-/// How a call waits: as long as it takes or up to a timeout, and optionally until a
-/// [`CancelToken`] is cancelled. Passed to the `*_with` acquisitions
+/// How a call waits: as long as it takes, up to a timeout or until a deadline, and
+/// optionally until a [`CancelToken`] is cancelled. Passed to the `*_with` acquisitions
 /// ([`DistributedMutex::lock_with`](crate::DistributedMutex::lock_with) and the like), which
 /// return `Ok(None)` when the timeout passes and [`Error::Cancelled`] when the token is
 /// cancelled, and to the guards' waits ([`LockGuard::wait_lost_with`](crate::LockGuard::wait_lost_with),
@@ -39,8 +39,19 @@ use super::withdraw::{
 #[derive(Debug, Clone, Default)]
 #[must_use]
 pub struct Wait {
-    timeout: Option<Duration>,
+    limit: Limit,
     cancel: Option<CancelToken>,
+}
+
+/// How far a [`Wait`] reaches.
+#[derive(Debug, Clone, Copy, Default)]
+enum Limit {
+    #[default]
+    Forever,
+    /// A timeout, measured from the start of the call.
+    After(Duration),
+    /// A deadline, the same whenever the call starts.
+    At(Instant),
 }
 
 impl Wait {
@@ -52,7 +63,32 @@ impl Wait {
     /// Wait at most `timeout`, measured on the monotonic clock from the start of the call.
     pub fn timeout(timeout: Duration) -> Wait {
         Wait {
-            timeout: Some(timeout),
+            limit: Limit::After(timeout),
+            cancel: None,
+        }
+    }
+
+    /// Wait until `deadline` (the monotonic clock): one budget shared by several calls, each
+    /// given what is left of it. A call given a deadline that has passed already gives up
+    /// as one given a zero timeout would. Messages that name the timeout name the time left
+    /// at the start of the call.
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// use std::time::{Duration, Instant};
+    /// use zklock::{DistributedMutex, Wait};
+    /// // Both locks within 5 s in all, however the time splits between them.
+    /// let budget = Wait::until(Instant::now() + Duration::from_secs(5));
+    /// let source = DistributedMutex::new(&client, "/accounts/alice")?;
+    /// let target = DistributedMutex::new(&client, "/accounts/bob")?;
+    /// let Some(_source) = source.lock_with(budget.clone())? else { return Ok(()) };
+    /// let Some(_target) = target.lock_with(budget)? else { return Ok(()) };
+    /// # Ok(()) }
+    /// ```
+    pub fn until(deadline: Instant) -> Wait {
+        Wait {
+            limit: Limit::At(deadline),
             cancel: None,
         }
     }
@@ -65,12 +101,56 @@ impl Wait {
         self
     }
 
-    pub(crate) fn timeout_value(&self) -> Option<Duration> {
-        self.timeout
+    /// The deadline of a call that starts now, if it has one, and the time that leaves it
+    /// (for messages): the one place a timeout turns into a deadline.
+    pub(crate) fn resolve(&self) -> Option<(Instant, Duration)> {
+        match self.limit {
+            Limit::Forever => None,
+            Limit::After(timeout) => Some((deadline_after(timeout), timeout)),
+            Limit::At(deadline) => {
+                Some((deadline, deadline.saturating_duration_since(Instant::now())))
+            }
+        }
+    }
+
+    /// The deadline of a call that starts now, if it has one.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.resolve().map(|(deadline, _)| deadline)
     }
 
     pub(crate) fn token(&self) -> Option<&CancelToken> {
         self.cancel.as_ref()
+    }
+
+    /// Awaits `wait` until it ends, or this wait's deadline passes or its token is cancelled
+    /// (`None` then): the async form of a guard's bounded waits, which report a deadline and
+    /// a cancel alike, as their blocking forms do. `wait` is polled first, so one that is
+    /// over already is reported even past the deadline or with a cancelled token.
+    pub(crate) async fn race<F: Future>(&self, wait: F) -> Option<F::Output> {
+        let deadline = self.deadline();
+        let mut wait = std::pin::pin!(wait);
+        let mut timer = std::pin::pin!(async {
+            match deadline {
+                Some(at) => crate::rt::runtime::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        });
+        let mut stop = std::pin::pin!(async {
+            match &self.cancel {
+                Some(token) => drop(token.cancelled_error().await),
+                None => std::future::pending().await,
+            }
+        });
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(done) = wait.as_mut().poll(cx) {
+                return Poll::Ready(Some(done));
+            }
+            if timer.as_mut().poll(cx).is_ready() || stop.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            Poll::Pending
+        })
+        .await
     }
 }
 
@@ -111,12 +191,10 @@ impl Attempt {
     }
 
     pub(crate) fn with(wait: Wait) -> Attempt {
-        let patience = wait
-            .timeout
-            .map_or(Patience::Forever, |t| Patience::Until(deadline_after(t)));
+        let resolved = wait.resolve();
         Attempt {
-            patience,
-            timeout: wait.timeout,
+            patience: resolved.map_or(Patience::Forever, |(deadline, _)| Patience::Until(deadline)),
+            timeout: resolved.map(|(_, timeout)| timeout),
             cancel: wait.cancel,
             withdrawals: Withdrawals::default(),
         }
@@ -135,6 +213,7 @@ impl Attempt {
     }
 
     /// The same attempt, stopped also by `token` (as [`Wait::cancel_on`]).
+    #[cfg(any(test, feature = "simulation"))]
     pub(crate) fn cancelled_by(mut self, token: &CancelToken) -> Attempt {
         self.cancel = Some(token.clone());
         self
@@ -203,7 +282,7 @@ impl Attempt {
             .cloned()
             .chain([closes.clone()])
             .collect();
-        if let Some(stopped) = stopped_already(&tokens) {
+        if let Some(stopped) = cancel::stopped(&tokens) {
             return Err(stopped);
         }
         let (outcome, grace) = {
@@ -269,20 +348,39 @@ impl Attempt {
     }
 }
 
-/// Why an acquisition watching `tokens` (the client's own token last) must not start.
-fn stopped_already(tokens: &[CancelToken]) -> Option<Error> {
-    if tokens.last().is_some_and(CancelToken::is_cancelled) {
-        return Some(Error::Closed); // Closing outranks a cancel.
-    }
-    tokens
-        .iter()
-        .any(CancelToken::is_cancelled)
-        .then_some(Error::Cancelled)
-}
-
 /// The outcome of an acquisition that waits as long as it takes (`lock()` and the like): it
 /// never gives up, so `None` cannot come back; should it ever, that is reported as a lost
 /// connection rather than a panic.
 pub(crate) fn never_gives_up<T>(outcome: Option<T>) -> Result<T> {
     outcome.ok_or_else(Error::connection_loss)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_stays_put_and_a_timeout_runs_from_the_call() {
+        let at = deadline_after(Duration::from_secs(60));
+        let (deadline, left) = Wait::until(at).resolve().unwrap();
+        assert_eq!(deadline, at);
+        assert!(left <= Duration::from_secs(60) && left > Duration::from_secs(59));
+        assert!(matches!(Attempt::with(Wait::until(at)).patience, Patience::Until(d) if d == at));
+        let passed = Instant::now();
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(
+            Wait::until(passed).resolve(),
+            Some((passed, Duration::ZERO))
+        );
+
+        let before = Instant::now();
+        let (deadline, timeout) = Wait::timeout(Duration::from_secs(5)).resolve().unwrap();
+        assert_eq!(timeout, Duration::from_secs(5));
+        assert!(deadline >= before + timeout);
+        assert!(Wait::forever().resolve().is_none());
+        assert!(matches!(
+            Attempt::with(Wait::forever()).patience,
+            Patience::Forever
+        ));
+    }
 }

@@ -9,13 +9,12 @@ use std::time::Duration;
 
 use log::debug;
 
-use crate::session::{Liveness, Session};
-
 use super::seam::ZkSession;
+use super::session_view::Liveness;
 
 /// Our node while we wait: withdrawn on every path that does not end holding the lock (an
 /// error, a timeout, a cancellation, or the future being dropped at any await point).
-pub(super) struct OurNode<S: ZkSession = Session> {
+pub(super) struct OurNode<S: ZkSession> {
     pub(super) session: Arc<S>,
     pub(super) node_path: String,
     pub(super) armed: bool,

@@ -1,10 +1,13 @@
-//! What zklock reports about each acquisition: how long the caller waited and how it ended,
-//! in the log and the metrics (see `metrics.rs`). What it took is then followed by a `Track`
+//! The envelope of every acquisition, written once for every recipe ([`envelope`]): it
+//! measures the call, resolves the session and the deadline of its requests, runs the
+//! recipe's own taking until it ends, the caller's token or the client's close stops it
+//! (a stopped taking is dropped, which withdraws what it queued, and waited for briefly:
+//! see `Attempt::run`), hands the guard its nodes, and reports how the call ended, in the
+//! log and the metrics (see `metrics.rs`). What it took is then followed by a `Track`
 //! (`core/track.rs`), which reports the hold and its loss.
-//!
-//! An acquisition is measured by the recipe's front end, around the whole call
-//! ([`Acquisition`]).
 
+use std::future::Future;
+use std::sync::Arc;
 use std::time::Instant;
 
 use log::debug;
@@ -15,9 +18,55 @@ use crate::core::track::{Track, LOG_TARGET};
 use crate::core::wait::{Attempt, Patience};
 use crate::error::{Error, Result};
 use crate::metrics::{self, Outcome, Recipe};
+use crate::session::Session;
+
+/// Acquires through `take` as `attempt` says, in the envelope every recipe shares: `recipe`
+/// on `path` (for a multi-lock, its paths) names the call in the log and the metrics;
+/// `take` is given the session and the deadline of its requests and returns the guard;
+/// `nodes` picks the guard's nodes, which release in the background when dropped with
+/// `background_drop` (async callers). An outage is reported with the lock path, the call's
+/// timeout and the server.
+pub(crate) async fn envelope<G, F, Fut>(
+    client: &Client,
+    (recipe, path): (Recipe, &str),
+    attempt: &Attempt,
+    background_drop: bool,
+    take: F,
+    nodes: impl FnOnce(&mut G) -> Vec<&mut Held>,
+) -> Result<Option<G>>
+where
+    F: FnOnce(Arc<Session>, Option<Instant>) -> Fut,
+    Fut: Future<Output = Result<Option<G>>>,
+{
+    let measured = Acquisition::start(client, recipe, path);
+    // Boxed: moved into the race by value, it would be kept twice in this future.
+    let taking = Box::pin(on_session(client, attempt, take));
+    let outcome = attempt.run(client.close_token(), taking).await;
+    measured.finish(attempt, outcome, |guard| {
+        let mut nodes = nodes(guard);
+        for node in &mut nodes {
+            node.background_drop = background_drop;
+        }
+        nodes
+    })
+}
+
+/// Runs `take` on the client's session for `attempt`, with the deadline of its requests:
+/// the part of the envelope that a local queue's contention, which runs on behalf of
+/// callers already measured, shares with every acquisition.
+pub(crate) async fn on_session<T, F, Fut>(client: &Client, attempt: &Attempt, take: F) -> Result<T>
+where
+    F: FnOnce(Arc<Session>, Option<Instant>) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let deadline = attempt.deadline(|| client.call_deadline());
+    // Each step is boxed: a future is as large as its largest state.
+    let session = Box::pin(client.session_async(deadline)).await?;
+    Box::pin(take(session, deadline)).await
+}
 
 /// One acquisition call, measured from its start.
-pub(crate) struct Acquisition {
+struct Acquisition {
     client: Client,
     started: Instant,
     recipe: Recipe,
@@ -41,7 +90,7 @@ impl Drop for Waiting {
 
 impl Acquisition {
     /// Starts measuring an acquisition of `recipe` on `path` (for a multi-lock, its paths).
-    pub(crate) fn start(client: &Client, recipe: Recipe, path: &str) -> Acquisition {
+    fn start(client: &Client, recipe: Recipe, path: &str) -> Acquisition {
         let path_label = client.observe().path_label;
         let label = path_label.then(|| path.to_owned());
         metrics::waiting(recipe, label.as_deref(), 1.0);
@@ -61,7 +110,7 @@ impl Acquisition {
     /// Records how the call ended and, when it acquired, starts following what it took
     /// (`nodes` picks the nodes out of the guard). An outage is reported with the lock path,
     /// the call's timeout and the server.
-    pub(crate) fn finish<G>(
+    fn finish<G>(
         self,
         attempt: &Attempt,
         outcome: Result<Option<G>>,

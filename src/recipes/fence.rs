@@ -77,9 +77,12 @@ impl<'w> Bound<'w> {
     /// session timeout (a write cannot wait longer than the plain call).
     pub(crate) fn with(client: &Client, wait: &'w Wait) -> Bound<'w> {
         let call = client.call_timeout();
-        let timeout = wait.timeout_value().map_or(call, |t| t.min(call));
+        let (deadline, timeout) = match wait.resolve() {
+            Some((deadline, allowed)) if allowed < call => (deadline, allowed),
+            _ => (deadline_after(call), call),
+        };
         Bound {
-            deadline: deadline_after(timeout),
+            deadline,
             timeout,
             cancel: wait.token(),
             sent: AtomicBool::new(false),
@@ -461,9 +464,8 @@ impl<'a> FencedTransaction<'a> {
     /// after the transaction was sent: it may have been applied, but only if our node existed
     /// when it was.
     pub fn commit(self) -> Result<()> {
-        let _closing = self.fence.client.watch_close();
-        let bound = Bound::call(self.fence.client);
-        crate::session::blocking(self.commit_within(&bound))
+        let (client, bound) = (self.fence.client, Bound::call(self.fence.client));
+        client.blocking(self.commit_within(&bound))
     }
 
     /// As [`commit`](Self::commit), blocking at most about `timeout` (monotonic clock, from
@@ -508,9 +510,8 @@ impl<'a> FencedTransaction<'a> {
     /// # Errors
     /// As [`commit`](Self::commit), plus [`Error::Cancelled`].
     pub fn commit_with(self, wait: Wait) -> Result<()> {
-        let _closing = self.fence.client.watch_close();
-        let bound = Bound::with(self.fence.client, &wait);
-        crate::session::blocking(self.commit_within(&bound))
+        let (client, bound) = (self.fence.client, Bound::with(self.fence.client, &wait));
+        client.blocking(self.commit_within(&bound))
     }
 
     /// As [`commit`](Self::commit), as a future. Dropped after the transaction was sent, its
@@ -521,6 +522,17 @@ impl<'a> FencedTransaction<'a> {
     /// As [`commit`](Self::commit).
     pub async fn commit_async(self) -> Result<()> {
         let bound = Bound::call(self.fence.client);
+        self.commit_within(&bound).await
+    }
+
+    /// As [`commit_with`](Self::commit_with), as a future (the timeout on zklock's own
+    /// timer). Dropped after the transaction was sent, its outcome stays unknown, as
+    /// [`commit_async`](Self::commit_async)'s.
+    ///
+    /// # Errors
+    /// As [`commit_with`](Self::commit_with).
+    pub async fn commit_with_async(self, wait: Wait) -> Result<()> {
+        let bound = Bound::with(self.fence.client, &wait);
         self.commit_within(&bound).await
     }
 

@@ -60,10 +60,6 @@ impl LockGuard {
         vec![&mut self.held]
     }
 
-    fn client(&self) -> &Client {
-        &self.client
-    }
-
     /// Whether another process asked this holder to release the lock (revocation; only for
     /// locks made revocable, e.g. [`DistributedMutex::revocable`](crate::DistributedMutex::revocable)).
     /// Never blocks. The holder decides what to do; nothing is released for it.
@@ -97,15 +93,22 @@ impl LockGuard {
     /// [`wait_lost_with`](Self::wait_lost_with) does. Also returns `false` once the node or
     /// the session is gone, and at once for a lock that was not made revocable.
     pub fn wait_revocation_with(&self, wait: Wait) -> bool {
-        let deadline = wait.timeout_value().map(deadline_after);
+        let deadline = wait.deadline();
         self.held.wait_revocation(deadline, wait.token())
+    }
+
+    /// As [`wait_revocation_with`](Self::wait_revocation_with), as a future (`Send`, any
+    /// executor): `false` once `wait`'s timeout or deadline passes (zklock's own timer) or its
+    /// token is cancelled. Cancel safe, as
+    /// [`wait_revocation_async`](Self::wait_revocation_async).
+    pub async fn wait_revocation_with_async(&self, wait: Wait) -> bool {
+        let requested = self.held.wait_revocation_async();
+        wait.race(requested).await.unwrap_or(false)
     }
 
     /// The release of a dropped guard, blocking no later than `deadline` (a guard of several,
     /// dropped together, shares one bound with the others).
     pub(crate) fn release_on_drop(&mut self, deadline: Instant) {
-        // Closing the client wakes a release stuck on a silent connection.
-        let _closing = self.client.watch_close();
         let wait = deadline.saturating_duration_since(Instant::now());
         self.held.release_on_drop(wait);
     }
@@ -187,9 +190,9 @@ impl LockGuard {
     ///   [`Error::NoAuth`](crate::Error::NoAuth) and other server errors.
     /// - [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) (naming `path`): see above.
     pub fn fenced_set_data(&self, path: &str, data: &[u8]) -> Result<()> {
-        let _closing = self.client.watch_close();
         let bound = Bound::call(&self.client);
-        crate::session::blocking(self.fence().set_data(path, data, &bound))
+        self.client
+            .blocking(self.fence().set_data(path, data, &bound))
     }
 
     /// As [`fenced_set_data`](Self::fenced_set_data), blocking at most about `timeout`
@@ -244,9 +247,9 @@ impl LockGuard {
     /// As [`fenced_set_data`](Self::fenced_set_data), plus
     /// [`Error::Cancelled`](crate::Error::Cancelled).
     pub fn fenced_set_data_with(&self, path: &str, data: &[u8], wait: Wait) -> Result<()> {
-        let _closing = self.client.watch_close();
         let bound = Bound::with(&self.client, &wait);
-        crate::session::blocking(self.fence().set_data(path, data, &bound))
+        self.client
+            .blocking(self.fence().set_data(path, data, &bound))
     }
 
     /// As [`fenced_set_data`](Self::fenced_set_data), as a future. Dropped after the write was
@@ -256,6 +259,22 @@ impl LockGuard {
     /// As [`fenced_set_data`](Self::fenced_set_data).
     pub async fn fenced_set_data_async(&self, path: &str, data: &[u8]) -> Result<()> {
         let bound = Bound::call(&self.client);
+        self.fence().set_data(path, data, &bound).await
+    }
+
+    /// As [`fenced_set_data_with`](Self::fenced_set_data_with), as a future (the timeout on
+    /// zklock's own timer). Dropped after the write was sent, its outcome stays unknown, as
+    /// [`fenced_set_data_async`](Self::fenced_set_data_async)'s.
+    ///
+    /// # Errors
+    /// As [`fenced_set_data_with`](Self::fenced_set_data_with).
+    pub async fn fenced_set_data_with_async(
+        &self,
+        path: &str,
+        data: &[u8],
+        wait: Wait,
+    ) -> Result<()> {
+        let bound = Bound::with(&self.client, &wait);
         self.fence().set_data(path, data, &bound).await
     }
 
@@ -276,9 +295,8 @@ impl LockGuard {
     /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown) if the reply was lost (deleted
     /// or not; if deleted, then while our node existed).
     pub fn fenced_delete(&self, path: &str) -> Result<bool> {
-        let _closing = self.client.watch_close();
         let bound = Bound::call(&self.client);
-        crate::session::blocking(self.fence().delete(path, &bound))
+        self.client.blocking(self.fence().delete(path, &bound))
     }
 
     /// As [`fenced_delete`](Self::fenced_delete), blocking at most about `timeout`. Same as
@@ -300,9 +318,8 @@ impl LockGuard {
     /// As [`fenced_delete`](Self::fenced_delete), plus
     /// [`Error::Cancelled`](crate::Error::Cancelled).
     pub fn fenced_delete_with(&self, path: &str, wait: Wait) -> Result<bool> {
-        let _closing = self.client.watch_close();
         let bound = Bound::with(&self.client, &wait);
-        crate::session::blocking(self.fence().delete(path, &bound))
+        self.client.blocking(self.fence().delete(path, &bound))
     }
 
     /// As [`fenced_delete`](Self::fenced_delete), as a future. Dropped after the delete was
@@ -312,6 +329,17 @@ impl LockGuard {
     /// As [`fenced_delete`](Self::fenced_delete).
     pub async fn fenced_delete_async(&self, path: &str) -> Result<bool> {
         let bound = Bound::call(&self.client);
+        self.fence().delete(path, &bound).await
+    }
+
+    /// As [`fenced_delete_with`](Self::fenced_delete_with), as a future (the timeout on
+    /// zklock's own timer). Dropped after the delete was sent, its outcome stays unknown, as
+    /// [`fenced_delete_async`](Self::fenced_delete_async)'s.
+    ///
+    /// # Errors
+    /// As [`fenced_delete_with`](Self::fenced_delete_with).
+    pub async fn fenced_delete_with_async(&self, path: &str, wait: Wait) -> Result<bool> {
+        let bound = Bound::with(&self.client, &wait);
         self.fence().delete(path, &bound).await
     }
 

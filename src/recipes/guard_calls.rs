@@ -8,7 +8,6 @@
 
 use std::time::{Duration, Instant};
 
-use crate::client::Client;
 use crate::core::held::Held;
 use crate::core::standing::LockState;
 use crate::core::wait::Wait;
@@ -56,7 +55,7 @@ pub(crate) fn wait_lost<'a>(
     nodes: impl Iterator<Item = &'a Held> + Clone,
     wait: &Wait,
 ) -> Option<LockState> {
-    let deadline = wait.timeout_value().map(deadline_after);
+    let deadline = wait.deadline();
     let token = wait.token();
     let mut rest = nodes.clone();
     let Some(first) = rest.next() else {
@@ -116,12 +115,9 @@ pub(crate) fn fencing<'a>(mut nodes: impl Iterator<Item = &'a Held>) -> FencingT
 /// with `within`, all of them together up to that), and reports the first failure: each is
 /// released anyway, a delete not confirmed in time going on in the background.
 pub(crate) fn release<'a>(
-    client: &Client,
     nodes: impl Iterator<Item = &'a mut Held>,
     within: Option<Duration>,
 ) -> Result<()> {
-    // Closing the client wakes a release stuck on a silent connection.
-    let _closing = client.watch_close();
     let deadline = within.map(deadline_after);
     let mut outcome = Ok(());
     for node in nodes {
@@ -155,9 +151,8 @@ pub(crate) async fn release_async(nodes: Vec<&mut Held>) -> Result<()> {
 
 /// Writes the calls every guard shares, for a guard type that provides `fn nodes(&self) ->
 /// impl Iterator<Item = &Held> + Clone` (its nodes, in acquisition order), `fn
-/// nodes_to_release(&mut self) -> Vec<&mut Held>` (in release order) and `fn client(&self) ->
-/// &Client`. `$what` names what the guard holds, for the docs; `$fencing` documents which
-/// token [`fencing`] is.
+/// nodes_to_release(&mut self) -> Vec<&mut Held>` (in release order). `$what` names what the
+/// guard holds, for the docs; `$fencing` documents which token [`fencing`] is.
 macro_rules! guard_calls {
     ($what:literal, fencing: $fencing:literal) => {
         #[doc = concat!("Releases ", $what, " and reports the outcome. Blocks for at most one reply from the server per node, bounded by the session timeout (returns at once when the connection is known to be down); see [`unlock_timeout`](Self::unlock_timeout) for a shorter bound.")]
@@ -174,8 +169,7 @@ macro_rules! guard_calls {
         ///   the lock yet. The delete is retried in the background until the node is gone or
         ///   the session has ended (which removes it too).
         pub fn unlock(mut self) -> $crate::Result<()> {
-            let client = self.client().clone();
-            $crate::recipes::guard_calls::release(&client, self.nodes_to_release().into_iter(), None)
+            $crate::recipes::guard_calls::release(self.nodes_to_release().into_iter(), None)
         }
 
         /// As [`unlock`](Self::unlock), blocking at most about `timeout` in all (monotonic
@@ -186,12 +180,7 @@ macro_rules! guard_calls {
         /// # Errors
         /// As [`unlock`](Self::unlock).
         pub fn unlock_timeout(mut self, timeout: std::time::Duration) -> $crate::Result<()> {
-            let client = self.client().clone();
-            $crate::recipes::guard_calls::release(
-                &client,
-                self.nodes_to_release().into_iter(),
-                Some(timeout),
-            )
+            $crate::recipes::guard_calls::release(self.nodes_to_release().into_iter(), Some(timeout))
         }
 
         /// As [`unlock`](Self::unlock), as a future: waits for the server's confirmation
@@ -374,6 +363,17 @@ macro_rules! guard_calls {
         /// lost.
         pub async fn wait_lost_async(&self) -> $crate::LockState {
             $crate::recipes::guard_calls::wait_lost_async(self.nodes()).await
+        }
+
+        /// As [`wait_lost_with`](Self::wait_lost_with), as a future (`Send`, any executor):
+        /// `None` once `wait`'s timeout or deadline passes (zklock's own timer) or its token
+        /// is cancelled. Cancel safe, as [`wait_lost_async`](Self::wait_lost_async).
+        pub async fn wait_lost_with_async(
+            &self,
+            wait: $crate::Wait,
+        ) -> Option<$crate::LockState> {
+            wait.race($crate::recipes::guard_calls::wait_lost_async(self.nodes()))
+                .await
         }
 
         /// The fencing token to pass to a store outside ZooKeeper, so that it can refuse a

@@ -1,6 +1,7 @@
 //! `MultiLock`: several locks taken as one, in a global order that cannot deadlock.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::client::Client;
 use crate::core::held::Held;
@@ -8,9 +9,10 @@ use crate::core::kind::Kind;
 use crate::core::ordered::take_in_order;
 use crate::core::wait::Attempt;
 use crate::error::{Error, Result};
+use crate::session::Session;
 use crate::znode::path::validate_lock_path;
 
-use super::acquisition::Acquisition;
+use super::acquisition::envelope;
 use super::catalogue::{MULTI_METRIC, MUTEX, WRITER};
 use super::guard::LockGuard;
 use super::guard_calls::guard_calls;
@@ -42,8 +44,6 @@ pub struct MultiLock {
 #[clippy::has_significant_drop]
 pub struct MultiGuard {
     guards: Vec<LockGuard>,
-    /// The client every lock was taken through.
-    client: Client,
 }
 
 impl MultiLock {
@@ -103,35 +103,28 @@ impl MultiLock {
                 "a multi-lock needs at least one member to lock",
             ));
         }
-        let paths = self.paths().join(",");
-        let measured = Acquisition::start(&self.client, MULTI_METRIC, &paths);
-        let acquire = async {
-            let deadline = attempt.deadline(|| self.client.call_deadline());
-            // One session for every member: were it to expire half-way, the later members
-            // would fail with it rather than be taken on a new session beside lost ones.
-            let session = Box::pin(self.client.session_async(deadline)).await?;
-            let taken = take_in_order(&session, &self.members, &attempt, deadline);
-            let Some(taken) = Box::pin(taken).await? else {
-                return Ok(None);
-            };
-            let guards = taken
-                .into_iter()
-                .map(|mut held| {
-                    held.background_drop = background;
-                    LockGuard::new(held, self.client.clone())
-                })
-                .collect();
-            Ok(Some(MultiGuard {
-                guards,
-                client: self.client.clone(),
+        let attempt = &attempt;
+        // One session for every member: were it to expire half-way, the later members
+        // would fail with it rather than be taken on a new session beside lost ones.
+        let take = move |session: Arc<Session>, deadline| async move {
+            let taken = take_in_order(&session, &self.members, attempt, deadline).await?;
+            Ok(taken.map(|taken| MultiGuard {
+                guards: taken
+                    .into_iter()
+                    .map(|held| LockGuard::new(held, self.client.clone()))
+                    .collect(),
             }))
         };
-        let outcome = attempt
-            .run(self.client.close_token(), Box::pin(acquire))
-            .await;
-        measured.finish(&attempt, outcome, |multi| {
-            multi.guards.iter_mut().map(|g| &mut g.held).collect()
-        })
+        let paths = self.paths().join(",");
+        envelope(
+            &self.client,
+            (MULTI_METRIC, &paths),
+            attempt,
+            background,
+            take,
+            |multi| multi.guards.iter_mut().map(|g| &mut g.held).collect(),
+        )
+        .await
     }
 }
 
@@ -164,10 +157,6 @@ impl MultiGuard {
             .rev()
             .map(|guard| &mut guard.held)
             .collect()
-    }
-
-    fn client(&self) -> &Client {
-        &self.client
     }
 }
 

@@ -10,7 +10,6 @@ use crate::core::kind::Role;
 use crate::core::wait::Wait;
 use crate::error::{Error, Result};
 use crate::rt::cancel::{self, CancelToken};
-use crate::rt::runtime::deadline_after;
 use crate::session::follow::{Head, Woke};
 use crate::session::Session;
 
@@ -125,7 +124,7 @@ impl LeaderWatch {
     /// # Errors
     /// As [`next_timeout`](Self::next_timeout), plus [`Error::Cancelled`].
     pub fn next_with(&mut self, wait: Wait) -> Result<Option<LeaderChange>> {
-        let deadline = wait.timeout_value().map(deadline_after);
+        let deadline = wait.deadline();
         crate::session::blocking(self.next_until(deadline, wait.token()))
     }
 
@@ -148,7 +147,7 @@ impl LeaderWatch {
     /// # Errors
     /// As [`next_with`](Self::next_with).
     pub async fn next_with_async(&mut self, wait: Wait) -> Result<Option<LeaderChange>> {
-        let deadline = wait.timeout_value().map(deadline_after);
+        let deadline = wait.deadline();
         self.next_until(deadline, wait.token()).await
     }
 

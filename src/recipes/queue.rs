@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::session::Session;
 use crate::znode::path::validate_lock_path;
 
-use super::acquisition::Acquisition;
+use super::acquisition::{envelope, on_session};
 use super::guard::LockGuard;
 use super::inspect::{self, Contender};
 
@@ -57,7 +57,6 @@ impl LockQueue {
         attempt: Attempt,
         background_drop: bool,
     ) -> Result<Option<LockGuard>> {
-        let measured = Acquisition::start(&self.client, kind.metric, &self.path);
         let cohort = (self.options.local_handoff.filter(|_| exclusive(kind))).map(|batch| {
             let name = kind.names[kind.ours].0;
             let revocable = self.options.revocable;
@@ -70,27 +69,37 @@ impl LockQueue {
             // waits for its withdrawal, if it was the last, as it would for a node of its own.
             attempt.withdrawals = cohort.withdrawals();
         }
-        let acquire = async {
-            let deadline = attempt.deadline(|| self.client.call_deadline());
-            // The step before the wait is boxed: a future is as large as its largest state.
-            let session = Box::pin(self.client.session_async(deadline)).await?;
-            let (path, options) = (&self.path, &self.options);
-            let held = match &cohort {
+        let (cohort, attempt_ref) = (&cohort, &attempt);
+        let take = move |session: Arc<Session>, deadline| async move {
+            let held = match cohort {
                 Some(cohort) => {
-                    Box::pin(self.acquire_locally(&session, kind, cohort, &attempt, deadline))
+                    self.acquire_locally(&session, kind, cohort, attempt_ref, deadline)
                         .await?
                 }
-                None => acquire_on(&session, path, kind, &attempt, deadline, options).await?,
+                None => {
+                    acquire_on(
+                        &session,
+                        &self.path,
+                        kind,
+                        attempt_ref,
+                        deadline,
+                        &self.options,
+                    )
+                    .await?
+                }
             };
-            Ok(held.map(|mut held| {
-                held.background_drop = background_drop;
-                LockGuard::new(held, self.client.clone())
-            }))
+            Ok(held.map(|held| LockGuard::new(held, self.client.clone())))
         };
-        // Boxed: moved into the race by value, it would be kept twice in this future.
-        let closes = self.client.close_token();
-        let outcome = attempt.run(closes, Box::pin(acquire)).await;
-        measured.finish(&attempt, outcome, |guard| vec![&mut guard.held])
+        let recipe = (kind.metric, self.path.as_str());
+        envelope(
+            &self.client,
+            recipe,
+            &attempt,
+            background_drop,
+            take,
+            |guard| vec![&mut guard.held],
+        )
+        .await
     }
 
     /// With local handoff: waits in the client's local queue of this path, whose contentions
@@ -119,10 +128,13 @@ impl LockQueue {
                 };
                 attempt.withdrawals = withdrawals.clone();
                 Box::pin(async move {
-                    let deadline = attempt.deadline(|| client.call_deadline());
-                    let session = client.session_async(deadline).await?;
-                    let held = acquire_on(&session, &path, kind, &attempt, deadline, &options);
-                    let Some(held) = held.await? else {
+                    let (path_ref, attempt_ref, options) = (&path, &attempt, &options);
+                    let take = move |session: Arc<Session>, deadline| async move {
+                        let held =
+                            acquire_on(&session, path_ref, kind, attempt_ref, deadline, options);
+                        Ok((held.await?, session))
+                    };
+                    let (Some(held), session) = on_session(&client, &attempt, take).await? else {
                         return Ok(None);
                     };
                     // Who else waits, and whether our node is still there: the checks of

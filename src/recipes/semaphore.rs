@@ -2,6 +2,7 @@
 //! `InterProcessSemaphoreV2`.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::client::Client;
@@ -10,9 +11,10 @@ use crate::core::permits::{take_permits, SemaphoreAt};
 use crate::core::wait::Attempt;
 use crate::error::{Error, Result};
 use crate::rt::runtime::deadline_after;
+use crate::session::Session;
 use crate::znode::path::validate_lock_path;
 
-use super::acquisition::Acquisition;
+use super::acquisition::envelope;
 use super::catalogue::SEMAPHORE;
 use super::guard_calls::{guard_calls, least_certain};
 use super::inspect::{self, Contender};
@@ -93,30 +95,21 @@ impl Semaphore {
                 "permit count must be between 1 and the permits",
             ));
         }
-        let measured = Acquisition::start(&self.client, SEMAPHORE.metric, &self.at.path);
-        let acquire = async {
-            let deadline = attempt.deadline(|| self.client.call_deadline());
-            // One session for the gate and every permit (see `take_permits`).
-            let session = Box::pin(self.client.session_async(deadline)).await?;
+        let attempt = &attempt;
+        // One session for the gate and every permit (see `take_permits`).
+        let take = move |session: Arc<Session>, deadline| async move {
             let release_wait = self.client.release_timeout();
-            let taken = take_permits(&session, &self.at, count, &attempt, deadline, release_wait);
-            let Some(mut nodes) = Box::pin(taken).await? else {
-                return Ok(None);
-            };
-            for node in &mut nodes {
-                node.background_drop = background;
-            }
-            Ok(Some(Permit {
+            let taken = take_permits(&session, &self.at, count, attempt, deadline, release_wait);
+            Ok(taken.await?.map(|nodes| Permit {
                 nodes,
                 client: self.client.clone(),
             }))
         };
-        let outcome = attempt
-            .run(self.client.close_token(), Box::pin(acquire))
-            .await;
-        measured.finish(&attempt, outcome, |permit| {
+        let recipe = (SEMAPHORE.metric, self.at.path.as_str());
+        envelope(&self.client, recipe, attempt, background, take, |permit| {
             permit.nodes.iter_mut().collect()
         })
+        .await
     }
 
     /// Deletes a permit node if unchanged since inspected (a hung holder's), freeing its permit;
@@ -200,16 +193,10 @@ impl Permit {
     fn nodes_to_release(&mut self) -> Vec<&mut Held> {
         self.nodes.iter_mut().collect()
     }
-
-    fn client(&self) -> &Client {
-        &self.client
-    }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        // Closing the client wakes a release stuck on a silent connection.
-        let _closing = self.client.watch_close();
         // One bound for the whole drop, not one per permit.
         let deadline = deadline_after(self.client.release_timeout());
         for node in &mut self.nodes {

@@ -1,15 +1,14 @@
 //! Cancellation: a [`CancelToken`] stops acquisitions blocked on other threads.
 //!
-//! A blocking call waits on its thread's parker (`runtime::block_on`). While it runs, its
-//! thread is registered with the tokens that may stop it (the caller's, and its client's close
-//! token), so that cancelling wakes it, and each wait checks [`interrupted`] after every
-//! wake-up. The registration is per thread, for the length of the call ([`watch`]), so the
-//! layers in between need no extra parameter.
+//! A blocking call waits on its thread's parker (`runtime::block_on_or_stop`), given the
+//! tokens that may stop it (the caller's, its client's close token): while it waits, its
+//! thread is registered with them ([`watch`]), so that cancelling wakes it, and it checks
+//! them after every wake-up. What stops a call is always passed to it, never kept by the
+//! thread.
 //!
 //! An async call cannot use the thread: it races its future against [`CancelToken::cancelled`] (its error form)
 //! and drops the future when a token wins, which withdraws whatever the future had queued.
 
-use std::cell::RefCell;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -206,35 +205,27 @@ impl fmt::Debug for CancelToken {
     }
 }
 
-thread_local! {
-    /// The tokens the calls on this thread watch, innermost last.
-    static WATCHED: RefCell<Vec<CancelToken>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Makes the calling thread watch `tokens` until the returned value is dropped: cancelling
-/// one of them unparks the thread, and [`interrupted`] turns true.
+/// Makes a cancel of one of `tokens` unpark the calling thread until the returned value is
+/// dropped: for a wait that parks the thread (`runtime::block_on`, a connect's pauses) and
+/// checks the tokens it was given after every wake-up.
 pub(crate) fn watch<'a>(tokens: impl IntoIterator<Item = &'a CancelToken>) -> Watching {
     let me = thread::current();
     let tokens: Vec<CancelToken> = tokens.into_iter().cloned().collect();
-    WATCHED.with(|watched| {
-        let mut watched = watched.borrow_mut();
-        for token in &tokens {
-            token
-                .inner
-                .watchers
-                .lock()
-                .push((me.clone(), Parker::current()));
-            watched.push(token.clone());
-        }
-    });
+    for token in &tokens {
+        token
+            .inner
+            .watchers
+            .lock()
+            .push((me.clone(), Parker::current()));
+    }
     Watching {
         tokens,
         _this_thread: std::marker::PhantomData,
     }
 }
 
-/// The calling thread watches some tokens (see [`watch`]) until dropped. Not `Send`: it
-/// must be dropped on the thread that made it.
+/// The calling thread is unparked by a cancel of some tokens (see [`watch`]) until dropped.
+/// Not `Send`: it must be dropped on the thread that made it.
 #[must_use]
 pub(crate) struct Watching {
     tokens: Vec<CancelToken>,
@@ -244,22 +235,26 @@ pub(crate) struct Watching {
 impl Drop for Watching {
     fn drop(&mut self) {
         let me = thread::current().id();
-        WATCHED.with(|watched| {
-            let mut watched = watched.borrow_mut();
-            for token in &self.tokens {
-                if let Some(at) = watched
-                    .iter()
-                    .rposition(|t| Arc::ptr_eq(&t.inner, &token.inner))
-                {
-                    watched.remove(at);
-                }
-                let mut watchers = token.inner.watchers.lock();
-                if let Some(at) = watchers.iter().position(|(t, _)| t.id() == me) {
-                    watchers.swap_remove(at);
-                }
+        for token in &self.tokens {
+            let mut watchers = token.inner.watchers.lock();
+            if let Some(at) = watchers.iter().position(|(t, _)| t.id() == me) {
+                watchers.swap_remove(at);
             }
-        });
+        }
     }
+}
+
+/// Why a call stopped by `tokens` ends, if one of them is cancelled: [`Error::Closed`] if
+/// a client's own token is (closing outranks a cancel), else [`Error::Cancelled`]. The one
+/// place a cancellation turns into the caller's outcome.
+pub(crate) fn stopped(tokens: &[CancelToken]) -> Option<Error> {
+    let mut cancelled = tokens.iter().filter(|t| t.is_cancelled()).peekable();
+    cancelled.peek()?;
+    Some(if cancelled.any(|t| t.inner.closes_client) {
+        Error::Closed
+    } else {
+        Error::Cancelled
+    })
 }
 
 /// Makes a cancel of `token` notify `wake` until the returned value is dropped: for waits on a
@@ -298,66 +293,20 @@ impl Drop for WakeOnCancel {
     }
 }
 
-/// Whether a token the calling thread watches has been cancelled: the wait in progress should
-/// stop.
-pub(crate) fn interrupted() -> bool {
-    WATCHED.with(|watched| watched.borrow().iter().any(CancelToken::is_cancelled))
-}
-
-/// Why the calling thread's call must stop, if it must: [`Error::Closed`] if its client was
-/// closed, else [`Error::Cancelled`] if its token was cancelled.
-pub(crate) fn interruption() -> Option<Error> {
-    WATCHED.with(|watched| {
-        let watched = watched.borrow();
-        let mut cancelled = watched.iter().filter(|t| t.is_cancelled());
-        let first = cancelled.next()?;
-        Some(
-            if first.inner.closes_client || cancelled.any(|t| t.inner.closes_client) {
-                Error::Closed
-            } else {
-                Error::Cancelled
-            },
-        )
-    })
-}
-
-/// Runs `cleanup` with the caller's cancel tokens hidden: deleting the node of a cancelled
-/// acquisition must not itself be cut short by the cancellation. A client's close still
-/// interrupts it (closing the session removes the node anyway).
-pub(crate) fn shielded<R>(cleanup: impl FnOnce() -> R) -> R {
-    /// Puts the hidden tokens back, also if `cleanup` panics.
-    struct Restore(Vec<CancelToken>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let hidden = std::mem::take(&mut self.0);
-            WATCHED.with(|watched| watched.borrow_mut().extend(hidden));
-        }
-    }
-    let _restore = Restore(WATCHED.with(|watched| {
-        let mut watched = watched.borrow_mut();
-        let (closing, hidden) = std::mem::take(&mut *watched)
-            .into_iter()
-            .partition(|t| t.inner.closes_client);
-        *watched = closing;
-        hidden
-    }));
-    cleanup()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
     #[test]
-    fn cancel_unparks_a_watching_thread_and_interrupts_it() {
+    fn cancel_unparks_a_watching_thread() {
         let token = CancelToken::new();
         let waiter = {
             let token = token.clone();
             thread::spawn(move || {
                 let _watching = watch([&token]);
                 let start = Instant::now();
-                while !interrupted() && start.elapsed() < Duration::from_secs(10) {
+                while !token.is_cancelled() && start.elapsed() < Duration::from_secs(10) {
                     thread::park();
                 }
                 start.elapsed()
@@ -446,15 +395,14 @@ mod tests {
     }
 
     #[test]
-    fn shielded_work_is_not_interrupted_and_watching_ends_with_its_scope() {
-        let token = CancelToken::new();
+    fn a_close_outranks_a_cancel_and_nothing_cancelled_stops_nothing() {
+        let (token, closes) = (CancelToken::new(), CancelToken::for_client());
+        let both = [token.clone(), closes.clone()];
+        assert!(stopped(&both).is_none());
         token.cancel();
-        {
-            let _watching = watch([&token]);
-            assert!(interrupted());
-            assert!(!shielded(interrupted));
-            assert!(interrupted());
-        }
-        assert!(!interrupted());
+        assert!(matches!(stopped(&both), Some(Error::Cancelled)));
+        closes.cancel();
+        assert!(matches!(stopped(&both), Some(Error::Closed)));
+        assert!(stopped(&[]).is_none());
     }
 }

@@ -22,6 +22,7 @@ use futures_lite::FutureExt;
 use log::{debug, warn};
 
 use crate::error::{Error, Result};
+use crate::rt::cancel::CancelToken;
 use crate::rt::park::Parker;
 use crate::rt::relay::io_log;
 
@@ -314,10 +315,9 @@ pub(crate) async fn on_thread<T: Send + 'static>(
 }
 
 /// Polls `future` on the calling thread, waiting on the thread's [`Parker`] between polls,
-/// until it completes or `deadline` passes, or a token the thread watches is cancelled
-/// (`cancel::interrupted`). Then the future is handed back unfinished, so the caller can
-/// decide whether to drop it or let a background task finish it (a request already sent may
-/// still execute). Timers the future sets are kept by this thread while it waits.
+/// until it completes or `deadline` passes. Then the future is handed back unfinished, so the
+/// caller can decide whether to drop it or let a background task finish it (a request already
+/// sent may still execute). Timers the future sets are kept by this thread while it waits.
 ///
 /// This is how every blocking call of zklock waits: on the same futures its async calls
 /// return, woken by the completion of a request or the watch it waits for.
@@ -325,15 +325,30 @@ pub(crate) fn block_on<F: Future + Unpin>(
     future: F,
     deadline: Option<Instant>,
 ) -> Result<F::Output, F> {
-    if crate::rt::worker::check_blocking_call() {
-        #[cfg(feature = "tokio")]
-        return tokio::task::block_in_place(|| park_on(future, deadline));
-    }
-    park_on(future, deadline)
+    block_on_or_stop(future, deadline, &[])
 }
 
-/// [`block_on`]'s wait, on the calling thread.
-fn park_on<F: Future + Unpin>(mut future: F, deadline: Option<Instant>) -> Result<F::Output, F> {
+/// As [`block_on`], also handing the future back as soon as one of `stops` is cancelled (a
+/// cancel wakes the thread).
+pub(crate) fn block_on_or_stop<F: Future + Unpin>(
+    future: F,
+    deadline: Option<Instant>,
+    stops: &[CancelToken],
+) -> Result<F::Output, F> {
+    let _watching = crate::rt::cancel::watch(stops);
+    if crate::rt::worker::check_blocking_call() {
+        #[cfg(feature = "tokio")]
+        return tokio::task::block_in_place(|| park_on(future, deadline, stops));
+    }
+    park_on(future, deadline, stops)
+}
+
+/// [`block_on_or_stop`]'s wait, on the calling thread.
+fn park_on<F: Future + Unpin>(
+    mut future: F,
+    deadline: Option<Instant>,
+    stops: &[CancelToken],
+) -> Result<F::Output, F> {
     let parker = Parker::current();
     let waker = Waker::from(parker.clone());
     let mut cx = Context::from_waker(&waker);
@@ -342,7 +357,7 @@ fn park_on<F: Future + Unpin>(mut future: F, deadline: Option<Instant>) -> Resul
         if let Poll::Ready(output) = pin!(&mut future).poll(&mut cx) {
             return Ok(output);
         }
-        if crate::rt::cancel::interrupted() {
+        if stops.iter().any(CancelToken::is_cancelled) {
             return Err(future);
         }
         let timer = driving.fire_due();

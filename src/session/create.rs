@@ -14,30 +14,14 @@ use super::errors::outcome_unknown;
 use super::op::{Op, ZkResult};
 use super::{until, NodeStat, Session};
 
+// The core's word for a create's outcome (see `core/session_view.rs`).
+pub(crate) use crate::core::session_view::Create;
+
 /// The replies to a pipelined create (node name, stat) and listing.
 type CreateAndList = (
     ZkResult<(String, NodeStat)>,
     ZkResult<(Vec<String>, NodeStat)>,
 );
-
-/// Outcome of [`Session::create_lock_node_async`].
-pub(crate) enum Create {
-    /// Created; the listing of the lock path taken right after, and the lock path's own stat
-    /// from the same reply, when it could be read.
-    Created {
-        name: String,
-        stat: NodeStat,
-        children: Option<Vec<String>>,
-        parent: Option<NodeStat>,
-    },
-    /// The connection dropped before the reply: the node may or may not exist.
-    Unknown,
-    /// The deadline passed first. The request is still pending; a background task deletes the
-    /// node if it appears.
-    TimedOut,
-    /// The lock path does not exist (yet, or any more).
-    ParentMissing,
-}
 
 impl Session {
     /// Creates the ephemeral sequential node `prefix` + sequence and, pipelined behind it on the
@@ -221,49 +205,5 @@ impl<F: FnOnce() -> D, D: Send + 'static> Drop for PendingCreate<'_, F, D> {
                 _ => {}
             }
         });
-    }
-}
-
-/// Whether the lock paths this session locks for the first time (lately) mostly exist already
-/// (a service's long-lived entities) or mostly do not (new ones): a score of the latest such
-/// first uses, from -16 (all existed) to 16 (none did).
-#[derive(Default)]
-pub(crate) struct PathsSeen {
-    score: std::sync::atomic::AtomicI32,
-}
-
-/// How a lock node's create goes out.
-#[derive(Clone, Copy)]
-struct CreatePlan {
-    /// The session has not seen its lock path exist lately.
-    unknown: bool,
-    /// The lock path is created first, pipelined: where first uses are of new paths, that
-    /// saves a failed create and a round trip (and costs a NodeExists where not).
-    make_path: bool,
-    /// The create may go out in a `multi`: a create under a missing lock path fails the whole
-    /// `multi`, which is then sent again request by request.
-    coalesce: bool,
-}
-
-impl PathsSeen {
-    const BOUND: i32 = 16;
-
-    fn plan(&self, known: bool) -> CreatePlan {
-        let score = self.score.load(std::sync::atomic::Ordering::Relaxed);
-        CreatePlan {
-            unknown: !known,
-            make_path: !known && score > 0,
-            coalesce: known || score < 0,
-        }
-    }
-
-    /// A lock path used for the first time (lately) existed already, or not.
-    fn learn(&self, existed: bool) {
-        let step = if existed { -1 } else { 1 };
-        let _ = self.score.fetch_update(
-            std::sync::atomic::Ordering::Relaxed,
-            std::sync::atomic::Ordering::Relaxed,
-            |s| Some((s + step).clamp(-Self::BOUND, Self::BOUND)),
-        );
     }
 }

@@ -9,6 +9,7 @@
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+use crate::rt::cancel::{self, CancelToken};
 use crate::wire as zk;
 use log::debug;
 
@@ -24,13 +25,17 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Connects to `hosts` until a server grants a session or `deadline` passes; returns the
 /// client and when the successful attempt began (the session exists no earlier: its lease
-/// starts there). Stops early, as a failure, when a token the calling thread watches is
-/// cancelled, and, if the config asks for it, when every host refuses the connection.
+/// starts there). Stops early, as a failure, when `stops` is cancelled, and, if the config
+/// asks for it, when every host refuses the connection.
 pub(crate) fn dial(
     config: &SessionConfig,
     hosts: &[zk::Host],
     deadline: Instant,
+    stops: Option<&CancelToken>,
 ) -> Result<(zk::Client, Instant)> {
+    // A cancel wakes the pauses between passes.
+    let _watching = cancel::watch(stops);
+    let stopped = || stops.is_some_and(CancelToken::is_cancelled);
     let started = Instant::now();
     let secure = config.security.is_tls();
     let mut found: Vec<HostFailure> = Vec::new();
@@ -51,7 +56,7 @@ pub(crate) fn dial(
             Err(zk::Error::AuthFailed) => return Err(Error::AuthFailed),
             Err(err) => err.to_string(),
         };
-        if Instant::now() >= deadline || crate::rt::cancel::interrupted() {
+        if Instant::now() >= deadline || stopped() {
             break;
         }
         found = probe_all(hosts, secure, deadline);
@@ -67,7 +72,7 @@ pub(crate) fn dial(
             fast = true;
             break;
         }
-        if !pause_until(Instant::now() + pause, deadline) {
+        if !pause_until(Instant::now() + pause, deadline, stopped) {
             break;
         }
         pause = (pause * 2).min(MAX_PAUSE);
@@ -139,12 +144,12 @@ fn summary(found: &[HostFailure]) -> String {
     each.join("; ")
 }
 
-/// Parks until `until`, but not past `deadline`; `false` if `deadline` came first or a token
-/// the calling thread watches was cancelled.
-fn pause_until(until: Instant, deadline: Instant) -> bool {
+/// Parks until `until`, but not past `deadline`; `false` if `deadline` came first or the dial
+/// was `stopped`.
+fn pause_until(until: Instant, deadline: Instant, stopped: impl Fn() -> bool) -> bool {
     let end = until.min(deadline);
     loop {
-        if crate::rt::cancel::interrupted() {
+        if stopped() {
             return false;
         }
         let now = Instant::now();

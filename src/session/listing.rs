@@ -16,49 +16,17 @@
 //! wrongly; at worst it watches a node that is gone already and lists again.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use event_listener::Event;
 use parking_lot::Mutex;
 
-use super::{until, NodeStat, Session};
+use super::{until, Session};
 use crate::error::{Error, Result};
-use crate::znode::layout::{sorted_lock_nodes, LockNode};
 
-/// A listing of a lock path, shared by the waiters that read it.
-pub(crate) type Listed = Arc<Children>;
-
-/// A lock path's children, with the lock path's own stat from the same reply.
-pub(crate) struct Children {
-    pub(crate) names: Vec<String>,
-    pub(crate) stat: NodeStat,
-    /// The lock nodes in queue order, sorted once for every waiter that reads this listing
-    /// (each then finds its place in it), for the lock names they were sorted by.
-    sorted: OnceLock<(Vec<&'static str>, Arc<Vec<LockNode>>)>,
-}
-
-impl Children {
-    pub(crate) fn new(names: Vec<String>, stat: NodeStat) -> Listed {
-        Arc::new(Children {
-            names,
-            stat,
-            sorted: OnceLock::new(),
-        })
-    }
-
-    /// The lock nodes carrying one of `lock_names`, in queue order.
-    pub(crate) fn sorted(&self, lock_names: &[&'static str]) -> Arc<Vec<LockNode>> {
-        if let Some((names, sorted)) = self.sorted.get() {
-            if names.as_slice() == lock_names {
-                return sorted.clone();
-            }
-        }
-        let sorted = Arc::new(sorted_lock_nodes(self.names.clone(), lock_names));
-        let _ = self.sorted.set((lock_names.to_vec(), sorted.clone()));
-        sorted
-    }
-}
+// The core's words for a listing (see `core/session_view.rs`).
+pub(crate) use crate::core::session_view::{Children, Listed};
 
 /// A session id and a lock path.
 type Key = (i64, String);

@@ -38,6 +38,7 @@ pub(crate) mod listing;
 pub(crate) mod op;
 pub(crate) mod open;
 pub(crate) mod own_node;
+pub(crate) mod paths_seen;
 pub(crate) mod releases;
 pub(crate) mod requests;
 pub(crate) mod retry;
@@ -56,7 +57,8 @@ use log::debug;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::rt::runtime::{block_on, Abort, Handle, JoinHandle};
+use crate::rt::cancel::CancelToken;
+use crate::rt::runtime::{block_on, block_on_or_stop, Abort, Handle, JoinHandle};
 use crate::wire as zk;
 
 use self::chroot::Chroot;
@@ -103,39 +105,22 @@ pub(crate) struct Session {
     pid: u32,
     handle: Handle,
     releases: Arc<Releases>,
+    /// The client's close token: the blocking waits on this session (releases) end when
+    /// the client is closed. Set by the client once the session is open
+    /// ([`closed_by`](Self::closed_by)).
+    closes: CancelToken,
     /// Lock-node creates in flight, by lock path: while others are on its lock path, a
     /// create does not pipeline a listing of its own but shares one (see `listing.rs`).
     creating: Mutex<std::collections::HashMap<String, usize>>,
-    /// Whether lock paths used for the first time lately existed (see `create.rs`).
-    paths_seen: Arc<create::PathsSeen>,
+    /// Whether lock paths used for the first time lately existed (see `paths_seen.rs`).
+    paths_seen: Arc<paths_seen::PathsSeen>,
     /// Below which sequence number each of its queues is known to be empty (see `floors.rs`).
     pub(crate) floors: floors::Floors,
 }
 
-/// How the state of a session looks to a lock holder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Liveness {
-    Connected,
-    /// No word from the server for a while (the transport gives a connection up after 2/5 of
-    /// the session timeout of silence) or connection dropped: the session may live, or may be
-    /// expiring.
-    Disconnected,
-    /// Terminal: expired, closed or refused.
-    Ended,
-}
-
-/// The subset of a node's `Stat` that zklock uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NodeStat {
-    /// Zxid of the create: ensemble-wide monotonic, hence a fencing token.
-    pub(crate) czxid: i64,
-    /// Session id owning an ephemeral node, 0 for persistent ones.
-    pub(crate) ephemeral_owner: i64,
-    /// Creation time, milliseconds since the epoch (server clock).
-    pub(crate) ctime: i64,
-    /// Data version: bumped by every setData (Curator's revocation request writes it).
-    pub(crate) version: i32,
-}
+// The core's words for what the session reports (see `core/session_view.rs`).
+pub(crate) use crate::core::session_view::{Liveness, NodeStat};
+use crate::core::standing::{decide, ended, Standing};
 
 impl From<&zk::Stat> for NodeStat {
     fn from(stat: &zk::Stat) -> Self {
@@ -167,10 +152,11 @@ enum Seen {
 /// again before the lock path could be created in it.
 const PARENT_SWEPT_RETRIES: u32 = 3;
 
-/// The error of a wait that ended without an answer: the caller's cancellation or its client's
-/// closing if that is what stopped it, else the deadline during an outage.
+/// The error of a wait that reached its deadline without an answer: the deadline during an
+/// outage. (A cancellation or a close ends a wait before, by dropping it or by the token its
+/// blocking form was given: see [`blocking_or_stop`].)
 fn gave_up_waiting() -> Error {
-    crate::rt::cancel::interruption().unwrap_or_else(Error::connection_loss)
+    Error::connection_loss()
 }
 
 /// Whether a request's outcome is an answer from a server that still serves our session.
@@ -304,6 +290,30 @@ impl Session {
         }
     }
 
+    /// Decides, now and on the calling thread, where a node held through this session stands
+    /// (`deleted`: our node is known to be gone; `false` to judge the session alone), by the
+    /// core's one rule ([`decide`]). Never blocks: nothing the network or runtime thread last
+    /// said is trusted past the lease.
+    pub(crate) fn standing(&self, deleted: bool) -> Standing {
+        decide(
+            deleted,
+            self.liveness(),
+            || self.lease.remaining(),
+            || ended(&self.ended_error()),
+        )
+    }
+
+    /// The session of a client whose close token is `closes`.
+    pub(crate) fn closed_by(mut self, closes: &CancelToken) -> Session {
+        self.closes = closes.clone();
+        self
+    }
+
+    /// The client's close token (see [`closed_by`](Self::closed_by)).
+    pub(crate) fn closes(&self) -> &CancelToken {
+        &self.closes
+    }
+
     /// Closes the session: from now on every request fails with [`Error::Closed`], and
     /// CloseSession goes to the server at once, which removes the session's ephemeral nodes.
     /// Returns without waiting for the answer; see [`wait_ended`](Self::wait_ended).
@@ -326,7 +336,7 @@ impl Session {
                 state.changed().await;
             }
         });
-        if !crate::rt::cancel::shielded(|| block_on(ended, Some(deadline)).is_ok()) {
+        if block_on(ended, Some(deadline)).is_err() {
             return false;
         }
         let closing = self.closing.lock().clone();
@@ -426,11 +436,24 @@ pub(crate) async fn until<F: Future + Unpin>(
 }
 
 /// Runs the operation `op` on the calling thread until it is done: the blocking form of an
-/// async operation, bounded by its own deadline. A cancelled token that the thread watches (or
-/// its client's closing) stops it, and `op` is dropped, which cleans up what it began.
+/// async operation, bounded by its own deadline (an acquisition also races its tokens inside
+/// `op`, see `Attempt::run`).
 pub(crate) fn blocking<T>(op: impl Future<Output = Result<T>>) -> Result<T> {
+    blocking_or_stop(op, &[])
+}
+
+/// As [`blocking`], also stopped as soon as one of `stops` is cancelled: `op` is then
+/// dropped, which cleans up what it began, and the call ends as the token says
+/// ([`Error::Closed`] for a client's own token, else [`Error::Cancelled`]).
+pub(crate) fn blocking_or_stop<T>(
+    op: impl Future<Output = Result<T>>,
+    stops: &[CancelToken],
+) -> Result<T> {
     let mut op = std::pin::pin!(op);
-    block_on(op.as_mut(), None).unwrap_or_else(|_| Err(gave_up_waiting()))
+    block_on_or_stop(op.as_mut(), None, stops).unwrap_or_else(|_| {
+        // Handed back unfinished: no deadline was given, so a token stopped it.
+        Err(crate::rt::cancel::stopped(stops).unwrap_or_else(Error::connection_loss))
+    })
 }
 
 impl Drop for Session {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::rt::cancel::{self, CancelToken};
+use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::{deadline_after, on_thread, Runtime};
 use crate::wire as zk;
 
@@ -41,12 +41,11 @@ pub(crate) async fn open_session(
     let deadline = deadline.map_or(connect_deadline, |d| d.min(connect_deadline));
     // The session exists no earlier than the connect request: the lease starts from there.
     let (zk, connect_sent) = match stops {
-        None => dial::dial(config, hosts, deadline)?,
+        None => dial::dial(config, hosts, deadline, None)?,
         Some(stops) => {
             let (config, hosts, stops) = (config.clone(), hosts.to_vec(), stops.clone());
             on_thread("zklock-renew", move || {
-                let _stops = cancel::watch([&stops]);
-                dial::dial(&config, &hosts, deadline)
+                dial::dial(&config, &hosts, deadline, Some(&stops))
             })
             .await??
         }
@@ -114,6 +113,7 @@ pub(crate) async fn open_session(
         pid: std::process::id(),
         handle: runtime.handle().clone(),
         releases: releases.clone(),
+        closes: CancelToken::default(),
         creating: Default::default(),
         paths_seen: Default::default(),
         floors: Default::default(),
