@@ -3,7 +3,7 @@
 //! session ids and passwords are drawn from. What a log replayed after it needs to give the
 //! same answers; the watches are not kept (they fire, they change nothing else).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use zklock_proto::{Acl, DecodeError, Decoded, Id, Reader, Writer};
 
@@ -68,7 +68,7 @@ impl Model {
                 .string(&c.ip)
                 .long(c.packets as i64)
                 .int(c.auth.len() as i32);
-            for a in &c.auth {
+            for a in c.auth.iter() {
                 w.record(a);
             }
         }
@@ -129,7 +129,7 @@ impl Model {
             }
         }
         let count = r.count(8 + 4 + 8 + 4 + 8)?;
-        let mut sessions = HashMap::with_capacity(count);
+        let mut sessions = BTreeMap::new();
         for _ in 0..count {
             let id = r.long()?;
             let timeout_ms = r.int()?;
@@ -152,7 +152,7 @@ impl Model {
             );
         }
         let count = r.count(8 + 8 + 4 + 8 + 4)?;
-        let mut conns = HashMap::with_capacity(count);
+        let mut conns = BTreeMap::new();
         for _ in 0..count {
             let id = r.long()? as u64;
             let session = r.long()?;
@@ -163,7 +163,7 @@ impl Model {
                 id,
                 Conn {
                     session,
-                    auth,
+                    auth: std::sync::Arc::new(auth),
                     ip,
                     packets,
                 },
