@@ -459,7 +459,7 @@ impl Client {
     }
 
     /// How long dropping a guard may wait for its release (see
-    /// [`ClientBuilder::release_timeout`]).
+    /// [`ClientBuilder::release_timeout`](crate::ClientBuilder::release_timeout)).
     pub(crate) fn release_timeout(&self) -> Duration {
         self.inner.release_timeout
     }

@@ -1,7 +1,7 @@
 //! The one rule that decides whether a lock is held: from the session's liveness, its lease
 //! (on the monotonic clock of the calling thread) and, for a lock, the watch on our own node.
 //!
-//! Every reader asks [`judge`] and reads its [`Standing`] in its own terms: a guard as a
+//! Every reader asks [`decide`] and reads its [`Standing`] in its own terms: a guard as a
 //! [`LockState`] (`state()`, `is_held()`, `lease_remaining()`, `wait_lost()`), the client as a
 //! `SessionState` (`Client::state`, the state thread, its listener and the session metrics),
 //! the loss counter as a cause (`track.rs`). So they cannot disagree about when a lock stops

@@ -105,7 +105,7 @@ impl LeaderElection {
         self.queue.break_contender(participant).await
     }
 
-    /// Follows the leader as it changes: see [`LeaderWatch`](crate::inspect::LeaderWatch),
+    /// Follows the leader as it changes: see [`LeaderWatch`],
     /// whose `next()` (blocking, with `_timeout` and `_with(Wait)` forms) and `next_async()`
     /// return each new leader, driven by a watch, without polling. Observing joins no queue,
     /// so a participant waiting in [`participate`](Self::participate) keeps its place while

@@ -36,7 +36,7 @@ use crate::session::Session;
 use crate::znode::layout::check_data_size;
 use crate::znode::path::{parent, validate_lock_path};
 
-/// How many times [`set_data`] switches between updating and creating while `path` keeps
+/// How many times [`Fence::set_data`] switches between updating and creating while `path` keeps
 /// appearing and disappearing under it (each switch follows a definite refusal, so nothing was
 /// applied) before giving up with [`Error::NodeChanged`].
 const FORM_SWITCHES: u32 = 8;
@@ -479,7 +479,7 @@ impl<'a> FencedTransaction<'a> {
     }
 
     /// As [`commit`](Self::commit), waiting as `wait` says: its timeout (never longer than
-    /// `commit`'s own bound, the session timeout) and its [`CancelToken`](crate::CancelToken).
+    /// `commit`'s own bound, the session timeout) and its [`CancelToken`].
     /// What the caller learns depends on whether the transaction had left:
     /// - not sent yet (the connection down, or waiting for it): [`Error::ConnectionLoss`]
     ///   naming the timeout once it passes, [`Error::Cancelled`] once the token is cancelled

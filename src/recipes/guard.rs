@@ -17,7 +17,7 @@ use super::guard_calls::guard_calls;
 /// Returned by [`DistributedMutex`](crate::DistributedMutex) (and, under the names
 /// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard) and
 /// [`Leadership`](crate::Leadership), by the other recipes). It owns what it needs (it keeps
-/// its [`Client`](crate::Client) alive): it can outlive the lock object it came from, be
+/// its [`Client`] alive): it can outlive the lock object it came from, be
 /// returned from functions and tasks, be stored next to its lock, and be moved
 /// to and released from any thread or task.
 ///
@@ -28,7 +28,7 @@ use super::guard_calls::guard_calls;
 /// removes the node too). A guard taken by an `_async` call never blocks when dropped (it may
 /// be dropped on an async runtime's worker): its release goes to the background at once. Use
 /// [`unlock`](Self::unlock) or [`unlock_async`](Self::unlock_async) to learn whether the
-/// release went through. A guard holding the last clone of its [`Client`](crate::Client) also closes the
+/// release went through. A guard holding the last clone of its [`Client`] also closes the
 /// client when dropped (see there).
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]

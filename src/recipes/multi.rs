@@ -91,7 +91,7 @@ impl MultiLock {
     }
 
     acquisitions!("every lock" => MultiGuard, via acquire(),
-        errors "[`Error::InvalidArgument`](crate::Error::InvalidArgument) if no lock was added.":
+        errors "[`Error::InvalidArgument`] if no lock was added.":
         lock, try_lock, lock_timeout, lock_with;
         async lock_async, try_lock_async, lock_with_async);
 

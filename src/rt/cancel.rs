@@ -22,7 +22,7 @@ use crate::rt::park::Parker;
 /// Stops blocking acquisitions from another thread: cancel it, and every acquisition
 /// watching it (the `*_with` calls given [`Wait::cancel_on`](crate::Wait::cancel_on):
 /// `lock_with`, `read_with`, `acquire_with`, ...) returns
-/// [`Error::Cancelled`](crate::Error::Cancelled) promptly, after deleting its queued node.
+/// [`Error::Cancelled`] promptly, after deleting its queued node.
 /// A guard's watchdog waits (`wait_lost_with`, `wait_revocation_with`) return `None` or
 /// `false`.
 ///
@@ -97,7 +97,7 @@ impl CancelToken {
     }
 
     /// Cancels: every acquisition watching this token (now or later) returns
-    /// [`Error::Cancelled`](crate::Error::Cancelled). Never blocks; idempotent.
+    /// [`Error::Cancelled`]. Never blocks; idempotent.
     pub fn cancel(&self) {
         self.inner.cancelled.store(true, Ordering::SeqCst);
         for (thread, parker) in self.inner.watchers.lock().iter() {

@@ -6,7 +6,7 @@ use std::task::Wake;
 use std::time::Instant;
 
 /// A thread's wake-up flag, on a `parking_lot` condition variable: the waker of every future a
-/// blocked caller polls ([`block_on`]), and what a cancel of a token the blocked call was
+/// blocked caller polls ([`block_on`](super::runtime::block_on)), and what a cancel of a token the blocked call was
 /// given notifies. Unlike `thread::park`, nothing else in the process (a library that unparks
 /// threads it does not own) can wake it spuriously.
 pub(crate) struct Parker {

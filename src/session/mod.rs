@@ -75,7 +75,7 @@ struct Handles {
     chroot: Option<Chroot>,
 }
 
-/// One ZooKeeper session of a [`Client`]; replaced when it expires.
+/// One ZooKeeper session of a [`Client`](crate::Client); replaced when it expires.
 pub(crate) struct Session {
     /// `None` once closed: every request then fails with [`Error::Closed`].
     handles: Mutex<Option<Handles>>,
@@ -148,7 +148,7 @@ enum Seen {
     ByLeader,
 }
 
-/// How many times [`Session::ensure_path`] recreates a parent that the container sweep removed
+/// How many times [`Session::ensure_path_async`] recreates a parent that the container sweep removed
 /// again before the lock path could be created in it.
 const PARENT_SWEPT_RETRIES: u32 = 3;
 

@@ -32,7 +32,7 @@ struct Marks {
     /// A request that sets the watch is on its way: dropped before its reply, it would leave a
     /// watch on the server that nobody listens to.
     in_flight: bool,
-    /// [`OwnNodeWatch::stop`] was called: send nothing more.
+    /// [`OwnNodeWatch::stop_async`] or [`OwnNodeWatch::stop_in_background`] was called: send nothing more.
     stopping: bool,
 }
 

@@ -13,7 +13,7 @@ use super::errors::outcome_unknown;
 use super::retry::RETRY_PAUSE;
 use super::Session;
 
-/// One operation of a transaction ([`Session::multi`]).
+/// One operation of a transaction ([`Session::multi_async`]).
 #[derive(Debug, Clone)]
 pub(crate) enum TxnOp {
     /// Succeeds only if `path` exists and, if `version` is given, has that data version.
@@ -27,7 +27,7 @@ pub(crate) enum TxnOp {
         data: Vec<u8>,
     },
     /// Creates an empty persistent node on the way to another, with the parent ACL (as
-    /// [`Session::put`] does), so one identity's fenced write does not close a shared parent
+    /// [`Session::put_async`] does), so one identity's fenced write does not close a shared parent
     /// to the others.
     CreateParent {
         path: String,

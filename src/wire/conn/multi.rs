@@ -1,4 +1,4 @@
-//! Writes coalesced into one `multi` (see [`coalesce`](super::coalesce) for which): what each
+//! Writes coalesced into one `multi` (see [`coalesce`] for which): what each
 //! caller is answered, the writes sent again one by one when a `multi` fails as a whole, and
 //! the reads sent behind an unsettled `multi`, sent again should it fail.
 

@@ -550,7 +550,7 @@ impl Shared {
         }
     }
 
-    /// Queues the read `frame` again (see [`redo_if_failed`]), at the back: it sees what its
+    /// Queues the read `frame` again (see `redo_if_failed` in `multi.rs`), at the back: it sees what its
     /// first answer missed.
     pub(super) fn read_again(&self, frame: Vec<u8>, on_reply: OnReply) {
         let class = Class::of(&frame, false);
