@@ -277,7 +277,7 @@ mod core;
 #[cfg(any(test, feature = "simulation"))]
 mod sim;
 
-/// The deterministic simulation of the protocol core (issue 34), for `examples/simulate.rs`:
+/// The deterministic simulation of the protocol core, for `examples/simulate.rs`:
 /// not part of the API, no stability promised.
 #[cfg(feature = "simulation")]
 #[doc(hidden)]

@@ -1,4 +1,4 @@
-//! The seeded scheduler of the deterministic simulation (issue 34): several simulated processes (one session each, several tasks per
+//! The seeded scheduler of the deterministic simulation: several simulated processes (one session each, several tasks per
 //! session) run real acquisitions of the core (`contend`) against the simulated ZooKeeper,
 //! while a seeded generator chooses, at every step, which task to poll, which request the
 //! server processes, which reply or notification is delivered, when the clock moves and which
@@ -53,7 +53,7 @@ pub struct Report {
     pub acquired: u64,
     /// The run's step trace (when asked for).
     pub trace: Vec<String>,
-    /// Acquisitions handed over locally, without the server (local handoff, issue 36).
+    /// Acquisitions handed over locally, without the server (local handoff).
     pub local_handoffs: u64,
 }
 

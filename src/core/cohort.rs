@@ -1,4 +1,4 @@
-//! Local handoff (issue 36): the callers of one client on one lock path queue in this process
+//! Local handoff: the callers of one client on one lock path queue in this process
 //! behind one lock node, and a releasing holder passes the node to the next local caller
 //! without the server, as long as that is safe and fair to other processes.
 //!
@@ -20,7 +20,7 @@
 //! the node is released through the server, however late any reply or notification is read.
 //! (A node created earlier waits at most the `batch` holds counted from the claim.) The
 //! count is the server's order, not the time a notification happened to be read: a
-//! notification read late let a process wait hundreds of holds (issue 36).
+//! notification read late let a process wait hundreds of holds.
 //!
 //! A check is sent at the claim, and while none has found another node, one every
 //! `batch / 2` holds (at least every hold), so that a process alone runs on while they

@@ -1,4 +1,4 @@
-//! Local handoff in the simulation (issue 36): in some schedules a process's tasks take the
+//! Local handoff in the simulation: in some schedules a process's tasks take the
 //! mutex or the write lock through its local queue ([`Cohort`]), the very code the recipes
 //! run, on the simulated session. Besides the schedule's invariants (no two holders reading
 //! `Held` at once, tokens, now with their local number, strictly increasing; nothing left

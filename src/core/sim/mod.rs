@@ -1,5 +1,5 @@
 //! A deterministic simulation of ZooKeeper and of the network between it and zklock's
-//! sessions, behind the core's [`ZkSession`](super::seam::ZkSession) seam (issue 34).
+//! sessions, behind the core's [`ZkSession`](super::seam::ZkSession) seam.
 //!
 //! - [`world`] (one file per concept): ZooKeeper itself is zklock-server's model (the tree,
 //!   sessions and their expiry, watches), driven on the virtual clock; around it each session's
