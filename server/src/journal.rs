@@ -514,14 +514,7 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         let mut m = model();
         let mut j = Journal::open(&dir, false, 1024, &mut m, NOW).unwrap();
-        let hello = ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            timeout: 1000,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: None,
-        };
+        let hello = crate::model::test_hello(1000);
         let mut w = Writer::new();
         w.record(&hello);
         let body = w.into_inner();

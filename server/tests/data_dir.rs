@@ -219,15 +219,8 @@ fn a_killed_server_restarted_on_its_dir_keeps_every_acknowledged_write_and_its_s
         "every acknowledged create kept"
     );
     for i in [0, 499, 999] {
-        let (h, resp) = b.call(&Request::GetData(PathWatchRequest {
-            path: format!("/n/{i}"),
-            watch: false,
-        }));
-        assert_eq!(h.err, 0);
-        let Response::GetData(d) = resp else {
-            panic!("{resp:?}")
-        };
-        assert_eq!(d.data, format!("/n/{i}").into_bytes());
+        let data = get_data(&mut b, &format!("/n/{i}"));
+        assert_eq!(data, format!("/n/{i}").into_bytes());
     }
     assert!(h.zxid >= last_zxid, "the zxid went on");
 
@@ -250,6 +243,18 @@ fn a_killed_server_restarted_on_its_dir_keeps_every_acknowledged_write_and_its_s
     let status = server.0.wait().unwrap();
     assert!(status.success(), "{status:?}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn get_data(c: &mut Raw, path: &str) -> Vec<u8> {
+    let (h, resp) = c.call(&Request::GetData(PathWatchRequest {
+        path: path.into(),
+        watch: false,
+    }));
+    assert_eq!(h.err, 0, "{path}");
+    let Response::GetData(d) = resp else {
+        panic!("{resp:?}")
+    };
+    d.data
 }
 
 fn children(c: &mut Raw, path: &str) -> Vec<String> {
@@ -339,15 +344,8 @@ fn snapshots_keep_the_dir_small_and_a_killed_server_loses_nothing_acknowledged()
     let mut b = Raw::connect(port, 0, vec![0; 16], last_zxid);
     assert_eq!(children(&mut b, "/n").len(), data.len());
     for (i, want) in data.iter().enumerate() {
-        let (h, resp) = b.call(&Request::GetData(PathWatchRequest {
-            path: format!("/n/{i}"),
-            watch: false,
-        }));
-        assert_eq!(h.err, 0);
-        let Response::GetData(d) = resp else {
-            panic!("{resp:?}")
-        };
-        assert_eq!(&d.data, want, "/n/{i} as last acknowledged");
+        let data = get_data(&mut b, &format!("/n/{i}"));
+        assert_eq!(&data, want, "/n/{i} as last acknowledged");
     }
     let resumed = Raw::connect(port, a.session, a.passwd.clone(), last_zxid);
     assert_eq!(resumed.session, a.session, "the session was kept");

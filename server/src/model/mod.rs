@@ -25,6 +25,19 @@ pub use ops::Reply;
 /// A connection, numbered by whoever drives the model.
 pub type ConnId = u64;
 
+/// A new session's handshake with `timeout` ms, for the crate's tests.
+#[cfg(test)]
+pub(crate) fn test_hello(timeout: i32) -> ConnectRequest {
+    ConnectRequest {
+        protocol_version: 0,
+        last_zxid_seen: 0,
+        timeout,
+        session_id: 0,
+        passwd: vec![0; 16],
+        read_only: None,
+    }
+}
+
 /// A moment: the monotonic clock for timeouts, the wall clock for node times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Now {
@@ -649,14 +662,7 @@ mod tests {
     fn a_session_s_expiry_and_a_set_counter_as_a_driver_sees_them() {
         let mut m = Model::new(config(), at(0));
         let mut out = Vec::new();
-        let hello = ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            timeout: 100,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: None,
-        };
+        let hello = super::test_hello(100);
         let Connected::Reply { response, .. } = m.connect(1, "127.0.0.1", &hello, at(0), &mut out)
         else {
             panic!("refused");

@@ -182,9 +182,7 @@ impl Model {
 
 #[cfg(test)]
 mod tests {
-    use zklock_proto::{
-        create_mode, ConnectRequest, CreateRequest, PathWatchRequest, Request, Response,
-    };
+    use zklock_proto::{create_mode, CreateRequest, PathWatchRequest, Request, Response};
 
     use super::*;
     use crate::model::{ModelConfig, Now};
@@ -208,14 +206,7 @@ mod tests {
         };
         let mut a = Model::new(cfg(), now);
         let mut out = Vec::new();
-        let hello = ConnectRequest {
-            protocol_version: 0,
-            last_zxid_seen: 0,
-            timeout: 1000,
-            session_id: 0,
-            passwd: vec![0; 16],
-            read_only: None,
-        };
+        let hello = crate::model::test_hello(1000);
         let _ = a.connect(7, "127.0.0.1", &hello, now, &mut out);
         let create = |path: &str, flags| {
             Request::Create2(CreateRequest {
