@@ -9,7 +9,8 @@
 // a blocking facade. The session itself, and every request, live in the session layer
 // (`session/`); `builder` holds the options and the connect, `state` the public session state
 // and `hub` the client's state thread and listener; `shutdown` closes it on signals; `data` has
-// the calls on plain nodes.
+// the calls on plain nodes. `Client::inspect` is the recipes' (`recipes/inspect.rs`): it reads
+// every recipe's layout, which the client, below the recipes, cannot import.
 
 // Only files that do not import this one are re-exported here (the house plan: no circles);
 // `ClientBuilder` and `CloseOnSignals` are re-exported at the crate root.
