@@ -181,6 +181,9 @@ fn one_deadline_bounds_several_calls() {
     }));
 }
 
+/// Compiles only if the future can move to another thread.
+fn assert_send<F: Future + Send>(_: &F) {}
+
 /// Cancels `token` from another thread after `after`; joined, it tells when.
 fn cancel_after(token: &CancelToken, after: Duration) -> thread::JoinHandle<Instant> {
     let token = token.clone();
@@ -253,7 +256,8 @@ fn an_async_unlock_past_its_deadline_reports_the_outcome_unknown_and_releases() 
     proxy.hold_requests(true);
     let deadline = Instant::now() + Duration::from_millis(300);
     let runtime = common::two_worker_runtime();
-    let outcome = runtime.block_on(guard.unlock_with_async(Wait::until(deadline)));
+    let unlocking = assert_send_static(guard.unlock_with_async(Wait::until(deadline)));
+    let outcome = runtime.block_on(unlocking);
     let returned = Instant::now();
     assert!(
         matches!(outcome, Err(Error::OutcomeUnknown { .. })),
@@ -411,6 +415,10 @@ fn a_state_change_wait_ends_at_its_deadline_or_its_cancel() {
         "{:?} late",
         returned - deadline
     );
+
+    // Both async forms of the client's waits can move to another thread.
+    assert_send(&client.wait_state_change_with_async(seen, Wait::forever()));
+    assert_send(&client.close_with_async(Wait::forever()));
 
     // A change still ends a wait whose token is never cancelled.
     let closer = thread::spawn({

@@ -1,4 +1,5 @@
-//! Cancellation: a [`CancelToken`] stops acquisitions blocked on other threads.
+//! Cancellation: a [`CancelToken`] stops calls blocked on other threads (acquisitions, and
+//! the waits for a release, a close, a guard's loss or the session's state).
 //!
 //! A blocking call waits on its thread's parker (`runtime::block_on_or_stop`), given the
 //! tokens that may stop it (the caller's, its client's close token): while it waits, its
