@@ -7,7 +7,7 @@
 //!     [--local-handoff BATCH]
 //! ```
 //!
-//! `--local-handoff BATCH` runs `queue` and `timeouts` with local handoff (issue 36): the
+//! `--local-handoff BATCH` runs `queue` and `timeouts` with local handoff: the
 //! tasks of the client then queue in this process behind one node.
 //!
 //! - `queue` (default 10,000 tasks): every task queues on one lock held by another client,

@@ -39,7 +39,7 @@
 //!   (`guard.lease_state()`, which sends nothing) and `warm_is_held` (`guard.is_held()`, whose
 //!   first call on a guard sets a watch on its node, removed before the release); `ROUNDS=n`
 //!   repeats the three, interleaved.
-//! - `hot` and `hot_off` (issue 36): 2 processes of 8 threads each on one lock, one
+//! - `hot` and `hot_off` (local handoff): 2 processes of 8 threads each on one lock, one
 //!   [`Client`] per process (a process is a session to ZooKeeper; here both are in this one OS
 //!   process, sharing one clock and one overlap counter), 4,000 acquisitions in all, empty
 //!   critical section; `hot` with local handoff (batch 128, or `ZKLOCK_HOT_BATCH`), `hot_off`
@@ -57,10 +57,10 @@
 //!   `floor` sends create(EPHEMERAL_SEQUENTIAL) and getChildren back to back, reads both
 //!   replies, then deletes (2 round trips); `floor_sequential` waits for each reply before the
 //!   next request (3 round trips). Run right beside `uncontended` on the same server, the ratio
-//!   of the two medians is what zklock's own layers cost over the wire (issue 22, item 5:
+//!   of the two medians is what zklock's own layers cost over the wire (the target:
 //!   at most 1.1x the pipelined floor).
 //!
-//! - `floor_many`: the bare client's limit for `many_locks`' warm pass (issue 35): the 10,000
+//! - `floor_many`: the bare client's limit for `many_locks`' warm pass (creates and deletes coalesced): the 10,000
 //!   lock paths created up front, each cycled once (create EPHEMERAL_SEQUENTIAL, getChildren,
 //!   delete) with W = 1, 8 and 32 cycles in flight: `plain` as individual requests (3 a
 //!   cycle), `multi` with each wave's creates as one `multi` and its deletes as another
@@ -398,7 +398,7 @@ fn contended(host_port: &str, path: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-// ---- hot: 2 processes x 8 threads on one lock (issue 36) ----
+// ---- hot: 2 processes x 8 threads on one lock, local handoff ----
 /// Local holds allowed while another process waits, in `hot` (the docs' suggestion);
 /// `ZKLOCK_HOT_BATCH` sets another.
 const HOT_BATCH: u32 = 128;

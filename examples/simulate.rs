@@ -1,4 +1,4 @@
-//! Runs seeded schedules of the deterministic simulation of zklock's protocol core (issue 34):
+//! Runs seeded schedules of the deterministic simulation of zklock's protocol core:
 //! several simulated processes acquire locks through the real waiting core against a
 //! simulated ZooKeeper, with faults, the invariants checked after every step.
 //!

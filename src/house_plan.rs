@@ -37,7 +37,6 @@ const CORE_NOT_YET_ON_ITS_OWN: &[&str] = &["core/contend", "core/held", "core/se
 /// and a circle is tolerated only inside one of these folders.
 const TANGLED_STILL: &[(&str, &[&str])] = &[
     ("core/sim/world", &["requests", "server"]),
-    ("sim", &["local"]),
     ("wire/conn", &["handshake", "io_thread", "outbox"]),
 ];
 

@@ -45,7 +45,7 @@
 //! | async | [`lock_async`](DistributedMutex::lock_async) | [`try_lock_async`](DistributedMutex::try_lock_async) | a runtime's timeout | [`lock_with_async`](DistributedMutex::lock_with_async) |
 //!
 //! Every guard ([`LockGuard`], [`Permit`], [`MultiGuard`]) offers the same calls: `unlock`,
-//! `unlock_timeout`, `unlock_async`, `state`, `is_held`, `lease_state`, `lease_remaining`, `wait_lost`,
+//! `unlock_timeout`, `unlock_with`, `unlock_async`, `unlock_with_async`, `state`, `is_held`, `lease_state`, `lease_remaining`, `wait_lost`,
 //! `wait_lost_timeout`, `wait_lost_with`, `wait_lost_async`, `fencing`, `tokens` and
 //! `session_id`.
 //!
@@ -180,7 +180,8 @@
 //! - stopping on a [`CancelToken`] (the same one the blocking calls watch):
 //!   [`CancelToken::cancelled`], a future ready once it is cancelled;
 //! - the client: [`ClientBuilder::connect_async`], [`Client::close_async`],
-//!   [`Client::wait_state_change_async`], [`Client::get_data_async`],
+//!   [`Client::close_with_async`], [`Client::wait_state_change_async`],
+//!   [`Client::wait_state_change_with_async`], [`Client::get_data_async`],
 //!   [`Client::set_data_async`], [`Client::children_async`].
 //!
 //! They run the same protocol core as the blocking calls (which wait on the very same futures

@@ -9,12 +9,13 @@
 //!
 //! It sits above the recipes (it runs their kinds, from the catalogue); the simulated
 //! ZooKeeper it runs them on is the core's (`core/sim`), which the core's unit tests use too.
+//! What its tasks and its checks share (an acquisition, the book of holders and violations)
+//! is in `book.rs`; local handoff's tasks and checks are in `local.rs`, which stands on
+//! `book.rs` alone.
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
@@ -27,7 +28,6 @@ use crate::core::kind::{Kind, Role};
 use crate::core::ordered::take_in_order;
 use crate::core::permits::take_permits;
 use crate::core::seam::{NodeStore, ZkSession};
-use crate::core::standing::{decide, Loss, Standing};
 use crate::core::wait::Attempt;
 use crate::error::Error;
 use crate::recipes::catalogue::{LATCH, MUTEX, READER, SEMAPHORE, WRITER};
@@ -40,7 +40,13 @@ use crate::core::sim::held::SimHeld;
 use crate::core::sim::world::{parent_of, Mode, Rng, World, OPERATOR};
 use crate::core::sim::TIMEOUT;
 
+mod book;
 mod local;
+
+use self::book::{
+    reads_held, undocumented, Acquisition, Budget, Holder, SharedBook, Target, Wait, ONE_CALL,
+};
+use self::local::SharedLocalBook;
 
 /// What one schedule found.
 #[derive(Debug, Default)]
@@ -71,83 +77,6 @@ enum Recipe {
     Multi,
 }
 
-/// What an acquisition takes.
-#[derive(Clone)]
-enum Target {
-    Lock(&'static Kind),
-    /// `count` leases of the semaphore at the lock path, with `permits` permits.
-    Leases {
-        permits: usize,
-        count: usize,
-    },
-    /// Several locks, each path with its kind, in the order given (the core orders them).
-    Multi(Vec<(String, &'static Kind)>),
-}
-
-/// How an acquisition waits.
-#[derive(Debug, Clone, Copy)]
-enum Wait {
-    Forever,
-    Try,
-    Timeout(Duration),
-}
-
-/// One acquisition a task makes.
-#[derive(Clone)]
-struct Acquisition {
-    lock: String,
-    target: Target,
-    wait: Wait,
-    /// The future is dropped after this many polls (cancellation, a `select!`, an abort).
-    drop_after: Option<u32>,
-    hold: Duration,
-    /// A pause before it (a lock path left empty for a while, so its container may go).
-    pause: Duration,
-    /// Taken revocable: a revocation request (a write to a node it holds) makes it release
-    /// at once, as a revocable guard's holder does.
-    revocable: bool,
-    /// Through the process's local queue, with this batch (see `local.rs`).
-    local: Option<u32>,
-    /// Its cancel token cancelled this long after it starts (`Wait::cancel_on`).
-    cancel_after: Option<Duration>,
-}
-
-/// A holder, as the checks see it.
-struct Holder {
-    task: usize,
-    lock: String,
-    role: Role,
-    session: i64,
-    node_path: String,
-    /// The watch on its own node (the guard's).
-    watch: u64,
-    /// Its node's czxid: the fencing token.
-    czxid: i64,
-    /// The token's local number (local handoff).
-    local: u16,
-    /// Its token was checked against the previous holder's (when it first read `Held`).
-    fenced: bool,
-}
-
-/// What the tasks report to the checks.
-#[derive(Default)]
-struct Book {
-    holders: Vec<Holder>,
-    /// Per lock path, the czxid (and local number) of its latest exclusive holder (the
-    /// fencing token's order).
-    last_token: BTreeMap<String, (i64, u16)>,
-    violations: Vec<String>,
-    acquired: u64,
-    finished: BTreeSet<usize>,
-    local: local::LocalBook,
-    /// Per task, its waits (from a poll that left it pending to its next wake) since its
-    /// current acquisition began: the time its own code chose to wait, not the scheduler's
-    /// delay in polling it once woken.
-    waits: BTreeMap<usize, Vec<(Duration, Duration)>>,
-}
-
-type SharedBook = Rc<RefCell<Book>>;
-
 struct TaskWaker {
     id: usize,
     ready: Arc<Mutex<BTreeSet<usize>>>,
@@ -171,9 +100,6 @@ const FAULT_TIME: Duration = Duration::from_secs(30);
 /// After the faults stop, every acquisition must end within this (virtual) time.
 const SETTLE_TIME: Duration = Duration::from_secs(600);
 const SETTLE_STEPS: u64 = 200_000;
-/// The deadline of a `try_lock`'s requests (one call's timeout).
-const ONE_CALL: Duration = TIMEOUT;
-
 /// Runs the schedule of `seed`; `trace` keeps its step trace.
 pub fn simulate(seed: u64, trace: bool) -> Report {
     Schedule::new(seed, trace).run()
@@ -185,6 +111,8 @@ struct Schedule {
     tasks: Vec<Option<Task>>,
     ready: Arc<Mutex<BTreeSet<usize>>>,
     book: SharedBook,
+    /// What local handoff's checks keep (see `local.rs`).
+    local: SharedLocalBook,
     sessions: Vec<Arc<SimSession>>,
     locks: Vec<String>,
     /// Nodes the operator put in place of others (removed when the faults stop).
@@ -287,6 +215,7 @@ impl Schedule {
             tasks: Vec::new(),
             ready,
             book,
+            local: SharedLocalBook::default(),
             sessions: Vec::new(),
             locks,
             replacements: Vec::new(),
@@ -400,7 +329,8 @@ impl Schedule {
             id,
             ready: self.ready.clone(),
         }));
-        let future = Box::pin(worker(id, session.clone(), self.book.clone(), plan));
+        let (book, local) = (self.book.clone(), self.local.clone());
+        let future = Box::pin(worker(id, session.clone(), book, local, plan));
         self.tasks.push(Some(Task {
             future,
             session: session.id,
@@ -464,7 +394,7 @@ impl Schedule {
             steps: self.steps,
             acquired: book.acquired,
             trace: world.trace.clone(),
-            local_handoffs: book.local.handoffs,
+            local_handoffs: self.local.borrow().handoffs,
         }
     }
 
@@ -684,7 +614,7 @@ impl Schedule {
         // Fencing tokens, in the order their holders first read `Held` (a holder that never
         // does, e.g. one frozen past its session, never uses its token).
         let book = &mut *book;
-        local::observe(book);
+        local::observe(&mut self.local.borrow_mut(), &mut book.violations);
         for holder in book.holders.iter_mut() {
             if holder.fenced || matches!(holder.role, Role::Read | Role::Lease) {
                 continue;
@@ -791,32 +721,6 @@ fn multi_target(more: &mut Rng, kinds: &BTreeMap<String, &'static Kind>, lock: &
     }
 }
 
-/// Whether `holder` reads `Held` at `now`, by the one rule every reader of a guard uses.
-fn reads_held(world: &World, holder: &Holder, now: std::time::Instant) -> bool {
-    if world.operator_removed.contains(&holder.czxid) {
-        // The operator deleted the node (before or after the claim): the docs forbid it, and
-        // the guard reports it as lost once it looks.
-        return false;
-    }
-    session_reads_held(world, holder.session, holder.watch, now)
-}
-
-/// Whether a guard of `session` whose own-node watch is `watch` reads `Held` at `now`: the
-/// standing rule of `core/standing.rs` on the simulated session's view.
-fn session_reads_held(world: &World, session: i64, watch: u64, now: std::time::Instant) -> bool {
-    let s = world.session(session);
-    let deleted = matches!(world.watch_event(watch), Some(zk::EventType::NodeDeleted));
-    matches!(
-        decide(
-            deleted,
-            s.liveness,
-            || s.lease.remaining_at(now),
-            || Loss::Expired
-        ),
-        Standing::Held(_)
-    )
-}
-
 /// What an acquisition ends with: the nodes held, in the order taken.
 type Acquired = crate::error::Result<Option<Vec<SimHeld>>>;
 
@@ -839,35 +743,14 @@ async fn hold(world: &Shared, until: Duration, revocable: Option<&[u64]>) -> boo
     .await
 }
 
-/// A future dropped after `polls` polls.
-struct Budget<F: ?Sized> {
-    inner: Option<Pin<Box<F>>>,
-    polls: u32,
-}
-
-impl<F: Future + ?Sized> Future for Budget<F> {
-    type Output = Option<F::Output>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
-        if self.polls == 0 {
-            self.inner = None;
-            return Poll::Ready(None);
-        }
-        self.polls -= 1;
-        let inner = self.inner.as_mut().expect("polled after the end");
-        match inner.as_mut().poll(cx) {
-            Poll::Ready(output) => Poll::Ready(Some(output)),
-            Poll::Pending if self.polls == 0 => {
-                self.inner = None;
-                Poll::Ready(None)
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
 /// One task: its acquisitions, one after the other, each held for a while and released.
-async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: Vec<Acquisition>) {
+async fn worker(
+    task: usize,
+    session: Arc<SimSession>,
+    book: SharedBook,
+    local: SharedLocalBook,
+    plan: Vec<Acquisition>,
+) {
     for acquisition in plan {
         if !acquisition.pause.is_zero() {
             let until = session.world.lock().now + acquisition.pause;
@@ -891,7 +774,7 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
         let lock = acquisition.lock.as_str();
         if let (Target::Lock(kind), Some(batch)) = (&acquisition.target, acquisition.local) {
             if local::applies(kind) {
-                if !local::turn(task, &session, &book, &acquisition, kind, batch).await {
+                if !local::turn(task, &session, (&book, &local), &acquisition, kind, batch).await {
                     return;
                 }
                 continue;
@@ -1126,32 +1009,6 @@ fn check_deadline(
         session.world.lock().note(|| line.clone());
         book.violations.push(line);
     }
-}
-
-/// Why `err`, returned by `acquisition`, is not one the docs list for that call; `None` if
-/// it is.
-fn undocumented(err: &Error, acquisition: &Acquisition) -> Option<String> {
-    let wait = acquisition.wait;
-    let paths: Vec<&str> = match &acquisition.target {
-        Target::Multi(members) => members.iter().map(|(path, _)| path.as_str()).collect(),
-        _ => vec![acquisition.lock.as_str()],
-    };
-    // (A semaphore's errors name its gate or its leases, below its path.)
-    let ours = |path: &str| {
-        paths
-            .iter()
-            .any(|lock| path == *lock || path.starts_with(&format!("{lock}/")))
-    };
-    let ok = match err {
-        Error::SessionExpired => true,
-        Error::LockLost { path } | Error::SequenceExhausted { path } | Error::NoNode { path } => {
-            ours(path)
-        }
-        Error::ConnectionLoss { .. } => !matches!(wait, Wait::Forever),
-        Error::Cancelled => acquisition.cancel_after.is_some(),
-        _ => false,
-    };
-    (!ok).then(|| format!("{wait:?} acquisition of {paths:?} returned {err:?}"))
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Listings that wait while the connection is busy go out together as one `multiRead`
-//! (issue 35: one request where ZooKeeper allows it), on a real server: each caller reads what
+//! (one request where ZooKeeper allows it), on a real server: each caller reads what
 //! its own listing would have shown, an error in one of them is its caller's alone, and a
 //! batch whose answer is over the client's reply limit is listed again one by one instead of
 //! failing every caller in it.

@@ -1,7 +1,11 @@
 //! `CancelToken::cancelled()`: a `Send` future that any executor can await, ready once the
 //! token is cancelled (at once if it already is), woken promptly by a cancel from another
-//! thread; and, on the test server through a silent connection, the one token that stops a
-//! service's blocking calls also stops its async acquisition, leaving nothing behind.
+//! thread; on the test server through a silent connection, the one token that stops a
+//! service's blocking calls also stops its async acquisition, leaving nothing behind; one
+//! deadline (`Wait::until`) shared by several calls; and the waits other than acquisitions
+//! (`unlock_with`, `Client::close_with`, `Client::wait_state_change_with` and their async
+//! forms), which stop waiting on a cancel or a deadline while the release or the close they
+//! wait for goes on.
 
 mod common;
 
@@ -9,7 +13,8 @@ use std::future::Future;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use zklock::{CancelToken, DistributedMutex, Wait};
+use zklock::client::SessionState;
+use zklock::{CancelToken, DistributedMutex, Error, Wait};
 
 /// Compiles only if the future can move to another thread and outlive the token it came from.
 fn assert_send_static<F: Future + Send + 'static>(future: F) -> F {
@@ -174,4 +179,260 @@ fn one_deadline_bounds_several_calls() {
     assert!(common::eventually(Duration::from_secs(15), || {
         common::children_count(&other, &path) == 0
     }));
+}
+
+/// Compiles only if the future can move to another thread.
+fn assert_send<F: Future + Send>(_: &F) {}
+
+/// Cancels `token` from another thread after `after`; joined, it tells when.
+fn cancel_after(token: &CancelToken, after: Duration) -> thread::JoinHandle<Instant> {
+    let token = token.clone();
+    thread::spawn(move || {
+        thread::sleep(after);
+        let at = Instant::now();
+        token.cancel();
+        at
+    })
+}
+
+/// `unlock_with` on a connection whose requests the server does not hear yet: the cancel ends
+/// the wait at once with `Cancelled`, and the release goes on in the background (the node goes
+/// once the requests pass, long before the session could expire and take it).
+#[test]
+fn a_cancelled_unlock_returns_at_once_and_the_release_goes_on() {
+    let path = common::lock_path("unlock_cancelled");
+    let observer = common::client();
+    let proxy = common::proxy::Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, Duration::from_secs(10));
+    let guard = DistributedMutex::new(&client, &path)
+        .unwrap()
+        .lock()
+        .unwrap();
+    // Watches our node: the release first stops that watch, a request more to cut short.
+    assert!(guard.is_held());
+    let session = client.session_id();
+    proxy.hold_requests(true);
+    let token = CancelToken::new();
+    let canceller = cancel_after(&token, Duration::from_millis(300));
+    let outcome = guard.unlock_with(Wait::forever().cancel_on(&token));
+    let returned = Instant::now();
+    let cancelled_at = canceller.join().unwrap();
+    assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
+    // A correctness bound, not a speed figure: the release would have waited 10 s.
+    assert!(returned >= cancelled_at, "returned before the cancel");
+    assert!(
+        returned - cancelled_at < Duration::from_secs(1),
+        "{:?}",
+        returned - cancelled_at
+    );
+    // Nothing reached the server yet: the node is there until the requests pass.
+    assert_eq!(common::children_count(&observer, &path), 1);
+    proxy.hold_requests(false);
+    assert!(
+        common::eventually(Duration::from_secs(5), || common::children_count(
+            &observer, &path
+        ) == 0),
+        "the node of a cancelled unlock is still there"
+    );
+    // Released, not expired: the session lives on.
+    assert_eq!(client.session_id(), session);
+    assert_eq!(client.state(), SessionState::Connected);
+    let again = DistributedMutex::new(&observer, &path).unwrap();
+    assert!(again.try_lock().unwrap().is_some(), "the lock is free");
+}
+
+/// `unlock_with_async` given a deadline, on the same held connection: `OutcomeUnknown` at
+/// the deadline, as `unlock_timeout`, and the release goes on.
+#[test]
+fn an_async_unlock_past_its_deadline_reports_the_outcome_unknown_and_releases() {
+    let path = common::lock_path("unlock_async_deadline");
+    let observer = common::client();
+    let proxy = common::proxy::Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, Duration::from_secs(10));
+    let guard = DistributedMutex::new(&client, &path)
+        .unwrap()
+        .lock()
+        .unwrap();
+    proxy.hold_requests(true);
+    let deadline = Instant::now() + Duration::from_millis(300);
+    let runtime = common::two_worker_runtime();
+    let unlocking = assert_send_static(guard.unlock_with_async(Wait::until(deadline)));
+    let outcome = runtime.block_on(unlocking);
+    let returned = Instant::now();
+    assert!(
+        matches!(outcome, Err(Error::OutcomeUnknown { .. })),
+        "{outcome:?}"
+    );
+    assert!(
+        returned >= deadline,
+        "returned {:?} early",
+        deadline - returned
+    );
+    assert!(
+        returned - deadline < Duration::from_secs(1),
+        "{:?} late",
+        returned - deadline
+    );
+    proxy.hold_requests(false);
+    assert!(
+        common::eventually(Duration::from_secs(5), || common::children_count(
+            &observer, &path
+        ) == 0),
+        "the node of an unlock past its deadline is still there"
+    );
+    assert_eq!(client.state(), SessionState::Connected);
+}
+
+/// `close_with` given a deadline that has passed: it returns at once, the client closed, and
+/// the server ends the session all the same (its node goes long before the session timeout).
+#[test]
+fn a_close_with_a_past_deadline_returns_and_closes_all_the_same() {
+    let path = common::lock_path("close_past_deadline");
+    let observer = common::client();
+    let client = common::client_with(Duration::from_secs(10));
+    let guard = DistributedMutex::new(&client, &path)
+        .unwrap()
+        .lock()
+        .unwrap();
+    let past = Instant::now();
+    thread::sleep(Duration::from_millis(5));
+    let started = Instant::now();
+    let outcome = client.close_with(Wait::until(past));
+    // A correctness bound, not a speed figure: nothing is waited for.
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        matches!(outcome, Ok(()) | Err(Error::ConnectionLoss { .. })),
+        "{outcome:?}"
+    );
+    assert!(client.is_closed());
+    assert!(matches!(client.session_timeout(), d if d.is_zero()));
+    assert!(
+        common::eventually(Duration::from_secs(5), || common::children_count(
+            &observer, &path
+        ) == 0),
+        "the closed session's node is still there"
+    );
+    drop(guard);
+}
+
+/// `close_with` cancelled while the server does not hear the close yet: `Cancelled` at once,
+/// the client closed; the close goes on in the background, and a later `close` reports its
+/// outcome.
+#[test]
+fn a_cancelled_close_returns_at_once_and_the_close_goes_on() {
+    let path = common::lock_path("close_cancelled");
+    let observer = common::client();
+    let proxy = common::proxy::Proxy::start(&common::connect_string());
+    let client = common::client_via(&proxy, Duration::from_secs(10));
+    let _guard = DistributedMutex::new(&client, &path)
+        .unwrap()
+        .lock()
+        .unwrap();
+    proxy.hold_requests(true);
+    let token = CancelToken::new();
+    let canceller = cancel_after(&token, Duration::from_millis(200));
+    let outcome = client.close_with(Wait::forever().cancel_on(&token));
+    let returned = Instant::now();
+    let cancelled_at = canceller.join().unwrap();
+    assert!(matches!(outcome, Err(Error::Cancelled)), "{outcome:?}");
+    assert!(returned >= cancelled_at, "returned before the cancel");
+    assert!(
+        returned - cancelled_at < Duration::from_secs(1),
+        "{:?}",
+        returned - cancelled_at
+    );
+    assert!(client.is_closed());
+    assert_eq!(common::children_count(&observer, &path), 1);
+    proxy.hold_requests(false);
+    assert!(
+        common::eventually(Duration::from_secs(5), || common::children_count(
+            &observer, &path
+        ) == 0),
+        "the node of a client whose close was cancelled is still there"
+    );
+    // The close confirmed in the background: that is what a later close reports.
+    assert!(client.close().is_ok());
+}
+
+/// `wait_state_change_with` and its async form, on a session that does not change: they
+/// return the state unchanged at the deadline, or at once after a cancel, and still report a
+/// change (the close).
+#[test]
+fn a_state_change_wait_ends_at_its_deadline_or_its_cancel() {
+    let client = common::client();
+    let seen = client.state();
+    assert_eq!(seen, SessionState::Connected);
+
+    let deadline = Instant::now() + Duration::from_millis(300);
+    assert_eq!(
+        client.wait_state_change_with(seen, Wait::until(deadline)),
+        seen
+    );
+    let returned = Instant::now();
+    assert!(
+        returned >= deadline,
+        "returned {:?} early",
+        deadline - returned
+    );
+    assert!(
+        returned - deadline < Duration::from_secs(1),
+        "{:?} late",
+        returned - deadline
+    );
+
+    let token = CancelToken::new();
+    let canceller = cancel_after(&token, Duration::from_millis(200));
+    let now = client.wait_state_change_with(seen, Wait::forever().cancel_on(&token));
+    let returned = Instant::now();
+    let cancelled_at = canceller.join().unwrap();
+    assert_eq!(now, seen);
+    assert!(returned >= cancelled_at, "returned before the cancel");
+    assert!(
+        returned - cancelled_at < Duration::from_secs(1),
+        "{:?}",
+        returned - cancelled_at
+    );
+
+    // Async: a cancelled token ends it at once; a deadline on zklock's own timer.
+    let cancelled = Wait::forever().cancel_on(&token);
+    let now = futures::executor::block_on(client.wait_state_change_with_async(seen, cancelled));
+    assert_eq!(now, seen);
+    let deadline = Instant::now() + Duration::from_millis(300);
+    let waiting = client.wait_state_change_with_async(seen, Wait::until(deadline));
+    assert_eq!(futures::executor::block_on(waiting), seen);
+    let returned = Instant::now();
+    assert!(
+        returned >= deadline,
+        "returned {:?} early",
+        deadline - returned
+    );
+    assert!(
+        returned - deadline < Duration::from_secs(1),
+        "{:?} late",
+        returned - deadline
+    );
+
+    // Both async forms of the client's waits can move to another thread.
+    assert_send(&client.wait_state_change_with_async(seen, Wait::forever()));
+    assert_send(&client.close_with_async(Wait::forever()));
+
+    // A change still ends a wait whose token is never cancelled.
+    let closer = thread::spawn({
+        let client = client.clone();
+        move || {
+            thread::sleep(Duration::from_millis(200));
+            client.close()
+        }
+    });
+    let live = CancelToken::new();
+    let limit = Wait::timeout(Duration::from_secs(10)).cancel_on(&live);
+    assert_eq!(
+        client.wait_state_change_with(seen, limit),
+        SessionState::Closed
+    );
+    closer.join().unwrap().unwrap();
 }

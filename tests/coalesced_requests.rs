@@ -1,5 +1,5 @@
-//! Lock-node creates and deletes of our own nodes coalesced into one `multi` each (issue 35,
-//! item 2) on a real server: many locks on one client stay exclusive with tokens in order and
+//! Lock-node creates and deletes of our own nodes coalesced into one `multi` each on a
+//! real server: many locks on one client stay exclusive with tokens in order and
 //! leave nothing behind, a coalesced create's token is its node's own czxid (before 3.9 the
 //! server does not answer a multi's create with a stat: zklock makes it from the reply), and
 //! every fallback gives each caller the outcome its own request would have had.

@@ -1,4 +1,4 @@
-//! Local handoff (`DistributedMutex::local_handoff`, issue 36) on a real server: the callers of
+//! Local handoff (`DistributedMutex::local_handoff`) on a real server: the callers of
 //! one client share one lock node and pass it on without the server, bounded so that other
 //! processes get their turn, with every guarantee of a guard kept per local holder.
 

@@ -586,7 +586,7 @@ mod shared_parents {
             .unwrap()
     }
 
-    /// ParentAcl / issue 10: parents created on the way must let other identities create
+    /// ParentAcl: parents created on the way must let other identities create
     /// siblings. `Client::set_data` (Session::put) creates missing parents with the parent ACL
     /// (world READ|CREATE), but a fenced write creates them inside its transaction as
     /// `TxnOp::Create`, which always uses the *lock* ACL (src/session.rs `Session::multi`,

@@ -1,4 +1,4 @@
-//! Jepsen-style fault test of zklock: the program behind `scripts/nemesis.sh` (issue 17).
+//! Jepsen-style fault test of zklock: the program behind `scripts/nemesis.sh`.
 //!
 //! `scripts/nemesis.sh` creates a private network namespace, starts a three-server ZooKeeper
 //! ensemble in it (each server on its own loopback address) and runs `nemesis run` inside it.

@@ -9,7 +9,8 @@
 // a blocking facade. The session itself, and every request, live in the session layer
 // (`session/`); `builder` holds the options and the connect, `state` the public session state
 // and `hub` the client's state thread and listener; `shutdown` closes it on signals; `data` has
-// the calls on plain nodes.
+// the calls on plain nodes. `Client::inspect` is the recipes' (`recipes/inspect.rs`): it reads
+// every recipe's layout, which the client, below the recipes, cannot import.
 
 // Only files that do not import this one are re-exported here (the house plan: no circles);
 // `ClientBuilder` and `CloseOnSignals` are re-exported at the crate root.
@@ -32,6 +33,7 @@ use parking_lot::Mutex;
 
 use crate::core::cohort::Cohort;
 use crate::core::held::Held;
+use crate::core::wait::Wait;
 use crate::error::{Error, Result};
 use crate::metrics::Recipe;
 use crate::rt::cancel::CancelToken;
@@ -331,7 +333,7 @@ impl Client {
     /// [`Error::ConnectionLoss`] if the server could not be told (the connection is down): the
     /// session then ends on the server after its timeout. The client is closed either way.
     pub fn close(&self) -> Result<()> {
-        self.close_within(CLOSE_WAIT, None)
+        self.close_with(Wait::forever())
     }
 
     /// As [`close`](Self::close), blocking at most `timeout` in all (monotonic clock, from the
@@ -340,6 +342,49 @@ impl Client {
     /// (`zklock run` closes its client this way).
     ///
     /// # Errors
+    /// As [`close`](Self::close); [`Error::ConnectionLoss`] also when the confirmation (or a
+    /// concurrent close's outcome) did not come within `timeout`. The client is closed either
+    /// way.
+    pub fn close_timeout(&self, timeout: Duration) -> Result<()> {
+        self.close_with(Wait::timeout(timeout))
+    }
+
+    /// As [`close`](Self::close), waiting as `wait` says: up to its timeout or deadline in all,
+    /// as [`close_timeout`](Self::close_timeout) (a deadline that has passed already waits for
+    /// nothing; [`Wait::forever`] waits as `close` does), and no longer than until its token is
+    /// cancelled (at once, if it already is).
+    ///
+    /// The client is closed at once either way, on every clone, and closeSession goes to the
+    /// server: a cancel stops only the waiting for the server's confirmation and the state
+    /// listener, which go on in the background (on a short-lived thread) as they would have
+    /// on the calling thread, and later calls of `close` report their outcome.
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// use std::time::{Duration, Instant};
+    /// use zklock::Wait;
+    /// // One budget for the whole shutdown: what is left of it after the other steps.
+    /// let shutdown_by = Instant::now() + Duration::from_secs(5);
+    /// // ... stop the work, flush ...
+    /// if let Err(err) = client.close_with(Wait::until(shutdown_by)) {
+    ///     eprintln!("closed without the server's confirmation: {err}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`close_timeout`](Self::close_timeout), and [`Error::Cancelled`] when the token was
+    /// cancelled before the close was confirmed.
+    pub fn close_with(&self, wait: Wait) -> Result<()> {
+        let deadline = wait.deadline();
+        match wait.token() {
+            // Nothing can stop the wait early: it needs no thread of its own.
+            None => self.close_within(deadline),
+            Some(token) => crate::session::blocking(self.close_on_thread(deadline, Some(token))),
+        }
+    }
+
     /// As [`close`](Self::close), as a future: the client is closed at once (every call on it
     /// returns [`Error::Closed`] from then on), and the future waits, without blocking the
     /// executor's thread, for the server's confirmation and the state listener (on a
@@ -349,22 +394,51 @@ impl Client {
     /// # Errors
     /// As [`close`](Self::close).
     pub async fn close_async(&self) -> Result<()> {
+        self.close_with_async(Wait::forever()).await
+    }
+
+    /// As [`close_with`](Self::close_with), as a future (`Send`, any executor): the client is
+    /// closed at once, and the future waits as [`close_async`](Self::close_async) does, up to
+    /// `wait`'s timeout or deadline, and until its token is cancelled ([`Error::Cancelled`];
+    /// the close goes on in the background). Dropping the future stops only the waiting.
+    ///
+    /// ```no_run
+    /// # async fn run(client: zklock::Client, shutdown: zklock::CancelToken) {
+    /// use std::time::Duration;
+    /// use zklock::Wait;
+    /// // At most 2 s for the confirmation, less if a second signal cancels `shutdown`.
+    /// let wait = Wait::timeout(Duration::from_secs(2)).cancel_on(&shutdown);
+    /// if let Err(err) = client.close_with_async(wait).await {
+    ///     eprintln!("closed without the server's confirmation: {err}");
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`close_with`](Self::close_with).
+    pub async fn close_with_async(&self, wait: Wait) -> Result<()> {
+        self.close_on_thread(wait.deadline(), wait.token()).await
+    }
+
+    /// Closes the client at once, and waits for [`close_within`](Self::close_within) on a
+    /// short-lived thread until it is done or `token` is cancelled ([`Error::Cancelled`]; the
+    /// thread finishes the close).
+    async fn close_on_thread(
+        &self,
+        deadline: Option<Instant>,
+        token: Option<&CancelToken>,
+    ) -> Result<()> {
         // Marked closed here, before the first await, so that the caller's next call sees it.
         self.inner.closed.cancel();
         let client = self.clone();
-        crate::rt::runtime::on_thread("zklock-close", move || client.close()).await?
+        let closing =
+            crate::rt::runtime::on_thread("zklock-close", move || client.close_within(deadline));
+        crate::rt::cancel::unless_cancelled(token, closing).await??
     }
 
-    /// As [`close`](Self::close); [`Error::ConnectionLoss`] also when the confirmation (or a
-    /// concurrent close's outcome) did not come within `timeout`. The client is closed either
-    /// way.
-    pub fn close_timeout(&self, timeout: Duration) -> Result<()> {
-        self.close_within(timeout, Some(deadline_after(timeout)))
-    }
-
-    /// Closes, waiting `confirm` for the server's confirmation; with a `deadline`, never past
-    /// it.
-    fn close_within(&self, confirm: Duration, deadline: Option<Instant>) -> Result<()> {
+    /// The one close: waits for the server's confirmation up to `deadline`, or two seconds
+    /// without one, and for a concurrent close and the state listener never past `deadline`.
+    fn close_within(&self, deadline: Option<Instant>) -> Result<()> {
         if let Some(session) = self.inner.session.lock().as_ref() {
             // A forked child's copy has no connection to close; the parent's stays open.
             session.check_process()?;
@@ -391,7 +465,7 @@ impl Client {
                 info!("closing zookeeper session {:#x}", session.id);
                 session.close();
                 self.inner.hub.notify();
-                if session.wait_ended(Instant::now() + confirm) {
+                if session.wait_ended(deadline.unwrap_or_else(|| deadline_after(CLOSE_WAIT))) {
                     Ok(())
                 } else {
                     warn!(
@@ -585,8 +659,39 @@ impl Client {
     /// [`SessionState::Closed`]). A session `Expired` stays so until some call on the client
     /// opens a new one: this wait does not open it.
     pub fn wait_state_change(&self, seen: SessionState, timeout: Duration) -> SessionState {
-        let deadline = deadline_after(timeout);
-        let wait = std::pin::pin!(self.state_change(seen, Some(deadline)));
+        self.wait_state_change_with(seen, Wait::timeout(timeout))
+    }
+
+    /// As [`wait_state_change`](Self::wait_state_change), waiting as `wait` says: returns the
+    /// current state (still `seen`) once its timeout or deadline has passed or its token is
+    /// cancelled (at once if it already is), the same as when the timeout passes. A
+    /// [`Wait::forever`] without a token waits until the state changes.
+    ///
+    /// For a thread that follows the session until its owner stops it:
+    ///
+    /// ```no_run
+    /// # fn main() -> zklock::Result<()> {
+    /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+    /// use zklock::client::SessionState;
+    /// use zklock::{CancelToken, Wait};
+    /// let stop = CancelToken::new();
+    /// let follower = std::thread::spawn({
+    ///     let (client, stop) = (client.clone(), stop.clone());
+    ///     move || {
+    ///         let mut seen = client.state();
+    ///         while seen != SessionState::Closed && !stop.is_cancelled() {
+    ///             seen = client.wait_state_change_with(seen, Wait::forever().cancel_on(&stop));
+    ///             println!("session is {seen}");
+    ///         }
+    ///     }
+    /// });
+    /// // ... later:
+    /// stop.cancel(); // the follower returns at once
+    /// follower.join().unwrap();
+    /// # Ok(()) }
+    /// ```
+    pub fn wait_state_change_with(&self, seen: SessionState, wait: Wait) -> SessionState {
+        let wait = std::pin::pin!(self.state_change(seen, &wait));
         // Interrupted only by the client's closing, which the state then says.
         let closes = std::slice::from_ref(&self.inner.closed);
         crate::rt::runtime::block_on_or_stop(wait, None, closes).unwrap_or_else(|_| self.state())
@@ -596,8 +701,9 @@ impl Client {
     /// (`Send`, any executor): ready with the new state once [`state`](Self::state) differs
     /// from `seen`. It wakes as the blocking call does (the session's changes, the lease
     /// running out on the monotonic clock, a replaced session, the client's closing), so a
-    /// stalled network thread cannot keep it pending. Bound it with a runtime's timeout;
-    /// dropping it stops only the wait (it sets nothing on the server).
+    /// stalled network thread cannot keep it pending. Bound it with a runtime's timeout, or
+    /// use [`wait_state_change_with_async`](Self::wait_state_change_with_async); dropping it
+    /// stops only the wait (it sets nothing on the server).
     ///
     /// ```no_run
     /// # async fn run(client: zklock::Client) {
@@ -610,12 +716,51 @@ impl Client {
     /// # }
     /// ```
     pub async fn wait_state_change_async(&self, seen: SessionState) -> SessionState {
-        self.state_change(seen, None).await
+        self.wait_state_change_with_async(seen, Wait::forever())
+            .await
     }
 
-    /// The one wait behind [`wait_state_change`](Self::wait_state_change) and its async form:
-    /// the state once it differs from `seen`, or as it is at `deadline`.
-    async fn state_change(&self, seen: SessionState, deadline: Option<Instant>) -> SessionState {
+    /// As [`wait_state_change_with`](Self::wait_state_change_with), as a future (`Send`, any
+    /// executor): ready with the new state, or with the current one (still `seen`) once
+    /// `wait`'s timeout or deadline passes (zklock's own timer) or its token is cancelled.
+    /// Cancel safe, as [`wait_state_change_async`](Self::wait_state_change_async).
+    ///
+    /// ```no_run
+    /// # async fn run(client: zklock::Client) {
+    /// use std::time::Duration;
+    /// use zklock::client::SessionState;
+    /// use zklock::Wait;
+    /// let now = client
+    ///     .wait_state_change_with_async(SessionState::Connected, Wait::timeout(Duration::from_secs(5)))
+    ///     .await;
+    /// if now == SessionState::Connected {
+    ///     println!("still connected after 5 s");
+    /// }
+    /// # }
+    /// ```
+    pub async fn wait_state_change_with_async(
+        &self,
+        seen: SessionState,
+        wait: Wait,
+    ) -> SessionState {
+        self.state_change(seen, &wait).await
+    }
+
+    /// The one wait behind [`wait_state_change`](Self::wait_state_change) and its other forms:
+    /// the state once it differs from `seen`, or as it is when `wait` ends.
+    async fn state_change(&self, seen: SessionState, wait: &Wait) -> SessionState {
+        let changed = self.state_change_until(seen, wait.deadline());
+        crate::rt::cancel::unless_cancelled(wait.token(), changed)
+            .await
+            .unwrap_or_else(|_| self.state())
+    }
+
+    /// The state once it differs from `seen`, or as it is at `deadline`.
+    async fn state_change_until(
+        &self,
+        seen: SessionState,
+        deadline: Option<Instant>,
+    ) -> SessionState {
         loop {
             // Registered before looking, so that a notification in between is not missed.
             let replaced = self.hub().listen();

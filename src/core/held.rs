@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::{block_on_or_stop, deadline_after};
 use crate::session::own_node::OwnNodeWatch;
-use crate::session::{blocking_or_stop, Session};
+use crate::session::Session;
 use crate::znode::token::FencingToken;
 
 use super::claim::Claimed;
@@ -269,24 +269,17 @@ impl Held {
         }
     }
 
-    /// Releases, for a caller who wants the outcome (`unlock`): deletes our node, waiting for
-    /// the server's reply up to the session timeout; the background retry takes over after
-    /// that.
-    pub(crate) fn release(&mut self) -> Result<()> {
-        self.release_within(self.session.timeout)
+    /// The token closing the client cancels: a caller blocked on a release watches it, so
+    /// that a release stuck on a silent connection ends at the close.
+    pub(crate) fn closes(&self) -> &CancelToken {
+        self.session.closes()
     }
 
-    /// As [`release`](Self::release), blocking at most about `wait` in all (the background
-    /// retry takes over after that). A delete not confirmed in time is
-    /// [`Error::OutcomeUnknown`]: it may have been applied, or may be applied later.
-    pub(crate) fn release_within(&mut self, wait: Duration) -> Result<()> {
-        // Closing the client wakes a release stuck on a silent connection.
-        let closes = self.session.closes().clone();
-        blocking_or_stop(self.release_within_async(wait), &[closes])
-    }
-
-    /// As [`release_within`](Self::release_within), awaited. Dropped before the delete is
-    /// confirmed, the release goes on in the background.
+    /// Releases, for a caller who wants the outcome (`unlock`): deletes our node, waiting at
+    /// most about `wait` in all for the server's reply (the background retry takes over
+    /// after that). A delete not confirmed in time is [`Error::OutcomeUnknown`]: it may have
+    /// been applied, or may be applied later. Dropped before the delete is confirmed, the
+    /// release goes on in the background.
     pub(crate) async fn release_within_async(&mut self, wait: Duration) -> Result<()> {
         if self.released {
             return Ok(());

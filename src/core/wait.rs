@@ -19,7 +19,11 @@ use super::withdraw::{
 /// return `Ok(None)` when the timeout passes and [`Error::Cancelled`] when the token is
 /// cancelled, and to the guards' waits ([`LockGuard::wait_lost_with`](crate::LockGuard::wait_lost_with),
 /// [`LockGuard::wait_revocation_with`](crate::LockGuard::wait_revocation_with)), which return
-/// `None` (or `false`) in both cases.
+/// `None` (or `false`) in both cases. Every other wait of the API takes one too, in the same
+/// forms (`x_with`, `x_with_async`): a release
+/// ([`LockGuard::unlock_with`](crate::LockGuard::unlock_with)), a close
+/// ([`Client::close_with`](crate::Client::close_with)), a change of the session's state
+/// ([`Client::wait_state_change_with`](crate::Client::wait_state_change_with)).
 ///
 /// ```no_run
 /// # fn main() -> zklock::Result<()> {

@@ -178,7 +178,7 @@
 //! accepted, 13.0 s max unavailability` (seed 1090794949; 1,314 fenced increments acked, 6
 //! unknown), and in CI's 60 s `99 holds, 5 faults, 0, 0, 0, 11.1 s`.
 //!
-//! Those runs were on Debian's ZooKeeper 3.8.0. On 3.9.5 (the default since issue 31), 2026-11-27,
+//! Those runs were on Debian's ZooKeeper 3.8.0. On 3.9.5 (the default since then), 2026-11-27,
 //! the same shared VM under other builds (load 7-23): 60 s as in CI, `159 holds, 5 faults, 0
 //! overlaps, 0 lost updates (fenced; 8 of 149 unfenced increments lost), 6 stale writes refused,
 //! 0 accepted, 6.7 s max unavailability, no server data loss` (seed 1829705484); 20 s, `50 holds,

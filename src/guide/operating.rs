@@ -18,7 +18,8 @@
 //! [`client.wait_state_change(seen, timeout)`](crate::Client::wait_state_change) (it also wakes
 //! when the lease runs out, on your thread's clock, and at once on `close()`; in async code
 //! [`wait_state_change_async(seen)`](crate::Client::wait_state_change_async), bounded by the
-//! runtime's timeout), or register a
+//! runtime's timeout; [`wait_state_change_with(seen, Wait)`](crate::Client::wait_state_change_with)
+//! and its async form for a deadline or a [`CancelToken`](crate::CancelToken)), or register a
 //! listener with [`ClientBuilder::on_state_change`], told of every change (a [`StateChange`])
 //! on a thread of its own (`zklock-listener`), never on zklock's network thread:
 //!

@@ -33,7 +33,7 @@
 //! | floor, one request at a time | 3 | 268 | — |
 //!
 //! In this run zklock's uncontended cycle is 1.03× the floor (median of the rounds' own ratios
-//! 1.04) and 0.601× Curator's; issue 22 asks for at most 1.1× and 0.6×. **Neither target holds in
+//! 1.04) and 0.601× Curator's; the targets are at most 1.1× and 0.6×. **Neither target holds in
 //! every run.** Over the session's seven runs (03:02–03:13 UTC, load average 1.2 to 30 as other
 //! suites came and went), zklock/Curator was 0.58–1.10 (median 0.62; below 0.6 in 1 run) and
 //! zklock/floor 1.00–1.28 (median 1.10; at most 1.1 in 4 runs); 21 rotations of old transport,
@@ -146,7 +146,7 @@
 //!
 //! # Local handoff
 //!
-//! [`DistributedMutex::local_handoff`](crate::DistributedMutex::local_handoff) (issue 36): the
+//! [`DistributedMutex::local_handoff`](crate::DistributedMutex::local_handoff): the
 //! callers of one client share one node and pass it on without the server. The bound on other
 //! processes is counted in the server's order: hold `n` of a node begins only if
 //! `n <= clear + batch`, where `clear` is the number of holds begun when the latest listing

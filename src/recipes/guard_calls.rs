@@ -12,6 +12,7 @@ use crate::core::held::Held;
 use crate::core::standing::LockState;
 use crate::core::wait::Wait;
 use crate::error::Result;
+use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::deadline_after;
 use crate::znode::token::FencingToken;
 
@@ -111,42 +112,49 @@ pub(crate) fn fencing<'a>(mut nodes: impl Iterator<Item = &'a Held>) -> FencingT
     nodes.next().map_or(FencingToken::new(0, 0), Held::fencing)
 }
 
-/// Releases every node, in the order given, waiting for each up to the session timeout (or,
-/// with `within`, all of them together up to that), and reports the first failure: each is
-/// released anyway, a delete not confirmed in time going on in the background.
-pub(crate) fn release<'a>(
-    nodes: impl Iterator<Item = &'a mut Held>,
-    within: Option<Duration>,
-) -> Result<()> {
-    let deadline = within.map(deadline_after);
-    let mut outcome = Ok(());
-    for node in nodes {
-        let released = match deadline {
-            None => node.release(),
-            Some(d) => node.release_within(d.saturating_duration_since(Instant::now())),
-        };
-        if let Err(err) = released {
-            outcome = outcome.and(Err(err));
-        }
-    }
-    outcome
-}
-
-/// As [`release`] without `within`, awaited. Dropped half-way, the nodes not yet released are
-/// released in the background (a drop on an async worker must not block).
-pub(crate) async fn release_async(nodes: Vec<&mut Held>) -> Result<()> {
+/// Releases every node, in the order given, and reports the first failure (each is released
+/// anyway). Each waits for the server's confirmation up to the session timeout or, when `wait`
+/// has a deadline, all of them together up to that: a delete not confirmed in time goes on in
+/// the background ([`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown)). A cancel of
+/// `wait`'s token ends the wait as the deadline does, reported as
+/// [`Error::Cancelled`](crate::Error::Cancelled); the nodes not confirmed yet are released in
+/// the background, as they are when this future is dropped.
+pub(crate) async fn release(nodes: Vec<&mut Held>, wait: &Wait) -> Result<()> {
     let mut nodes = nodes;
+    // What is left when the wait stops goes to the background, never blocking: the guard
+    // may be dropped on an async runtime's worker, or by a call its caller cancelled.
     for node in &mut nodes {
         node.background_drop = true;
     }
-    let mut outcome = Ok(());
-    for node in nodes {
-        let wait = node.session_timeout();
-        if let Err(err) = node.release_within_async(wait).await {
-            outcome = outcome.and(Err(err));
+    let deadline = wait.deadline();
+    let releasing = async move {
+        let mut outcome = Ok(());
+        for node in nodes {
+            let left = deadline.map_or_else(
+                || node.session_timeout(),
+                |d| d.saturating_duration_since(Instant::now()),
+            );
+            if let Err(err) = node.release_within_async(left).await {
+                outcome = outcome.and(Err(err));
+            }
         }
-    }
-    outcome
+        outcome
+    };
+    crate::rt::cancel::unless_cancelled(wait.token(), releasing)
+        .await
+        .and_then(|outcome| outcome)
+}
+
+/// As [`release`], blocking the calling thread; closing the client ends it too
+/// ([`Error::Closed`](crate::Error::Closed)), so that a release stuck on a silent connection
+/// ends at the close.
+pub(crate) fn release_blocking(nodes: Vec<&mut Held>, wait: &Wait) -> Result<()> {
+    let closes: Vec<CancelToken> = nodes
+        .first()
+        .map(|n| n.closes().clone())
+        .into_iter()
+        .collect();
+    crate::session::blocking_or_stop(release(nodes, wait), &closes)
 }
 
 /// Writes the calls every guard shares, for a guard type that provides `fn nodes(&self) ->
@@ -155,7 +163,7 @@ pub(crate) async fn release_async(nodes: Vec<&mut Held>) -> Result<()> {
 /// guard holds, for the docs; `$fencing` documents which token [`fencing`] is.
 macro_rules! guard_calls {
     ($what:literal, fencing: $fencing:literal) => {
-        #[doc = concat!("Releases ", $what, " and reports the outcome. Blocks for at most one reply from the server per node, bounded by the session timeout (returns at once when the connection is known to be down); see [`unlock_timeout`](Self::unlock_timeout) for a shorter bound.")]
+        #[doc = concat!("Releases ", $what, " and reports the outcome. Blocks for at most one reply from the server per node, bounded by the session timeout (returns at once when the connection is known to be down); see [`unlock_timeout`](Self::unlock_timeout) for a shorter bound and [`unlock_with`](Self::unlock_with) for a deadline or a cancel token.")]
         ///
         /// # Errors
         /// The first failure (every node is released anyway):
@@ -168,8 +176,8 @@ macro_rules! guard_calls {
         ///   slow or frozen: the node may still be there, so another contender may not have
         ///   the lock yet. The delete is retried in the background until the node is gone or
         ///   the session has ended (which removes it too).
-        pub fn unlock(mut self) -> $crate::Result<()> {
-            $crate::recipes::guard_calls::release(self.nodes_to_release().into_iter(), None)
+        pub fn unlock(self) -> $crate::Result<()> {
+            self.unlock_with($crate::Wait::forever())
         }
 
         /// As [`unlock`](Self::unlock), blocking at most about `timeout` in all (monotonic
@@ -179,8 +187,47 @@ macro_rules! guard_calls {
         ///
         /// # Errors
         /// As [`unlock`](Self::unlock).
-        pub fn unlock_timeout(mut self, timeout: std::time::Duration) -> $crate::Result<()> {
-            $crate::recipes::guard_calls::release(self.nodes_to_release().into_iter(), Some(timeout))
+        pub fn unlock_timeout(self, timeout: std::time::Duration) -> $crate::Result<()> {
+            self.unlock_with($crate::Wait::timeout(timeout))
+        }
+
+        /// As [`unlock`](Self::unlock), waiting for the server's confirmation as `wait` says:
+        /// up to its timeout or deadline, in all (as [`unlock_timeout`](Self::unlock_timeout);
+        /// [`Wait::forever`](crate::Wait::forever) waits as `unlock` does), and no longer than
+        /// until its token is cancelled.
+        ///
+        /// Either way the release itself is never cut short, only the waiting for it: the
+        /// guard is consumed, and a delete not confirmed when the wait ends goes on in the
+        /// background until the node is gone or the session has ended, as a dropped guard's
+        /// does. A cancel (at once, if the token already is) returns
+        /// [`Error::Cancelled`](crate::Error::Cancelled), as a cancelled acquisition does; a
+        /// deadline that passes returns [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown),
+        /// as `unlock_timeout` does. A release that is over before either is reported as it
+        /// went.
+        ///
+        /// For a shutdown that must not wait on a slow server for the release's outcome:
+        ///
+        /// ```no_run
+        /// # fn main() -> zklock::Result<()> {
+        /// # let client = zklock::Client::connect("127.0.0.1:2181")?;
+        /// use zklock::{CancelToken, Wait};
+        /// let shutdown = CancelToken::new();
+        /// let guard = zklock::DistributedMutex::new(&client, "/jobs/compact")?.lock()?;
+        /// // ... work; on SIGTERM, another thread cancels `shutdown` ...
+        /// match guard.unlock_with(Wait::forever().cancel_on(&shutdown)) {
+        ///     Ok(()) => {}
+        ///     // Stopped waiting: the release goes on in the background.
+        ///     Err(zklock::Error::Cancelled) => {}
+        ///     Err(err) => eprintln!("release: {err}"),
+        /// }
+        /// # Ok(()) }
+        /// ```
+        ///
+        /// # Errors
+        /// As [`unlock`](Self::unlock), and [`Error::Cancelled`](crate::Error::Cancelled) when
+        /// the token was cancelled before the release was confirmed.
+        pub fn unlock_with(mut self, wait: $crate::Wait) -> $crate::Result<()> {
+            $crate::recipes::guard_calls::release_blocking(self.nodes_to_release(), &wait)
         }
 
         /// As [`unlock`](Self::unlock), as a future: waits for the server's confirmation
@@ -190,8 +237,28 @@ macro_rules! guard_calls {
         ///
         /// # Errors
         /// As [`unlock`](Self::unlock).
-        pub async fn unlock_async(mut self) -> $crate::Result<()> {
-            $crate::recipes::guard_calls::release_async(self.nodes_to_release()).await
+        pub async fn unlock_async(self) -> $crate::Result<()> {
+            self.unlock_with_async($crate::Wait::forever()).await
+        }
+
+        /// As [`unlock_with`](Self::unlock_with), as a future (`Send`, any executor): the
+        /// deadline is zklock's own timer, and a cancel of the token ends the wait with
+        /// [`Error::Cancelled`](crate::Error::Cancelled) while the release goes on in the
+        /// background. Cancel safe, as [`unlock_async`](Self::unlock_async).
+        ///
+        /// ```no_run
+        /// # async fn run(guard: zklock::LockGuard) -> zklock::Result<()> {
+        /// use std::time::Duration;
+        /// use zklock::Wait;
+        /// // The outcome if the server confirms within 500 ms; the release goes on regardless.
+        /// guard.unlock_with_async(Wait::timeout(Duration::from_millis(500))).await
+        /// # }
+        /// ```
+        ///
+        /// # Errors
+        /// As [`unlock_with`](Self::unlock_with).
+        pub async fn unlock_with_async(mut self, wait: $crate::Wait) -> $crate::Result<()> {
+            $crate::recipes::guard_calls::release(self.nodes_to_release(), &wait).await
         }
 
         #[doc = concat!("Whether ", $what, " is still ours as far as this process can tell, also watching for someone deleting its node; never blocks.")]

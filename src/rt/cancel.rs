@@ -1,4 +1,5 @@
-//! Cancellation: a [`CancelToken`] stops acquisitions blocked on other threads.
+//! Cancellation: a [`CancelToken`] stops calls blocked on other threads (acquisitions, and
+//! the waits for a release, a close, a guard's loss or the session's state).
 //!
 //! A blocking call waits on its thread's parker (`runtime::block_on_or_stop`), given the
 //! tokens that may stop it (the caller's, its client's close token): while it waits, its
@@ -10,6 +11,7 @@
 //! and drops the future when a token wins, which withdraws whatever the future had queued.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, Thread};
@@ -24,7 +26,10 @@ use crate::rt::park::Parker;
 /// `lock_with`, `read_with`, `acquire_with`, ...) returns
 /// [`Error::Cancelled`] promptly, after deleting its queued node.
 /// A guard's watchdog waits (`wait_lost_with`, `wait_revocation_with`) return `None` or
-/// `false`.
+/// `false`, and `Client::wait_state_change_with` the state unchanged. A release
+/// (`unlock_with`) or a close (`Client::close_with`) stops waiting for the server's
+/// confirmation and returns [`Error::Cancelled`]; the release or the close itself goes on in
+/// the background.
 ///
 /// Clones share one state: cancel any clone and all are cancelled, for good. A token
 /// already cancelled makes acquisitions return `Cancelled` at once, before sending anything.
@@ -135,7 +140,7 @@ impl CancelToken {
     /// assert!(shutdown.is_cancelled());
     /// # });
     /// ```
-    pub fn cancelled(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+    pub fn cancelled(&self) -> impl Future<Output = ()> + Send + 'static {
         let token = self.clone();
         async move {
             token.cancelled_error().await;
@@ -188,11 +193,32 @@ pub(crate) async fn first_cancelled(tokens: &[CancelToken]) -> Error {
         .collect();
     std::future::poll_fn(|cx| {
         for wait in &mut waits {
-            if let std::task::Poll::Ready(err) = std::future::Future::poll(wait.as_mut(), cx) {
+            if let std::task::Poll::Ready(err) = wait.as_mut().poll(cx) {
                 return std::task::Poll::Ready(err);
             }
         }
         std::task::Poll::Pending
+    })
+    .await
+}
+
+/// Awaits `work` until it ends, or until `token` (if any) is cancelled: then the error of a
+/// call stopped by it. `work` is polled first, so work already over is reported as it went,
+/// even with a token cancelled before. Dropping `work` is all a cancel does to it.
+pub(crate) async fn unless_cancelled<F: Future>(
+    token: Option<&CancelToken>,
+    work: F,
+) -> Result<F::Output, Error> {
+    let Some(token) = token else {
+        return Ok(work.await);
+    };
+    let mut work = std::pin::pin!(work);
+    let mut cancelled = std::pin::pin!(token.cancelled_error());
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(done) = work.as_mut().poll(cx) {
+            return std::task::Poll::Ready(Ok(done));
+        }
+        cancelled.as_mut().poll(cx).map(Err)
     })
     .await
 }

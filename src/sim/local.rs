@@ -16,6 +16,8 @@
 //!   waiting on the server has (`ENDED_BOUND` after its client learnt of the end), and never
 //!   with a node of the ended session.
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,7 +38,9 @@ use crate::wire as zk;
 use crate::core::sim::client::{sleep_until, SimSession};
 use crate::core::sim::world::{Rng, World};
 
-use super::{session_reads_held, undocumented, Acquisition, Holder, SharedBook, Wait, ONE_CALL};
+use super::book::{
+    session_reads_held, undocumented, Acquisition, Budget, Holder, SharedBook, Wait, ONE_CALL,
+};
 
 /// What the checks follow of one node held through a local queue, shared by its local
 /// holders one after the other.
@@ -109,6 +113,9 @@ pub(super) struct LocalBook {
     pub(super) handoffs: u64,
 }
 
+/// The [`LocalBook`] the scheduler and its tasks share.
+pub(super) type SharedLocalBook = Rc<RefCell<LocalBook>>;
+
 /// Whether local handoff applies to `kind` (as `recipes/queue.rs` decides).
 pub(super) fn applies(kind: &Kind) -> bool {
     matches!(kind.names[kind.ours].1, Role::Exclusive | Role::Write)
@@ -120,11 +127,12 @@ pub(super) fn batch(rng: &mut Rng) -> Option<u32> {
     rng.chance(50).then(|| 1 + rng.below(4) as u32)
 }
 
-/// After every step: collects the records' violations, and forgets released nodes.
-pub(super) fn observe(book: &mut super::Book) {
-    let records = &mut book.local.records;
+/// After every step: collects the records' violations into `violations`, and forgets
+/// released nodes.
+pub(super) fn observe(book: &mut LocalBook, violations: &mut Vec<String>) {
+    let records = &mut book.records;
     for record in records.iter() {
-        book.violations.append(&mut record.lock().violations);
+        violations.append(&mut record.lock().violations);
     }
     records.retain(|r| !r.lock().released);
 }
@@ -321,15 +329,14 @@ fn start(
 pub(super) async fn turn(
     task: usize,
     session: &Arc<SimSession>,
-    book: &SharedBook,
+    (book, local): (&SharedBook, &SharedLocalBook),
     acquisition: &Acquisition,
     kind: &'static Kind,
     batch: u32,
 ) -> bool {
     let lock = acquisition.lock.as_str();
-    let cohort = book
+    let cohort = local
         .borrow_mut()
-        .local
         .cohorts
         .entry((session.id, lock.to_owned()))
         .or_insert_with(|| Arc::new(Cohort::new(batch, kind.metric)))
@@ -353,7 +360,7 @@ pub(super) async fn turn(
     };
     let outcome = match acquisition.drop_after {
         Some(polls) => {
-            super::Budget {
+            Budget {
                 inner: Some(Box::pin(waiting)),
                 polls,
             }
@@ -401,10 +408,11 @@ pub(super) async fn turn(
     {
         let mut book = book.borrow_mut();
         book.acquired += 1;
+        let mut local = local.borrow_mut();
         if hold.local == 0 {
-            book.local.records.push(hold.record.clone());
+            local.records.push(hold.record.clone());
         } else {
-            book.local.handoffs += 1;
+            local.handoffs += 1;
         }
         book.holders.push(Holder {
             czxid: hold.stat.czxid,
