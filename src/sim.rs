@@ -202,7 +202,7 @@ struct Schedule {
     kinds: BTreeMap<String, &'static Kind>,
     /// One lock path used and left empty again and again, its container swept often: made
     /// anew, it numbers its nodes from 0 again, below what the sessions learnt of the last
-    /// one (`session/floors.rs` keys what it learns by the path's incarnation).
+    /// one (`core/floors.rs` keys what it learns by the path's incarnation).
     reuse: bool,
     /// Revocation requests now and then to a holder (one seed in four; drawn apart, see
     /// `extra`).

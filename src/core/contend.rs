@@ -9,10 +9,8 @@ use std::time::Instant;
 
 use log::{debug, error};
 
+use super::floors::{Floors, QueueId};
 use crate::error::{Error, Result};
-use crate::session::floors::{Floors, QueueId};
-use crate::session::Session;
-use crate::wire as zk;
 use crate::znode::layout::{check_data_size, nodes_ahead, owner_data, LockNode};
 
 use super::claim::{claim, node_vanished, Claimed};
@@ -20,8 +18,8 @@ use super::held::Held;
 use super::hold::Holds;
 use super::kind::{Kind, Rival};
 use super::place::{create_node, Created};
-use super::seam::ZkSession;
-use super::session_view::{Children, Liveness};
+use super::seam::{HoldingSession, ZkSession};
+use super::session_view::{Children, Fired, Liveness};
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 
@@ -33,8 +31,8 @@ use super::withdraw::OurNode;
 /// of an acquisition made of several nodes (a multi-lock's members, a semaphore's gate and
 /// leases) must use one session, so that an expiry between two steps fails the whole
 /// acquisition instead of mixing a lost node with fresh ones.
-pub(crate) async fn acquire_on(
-    session: &Arc<Session>,
+pub(crate) async fn acquire_on<S: ZkSession + HoldingSession>(
+    session: &Arc<S>,
     lock_path: &str,
     kind: &Kind,
     attempt: &Attempt,
@@ -50,8 +48,7 @@ pub(crate) async fn acquire_on(
         return Ok(None);
     };
     if options.revocable {
-        let watch = session.watch_own_node(held.node_path())?;
-        held.make_revocable(watch);
+        held.make_revocable()?;
     }
     Ok(Some(held))
 }
@@ -349,7 +346,7 @@ pub(super) enum Woken {
 
 /// What woke a waiter, as [`wait_for_change`] races its sources.
 enum Wake {
-    Node(zk::EventType),
+    Node(Fired),
     Session,
     Deadline,
 }
@@ -396,9 +393,9 @@ pub(super) async fn wait_for_change<S: ZkSession>(
             .await
         };
         match wake {
-            Wake::Node(zk::EventType::NodeDeleted) => return Ok(Woken::Deleted),
-            Wake::Node(zk::EventType::Session) => break,
-            Wake::Node(_) => return Ok(Woken::Recheck),
+            Wake::Node(Fired::Deleted) => return Ok(Woken::Deleted),
+            Wake::Node(Fired::SessionEnded) => break,
+            Wake::Node(Fired::Changed) => return Ok(Woken::Recheck),
             Wake::Session => match session.liveness() {
                 Liveness::Ended => break,
                 // Reconnected: watches are re-armed, but re-check rather than trust that a

@@ -1,6 +1,6 @@
 //! What the core sees of a session and of a node, in its own words: the session's
-//! [`Liveness`], a node's [`NodeStat`], a lock path's [`Children`] and how a lock node's
-//! [`Create`] ended. The session layer (and the simulation) produce them; the core decides
+//! [`Liveness`], a node's [`NodeStat`], a lock path's [`Children`], how a lock node's
+//! [`Create`] ended and what a watch reports when it [`Fired`]. The session layer (and the simulation) produce them; the core decides
 //! on them without knowing the transport.
 
 use std::sync::{Arc, OnceLock};
@@ -49,6 +49,17 @@ pub(crate) enum Create {
     TimedOut,
     /// The lock path does not exist (yet, or any more).
     ParentMissing,
+}
+
+/// What a watch on a node reports when it fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fired {
+    /// The node was deleted.
+    Deleted,
+    /// The node (or its children) changed otherwise: look again.
+    Changed,
+    /// The watch will never fire: the session ended.
+    SessionEnded,
 }
 
 /// A listing of a lock path, shared by the waiters that read it.
