@@ -19,7 +19,7 @@ use super::hold::Holds;
 use super::kind::{Kind, Rival};
 use super::place::{create_node, Created};
 use super::seam::{HoldingSession, ZkSession};
-use super::session_view::{Children, Fired, Liveness};
+use super::session_view::{Children, Elapsed, Fired, Liveness};
 use super::wait::{Attempt, Patience};
 use super::withdraw::OurNode;
 
@@ -80,11 +80,11 @@ pub(crate) struct Options {
     pub(crate) local_handoff: Option<u32>,
 }
 
-/// The outcome of an acquisition's requests, with a request that ran into the deadline on a
-/// live connection (a slow reply, or one that was simply still on its way when the time ran
-/// out) read as a timeout, not an outage: the session layer reports every wait that reached
-/// its deadline as [`Error::ConnectionLoss`], whatever the connection's state. Every
-/// acquisition front end (`acquire_on`, `acquire_permit_node`) passes its outcome through here.
+/// The outcome of an acquisition's requests, with a request that ran into the deadline (a
+/// slow reply, or one that was simply still on its way when the time ran out) read as
+/// [`Elapsed`]: the session layer reports every wait that reached its deadline as
+/// [`Error::ConnectionLoss`], whatever the connection's state. Every acquisition front end
+/// (`acquire_on`, `acquire_permit_node`) passes its outcome through here.
 pub(crate) fn past_deadline_is_busy<T>(
     session: &impl ZkSession,
     deadline: Option<Instant>,
@@ -92,19 +92,9 @@ pub(crate) fn past_deadline_is_busy<T>(
 ) -> Result<Option<T>> {
     match outcome {
         Err(Error::ConnectionLoss { .. }) if deadline.is_some_and(|d| session.now() >= d) => {
-            gave_up(session)
+            Elapsed.outcome(session.liveness())
         }
         outcome => outcome,
-    }
-}
-
-/// After the deadline: during an outage the caller learns that the lock could not be decided,
-/// not that it is busy. A wait stopped by cancellation or by closing the client says so.
-pub(crate) fn gave_up<T>(session: &impl ZkSession) -> Result<Option<T>> {
-    if session.liveness() == Liveness::Connected {
-        Ok(None)
-    } else {
-        Err(Error::connection_loss())
     }
 }
 
@@ -149,15 +139,15 @@ pub(crate) async fn contend<S: ZkSession>(
         session, lock_path, lock_name, data, attempt, deadline,
     ))
     .await?;
-    let Some(Created {
+    let Created {
         mut contender,
         name,
         stat,
         children,
         generation,
-    }) = created
-    else {
-        return gave_up(session.as_ref());
+    } = match created {
+        Ok(created) => created,
+        Err(elapsed) => return elapsed.outcome(session.liveness()),
     };
     if let Some(rival) = (kind.rival)(&children.names) {
         if Box::pin(rival_present(session.as_ref(), lock_path, rival, deadline)).await? {
@@ -240,7 +230,8 @@ pub(crate) async fn contend<S: ZkSession>(
         let watcher = match Box::pin(session.watch_node(&blocker_path, deadline)).await {
             Ok(Some(watcher)) => watcher,
             Ok(None) => continue, // Gone already: re-list at once.
-            Err(Error::ConnectionLoss { .. }) => return gave_up(session.as_ref()),
+            // The session's word for a request that ran into the deadline.
+            Err(Error::ConnectionLoss { .. }) => return Elapsed.outcome(session.liveness()),
             Err(err) => return Err(err),
         };
         debug!("{} waits for {blocker_path}", contender.node_path);
@@ -273,7 +264,7 @@ pub(crate) async fn contend<S: ZkSession>(
             }
             Woken::Deleted | Woken::Recheck => {}
             Woken::Reconnected { since } => shared_since = Some(since),
-            Woken::TimedOut => return gave_up(session.as_ref()),
+            Woken::Elapsed(elapsed) => return elapsed.outcome(session.liveness()),
         }
     }
 }
@@ -341,14 +332,14 @@ pub(super) enum Woken {
     Reconnected {
         since: Instant,
     },
-    TimedOut,
+    Elapsed(Elapsed),
 }
 
 /// What woke a waiter, as [`wait_for_change`] races its sources.
 enum Wake {
     Node(Fired),
     Session,
-    Deadline,
+    Elapsed(Elapsed),
 }
 
 /// Waits for `watcher` to fire, a reconnect, or the deadline. Session end is an error (and
@@ -386,7 +377,7 @@ pub(super) async fn wait_for_change<S: ZkSession>(
                     return Poll::Ready(Wake::Session);
                 }
                 match timer.as_mut().as_pin_mut().map(|t| t.poll(cx)) {
-                    Some(Poll::Ready(())) => Poll::Ready(Wake::Deadline),
+                    Some(Poll::Ready(())) => Poll::Ready(Wake::Elapsed(Elapsed)),
                     _ => Poll::Pending,
                 }
             })
@@ -409,7 +400,7 @@ pub(super) async fn wait_for_change<S: ZkSession>(
                     debug!("{}: connection lost while waiting", contender.node_path)
                 }
             },
-            Wake::Deadline => return Ok(Woken::TimedOut),
+            Wake::Elapsed(elapsed) => return Ok(Woken::Elapsed(elapsed)),
         }
     }
     contender.armed = false;

@@ -11,12 +11,13 @@ use crate::znode::layout::owner_data;
 
 use super::claim::{claim, node_vanished, Claimed};
 use super::contend::take;
-use super::contend::{gave_up, past_deadline_is_busy, wait_for_change, Woken};
+use super::contend::{past_deadline_is_busy, wait_for_change, Woken};
 use super::hold::{Hold, Holds};
 use super::kind::{Kind, Rival};
 use super::partial::Partial;
 use super::place::{create_node, Created};
 use super::seam::ZkSession;
+use super::session_view::Elapsed;
 use super::wait::{Attempt, Patience};
 use super::withdraw::{OurNode, PAST_DEADLINE_WITHDRAW_WAIT};
 
@@ -58,15 +59,15 @@ pub(crate) async fn take_permit_node<S: ZkSession>(
         deadline,
     ))
     .await?;
-    let Some(Created {
+    let Created {
         mut contender,
         name,
         stat,
         children,
         generation,
-    }) = created
-    else {
-        return gave_up(session.as_ref());
+    } = match created {
+        Ok(created) => created,
+        Err(elapsed) => return elapsed.outcome(session.liveness()),
     };
     let admitted = |children: &[String], contender: &mut OurNode<S>| {
         if children.contains(&name) {
@@ -92,7 +93,8 @@ pub(crate) async fn take_permit_node<S: ZkSession>(
         let watching = Box::pin(session.watch_children(leases_path, deadline));
         let (listed, watcher) = match watching.await {
             Ok(watched) => watched,
-            Err(Error::ConnectionLoss { .. }) => return gave_up(session.as_ref()),
+            // The session's word for a request that ran into the deadline.
+            Err(Error::ConnectionLoss { .. }) => return Elapsed.outcome(session.liveness()),
             Err(err) => return Err(err),
         };
         if admitted(&listed, &mut contender)? {
@@ -101,8 +103,8 @@ pub(crate) async fn take_permit_node<S: ZkSession>(
         drop(listed);
         let woken =
             wait_for_change(session.as_ref(), states, watcher, &mut contender, deadline).await?;
-        if let Woken::TimedOut = woken {
-            return gave_up(session.as_ref());
+        if let Woken::Elapsed(elapsed) = woken {
+            return elapsed.outcome(session.liveness());
         }
     }
 }

@@ -9,7 +9,7 @@ use crate::client::Client;
 use crate::core::cohort::{
     ended, wait_locally, Check, Checked, Checker, Claim, Cohort, Contention,
 };
-use crate::core::contend::{acquire_on, gave_up, Options};
+use crate::core::contend::{acquire_on, Options};
 use crate::core::held::Held;
 use crate::core::kind::{Kind, Role};
 use crate::core::wait::{Attempt, Patience};
@@ -163,7 +163,7 @@ impl LockQueue {
         // it, if it was the last caller, in `Attempt::run`.
         wait_locally(session, cohort, try_only, deadline, start)
             .await
-            .unwrap_or_else(|| gave_up(session))
+            .unwrap_or_else(|elapsed| elapsed.outcome(session.liveness()))
     }
 
     /// The nodes queued, in order, as seen by inspection. `kinds` are every kind of node the

@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 use crate::core::cohort::{
     ended, wait_locally, Check, Checked, Checker, Claim, Cohort, Contention, LocalNode, Release,
 };
-use crate::core::contend::{contend, gave_up, past_deadline_is_busy};
+use crate::core::contend::{contend, past_deadline_is_busy};
 use crate::core::kind::{Kind, Role};
 use crate::core::seam::{NodeStore, ZkSession};
 use crate::core::sim::TIMEOUT;
@@ -349,7 +349,7 @@ pub(super) async fn turn(
             start(session, lock, kind, batch),
         )
         .await
-        .unwrap_or_else(|| gave_up(session.as_ref()))
+        .unwrap_or_else(|elapsed| elapsed.outcome(session.liveness()))
     };
     let outcome = match acquisition.drop_after {
         Some(polls) => {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use crate::core::floors::Floors;
-use crate::core::session_view::Fired;
+use crate::core::session_view::{Elapsed, Fired};
 use crate::error::{Error, Result};
 use crate::session::create::Create;
 use crate::session::listing::{Children, Listed};
@@ -261,7 +261,7 @@ impl NodeStore for SimSession {
                     Ok(Reply::Children { names, stat, .. }) => {
                         (Some(names), Some(NodeStat::from(&stat)))
                     }
-                    Err(Failed::Deadline) => return Ok(Create::TimedOut),
+                    Err(Failed::Deadline) => return Ok(Create::Elapsed(Elapsed)),
                     _ => (None, None),
                 };
                 pending.disarm();
@@ -279,7 +279,7 @@ impl NodeStore for SimSession {
             Err(Failed::Zk(ZkErr::NodeExists | ZkErr::NotEmpty | ZkErr::Other(_))) => {
                 Ok(Create::Unknown)
             }
-            Err(Failed::Deadline) => Ok(Create::TimedOut),
+            Err(Failed::Deadline) => Ok(Create::Elapsed(Elapsed)),
         }
     }
 
