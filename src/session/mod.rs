@@ -3,14 +3,15 @@
 //! everything zklock keeps about it: its lease, its chroot, its ACLs, its background tasks and
 //! releases, and every request zklock makes through it. Below it, the transport (`wire`)
 //! speaks the protocol on a connection (handshake, reconnects, pings, watch bookkeeping) and
-//! reports ZooKeeper's own `KeeperState`; above it, the waiting core and the recipes see only
-//! this layer, never the transport's types.
+//! reports ZooKeeper's own `KeeperState`; above it, the recipes see only this layer, never the
+//! transport's types. The waiting core (`core`) sits below both: it defines the seam this
+//! layer implements ([`seam`]) and the words it reports in (`core/session_view.rs`).
 //!
 //! Where `impl Session` lives, by one rule: this file defines the value and its life (state
 //! and [`Liveness`], the wait for a connection, closing, and the retry of repeatable
 //! requests); each family of requests adds its own `impl Session` block in the file named
-//! after it. Nothing outside this folder adds inherent methods; [`seam`] implements the core's seam
-//! for `Session`, from the methods here.
+//! after it. Nothing outside this folder adds inherent methods; [`seam`] implements the core's
+//! seam for `Session`, from the methods here.
 //!
 //! - opening a session: [`config`] (what it is opened with, the connect string read),
 //!   [`dial`] (connecting within the connect timeout), [`security`] (auth, ACLs, TLS),
