@@ -28,7 +28,7 @@ use crate::core::ordered::take_in_order;
 use crate::core::permits::take_permits;
 use crate::core::seam::{NodeStore, ZkSession};
 use crate::core::standing::{decide, Loss, Standing};
-use crate::core::wait::Attempt;
+use crate::core::wait::Budget;
 use crate::error::Error;
 use crate::recipes::catalogue::{LATCH, MUTEX, READER, SEMAPHORE, WRITER};
 use crate::rt::cancel::CancelToken;
@@ -840,12 +840,12 @@ async fn hold(world: &Shared, until: Duration, revocable: Option<&[u64]>) -> boo
 }
 
 /// A future dropped after `polls` polls.
-struct Budget<F: ?Sized> {
+struct DroppedAfter<F: ?Sized> {
     inner: Option<Pin<Box<F>>>,
     polls: u32,
 }
 
-impl<F: Future + ?Sized> Future for Budget<F> {
+impl<F: Future + ?Sized> Future for DroppedAfter<F> {
     type Output = Option<F::Output>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {
@@ -880,9 +880,9 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
         let started = session.world.lock().now;
         book.borrow_mut().waits.remove(&task);
         let (mut attempt, deadline) = match acquisition.wait {
-            Wait::Forever => (Attempt::forever(), None),
-            Wait::Try => (Attempt::dont_wait(), Some(now + ONE_CALL)),
-            Wait::Timeout(timeout) => (Attempt::until(now + timeout, timeout), Some(now + timeout)),
+            Wait::Forever => (Budget::forever(), None),
+            Wait::Try => (Budget::dont_wait(), Some(now + ONE_CALL)),
+            Wait::Timeout(timeout) => (Budget::until(now + timeout, timeout), Some(now + timeout)),
         };
         let cancel = CancelToken::new();
         if acquisition.cancel_after.is_some() {
@@ -913,7 +913,7 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
                 Box::pin(take_in_order(&session, members, &attempt, deadline))
             }
         };
-        // Through the front end every recipe runs (`Attempt::run`): a call that does not
+        // Through the front end every recipe runs (`Budget::run`): a call that does not
         // acquire waits for its withdrawals, on the virtual clock.
         let closes = CancelToken::new();
         let world = session.world.clone();
@@ -938,7 +938,7 @@ async fn worker(task: usize, session: Arc<SimSession>, book: SharedBook, plan: V
         };
         let outcome = match acquisition.drop_after {
             Some(polls) => {
-                Budget {
+                DroppedAfter {
                     inner: Some(acquiring),
                     polls,
                 }

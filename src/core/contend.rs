@@ -20,7 +20,7 @@ use super::kind::{Kind, Rival};
 use super::place::{create_node, Created};
 use super::seam::{HoldingSession, ZkSession};
 use super::session_view::{Children, Elapsed, Fired, Liveness};
-use super::wait::{Attempt, Patience};
+use super::wait::{Budget, Patience};
 use super::withdraw::OurNode;
 
 /// Acquires `lock_path` as a contender of `kind`, on `session`. `Ok(None)` when the lock was
@@ -35,7 +35,7 @@ pub(crate) async fn acquire_on<S: ZkSession + HoldingSession>(
     session: &Arc<S>,
     lock_path: &str,
     kind: &Kind,
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
     options: &Options,
 ) -> Result<Option<Held>> {
@@ -60,7 +60,7 @@ pub(crate) async fn take<S: Holds>(
     session: &Arc<S>,
     lock_path: &str,
     kind: &Kind,
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
 ) -> Result<Option<S::Held>> {
     let contended = contend(session, lock_path, kind, attempt, deadline, &owner_data()).await;
@@ -128,7 +128,7 @@ pub(crate) async fn contend<S: ZkSession>(
     session: &Arc<S>,
     lock_path: &str,
     kind: &Kind,
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
     data: &[u8],
 ) -> Result<Option<Claimed<S>>> {
@@ -463,7 +463,7 @@ mod tests {
             let session = store.session.clone();
             Contender(
                 Box::pin(async move {
-                    let attempt = Attempt::forever();
+                    let attempt = Budget::forever();
                     contend(&session, LOCK, kind, &attempt, None, b"").await
                 }),
                 store.sim.clone(),

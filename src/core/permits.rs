@@ -18,7 +18,7 @@ use super::partial::Partial;
 use super::place::{create_node, Created};
 use super::seam::ZkSession;
 use super::session_view::Elapsed;
-use super::wait::{Attempt, Patience};
+use super::wait::{Budget, Patience};
 use super::withdraw::{OurNode, PAST_DEADLINE_WITHDRAW_WAIT};
 
 /// Takes one permit of a semaphore with `permits` permits, Curator's `InterProcessSemaphoreV2`
@@ -31,7 +31,7 @@ pub(crate) async fn acquire_permit_node<S: Holds>(
     leases_path: &str,
     lease_name: &str,
     permits: usize,
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
 ) -> Result<Option<S::Held>> {
     let taken =
@@ -46,7 +46,7 @@ pub(crate) async fn take_permit_node<S: ZkSession>(
     leases_path: &str,
     lease_name: &str,
     permits: usize,
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
 ) -> Result<Option<Claimed<S>>> {
     let data = owner_data();
@@ -141,7 +141,7 @@ pub(crate) async fn take_permits<S: Holds>(
     session: &Arc<S>,
     semaphore: &SemaphoreAt,
     count: usize,
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
     gate_wait: Duration,
 ) -> Result<Option<Vec<S::Held>>> {
@@ -215,7 +215,7 @@ mod tests {
         let other = store.add_other("lease-");
         let session = store.session.clone();
         let mut taking = Box::pin(async {
-            let attempt = Attempt::forever();
+            let attempt = Budget::forever();
             take_permit_node(&session, "/leases", "lease-", 1, &attempt, None).await
         });
         assert!(store.sim.poll(taking.as_mut()).is_none(), "waits");
@@ -271,7 +271,7 @@ mod pass_tests {
         sim.world.lock().mkdirs("/s", Mode::Persistent);
         let session = sim.session();
         let at = semaphore(3);
-        let attempt = Attempt::forever();
+        let attempt = Budget::forever();
         let mut taking = Box::pin(take_permits(
             &session,
             &at,
@@ -303,7 +303,7 @@ mod pass_tests {
         sim.world.lock().create_now(OPERATOR, "/s/rival-", true);
         let session = sim.session();
         let at = semaphore(1);
-        let attempt = Attempt::forever();
+        let attempt = Budget::forever();
         let mut taking = Box::pin(take_permits(
             &session,
             &at,

@@ -13,7 +13,7 @@ use crate::znode::layout::protected_prefix;
 use super::claim::node_vanished;
 use super::seam::{NodeStore, ZkSession};
 use super::session_view::{Children, Create, Elapsed, Listed, NodeStat};
-use super::wait::Attempt;
+use super::wait::Budget;
 use super::withdraw::{OurNode, Withdrawals};
 
 /// How many times a missing lock path is created before giving up (a racing container reaper
@@ -44,7 +44,7 @@ pub(super) async fn create_node<S: ZkSession>(
     lock_path: &str,
     lock_name: &str,
     data: &[u8],
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
 ) -> Result<std::result::Result<Created<S>, Elapsed>> {
     let prefix = format!("{}{lock_name}", protected_prefix(&session.unique_id()));

@@ -419,7 +419,7 @@ impl Session {
 
 /// Runs the operation `op` on the calling thread until it is done: the blocking form of an
 /// async operation, bounded by its own deadline (an acquisition also races its tokens inside
-/// `op`, see `Attempt::run`).
+/// `op`, see `Budget::run`).
 pub(crate) fn blocking<T>(op: impl Future<Output = Result<T>>) -> Result<T> {
     blocking_or_stop(op, &[])
 }

@@ -28,7 +28,7 @@ use crate::core::contend::{contend, past_deadline_is_busy};
 use crate::core::kind::{Kind, Role};
 use crate::core::seam::{NodeStore, ZkSession};
 use crate::core::sim::TIMEOUT;
-use crate::core::wait::Attempt;
+use crate::core::wait::Budget;
 use crate::core::withdraw::{Withdrawals, Withdrawing};
 use crate::session::{Liveness, NodeStat};
 use crate::wire as zk;
@@ -262,9 +262,9 @@ fn start(
         let (session, lock) = (session.clone(), lock.clone());
         Box::pin(async move {
             let (attempt, deadline) = if try_only {
-                (Attempt::dont_wait(), Some(session.now() + ONE_CALL))
+                (Budget::dont_wait(), Some(session.now() + ONE_CALL))
             } else {
-                (Attempt::forever(), None)
+                (Budget::forever(), None)
             };
             let contended = contend(&session, &lock, kind, &attempt, deadline, b"").await;
             let Some(claimed) = past_deadline_is_busy(session.as_ref(), deadline, contended)?
@@ -353,7 +353,7 @@ pub(super) async fn turn(
     };
     let outcome = match acquisition.drop_after {
         Some(polls) => {
-            super::Budget {
+            super::DroppedAfter {
                 inner: Some(Box::pin(waiting)),
                 polls,
             }
