@@ -8,8 +8,7 @@
 //!   shrink);
 //! - imports between the top-level modules only point down [`LAYERS`];
 //! - the waiting core (`core/`, its simulation aside) stands on its own vocabulary: it imports
-//!   neither `session` nor `wire` ([`CORE_NOT_YET_ON_ITS_OWN`] lists the files still to
-//!   move, and may only shrink).
+//!   neither `session` nor `wire`, which implement and adapt its seam instead.
 //!
 //! A new top-level module takes its place in [`LAYERS`]; a folder's `mod.rs` declares its files
 //! and is imported by them only for what it defines itself (its re-exports would make circles).
@@ -28,21 +27,13 @@ const LAYERS: &[&str] = &[
 /// types (its seam, states and errors), not the reverse.
 const CORE_MUST_NOT_IMPORT: &[&str] = &["session", "wire"];
 
-/// The core's files that still import a layer of [`CORE_MUST_NOT_IMPORT`]: each must leave
-/// the list as it is freed, and no file may join it.
-const CORE_NOT_YET_ON_ITS_OWN: &[&str] = &["core/contend", "core/held", "core/seam"];
-
 /// The folders whose `mod.rs` (or `x.rs` for a folder `x/`) and files still import each
 /// other, each with its pairs: a new pair anywhere fails, a pair untied must leave the list,
 /// and a circle is tolerated only inside one of these folders.
-const TANGLED_STILL: &[(&str, &[&str])] = &[
-    ("core/sim/world", &["requests", "server"]),
-    ("wire/conn", &["handshake", "io_thread", "outbox"]),
-];
+const TANGLED_STILL: &[(&str, &[&str])] = &[("wire/conn", &["handshake", "io_thread", "outbox"])];
 
 /// Whether `from` -> `to` is the core reaching into a layer of [`CORE_MUST_NOT_IMPORT`]: not
-/// allowed, but for the files still listed and the simulation (`core/sim`), which stands in
-/// for the session layer.
+/// allowed, but for the simulation (`core/sim`), which stands in for the session layer.
 fn core_reach(from: &Module, to: &Module) -> bool {
     from[0] == "core" && CORE_MUST_NOT_IMPORT.contains(&to[0].as_str())
 }
@@ -407,26 +398,13 @@ fn imports_point_down_the_layers_and_form_no_circle() {
             }
         }
     }
-    let mut core_importing = BTreeSet::new();
     for (from, targets) in &edges {
         let in_core = from[0] == "core" && from.get(1).is_none_or(|f| f != "sim");
-        for to in targets.iter().filter(|to| core_reach(from, to)) {
-            if in_core {
-                core_importing.insert(name(from));
-                if !CORE_NOT_YET_ON_ITS_OWN.contains(&name(from).as_str()) {
-                    problems.insert(format!(
-                        "{} imports {}: the core stands on its own vocabulary",
-                        name(from),
-                        name(to)
-                    ));
-                }
-            }
-        }
-    }
-    for listed in CORE_NOT_YET_ON_ITS_OWN {
-        if !core_importing.contains(*listed) {
+        for to in targets.iter().filter(|to| in_core && core_reach(from, to)) {
             problems.insert(format!(
-                "{listed} no longer imports the session or the wire: take it off CORE_NOT_YET_ON_ITS_OWN"
+                "{} imports {}: the core stands on its own vocabulary",
+                name(from),
+                name(to)
             ));
         }
     }

@@ -28,7 +28,7 @@ use crate::core::kind::{Kind, Role};
 use crate::core::ordered::take_in_order;
 use crate::core::permits::take_permits;
 use crate::core::seam::{NodeStore, ZkSession};
-use crate::core::wait::Attempt;
+use crate::core::wait::Budget;
 use crate::error::Error;
 use crate::recipes::catalogue::{LATCH, MUTEX, READER, SEMAPHORE, WRITER};
 use crate::rt::cancel::CancelToken;
@@ -44,7 +44,7 @@ mod book;
 mod local;
 
 use self::book::{
-    reads_held, undocumented, Acquisition, Budget, Holder, SharedBook, Target, Wait, ONE_CALL,
+    reads_held, undocumented, Acquisition, DroppedAfter, Holder, SharedBook, Target, Wait, ONE_CALL,
 };
 use self::local::SharedLocalBook;
 
@@ -130,7 +130,7 @@ struct Schedule {
     kinds: BTreeMap<String, &'static Kind>,
     /// One lock path used and left empty again and again, its container swept often: made
     /// anew, it numbers its nodes from 0 again, below what the sessions learnt of the last
-    /// one (`session/floors.rs` keys what it learns by the path's incarnation).
+    /// one (`core/floors.rs` keys what it learns by the path's incarnation).
     reuse: bool,
     /// Revocation requests now and then to a holder (one seed in four; drawn apart, see
     /// `extra`).
@@ -763,9 +763,9 @@ async fn worker(
         let started = session.world.lock().now;
         book.borrow_mut().waits.remove(&task);
         let (mut attempt, deadline) = match acquisition.wait {
-            Wait::Forever => (Attempt::forever(), None),
-            Wait::Try => (Attempt::dont_wait(), Some(now + ONE_CALL)),
-            Wait::Timeout(timeout) => (Attempt::until(now + timeout, timeout), Some(now + timeout)),
+            Wait::Forever => (Budget::forever(), None),
+            Wait::Try => (Budget::dont_wait(), Some(now + ONE_CALL)),
+            Wait::Timeout(timeout) => (Budget::until(now + timeout, timeout), Some(now + timeout)),
         };
         let cancel = CancelToken::new();
         if acquisition.cancel_after.is_some() {
@@ -796,7 +796,7 @@ async fn worker(
                 Box::pin(take_in_order(&session, members, &attempt, deadline))
             }
         };
-        // Through the front end every recipe runs (`Attempt::run`): a call that does not
+        // Through the front end every recipe runs (`Budget::run`): a call that does not
         // acquire waits for its withdrawals, on the virtual clock.
         let closes = CancelToken::new();
         let world = session.world.clone();
@@ -821,7 +821,7 @@ async fn worker(
         };
         let outcome = match acquisition.drop_after {
             Some(polls) => {
-                Budget {
+                DroppedAfter {
                     inner: Some(acquiring),
                     polls,
                 }

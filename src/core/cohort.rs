@@ -81,7 +81,7 @@ use crate::metrics::{self, Recipe};
 use crate::error::Error;
 
 use super::seam::{NodeStore, ZkSession};
-use super::session_view::Liveness;
+use super::session_view::{Elapsed, Liveness};
 use super::withdraw::Withdrawals;
 
 /// What a check's listing found.
@@ -698,8 +698,8 @@ impl<N: LocalNode, F> Drop for Waiting<N, F> {
 }
 
 /// Waits in `cohort`'s queue for the node, up to `deadline`: then the caller leaves the queue
-/// (withdrawing the node queued for it if it was the last caller) and gets `None`; the outcome
-/// is then the core's for a wait that ran out (`contend::gave_up`). A caller that can wait for
+/// (withdrawing the node queued for it if it was the last caller) and gets [`Elapsed`], whose
+/// [`outcome`](Elapsed::outcome) is the caller's. A caller that can wait for
 /// the withdrawal then waits on [`Cohort::withdrawals`].
 pub(crate) async fn wait_locally<S, N, F>(
     session: &S,
@@ -707,7 +707,7 @@ pub(crate) async fn wait_locally<S, N, F>(
     try_only: bool,
     deadline: Option<Instant>,
     start: F,
-) -> Option<Result<Option<N>>>
+) -> std::result::Result<Result<Option<N>>, Elapsed>
 where
     S: NodeStore,
     N: LocalNode,
@@ -715,15 +715,15 @@ where
 {
     let mut waiting = cohort.wait(try_only, start);
     let Some(deadline) = deadline.filter(|_| !try_only) else {
-        return Some(waiting.await);
+        return Ok(waiting.await);
     };
     let outcome = {
         let mut timer = std::pin::pin!(session.sleep_until(deadline));
         std::future::poll_fn(|cx| {
             if let Poll::Ready(outcome) = Pin::new(&mut waiting).poll(cx) {
-                return Poll::Ready(Some(outcome));
+                return Poll::Ready(Ok(outcome));
             }
-            timer.as_mut().poll(cx).map(|()| None)
+            timer.as_mut().poll(cx).map(|()| Err(Elapsed))
         })
         .await
     };

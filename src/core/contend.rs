@@ -9,10 +9,8 @@ use std::time::Instant;
 
 use log::{debug, error};
 
+use super::floors::{Floors, QueueId};
 use crate::error::{Error, Result};
-use crate::session::floors::{Floors, QueueId};
-use crate::session::Session;
-use crate::wire as zk;
 use crate::znode::layout::{check_data_size, nodes_ahead, owner_data, LockNode};
 
 use super::claim::{claim, node_vanished, Claimed};
@@ -20,9 +18,9 @@ use super::held::Held;
 use super::hold::Holds;
 use super::kind::{Kind, Rival};
 use super::place::{create_node, Created};
-use super::seam::ZkSession;
-use super::session_view::{Children, Liveness};
-use super::wait::{Attempt, Patience};
+use super::seam::{HoldingSession, ZkSession};
+use super::session_view::{Children, Elapsed, Fired, Liveness};
+use super::wait::{Budget, Patience};
 use super::withdraw::OurNode;
 
 /// Acquires `lock_path` as a contender of `kind`, on `session`. `Ok(None)` when the lock was
@@ -33,11 +31,11 @@ use super::withdraw::OurNode;
 /// of an acquisition made of several nodes (a multi-lock's members, a semaphore's gate and
 /// leases) must use one session, so that an expiry between two steps fails the whole
 /// acquisition instead of mixing a lost node with fresh ones.
-pub(crate) async fn acquire_on(
-    session: &Arc<Session>,
+pub(crate) async fn acquire_on<S: ZkSession + HoldingSession>(
+    session: &Arc<S>,
     lock_path: &str,
     kind: &Kind,
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
     options: &Options,
 ) -> Result<Option<Held>> {
@@ -50,8 +48,7 @@ pub(crate) async fn acquire_on(
         return Ok(None);
     };
     if options.revocable {
-        let watch = session.watch_own_node(held.node_path())?;
-        held.make_revocable(watch);
+        held.make_revocable()?;
     }
     Ok(Some(held))
 }
@@ -63,7 +60,7 @@ pub(crate) async fn take<S: Holds>(
     session: &Arc<S>,
     lock_path: &str,
     kind: &Kind,
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
 ) -> Result<Option<S::Held>> {
     let contended = contend(session, lock_path, kind, attempt, deadline, &owner_data()).await;
@@ -83,11 +80,11 @@ pub(crate) struct Options {
     pub(crate) local_handoff: Option<u32>,
 }
 
-/// The outcome of an acquisition's requests, with a request that ran into the deadline on a
-/// live connection (a slow reply, or one that was simply still on its way when the time ran
-/// out) read as a timeout, not an outage: the session layer reports every wait that reached
-/// its deadline as [`Error::ConnectionLoss`], whatever the connection's state. Every
-/// acquisition front end (`acquire_on`, `acquire_permit_node`) passes its outcome through here.
+/// The outcome of an acquisition's requests, with a request that ran into the deadline (a
+/// slow reply, or one that was simply still on its way when the time ran out) read as
+/// [`Elapsed`]: the session layer reports every wait that reached its deadline as
+/// [`Error::ConnectionLoss`], whatever the connection's state. Every acquisition front end
+/// (`acquire_on`, `acquire_permit_node`) passes its outcome through here.
 pub(crate) fn past_deadline_is_busy<T>(
     session: &impl ZkSession,
     deadline: Option<Instant>,
@@ -95,19 +92,9 @@ pub(crate) fn past_deadline_is_busy<T>(
 ) -> Result<Option<T>> {
     match outcome {
         Err(Error::ConnectionLoss { .. }) if deadline.is_some_and(|d| session.now() >= d) => {
-            gave_up(session)
+            Elapsed.outcome(session.liveness())
         }
         outcome => outcome,
-    }
-}
-
-/// After the deadline: during an outage the caller learns that the lock could not be decided,
-/// not that it is busy. A wait stopped by cancellation or by closing the client says so.
-pub(crate) fn gave_up<T>(session: &impl ZkSession) -> Result<Option<T>> {
-    if session.liveness() == Liveness::Connected {
-        Ok(None)
-    } else {
-        Err(Error::connection_loss())
     }
 }
 
@@ -141,7 +128,7 @@ pub(crate) async fn contend<S: ZkSession>(
     session: &Arc<S>,
     lock_path: &str,
     kind: &Kind,
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
     data: &[u8],
 ) -> Result<Option<Claimed<S>>> {
@@ -152,15 +139,15 @@ pub(crate) async fn contend<S: ZkSession>(
         session, lock_path, lock_name, data, attempt, deadline,
     ))
     .await?;
-    let Some(Created {
+    let Created {
         mut contender,
         name,
         stat,
         children,
         generation,
-    }) = created
-    else {
-        return gave_up(session.as_ref());
+    } = match created {
+        Ok(created) => created,
+        Err(elapsed) => return elapsed.outcome(session.liveness()),
     };
     if let Some(rival) = (kind.rival)(&children.names) {
         if Box::pin(rival_present(session.as_ref(), lock_path, rival, deadline)).await? {
@@ -243,7 +230,8 @@ pub(crate) async fn contend<S: ZkSession>(
         let watcher = match Box::pin(session.watch_node(&blocker_path, deadline)).await {
             Ok(Some(watcher)) => watcher,
             Ok(None) => continue, // Gone already: re-list at once.
-            Err(Error::ConnectionLoss { .. }) => return gave_up(session.as_ref()),
+            // The session's word for a request that ran into the deadline.
+            Err(Error::ConnectionLoss { .. }) => return Elapsed.outcome(session.liveness()),
             Err(err) => return Err(err),
         };
         debug!("{} waits for {blocker_path}", contender.node_path);
@@ -276,7 +264,7 @@ pub(crate) async fn contend<S: ZkSession>(
             }
             Woken::Deleted | Woken::Recheck => {}
             Woken::Reconnected { since } => shared_since = Some(since),
-            Woken::TimedOut => return gave_up(session.as_ref()),
+            Woken::Elapsed(elapsed) => return elapsed.outcome(session.liveness()),
         }
     }
 }
@@ -344,14 +332,14 @@ pub(super) enum Woken {
     Reconnected {
         since: Instant,
     },
-    TimedOut,
+    Elapsed(Elapsed),
 }
 
 /// What woke a waiter, as [`wait_for_change`] races its sources.
 enum Wake {
-    Node(zk::EventType),
+    Node(Fired),
     Session,
-    Deadline,
+    Elapsed(Elapsed),
 }
 
 /// Waits for `watcher` to fire, a reconnect, or the deadline. Session end is an error (and
@@ -389,16 +377,16 @@ pub(super) async fn wait_for_change<S: ZkSession>(
                     return Poll::Ready(Wake::Session);
                 }
                 match timer.as_mut().as_pin_mut().map(|t| t.poll(cx)) {
-                    Some(Poll::Ready(())) => Poll::Ready(Wake::Deadline),
+                    Some(Poll::Ready(())) => Poll::Ready(Wake::Elapsed(Elapsed)),
                     _ => Poll::Pending,
                 }
             })
             .await
         };
         match wake {
-            Wake::Node(zk::EventType::NodeDeleted) => return Ok(Woken::Deleted),
-            Wake::Node(zk::EventType::Session) => break,
-            Wake::Node(_) => return Ok(Woken::Recheck),
+            Wake::Node(Fired::Deleted) => return Ok(Woken::Deleted),
+            Wake::Node(Fired::SessionEnded) => break,
+            Wake::Node(Fired::Changed) => return Ok(Woken::Recheck),
             Wake::Session => match session.liveness() {
                 Liveness::Ended => break,
                 // Reconnected: watches are re-armed, but re-check rather than trust that a
@@ -412,7 +400,7 @@ pub(super) async fn wait_for_change<S: ZkSession>(
                     debug!("{}: connection lost while waiting", contender.node_path)
                 }
             },
-            Wake::Deadline => return Ok(Woken::TimedOut),
+            Wake::Elapsed(elapsed) => return Ok(Woken::Elapsed(elapsed)),
         }
     }
     contender.armed = false;
@@ -475,7 +463,7 @@ mod tests {
             let session = store.session.clone();
             Contender(
                 Box::pin(async move {
-                    let attempt = Attempt::forever();
+                    let attempt = Budget::forever();
                     contend(&session, LOCK, kind, &attempt, None, b"").await
                 }),
                 store.sim.clone(),

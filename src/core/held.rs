@@ -10,13 +10,13 @@ use log::{debug, warn};
 use crate::error::{Error, Result};
 use crate::rt::cancel::CancelToken;
 use crate::rt::runtime::{block_on_or_stop, deadline_after};
-use crate::session::own_node::OwnNodeWatch;
-use crate::session::Session;
 use crate::znode::token::FencingToken;
 
 use super::claim::Claimed;
 use super::cohort::{Cohort, LocalNode, Release};
-use super::hold::{Hold, Holds};
+use super::hold::Hold;
+use super::own_node::OwnNodeWatch;
+use super::seam::HoldingSession;
 use super::session_view::{Liveness, NodeStat};
 use super::standing::{LockState, Standing};
 use super::track::Track;
@@ -31,7 +31,7 @@ const OWN_NODE_POLL: Duration = Duration::from_millis(50);
 
 /// A node that holds a lock, released on drop.
 pub(crate) struct Held {
-    session: Arc<Session>,
+    session: Arc<dyn HoldingSession>,
     lock_path: String,
     node_path: String,
     stat: NodeStat,
@@ -58,9 +58,9 @@ pub(crate) struct Held {
     cohort: Option<Arc<Cohort<Held>>>,
 }
 
-impl Claimed<Session> {
+impl<S: HoldingSession + super::seam::ZkSession> Claimed<S> {
     /// The node a guard keeps, from our node claimed on a session of the client.
-    pub(super) fn held(self, lock_path: &str) -> Held {
+    pub(crate) fn held(self, lock_path: &str) -> Held {
         Held::new(
             self.session,
             lock_path,
@@ -86,18 +86,11 @@ impl Hold for Held {
     }
 }
 
-impl Holds for Session {
-    type Held = Held;
-    fn hold(claimed: Claimed<Session>, lock_path: &str) -> Held {
-        claimed.held(lock_path)
-    }
-}
-
 impl Held {
     /// Our node `node_path` in `lock_path`, claimed on `session` with `stat`, in the lock path's
     /// `generation`; not watched until someone asks for its state.
     pub(super) fn new(
-        session: Arc<Session>,
+        session: Arc<dyn HoldingSession>,
         lock_path: &str,
         node_path: String,
         stat: NodeStat,
@@ -119,10 +112,12 @@ impl Held {
         }
     }
 
-    /// Listens for revocation requests (and our node's deletion) from now on, through `watch`.
-    pub(super) fn make_revocable(&mut self, watch: OwnNodeWatch) {
+    /// Listens for revocation requests (and our node's deletion) from now on.
+    pub(super) fn make_revocable(&mut self) -> Result<()> {
+        let watch = self.session.watch_own_node(&self.node_path)?;
         self.own_node = OnceLock::from(Some(watch));
         self.revocable = true;
+        Ok(())
     }
 
     /// Where the session holding the node stands.
@@ -132,7 +127,7 @@ impl Held {
 
     /// The timeout of the session holding the node.
     pub(crate) fn session_timeout(&self) -> Duration {
-        self.session.timeout
+        self.session.timeout()
     }
 
     pub(crate) fn node_path(&self) -> &str {
@@ -148,7 +143,7 @@ impl Held {
     }
 
     pub(crate) fn session_id(&self) -> i64 {
-        self.session.id
+        self.session.id()
     }
 
     /// Decided now, on the calling thread, by the one rule (see `standing.rs`): `Held` only
@@ -239,7 +234,7 @@ impl Held {
                 step = step.min(deadline_after(OWN_NODE_POLL));
             }
             let until = Some(deadline.map_or(step, |d| d.min(step)));
-            self.session.wait_disconnected_async(until).await;
+            self.session.wait_disconnected(until).await;
         }
     }
 
@@ -301,7 +296,7 @@ impl Held {
         // yet, and its owner's drop releases it.)
         self.released = true;
         let left = deadline.saturating_duration_since(Instant::now());
-        let deleted = self.session.delete_node_async(&self.node_path, left).await;
+        let deleted = self.session.delete_node(&self.node_path, left).await;
         self.track.released(&deleted, self.session.as_ref());
         match deleted {
             Ok(true) => Ok(()),
@@ -337,7 +332,8 @@ impl Held {
         // The hold ends with the release asked for; its outcome is the background's.
         self.track.released(&Ok(true), self.session.as_ref());
         if self.session.liveness() != Liveness::Ended {
-            self.session.withdraw_in_background(&self.node_path, done);
+            self.session
+                .withdraw_in_background(&self.node_path, Box::new(done));
         }
     }
 }
@@ -437,15 +433,18 @@ impl Held {
             Ok(()) => {}
             Err(err @ Error::OutcomeUnknown { .. }) => debug!(
                 "release of {} (session {:#x}): {err}",
-                self.node_path, self.session.id
+                self.node_path,
+                self.session.id()
             ),
             Err(err) if self.session.liveness() == Liveness::Ended => debug!(
                 "release of {} (session {:#x}): {err}",
-                self.node_path, self.session.id
+                self.node_path,
+                self.session.id()
             ),
             Err(err) => warn!(
                 "release of {} (session {:#x}): {err}",
-                self.node_path, self.session.id
+                self.node_path,
+                self.session.id()
             ),
         }
     }

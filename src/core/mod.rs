@@ -10,10 +10,11 @@
 //!   ZooKeeper ([`sim`]); [`session_view`]: the core's words for what a session reports;
 //! - [`place`]: creating our node at most once;
 //! - [`contend`]: the wait for the blocker, and the end of an acquisition's requests;
+//!   [`floors`]: what a session's listings proved of its queues, which spares listings;
 //!   [`permits`]: a semaphore's count of permit nodes instead of a blocker, and its pass
 //!   through the gate for one or several;
 //! - [`claim`], [`withdraw`]: the two ends of a wait (ours, or deleted again);
-//! - [`held`]: a held node, its release; [`partial`]: all or nothing across several;
+//! - [`held`]: a held node, its release, and [`own_node`]: its watch on its own node; [`partial`]: all or nothing across several;
 //! - [`hold`]: what an acquisition of several holds, on any session; [`ordered`]: a
 //!   multi-lock's locks in their one order;
 //! - [`standing`]: the one rule deciding whether a lock is held; [`track`]: what is reported
@@ -22,10 +23,12 @@
 pub(crate) mod claim;
 pub(crate) mod cohort;
 pub(crate) mod contend;
+pub(crate) mod floors;
 pub(crate) mod held;
 pub(crate) mod hold;
 pub(crate) mod kind;
 pub(crate) mod ordered;
+pub(crate) mod own_node;
 pub(crate) mod partial;
 pub(crate) mod permits;
 pub(crate) mod place;

@@ -11,7 +11,7 @@ use super::contend::take;
 use super::hold::Holds;
 use super::kind::Kind;
 use super::partial::Partial;
-use super::wait::Attempt;
+use super::wait::Budget;
 
 /// Takes every lock of `members` (a path and the kind to queue as there, each path once) on
 /// `session`, in the order of their paths, whatever the order given. `Ok(None)` when one was
@@ -20,7 +20,7 @@ use super::wait::Attempt;
 pub(crate) async fn take_in_order<S: Holds>(
     session: &Arc<S>,
     members: &[(String, &'static Kind)],
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
 ) -> Result<Option<Vec<S::Held>>> {
     let mut order: Vec<&(String, &'static Kind)> = members.iter().collect();
@@ -80,7 +80,7 @@ mod tests {
         let (sim, held) = two_paths_the_first_held();
         let session = sim.session();
         let members = members();
-        let attempt = Attempt::forever();
+        let attempt = Budget::forever();
         let mut taking = Box::pin(take_in_order(&session, &members, &attempt, None));
         assert!(sim.poll(taking.as_mut()).is_none(), "waits for /l/a");
         assert!(
@@ -109,7 +109,7 @@ mod tests {
         drop(world);
         let session = sim.session();
         let members = members();
-        let attempt = Attempt::dont_wait();
+        let attempt = Budget::dont_wait();
         let mut taking = Box::pin(take_in_order(&session, &members, &attempt, None));
         let outcome = sim.poll(taking.as_mut()).expect("done").expect("no error");
         assert!(outcome.is_none(), "busy");

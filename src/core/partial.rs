@@ -5,7 +5,7 @@ use log::debug;
 
 use super::hold::Hold;
 use super::session_view::Liveness;
-use super::wait::Attempt;
+use super::wait::Budget;
 use super::withdraw::Withdrawals;
 
 /// The nodes an all-or-nothing acquisition (multi-lock, semaphore) has taken so far. Dropped
@@ -18,7 +18,7 @@ pub(crate) struct Partial<H: Hold> {
 }
 
 impl<H: Hold> Partial<H> {
-    pub(crate) fn new(attempt: &Attempt) -> Partial<H> {
+    pub(crate) fn new(attempt: &Budget) -> Partial<H> {
         Partial {
             held: Vec::new(),
             withdrawals: attempt.withdrawals.clone(),

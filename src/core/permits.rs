@@ -11,13 +11,14 @@ use crate::znode::layout::owner_data;
 
 use super::claim::{claim, node_vanished, Claimed};
 use super::contend::take;
-use super::contend::{gave_up, past_deadline_is_busy, wait_for_change, Woken};
+use super::contend::{past_deadline_is_busy, wait_for_change, Woken};
 use super::hold::{Hold, Holds};
 use super::kind::{Kind, Rival};
 use super::partial::Partial;
 use super::place::{create_node, Created};
 use super::seam::ZkSession;
-use super::wait::{Attempt, Patience};
+use super::session_view::Elapsed;
+use super::wait::{Budget, Patience};
 use super::withdraw::{OurNode, PAST_DEADLINE_WITHDRAW_WAIT};
 
 /// Takes one permit of a semaphore with `permits` permits, Curator's `InterProcessSemaphoreV2`
@@ -30,7 +31,7 @@ pub(crate) async fn acquire_permit_node<S: Holds>(
     leases_path: &str,
     lease_name: &str,
     permits: usize,
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
 ) -> Result<Option<S::Held>> {
     let taken =
@@ -45,7 +46,7 @@ pub(crate) async fn take_permit_node<S: ZkSession>(
     leases_path: &str,
     lease_name: &str,
     permits: usize,
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
 ) -> Result<Option<Claimed<S>>> {
     let data = owner_data();
@@ -58,15 +59,15 @@ pub(crate) async fn take_permit_node<S: ZkSession>(
         deadline,
     ))
     .await?;
-    let Some(Created {
+    let Created {
         mut contender,
         name,
         stat,
         children,
         generation,
-    }) = created
-    else {
-        return gave_up(session.as_ref());
+    } = match created {
+        Ok(created) => created,
+        Err(elapsed) => return elapsed.outcome(session.liveness()),
     };
     let admitted = |children: &[String], contender: &mut OurNode<S>| {
         if children.contains(&name) {
@@ -92,7 +93,8 @@ pub(crate) async fn take_permit_node<S: ZkSession>(
         let watching = Box::pin(session.watch_children(leases_path, deadline));
         let (listed, watcher) = match watching.await {
             Ok(watched) => watched,
-            Err(Error::ConnectionLoss { .. }) => return gave_up(session.as_ref()),
+            // The session's word for a request that ran into the deadline.
+            Err(Error::ConnectionLoss { .. }) => return Elapsed.outcome(session.liveness()),
             Err(err) => return Err(err),
         };
         if admitted(&listed, &mut contender)? {
@@ -101,8 +103,8 @@ pub(crate) async fn take_permit_node<S: ZkSession>(
         drop(listed);
         let woken =
             wait_for_change(session.as_ref(), states, watcher, &mut contender, deadline).await?;
-        if let Woken::TimedOut = woken {
-            return gave_up(session.as_ref());
+        if let Woken::Elapsed(elapsed) = woken {
+            return elapsed.outcome(session.liveness());
         }
     }
 }
@@ -139,7 +141,7 @@ pub(crate) async fn take_permits<S: Holds>(
     session: &Arc<S>,
     semaphore: &SemaphoreAt,
     count: usize,
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
     gate_wait: Duration,
 ) -> Result<Option<Vec<S::Held>>> {
@@ -213,7 +215,7 @@ mod tests {
         let other = store.add_other("lease-");
         let session = store.session.clone();
         let mut taking = Box::pin(async {
-            let attempt = Attempt::forever();
+            let attempt = Budget::forever();
             take_permit_node(&session, "/leases", "lease-", 1, &attempt, None).await
         });
         assert!(store.sim.poll(taking.as_mut()).is_none(), "waits");
@@ -269,7 +271,7 @@ mod pass_tests {
         sim.world.lock().mkdirs("/s", Mode::Persistent);
         let session = sim.session();
         let at = semaphore(3);
-        let attempt = Attempt::forever();
+        let attempt = Budget::forever();
         let mut taking = Box::pin(take_permits(
             &session,
             &at,
@@ -301,7 +303,7 @@ mod pass_tests {
         sim.world.lock().create_now(OPERATOR, "/s/rival-", true);
         let session = sim.session();
         let at = semaphore(1);
-        let attempt = Attempt::forever();
+        let attempt = Budget::forever();
         let mut taking = Box::pin(take_permits(
             &session,
             &at,

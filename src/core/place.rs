@@ -12,8 +12,8 @@ use crate::znode::layout::protected_prefix;
 
 use super::claim::node_vanished;
 use super::seam::{NodeStore, ZkSession};
-use super::session_view::{Children, Create, Listed, NodeStat};
-use super::wait::Attempt;
+use super::session_view::{Children, Create, Elapsed, Listed, NodeStat};
+use super::wait::Budget;
 use super::withdraw::{OurNode, Withdrawals};
 
 /// How many times a missing lock path is created before giving up (a racing container reaper
@@ -37,16 +37,16 @@ pub(super) struct Created<S: ZkSession> {
 
 /// Creates our protected ephemeral-sequential node `<uuid-prefix><lock_name><seq>` under
 /// `lock_path` (creating the path if needed), surviving a lost reply without ever leaving two
-/// nodes. `None` if the deadline passed first; a node created late is then deleted in the
-/// background.
+/// nodes. [`Elapsed`] if the deadline passed first; a node created late is then deleted in
+/// the background.
 pub(super) async fn create_node<S: ZkSession>(
     session: &Arc<S>,
     lock_path: &str,
     lock_name: &str,
     data: &[u8],
-    attempt: &Attempt,
+    attempt: &Budget,
     deadline: Option<Instant>,
-) -> Result<Option<Created<S>>> {
+) -> Result<std::result::Result<Created<S>, Elapsed>> {
     let prefix = format!("{}{lock_name}", protected_prefix(&session.unique_id()));
     // Before the create is sent: what a node was created after (`examples/bench.rs hot`
     // counts another process's holds from here).
@@ -64,8 +64,9 @@ pub(super) async fn create_node<S: ZkSession>(
         withdrawals,
     )
     .await?;
-    let Some((name, stat, children, parent)) = placed else {
-        return Ok(None);
+    let (name, stat, children, parent) = match placed {
+        Ok(found) => found,
+        Err(elapsed) => return Ok(Err(elapsed)),
     };
     let node_path = format!("{lock_path}/{name}");
     debug!("created {node_path} (session {:#x})", session.id());
@@ -92,7 +93,7 @@ pub(super) async fn create_node<S: ZkSession>(
         return Err(node_vanished(&mut contender, lock_path));
     }
     let generation = children.stat.ctime;
-    Ok(Some(Created {
+    Ok(Ok(Created {
         contender,
         name,
         stat,
@@ -115,7 +116,7 @@ async fn place_node(
     data: &[u8],
     deadline: Option<Instant>,
     withdrawals: &Withdrawals,
-) -> Result<Option<FoundNode>> {
+) -> Result<std::result::Result<FoundNode, Elapsed>> {
     let (mut parent_attempts, mut unanswered) = (0, 0);
     loop {
         // Dropped unanswered (a cancel), the create is withdrawn like a node we know: a caller
@@ -130,13 +131,13 @@ async fn place_node(
                 stat,
                 children,
                 parent,
-            } => return Ok(Some((name, stat, children, parent))),
-            Create::TimedOut => return Ok(None),
+            } => return Ok(Ok((name, stat, children, parent))),
+            Create::Elapsed(elapsed) => return Ok(Err(elapsed)),
             Create::Unknown => {
                 // The reply was lost: look for the node by its unique prefix before creating
                 // again, so there is never a second node of ours.
                 if let Some(found) = find_created(store, lock_path, prefix, deadline).await? {
-                    return Ok(Some(found));
+                    return Ok(Ok(found));
                 }
                 // A create the server keeps dropping the connection over is not an outage.
                 unanswered += 1;
@@ -254,7 +255,7 @@ mod tests {
     }
 
     /// Places our node, with a deadline a second away on the virtual clock.
-    fn place(store: &Store) -> Result<Option<FoundNode>> {
+    fn place(store: &Store) -> Result<std::result::Result<FoundNode, Elapsed>> {
         let deadline = store.session.now() + Duration::from_secs(1);
         let session = store.session.clone();
         let mut placing = Box::pin(async move {
@@ -300,7 +301,7 @@ mod tests {
     #[test]
     fn a_missing_lock_path_is_created_a_few_times_then_reported() {
         let store = Store::without_path("/lock");
-        assert!(place(&store).unwrap().is_some());
+        assert!(place(&store).unwrap().is_ok());
         assert_eq!(store.calls(), ["create", "ensure_path", "create"]);
 
         let store = scripted(&[Step::ParentGone; 1 + PARENT_ATTEMPTS as usize]);
@@ -326,7 +327,7 @@ mod tests {
     #[test]
     fn a_create_past_its_deadline_is_left_to_the_background() {
         let store = scripted(&[Step::Stall]);
-        assert!(place(&store).unwrap().is_none());
+        assert_eq!(place(&store).unwrap().err(), Some(Elapsed));
     }
 
     #[test]

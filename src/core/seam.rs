@@ -1,26 +1,29 @@
 //! The seam between the waiting core's decisions and ZooKeeper: the requests, watches and
-//! session-state changes an acquisition uses, as traits the [`Session`] implements, so that
-//! unit tests and the simulation (`core/sim`) can drive the whole wait loop through a simulated
-//! ZooKeeper.
+//! session-state changes an acquisition uses, and what a held node asks of its session, as
+//! traits in the core's own words. The session layer implements them for its `Session` (see
+//! `session/seam.rs`); unit tests and the simulation (`core/sim`) drive the whole wait loop
+//! through a simulated ZooKeeper.
 //!
-//! Dispatch is static: the core is generic over the store, and for the [`Session`] its futures
-//! are the ones it awaited before the seam existed (as small, and `Send`).
+//! Dispatch is static for the wait: the core is generic over the store, and for the session
+//! its futures are the ones it awaited before the seam existed (as small, and `Send`). A held
+//! node, kept for as long as a guard lives, reaches its session through [`HoldingSession`].
 
 use std::future::Future;
-use std::time::Instant;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use crate::session::floors::Floors;
-use crate::session::listing::list_shared;
-use crate::session::Session;
-use crate::wire as zk;
+use crate::rt::cancel::CancelToken;
 
-use super::session_view::{Children, Create, Listed, Liveness, NodeStat};
+use super::floors::Floors;
+use super::own_node::OwnNodeWatch;
+use super::session_view::{Create, Fired, Listed, Liveness, NodeStat};
+use super::standing::Standing;
 
 /// The session operations that place our node in a queue, so that unit tests can drive every
 /// outcome of a create.
 pub(crate) trait NodeStore: Sync {
-    /// See [`Session::create_lock_node_async`]: a create dropped unanswered is withdrawn in
+    /// Places our node in `lock_path` (the session's `create_lock_node_async`): a create dropped unanswered is withdrawn in
     /// the background; on a live connection `settling()` is called then, and what it gives
     /// is dropped once that withdrawal is settled.
     fn create<D: Send + 'static>(
@@ -56,12 +59,12 @@ pub(crate) trait NodeStore: Sync {
     fn sweep(&self, lock_path: &str, prefix: &str);
 
     /// The clock every deadline and wait of the core is measured on: the monotonic clock for
-    /// a [`Session`], a virtual one in the simulation (`core/sim`). Statically dispatched, so
+    /// the session, a virtual one in the simulation (`core/sim`). Statically dispatched, so
     /// the real build calls `Instant::now()` as before.
     fn now(&self) -> Instant;
     /// Resolves once [`now`](Self::now) reaches `at`.
     fn sleep_until(&self, at: Instant) -> impl Future<Output = ()> + Send;
-    /// A fresh id for a protected node name: random for a [`Session`], seeded in the
+    /// A fresh id for a protected node name: random for the session, seeded in the
     /// simulation (so that a seed replays byte for byte).
     fn unique_id(&self) -> crate::random::Uuid;
 }
@@ -80,7 +83,7 @@ pub(crate) trait ZkSession: NodeStore + Send + Sized + 'static {
     /// Why the session ended, once it has.
     fn ended_error(&self) -> Error;
     /// The children of `lock_path` with its stat, from a listing sent no earlier than `since`
-    /// (see [`list_shared`]).
+    /// (shared with the session's other waiters, see `session/listing.rs`).
     fn list_since(
         &self,
         lock_path: &str,
@@ -105,9 +108,8 @@ pub(crate) trait ZkSession: NodeStore + Send + Sized + 'static {
         path: &str,
         deadline: Option<Instant>,
     ) -> impl Future<Output = Result<(Vec<String>, Self::Watch)>> + Send;
-    /// What `watch` reports when it fires ([`zk::EventType::Session`]: never, the session
-    /// ended).
-    fn fired(watch: Self::Watch) -> impl Future<Output = zk::EventType> + Send;
+    /// What `watch` reports when it fires.
+    fn fired(watch: Self::Watch) -> impl Future<Output = Fired> + Send;
     /// The session's state changes from now on.
     fn states(&self) -> Self::States;
     /// Resolves at the next state change (never once the state is terminal: check
@@ -120,105 +122,33 @@ pub(crate) trait ZkSession: NodeStore + Send + Sized + 'static {
     fn floors(&self) -> &Floors;
 }
 
-impl NodeStore for Session {
-    async fn create<D: Send + 'static>(
-        &self,
-        lock_path: &str,
-        prefix: &str,
-        data: &[u8],
-        deadline: Option<Instant>,
-        settling: impl FnOnce() -> D + Send,
-    ) -> Result<Create> {
-        self.create_lock_node_async(lock_path, prefix, data, deadline, settling)
-            .await
-    }
-    async fn wait_connected(&self, deadline: Option<Instant>) -> Result<()> {
-        self.wait_connected_async(deadline).await
-    }
-    async fn sync(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        self.sync_async(path, deadline).await
-    }
-    async fn list(&self, path: &str, deadline: Option<Instant>) -> Result<Vec<String>> {
-        self.list_async(path, deadline).await
-    }
-    async fn stat(&self, path: &str, deadline: Option<Instant>) -> Result<Option<NodeStat>> {
-        Ok(self
-            .get_data_async(path, deadline)
-            .await?
-            .map(|(_, stat)| stat))
-    }
-    async fn ensure_path(&self, path: &str, deadline: Option<Instant>) -> Result<()> {
-        self.ensure_path_async(path, deadline).await
-    }
-    fn sweep(&self, lock_path: &str, prefix: &str) {
-        self.sweep_in_background(lock_path, prefix);
-    }
-    #[inline]
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-    #[inline]
-    fn sleep_until(&self, at: Instant) -> impl Future<Output = ()> + Send {
-        crate::rt::timer::sleep_until(at)
-    }
-    #[inline]
-    fn unique_id(&self) -> crate::random::Uuid {
-        crate::random::Uuid::new_v4()
-    }
-}
+/// A future of the session, boxed: a held node reaches its session through a trait object.
+pub(crate) type Pending<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-impl ZkSession for Session {
-    type Watch = zk::OneshotWatcher;
-    type States = zk::StateWatcher;
-
-    fn id(&self) -> i64 {
-        self.id
-    }
-    fn liveness(&self) -> Liveness {
-        Session::liveness(self)
-    }
-    fn ended_error(&self) -> Error {
-        Session::ended_error(self)
-    }
-    fn list_since(
-        &self,
-        lock_path: &str,
-        deadline: Option<Instant>,
-        since: Instant,
-    ) -> impl Future<Output = Result<Listed>> + Send {
-        list_shared(self, lock_path, deadline, since)
-    }
-    async fn list_with_stat(&self, path: &str, deadline: Option<Instant>) -> Result<Listed> {
-        let (names, stat) = self.list_with_stat_async(path, deadline).await?;
-        Ok(Children::new(names, stat))
-    }
-    fn watch_node(
-        &self,
-        path: &str,
-        deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<Option<Self::Watch>>> + Send {
-        self.watch_node_async(path, deadline)
-    }
-    fn watch_children(
-        &self,
-        path: &str,
-        deadline: Option<Instant>,
-    ) -> impl Future<Output = Result<(Vec<String>, Self::Watch)>> + Send {
-        self.watch_children_async(path, deadline)
-    }
-    async fn fired(watch: Self::Watch) -> zk::EventType {
-        watch.changed().await.event_type
-    }
-    fn states(&self) -> Self::States {
-        self.state_watcher()
-    }
-    async fn state_changed(states: &mut Self::States) {
-        states.changed().await;
-    }
-    fn withdraw_in_background(&self, path: &str, done: impl Send + 'static) {
-        Session::withdraw_in_background(self, path, done);
-    }
-    fn floors(&self) -> &Floors {
-        &self.floors
-    }
+/// What a held node (`held.rs`) asks of the session it was claimed on, for as long as a guard
+/// keeps it: where the lock stands, its own node's watch, the waits on the session, and the
+/// release.
+pub(crate) trait HoldingSession: Send + Sync + 'static {
+    /// The session's id: the `ephemeralOwner` of the nodes it creates.
+    fn id(&self) -> i64;
+    /// The session's timeout, as the server granted it.
+    fn timeout(&self) -> Duration;
+    fn liveness(&self) -> Liveness;
+    /// Why the session ended, once it has.
+    fn ended_error(&self) -> Error;
+    /// Where a lock held on this session stands now, by the one rule (see `standing.rs`),
+    /// with our node `deleted` or not.
+    fn standing(&self, deleted: bool) -> Standing;
+    /// Watches our node `path` for the revocation marker and its deletion by someone else.
+    fn watch_own_node(&self, path: &str) -> Result<OwnNodeWatch>;
+    /// Resolves once the session is no longer connected (`true`) or at `deadline` (`false`).
+    fn wait_disconnected(&self, deadline: Option<Instant>) -> Pending<'_, bool>;
+    /// Cancelled when the client is closed: wakes a blocked release.
+    fn closes(&self) -> &CancelToken;
+    /// Deletes our node `path`, waiting for the server at most `wait` (retried in the
+    /// background after that): `Ok(false)` if it was gone already.
+    fn delete_node<'a>(&'a self, path: &'a str, wait: Duration) -> Pending<'a, Result<bool>>;
+    /// Deletes our node `path` in the background, until it is gone or the session has ended;
+    /// `done` is dropped once that is settled.
+    fn withdraw_in_background(&self, path: &str, done: Box<dyn Send>);
 }

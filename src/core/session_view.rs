@@ -1,10 +1,12 @@
 //! What the core sees of a session and of a node, in its own words: the session's
-//! [`Liveness`], a node's [`NodeStat`], a lock path's [`Children`] and how a lock node's
-//! [`Create`] ended. The session layer (and the simulation) produce them; the core decides
+//! [`Liveness`], a node's [`NodeStat`], a lock path's [`Children`], how a lock node's
+//! [`Create`] ended, what a watch reports when it [`Fired`], and that a deadline
+//! [`Elapsed`]. The session layer (and the simulation) produce them; the core decides
 //! on them without knowing the transport.
 
 use std::sync::{Arc, OnceLock};
 
+use crate::error::{Error, Result};
 use crate::znode::layout::{sorted_lock_nodes, LockNode};
 
 /// How the state of a session looks to a lock holder.
@@ -46,9 +48,43 @@ pub(crate) enum Create {
     Unknown,
     /// The deadline passed first. The request is still pending; a background task deletes the
     /// node if it appears.
-    TimedOut,
+    Elapsed(Elapsed),
     /// The lock path does not exist (yet, or any more).
     ParentMissing,
+}
+
+/// The deadline passed before the wait ended: the one value every layer reports it with, from
+/// a session's create ([`Create::Elapsed`]) and the waits on a watch (`contend::Woken`,
+/// `session::follow::Woke`) or in a local queue (`cohort::wait_locally`) up to the
+/// acquisition's end, where [`outcome`](Self::outcome) alone says what it means to the caller.
+/// (A request that ran into the deadline comes back from the session as
+/// [`Error::ConnectionLoss`], the public error it has always been:
+/// `contend::past_deadline_is_busy` and the waits for a watch read it as `Elapsed`.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Elapsed;
+
+impl Elapsed {
+    /// What an acquisition whose deadline passed returns, on a session that is `liveness`:
+    /// busy (`Ok(None)`) on a live connection; during an outage, that the lock could not be
+    /// decided ([`Error::ConnectionLoss`]), not that it is busy.
+    pub(crate) fn outcome<T>(self, liveness: Liveness) -> Result<Option<T>> {
+        if liveness == Liveness::Connected {
+            Ok(None)
+        } else {
+            Err(Error::connection_loss())
+        }
+    }
+}
+
+/// What a watch on a node reports when it fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fired {
+    /// The node was deleted.
+    Deleted,
+    /// The node (or its children) changed otherwise: look again.
+    Changed,
+    /// The watch will never fire: the session ended.
+    SessionEnded,
 }
 
 /// A listing of a lock path, shared by the waiters that read it.

@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::metrics::{self, LossCause, Recipe};
 use crate::rt::relay::io_log;
 
-use super::seam::ZkSession;
+use super::seam::HoldingSession;
 use super::standing::{ended, Loss, Standing};
 
 /// The log target of the lines about acquisitions, holds and losses, as the operating docs name
@@ -94,7 +94,7 @@ impl Track {
 
     /// Releasing our node ended with `deleted` (as `Session::delete_node` reports it), on
     /// `session`.
-    pub(crate) fn released(&self, deleted: &Result<bool>, session: &impl ZkSession) {
+    pub(crate) fn released(&self, deleted: &Result<bool>, session: &dyn HoldingSession) {
         let Some(tracked) = &self.0 else { return };
         match deleted {
             Ok(false) => tracked.lost(LossCause::Deleted),

@@ -1,5 +1,5 @@
 //! How long an acquisition waits, and what stops it: the public [`Wait`] and its resolved,
-//! internal form [`Attempt`].
+//! internal form [`Budget`].
 
 use std::future::Future;
 use std::task::Poll;
@@ -167,10 +167,10 @@ pub(crate) enum Patience {
     Forever,
 }
 
-/// One acquisition's patience and cancellation, resolved at the start of the call, and what
-/// it withdraws on its way out.
+/// One acquisition's budget: its patience and cancellation, resolved at the start of the call
+/// (a [`Wait`] made concrete), and what it withdraws on its way out.
 #[derive(Clone)]
-pub(crate) struct Attempt {
+pub(crate) struct Budget {
     pub(crate) patience: Patience,
     /// The caller's timeout, for messages: [`Patience::Until`] keeps only its deadline.
     timeout: Option<Duration>,
@@ -178,25 +178,25 @@ pub(crate) struct Attempt {
     pub(crate) withdrawals: Withdrawals,
 }
 
-impl Attempt {
-    pub(crate) fn forever() -> Attempt {
-        Attempt::with(Wait::forever())
+impl Budget {
+    pub(crate) fn forever() -> Budget {
+        Budget::with(Wait::forever())
     }
 
-    pub(crate) fn dont_wait() -> Attempt {
-        Attempt {
+    pub(crate) fn dont_wait() -> Budget {
+        Budget {
             patience: Patience::DontWait,
-            ..Attempt::forever()
+            ..Budget::forever()
         }
     }
 
-    pub(crate) fn timeout(timeout: Duration) -> Attempt {
-        Attempt::with(Wait::timeout(timeout))
+    pub(crate) fn timeout(timeout: Duration) -> Budget {
+        Budget::with(Wait::timeout(timeout))
     }
 
-    pub(crate) fn with(wait: Wait) -> Attempt {
+    pub(crate) fn with(wait: Wait) -> Budget {
         let resolved = wait.resolve();
-        Attempt {
+        Budget {
             patience: resolved.map_or(Patience::Forever, |(deadline, _)| Patience::Until(deadline)),
             timeout: resolved.map(|(_, timeout)| timeout),
             cancel: wait.cancel,
@@ -204,11 +204,11 @@ impl Attempt {
         }
     }
 
-    /// An attempt that waits until `deadline` of a clock other than the monotonic one (the
+    /// A budget that waits until `deadline` of a clock other than the monotonic one (the
     /// simulation's virtual clock), `timeout` after its start.
     #[cfg(any(test, feature = "simulation"))]
-    pub(crate) fn until(deadline: Instant, timeout: Duration) -> Attempt {
-        Attempt {
+    pub(crate) fn until(deadline: Instant, timeout: Duration) -> Budget {
+        Budget {
             patience: Patience::Until(deadline),
             timeout: Some(timeout),
             cancel: None,
@@ -216,9 +216,9 @@ impl Attempt {
         }
     }
 
-    /// The same attempt, stopped also by `token` (as [`Wait::cancel_on`]).
+    /// The same budget, stopped also by `token` (as [`Wait::cancel_on`]).
     #[cfg(any(test, feature = "simulation"))]
-    pub(crate) fn cancelled_by(mut self, token: &CancelToken) -> Attempt {
+    pub(crate) fn cancelled_by(mut self, token: &CancelToken) -> Budget {
         self.cancel = Some(token.clone());
         self
     }
@@ -244,14 +244,14 @@ impl Attempt {
         }
     }
 
-    /// Runs the acquisition `acquire` until it ends, this attempt's token is cancelled
+    /// Runs the acquisition `acquire` until it ends, this budget's token is cancelled
     /// ([`Error::Cancelled`]) or `closes` (the client's own token) is ([`Error::Closed`]);
     /// a token cancelled
     /// already stops it before anything is sent. A stopped acquisition's future is dropped,
     /// which withdraws what it queued. Unless it acquired, waits briefly for its withdrawals
     /// to be settled, so that nothing is left behind on return as far as the server answers
     /// in time (the rest goes on in the background); never more than
-    /// [`PAST_DEADLINE_WITHDRAW_WAIT`] past the attempt's deadline (see
+    /// [`PAST_DEADLINE_WITHDRAW_WAIT`] past the budget's deadline (see
     /// [`settle_until`](Self::settle_until)).
     ///
     /// The blocking calls run the same future on their own thread
@@ -272,7 +272,7 @@ impl Attempt {
     }
 
     /// [`run`](Self::run) on the clock read by `now` and slept on by `sleep_until` (the
-    /// simulation's virtual clock, which the attempt's deadline is then of).
+    /// simulation's virtual clock, which the budget's deadline is then of).
     pub(crate) async fn run_on<T, Z: Future<Output = ()>>(
         &self,
         closes: &CancelToken,
@@ -369,7 +369,7 @@ mod tests {
         let (deadline, left) = Wait::until(at).resolve().unwrap();
         assert_eq!(deadline, at);
         assert!(left <= Duration::from_secs(60) && left > Duration::from_secs(59));
-        assert!(matches!(Attempt::with(Wait::until(at)).patience, Patience::Until(d) if d == at));
+        assert!(matches!(Budget::with(Wait::until(at)).patience, Patience::Until(d) if d == at));
         let passed = Instant::now();
         std::thread::sleep(Duration::from_millis(2));
         assert_eq!(
@@ -383,7 +383,7 @@ mod tests {
         assert!(deadline >= before + timeout);
         assert!(Wait::forever().resolve().is_none());
         assert!(matches!(
-            Attempt::with(Wait::forever()).patience,
+            Budget::with(Wait::forever()).patience,
             Patience::Forever
         ));
     }

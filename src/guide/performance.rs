@@ -131,7 +131,7 @@
 //!   other nodes ahead of its predecessor, which might still be there. Sequence numbers only
 //!   grow, so a listing whose lowest node is `n`, or a holder with nothing ahead, proves every
 //!   node below it gone for good; the waiters of a session share those facts
-//!   (`session/floors.rs`, kept per incarnation of the lock path), and a waiter whose
+//!   (`core/floors.rs`, kept per incarnation of the lock path), and a waiter whose
 //!   predecessor goes checks only that its own node exists. Old and new binaries, one after the
 //!   other on one server (2026-11-24 08:10 UTC): 3,000 tasks 2.8 s → 1.6 s, 10,000 tasks
 //!   23.2 s → 3.9 s; still 1.00 notification per release and 0 overlaps.

@@ -403,7 +403,7 @@
 //! (so two multi-locks never wait for each other), no node and no watch is left (a multi-lock
 //! or a semaphore that fails half-way released what it took), and every error is one the docs
 //! list. Every acquisition runs through the front end's wait for its withdrawals
-//! (`Attempt::run_on`, on the virtual clock), some are cancelled through their `Wait`'s token
+//! (`Budget::run_on`, on the virtual clock), some are cancelled through their `Wait`'s token
 //! (one in five of those that wait, after 0 to 3 s), and a timed or cancelled one waits at most
 //! 250 ms in all past its deadline or its cancel, whichever is first (its own waits, from a
 //! poll that leaves it pending to its next wake; not the scheduler's delay in polling it),

@@ -2,7 +2,7 @@
 //! measures the call, resolves the session and the deadline of its requests, runs the
 //! recipe's own taking until it ends, the caller's token or the client's close stops it
 //! (a stopped taking is dropped, which withdraws what it queued, and waited for briefly:
-//! see `Attempt::run`), hands the guard its nodes, and reports how the call ended, in the
+//! see `Budget::run`), hands the guard its nodes, and reports how the call ended, in the
 //! log and the metrics (see `metrics.rs`). What it took is then followed by a `Track`
 //! (`core/track.rs`), which reports the hold and its loss.
 
@@ -15,7 +15,7 @@ use log::debug;
 use crate::client::Client;
 use crate::core::held::Held;
 use crate::core::track::{Track, LOG_TARGET};
-use crate::core::wait::{Attempt, Patience};
+use crate::core::wait::{Budget, Patience};
 use crate::error::{Error, Result};
 use crate::metrics::{self, Outcome, Recipe};
 use crate::session::Session;
@@ -29,7 +29,7 @@ use crate::session::Session;
 pub(crate) async fn envelope<G, F, Fut>(
     client: &Client,
     (recipe, path): (Recipe, &str),
-    attempt: &Attempt,
+    attempt: &Budget,
     background_drop: bool,
     take: F,
     nodes: impl FnOnce(&mut G) -> Vec<&mut Held>,
@@ -54,7 +54,7 @@ where
 /// Runs `take` on the client's session for `attempt`, with the deadline of its requests:
 /// the part of the envelope that a local queue's contention, which runs on behalf of
 /// callers already measured, shares with every acquisition.
-pub(crate) async fn on_session<T, F, Fut>(client: &Client, attempt: &Attempt, take: F) -> Result<T>
+pub(crate) async fn on_session<T, F, Fut>(client: &Client, attempt: &Budget, take: F) -> Result<T>
 where
     F: FnOnce(Arc<Session>, Option<Instant>) -> Fut,
     Fut: Future<Output = Result<T>>,
@@ -112,7 +112,7 @@ impl Acquisition {
     /// the call's timeout and the server.
     fn finish<G>(
         self,
-        attempt: &Attempt,
+        attempt: &Budget,
         outcome: Result<Option<G>>,
         nodes: impl FnOnce(&mut G) -> Vec<&mut Held>,
     ) -> Result<Option<G>> {

@@ -3,7 +3,7 @@
 
 use crate::client::Client;
 use crate::core::contend::Options;
-use crate::core::wait::Attempt;
+use crate::core::wait::Budget;
 use crate::error::Result;
 
 use super::catalogue::LATCH;
@@ -64,7 +64,7 @@ impl LeaderElection {
 
     /// Joins the election; an attempt that ends without leading has left it again (unlike
     /// Curator's `LeaderLatch.await(timeout)`, which stays in).
-    async fn join(&self, attempt: Attempt, background_drop: bool) -> Result<Option<Leadership>> {
+    async fn join(&self, attempt: Budget, background_drop: bool) -> Result<Option<Leadership>> {
         self.queue.acquire(&LATCH, attempt, background_drop).await
     }
 

@@ -7,7 +7,7 @@ use crate::client::Client;
 use crate::core::held::Held;
 use crate::core::kind::Kind;
 use crate::core::ordered::take_in_order;
-use crate::core::wait::Attempt;
+use crate::core::wait::Budget;
 use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::znode::path::validate_lock_path;
@@ -96,7 +96,7 @@ impl MultiLock {
         async lock_async, try_lock_async, lock_with_async);
 
     /// All or nothing, in the order of the paths (see `take_in_order`).
-    async fn acquire(&self, attempt: Attempt, background: bool) -> Result<Option<MultiGuard>> {
+    async fn acquire(&self, attempt: Budget, background: bool) -> Result<Option<MultiGuard>> {
         if self.members.is_empty() {
             // A guard of nothing would be held by no one: every guard has at least one node.
             return Err(Error::InvalidArgument(

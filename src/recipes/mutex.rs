@@ -3,7 +3,7 @@
 
 use crate::client::Client;
 use crate::core::contend::Options;
-use crate::core::wait::Attempt;
+use crate::core::wait::Budget;
 use crate::error::Result;
 
 use super::catalogue::MUTEX;
@@ -111,7 +111,7 @@ impl DistributedMutex {
         lock, try_lock, lock_timeout, lock_with;
         async lock_async, try_lock_async, lock_with_async);
 
-    async fn acquire(&self, attempt: Attempt, background_drop: bool) -> Result<Option<LockGuard>> {
+    async fn acquire(&self, attempt: Budget, background_drop: bool) -> Result<Option<LockGuard>> {
         self.queue.acquire(&MUTEX, attempt, background_drop).await
     }
 

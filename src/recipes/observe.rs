@@ -206,7 +206,9 @@ impl LeaderWatch {
             }
             match session.head_changed_async(watch, deadline).await? {
                 Woke::Fired | Woke::Reconnected => {}
-                Woke::TimedOut => return Ok(None),
+                // Not an acquisition: no change of leader before the deadline, whatever
+                // the connection.
+                Woke::Elapsed(_) => return Ok(None),
             }
         }
     }

@@ -9,10 +9,10 @@ use crate::client::Client;
 use crate::core::cohort::{
     ended, wait_locally, Check, Checked, Checker, Claim, Cohort, Contention,
 };
-use crate::core::contend::{acquire_on, gave_up, Options};
+use crate::core::contend::{acquire_on, Options};
 use crate::core::held::Held;
 use crate::core::kind::{Kind, Role};
-use crate::core::wait::{Attempt, Patience};
+use crate::core::wait::{Budget, Patience};
 use crate::error::Result;
 use crate::session::Session;
 use crate::znode::path::validate_lock_path;
@@ -54,7 +54,7 @@ impl LockQueue {
     pub(crate) async fn acquire(
         &self,
         kind: &'static Kind,
-        attempt: Attempt,
+        attempt: Budget,
         background_drop: bool,
     ) -> Result<Option<LockGuard>> {
         let cohort = (self.options.local_handoff.filter(|_| exclusive(kind))).map(|batch| {
@@ -109,7 +109,7 @@ impl LockQueue {
         session: &Session,
         kind: &'static Kind,
         cohort: &Arc<Cohort<Held>>,
-        attempt: &Attempt,
+        attempt: &Budget,
         deadline: Option<Instant>,
     ) -> Result<Option<Held>> {
         let start = {
@@ -122,9 +122,9 @@ impl LockQueue {
             move |try_only: bool| -> Contention<Held> {
                 let (client, path, options) = (client.clone(), path.clone(), options.clone());
                 let mut attempt = if try_only {
-                    Attempt::dont_wait()
+                    Budget::dont_wait()
                 } else {
-                    Attempt::forever()
+                    Budget::forever()
                 };
                 attempt.withdrawals = withdrawals.clone();
                 Box::pin(async move {
@@ -160,10 +160,10 @@ impl LockQueue {
         };
         let try_only = matches!(attempt.patience, Patience::DontWait);
         // A caller that does not end holding waits for the withdrawal of the node queued for
-        // it, if it was the last caller, in `Attempt::run`.
+        // it, if it was the last caller, in `Budget::run`.
         wait_locally(session, cohort, try_only, deadline, start)
             .await
-            .unwrap_or_else(|| gave_up(session))
+            .unwrap_or_else(|elapsed| elapsed.outcome(session.liveness()))
     }
 
     /// The nodes queued, in order, as seen by inspection. `kinds` are every kind of node the
@@ -195,7 +195,7 @@ fn exclusive(kind: &Kind) -> bool {
 /// (block until held; try without waiting; wait up to a timeout; wait as a
 /// [`Wait`](crate::Wait) says, which also covers a cancel token) and the three async ones a
 /// dropped future or a runtime's own timeout does not already give (block, try, `Wait`). The
-/// recipe provides `async fn $via(&self, $($arg,)* Attempt, background_drop: bool) ->
+/// recipe provides `async fn $via(&self, $($arg,)* Budget, background_drop: bool) ->
 /// Result<Option<$guard>>`, the one acquisition every form runs; `$what` names what is held,
 /// and `$errors` adds a line to the errors of the blocking call (for the arguments).
 macro_rules! acquisitions {
@@ -226,7 +226,7 @@ macro_rules! acquisitions {
         /// behind.
         $(#[doc = $errors])?
         pub fn $block(&self $(, $arg: $argty)*) -> $crate::Result<$guard> {
-            $crate::session::blocking(self.$via($($arg,)* $crate::core::wait::Attempt::forever(), false))
+            $crate::session::blocking(self.$via($($arg,)* $crate::core::wait::Budget::forever(), false))
                 .and_then($crate::core::wait::never_gives_up)
         }
 
@@ -238,7 +238,7 @@ macro_rules! acquisitions {
         /// # Errors
         #[doc = concat!("As [`", stringify!($block), "`](Self::", stringify!($block), "), plus [`Error::ConnectionLoss`](crate::Error::ConnectionLoss) if the connection did not return in time.")]
         pub fn $try_(&self $(, $arg: $argty)*) -> $crate::Result<Option<$guard>> {
-            $crate::session::blocking(self.$via($($arg,)* $crate::core::wait::Attempt::dont_wait(), false))
+            $crate::session::blocking(self.$via($($arg,)* $crate::core::wait::Budget::dont_wait(), false))
         }
 
         #[doc = concat!("Blocks until it holds ", $what, " or `timeout` (monotonic clock, from the call) has passed: `Ok(None)` then.")]
@@ -258,7 +258,7 @@ macro_rules! acquisitions {
             $($arg: $argty,)*
             timeout: std::time::Duration,
         ) -> $crate::Result<Option<$guard>> {
-            $crate::session::blocking(self.$via($($arg,)* $crate::core::wait::Attempt::timeout(timeout), false))
+            $crate::session::blocking(self.$via($($arg,)* $crate::core::wait::Budget::timeout(timeout), false))
         }
 
         #[doc = concat!("Blocks until it holds ", $what, ", waiting as `wait` says: up to its timeout (`Ok(None)` then), and until its token is cancelled ([`Error::Cancelled`](crate::Error::Cancelled)).")]
@@ -277,7 +277,7 @@ macro_rules! acquisitions {
             $($arg: $argty,)*
             wait: $crate::Wait,
         ) -> $crate::Result<Option<$guard>> {
-            $crate::session::blocking(self.$via($($arg,)* $crate::core::wait::Attempt::with(wait), false))
+            $crate::session::blocking(self.$via($($arg,)* $crate::core::wait::Budget::with(wait), false))
         }
 
         #[doc = concat!("As [`", stringify!($block), "`](Self::", stringify!($block), "), as a future: waits for ", $what, " without blocking a thread.")]
@@ -296,7 +296,7 @@ macro_rules! acquisitions {
         /// # Errors
         #[doc = concat!("As [`", stringify!($block), "`](Self::", stringify!($block), ").")]
         pub async fn $block_a(&self $(, $arg: $argty)*) -> $crate::Result<$guard> {
-            self.$via($($arg,)* $crate::core::wait::Attempt::forever(), true)
+            self.$via($($arg,)* $crate::core::wait::Budget::forever(), true)
                 .await
                 .and_then($crate::core::wait::never_gives_up)
         }
@@ -306,7 +306,7 @@ macro_rules! acquisitions {
         /// # Errors
         #[doc = concat!("As [`", stringify!($try_), "`](Self::", stringify!($try_), ").")]
         pub async fn $try_a(&self $(, $arg: $argty)*) -> $crate::Result<Option<$guard>> {
-            self.$via($($arg,)* $crate::core::wait::Attempt::dont_wait(), true).await
+            self.$via($($arg,)* $crate::core::wait::Budget::dont_wait(), true).await
         }
 
         #[doc = concat!("As [`", stringify!($with), "`](Self::", stringify!($with), "), as a future: `Ok(None)` once the timeout has passed, after its queued node was withdrawn; [`Error::Cancelled`](crate::Error::Cancelled) once the token is cancelled. Cancel safe: see [`", stringify!($block_a), "`](Self::", stringify!($block_a), ").")]
@@ -320,7 +320,7 @@ macro_rules! acquisitions {
             $($arg: $argty,)*
             wait: $crate::Wait,
         ) -> $crate::Result<Option<$guard>> {
-            self.$via($($arg,)* $crate::core::wait::Attempt::with(wait), true).await
+            self.$via($($arg,)* $crate::core::wait::Budget::with(wait), true).await
         }
     };
 }

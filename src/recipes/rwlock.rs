@@ -3,7 +3,7 @@
 
 use crate::client::Client;
 use crate::core::contend::Options;
-use crate::core::wait::Attempt;
+use crate::core::wait::Budget;
 use crate::error::Result;
 
 use super::catalogue::{READER, WRITER};
@@ -73,15 +73,11 @@ impl DistributedRwLock {
         write, try_write, write_timeout, write_with;
         async write_async, try_write_async, write_with_async);
 
-    async fn acquire_read(&self, attempt: Attempt, background: bool) -> Result<Option<ReadGuard>> {
+    async fn acquire_read(&self, attempt: Budget, background: bool) -> Result<Option<ReadGuard>> {
         self.queue.acquire(&READER, attempt, background).await
     }
 
-    async fn acquire_write(
-        &self,
-        attempt: Attempt,
-        background: bool,
-    ) -> Result<Option<WriteGuard>> {
+    async fn acquire_write(&self, attempt: Budget, background: bool) -> Result<Option<WriteGuard>> {
         self.queue.acquire(&WRITER, attempt, background).await
     }
 

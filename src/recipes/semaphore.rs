@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::client::Client;
 use crate::core::held::Held;
 use crate::core::permits::{take_permits, SemaphoreAt};
-use crate::core::wait::Attempt;
+use crate::core::wait::Budget;
 use crate::error::{Error, Result};
 use crate::rt::runtime::deadline_after;
 use crate::session::Session;
@@ -74,7 +74,7 @@ impl Semaphore {
         acquire, try_acquire, acquire_timeout, acquire_with;
         async acquire_async, try_acquire_async, acquire_with_async);
 
-    async fn take_one(&self, attempt: Attempt, background: bool) -> Result<Option<Permit>> {
+    async fn take_one(&self, attempt: Budget, background: bool) -> Result<Option<Permit>> {
         self.take(1, attempt, background).await
     }
 
@@ -87,7 +87,7 @@ impl Semaphore {
     async fn take(
         &self,
         count: usize,
-        attempt: Attempt,
+        attempt: Budget,
         background: bool,
     ) -> Result<Option<Permit>> {
         if count == 0 || count > self.at.permits {

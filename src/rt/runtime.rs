@@ -372,6 +372,40 @@ fn park_on<F: Future + Unpin>(
     }
 }
 
+/// `op`'s output, or `op` handed back unfinished once `deadline` has passed.
+pub(crate) async fn until<F: Future + Unpin>(
+    mut op: F,
+    deadline: Option<Instant>,
+) -> std::result::Result<F::Output, F> {
+    let Some(deadline) = deadline else {
+        return Ok((&mut op).await);
+    };
+    let mut timer = sleep_until(deadline);
+    let output = std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = Pin::new(&mut op).poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        Pin::new(&mut timer).poll(cx).map(|()| None)
+    })
+    .await;
+    output.ok_or(op)
+}
+
+/// Runs `op` on the calling thread until it is done (the blocking form of an async
+/// operation, bounded by its own deadline), stopped as soon as one of `stops` is cancelled:
+/// `op` is then dropped, which cleans up what it began, and the call ends as the token says
+/// ([`Error::Closed`] for a client's own token, else [`Error::Cancelled`]).
+pub(crate) fn blocking_or_stop<T>(
+    op: impl Future<Output = Result<T>>,
+    stops: &[CancelToken],
+) -> Result<T> {
+    let mut op = std::pin::pin!(op);
+    block_on_or_stop(op.as_mut(), None, stops).unwrap_or_else(|_| {
+        // Handed back unfinished: no deadline was given, so a token stopped it.
+        Err(crate::rt::cancel::stopped(stops).unwrap_or_else(Error::connection_loss))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

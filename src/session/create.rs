@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
+use crate::core::session_view::Elapsed;
 use crate::error::Result;
 use crate::wire as zk;
 
@@ -111,7 +112,7 @@ impl Session {
         };
         let Some(outcome) = outcome else {
             drop(pending); // The create may still execute after the connection returns.
-            return Ok(Create::TimedOut);
+            return Ok(Create::Elapsed(Elapsed));
         };
         pending.op = None;
         if let Ok((answer, _)) = &outcome {

@@ -11,6 +11,7 @@
 
 use std::time::Instant;
 
+use crate::core::session_view::Elapsed;
 use crate::error::{Error, Result};
 use crate::rt::runtime::sleep_until;
 use crate::wire as zk;
@@ -37,7 +38,7 @@ pub(crate) enum Woke {
     /// The connection came back after a loss: look again, in case an event was missed.
     Reconnected,
     /// The deadline passed first.
-    TimedOut,
+    Elapsed(Elapsed),
 }
 
 /// What ended one wait of [`Session::head_changed_async`].
@@ -160,7 +161,7 @@ impl Session {
             .await;
             drop(changed);
             match woke {
-                Race::Timer => return Ok(Woke::TimedOut),
+                Race::Timer => return Ok(Woke::Elapsed(Elapsed)),
                 // The session's end fires every watch: say so rather than look again.
                 Race::Fired(zk::EventType::Session)
                     if self.liveness() == super::Liveness::Ended =>

@@ -3,21 +3,22 @@
 //! everything zklock keeps about it: its lease, its chroot, its ACLs, its background tasks and
 //! releases, and every request zklock makes through it. Below it, the transport (`wire`)
 //! speaks the protocol on a connection (handshake, reconnects, pings, watch bookkeeping) and
-//! reports ZooKeeper's own `KeeperState`; above it, the waiting core and the recipes see only
-//! this layer, never the transport's types.
+//! reports ZooKeeper's own `KeeperState`; above it, the recipes see only this layer, never the
+//! transport's types. The waiting core (`core`) sits below both: it defines the seam this
+//! layer implements ([`seam`]) and the words it reports in (`core/session_view.rs`).
 //!
 //! Where `impl Session` lives, by one rule: this file defines the value and its life (state
 //! and [`Liveness`], the wait for a connection, closing, and the retry of repeatable
 //! requests); each family of requests adds its own `impl Session` block in the file named
-//! after it. Nothing outside this folder adds inherent methods (the core implements its seam
-//! for `Session` in `core/seam.rs`, from the methods here).
+//! after it. Nothing outside this folder adds inherent methods; [`seam`] implements the core's
+//! seam for `Session`, from the methods here.
 //!
 //! - opening a session: [`config`] (what it is opened with, the connect string read),
 //!   [`dial`] (connecting within the connect timeout), [`security`] (auth, ACLs, TLS),
 //!   [`open`] (chroot, lease, keepalive), [`chroot`];
 //! - its requests, one family per file: [`requests`] (reads and repeatable writes),
-//!   [`create`] (our lock nodes) with [`listing`] (listings shared by waiters) and [`floors`]
-//!   (what its listings proved), [`watches`] (the watches a waiter awaits, and a holder's
+//!   [`create`] (our lock nodes) with [`listing`] (listings shared by waiters; what they
+//!   proved is kept in the core's `Floors`), [`watches`] (the watches a waiter awaits, and a holder's
 //!   watch on its own node, followed by [`own_node`]), [`follow`] (the head of a queue,
 //!   followed from outside it), [`delete`] (deleting our nodes, retried in the background,
 //!   counted by [`releases`]), [`txn`] (transactions);
@@ -31,7 +32,6 @@ pub(crate) mod create;
 pub(crate) mod delete;
 pub(crate) mod dial;
 pub(crate) mod errors;
-pub(crate) mod floors;
 pub(crate) mod follow;
 pub(crate) mod lease;
 pub(crate) mod listing;
@@ -42,15 +42,14 @@ pub(crate) mod paths_seen;
 pub(crate) mod releases;
 pub(crate) mod requests;
 pub(crate) mod retry;
+pub(crate) mod seam;
 pub(crate) mod security;
 pub(crate) mod txn;
 pub(crate) mod watches;
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use log::debug;
@@ -58,7 +57,9 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::rt::cancel::CancelToken;
-use crate::rt::runtime::{block_on, block_on_or_stop, Abort, Handle, JoinHandle};
+use crate::rt::runtime::{block_on, Abort, Handle, JoinHandle};
+// The blocking and timed forms every request of the layer is awaited in.
+pub(crate) use crate::rt::runtime::{blocking_or_stop, until};
 use crate::wire as zk;
 
 use self::chroot::Chroot;
@@ -114,8 +115,8 @@ pub(crate) struct Session {
     creating: Mutex<std::collections::HashMap<String, usize>>,
     /// Whether lock paths used for the first time lately existed (see `paths_seen.rs`).
     paths_seen: Arc<paths_seen::PathsSeen>,
-    /// Below which sequence number each of its queues is known to be empty (see `floors.rs`).
-    pub(crate) floors: floors::Floors,
+    /// Below which sequence number each of its queues is known to be empty (see `core/floors.rs`).
+    pub(crate) floors: crate::core::floors::Floors,
 }
 
 // The core's words for what the session reports (see `core/session_view.rs`).
@@ -416,44 +417,11 @@ impl Session {
     }
 }
 
-/// `op`'s output, or `op` handed back unfinished once `deadline` has passed.
-pub(crate) async fn until<F: Future + Unpin>(
-    mut op: F,
-    deadline: Option<Instant>,
-) -> std::result::Result<F::Output, F> {
-    let Some(deadline) = deadline else {
-        return Ok((&mut op).await);
-    };
-    let mut timer = crate::rt::runtime::sleep_until(deadline);
-    let output = std::future::poll_fn(|cx| {
-        if let Poll::Ready(output) = Pin::new(&mut op).poll(cx) {
-            return Poll::Ready(Some(output));
-        }
-        Pin::new(&mut timer).poll(cx).map(|()| None)
-    })
-    .await;
-    output.ok_or(op)
-}
-
 /// Runs the operation `op` on the calling thread until it is done: the blocking form of an
 /// async operation, bounded by its own deadline (an acquisition also races its tokens inside
-/// `op`, see `Attempt::run`).
+/// `op`, see `Budget::run`).
 pub(crate) fn blocking<T>(op: impl Future<Output = Result<T>>) -> Result<T> {
     blocking_or_stop(op, &[])
-}
-
-/// As [`blocking`], also stopped as soon as one of `stops` is cancelled: `op` is then
-/// dropped, which cleans up what it began, and the call ends as the token says
-/// ([`Error::Closed`] for a client's own token, else [`Error::Cancelled`]).
-pub(crate) fn blocking_or_stop<T>(
-    op: impl Future<Output = Result<T>>,
-    stops: &[CancelToken],
-) -> Result<T> {
-    let mut op = std::pin::pin!(op);
-    block_on_or_stop(op.as_mut(), None, stops).unwrap_or_else(|_| {
-        // Handed back unfinished: no deadline was given, so a token stopped it.
-        Err(crate::rt::cancel::stopped(stops).unwrap_or_else(Error::connection_loss))
-    })
 }
 
 impl Drop for Session {

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::core::own_node::{NodeFlags, OwnNodeWatch};
 use crate::error::Result;
 use crate::wire as zk;
 
-use super::own_node::{NodeFlags, OwnNodeWatch};
+use super::own_node::follow_own_node;
 use super::{NodeData, NodeStat, Seen, Session};
 
 impl Session {
@@ -17,7 +18,7 @@ impl Session {
         let flags = Arc::new(NodeFlags::default());
         let (zk, path, raise) = (self.zk()?, path.to_owned(), flags.clone());
         let state = self.state_watcher();
-        let task = self.spawn(OwnNodeWatch::watch(zk, path, state, raise));
+        let task = self.spawn(follow_own_node(zk, path, state, raise));
         Ok(OwnNodeWatch::new(flags, task))
     }
 

@@ -129,12 +129,12 @@ pub(super) fn session_reads_held(
 }
 
 /// A future dropped after `polls` polls.
-pub(super) struct Budget<F: ?Sized> {
+pub(super) struct DroppedAfter<F: ?Sized> {
     pub(super) inner: Option<Pin<Box<F>>>,
     pub(super) polls: u32,
 }
 
-impl<F: Future + ?Sized> Future for Budget<F> {
+impl<F: Future + ?Sized> Future for DroppedAfter<F> {
     type Output = Option<F::Output>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<F::Output>> {

@@ -26,11 +26,11 @@ use parking_lot::Mutex;
 use crate::core::cohort::{
     ended, wait_locally, Check, Checked, Checker, Claim, Cohort, Contention, LocalNode, Release,
 };
-use crate::core::contend::{contend, gave_up, past_deadline_is_busy};
+use crate::core::contend::{contend, past_deadline_is_busy};
 use crate::core::kind::{Kind, Role};
 use crate::core::seam::{NodeStore, ZkSession};
 use crate::core::sim::TIMEOUT;
-use crate::core::wait::Attempt;
+use crate::core::wait::Budget;
 use crate::core::withdraw::{Withdrawals, Withdrawing};
 use crate::session::{Liveness, NodeStat};
 use crate::wire as zk;
@@ -39,7 +39,7 @@ use crate::core::sim::client::{sleep_until, SimSession};
 use crate::core::sim::world::{Rng, World};
 
 use super::book::{
-    session_reads_held, undocumented, Acquisition, Budget, Holder, SharedBook, Wait, ONE_CALL,
+    session_reads_held, undocumented, Acquisition, DroppedAfter, Holder, SharedBook, Wait, ONE_CALL,
 };
 
 /// What the checks follow of one node held through a local queue, shared by its local
@@ -270,9 +270,9 @@ fn start(
         let (session, lock) = (session.clone(), lock.clone());
         Box::pin(async move {
             let (attempt, deadline) = if try_only {
-                (Attempt::dont_wait(), Some(session.now() + ONE_CALL))
+                (Budget::dont_wait(), Some(session.now() + ONE_CALL))
             } else {
-                (Attempt::forever(), None)
+                (Budget::forever(), None)
             };
             let contended = contend(&session, &lock, kind, &attempt, deadline, b"").await;
             let Some(claimed) = past_deadline_is_busy(session.as_ref(), deadline, contended)?
@@ -356,11 +356,11 @@ pub(super) async fn turn(
             start(session, lock, kind, batch),
         )
         .await
-        .unwrap_or_else(|| gave_up(session.as_ref()))
+        .unwrap_or_else(|elapsed| elapsed.outcome(session.liveness()))
     };
     let outcome = match acquisition.drop_after {
         Some(polls) => {
-            Budget {
+            DroppedAfter {
                 inner: Some(Box::pin(waiting)),
                 polls,
             }

@@ -11,12 +11,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::core::floors::Floors;
+use crate::core::session_view::{Elapsed, Fired};
 use crate::error::{Error, Result};
 use crate::session::create::Create;
-use crate::session::floors::Floors;
 use crate::session::listing::{Children, Listed};
+use crate::session::seam::fired;
 use crate::session::{Liveness, NodeStat};
-use crate::wire as zk;
 
 use super::world::{Background, Mode, Op, Reply, World, ZkErr};
 use crate::core::seam::{NodeStore, ZkSession};
@@ -260,7 +261,7 @@ impl NodeStore for SimSession {
                     Ok(Reply::Children { names, stat, .. }) => {
                         (Some(names), Some(NodeStat::from(&stat)))
                     }
-                    Err(Failed::Deadline) => return Ok(Create::TimedOut),
+                    Err(Failed::Deadline) => return Ok(Create::Elapsed(Elapsed)),
                     _ => (None, None),
                 };
                 pending.disarm();
@@ -278,7 +279,7 @@ impl NodeStore for SimSession {
             Err(Failed::Zk(ZkErr::NodeExists | ZkErr::NotEmpty | ZkErr::Other(_))) => {
                 Ok(Create::Unknown)
             }
-            Err(Failed::Deadline) => Ok(Create::TimedOut),
+            Err(Failed::Deadline) => Ok(Create::Elapsed(Elapsed)),
         }
     }
 
@@ -480,14 +481,14 @@ impl ZkSession for SimSession {
             _ => unreachable!("a watched listing is answered with children and a watch"),
         }
     }
-    fn fired(watch: SimWatch) -> impl Future<Output = zk::EventType> + Send {
+    fn fired(watch: SimWatch) -> impl Future<Output = Fired> + Send {
         poll_fn(move |cx| {
             let mut world = watch.world.lock();
             match world.watch_fired(watch.id, cx.waker()) {
-                Some(Some(event)) => Poll::Ready(event),
+                Some(Some(event)) => Poll::Ready(fired(event)),
                 Some(None) => Poll::Pending,
                 // Removed under us: only the session's end does that.
-                None => Poll::Ready(zk::EventType::Session),
+                None => Poll::Ready(Fired::SessionEnded),
             }
         })
     }

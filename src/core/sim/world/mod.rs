@@ -24,10 +24,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use zklock_server::model::{ConnId, Model, ModelConfig};
+use zklock_server::model::{ConnId, Model, ModelConfig, Now};
 
-pub(crate) use requests::{Background, CreateFault};
-use requests::{Msg, Request, Slot};
+pub(crate) use requests::{Background, CreateFault, Slot};
 pub(crate) use server::{Mode, Op, Reply, ZkErr};
 pub(crate) use sessions::SessionRecord;
 pub(crate) use watches::{WatchKind, WatchReg};
@@ -153,7 +152,7 @@ impl World {
         let mut world = World {
             origin: Instant::now(),
             now,
-            model: Model::new(config, server::at(now)),
+            model: Model::new(config, at(now)),
             conns: BTreeMap::new(),
             next_conn: 1,
             operator_conn: 0,
@@ -203,6 +202,15 @@ impl World {
             let line = format!("{:>8.3}s {}", self.now.as_secs_f64(), line());
             self.trace.push(line);
         }
+    }
+}
+
+/// The model's moment for virtual time `now` (its wall clock starts at 0 too).
+fn at(now: Duration) -> Now {
+    let ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
+    Now {
+        mono_ms: ms,
+        wall_ms: i64::try_from(ms).unwrap_or(i64::MAX),
     }
 }
 

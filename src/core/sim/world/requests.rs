@@ -13,7 +13,7 @@ use crate::wire as zk;
 
 /// One request slot: the answer once in, the task waiting for it, and whether the caller gave
 /// up on it (a create whose node appears later is then deleted in the background).
-pub(super) struct Slot {
+pub(crate) struct Slot {
     pub(super) outcome: Option<Result<Reply, ZkErr>>,
     pub(super) waker: Option<Waker>,
     pub(super) abandoned: bool,

@@ -3,15 +3,14 @@
 //! back into the simulation's reply, and the model's effects (notifications, a connection
 //! closed) carried to the connections they are for.
 
-use std::time::Duration;
-
 use zklock_proto::{
     code, create_mode, event_type, perms, Acl, CreateRequest, DeleteRequest, PathRequest,
     PathWatchRequest, Request, Response, SetDataRequest, Stat, WatchesRequest,
 };
 use zklock_server::model::{ConnId, Now, Out};
 
-use super::{Msg, WatchKind, World, OPERATOR};
+use super::requests::Msg;
+use super::{at, WatchKind, World, OPERATOR};
 use crate::wire as zk;
 
 /// How a node is created.
@@ -163,15 +162,6 @@ pub(crate) enum Reply {
         watch: Option<u64>,
     },
     Done,
-}
-
-/// The model's moment for virtual time `now` (its wall clock starts at 0 too).
-pub(super) fn at(now: Duration) -> Now {
-    let ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
-    Now {
-        mono_ms: ms,
-        wall_ms: i64::try_from(ms).unwrap_or(i64::MAX),
-    }
 }
 
 impl World {

@@ -11,7 +11,8 @@ use std::time::Duration;
 use zklock_proto::{ConnectRequest, Request, SetWatches2};
 use zklock_server::model::{ConnId, Connected};
 
-use super::{Msg, Request as Queued, WatchKind, World, ZkErr, OPERATOR};
+use super::requests::{Msg, Request as Queued};
+use super::{WatchKind, World, ZkErr, OPERATOR};
 use crate::session::lease::Lease;
 use crate::session::Liveness;
 use crate::wire as zk;
