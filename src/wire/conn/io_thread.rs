@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::handshake::{attempt, Established};
-use super::{Answer, Pending, Shared, CLOSE_WAIT};
+use super::outbox::Due;
+use super::{bundle, multi, Answer, Shared, CLOSE_WAIT};
 use crate::rt::relay::io_log;
 use crate::wire::attempt::AttemptError;
 use crate::wire::completion::WakeLater;
@@ -252,8 +253,16 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
             if header.zxid > 0 {
                 shared.last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
             }
-            let pending = match pop_pending(shared, xid) {
-                Ok(pending) => pending,
+            // Refused credentials end the session (the server closes the connection), and so
+            // does our session's expiry under us (the server answers this before closing).
+            let ends = match header.err {
+                -115 | -124 => Some((Error::AuthFailed, Handled::AuthFailed)),
+                -112 => Some((Error::SessionExpired, Handled::Expired)),
+                _ => None,
+            };
+            let answered = shared.outbox.lock().answer(xid, ends.is_none());
+            let due = match answered {
+                Ok(due) => due,
                 Err(malformed) => {
                     // A server before 3.6 answers a `multiRead` Unimplemented at once, ahead of
                     // the requests before it, and closes the connection: on the next one the
@@ -264,22 +273,20 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
                     return Err(malformed);
                 }
             };
-            if header.err == -115 || header.err == -124 {
-                // Refused credentials end the session: the server closes the connection.
-                let _ = (pending.on_reply)(Answer::Lost(Error::AuthFailed));
-                return Ok(Handled::AuthFailed);
+            if let Some((err, handled)) = ends {
+                let _ = complete(shared, due, Answer::Lost(err));
+                return Ok(handled);
             }
-            if header.err == -112 {
-                // Our session expired under us (the server answers this before closing).
-                let _ = (pending.on_reply)(Answer::Lost(Error::SessionExpired));
-                return Ok(Handled::Expired);
-            }
-            (pending.on_reply)(Answer::Reply {
-                err: header.err,
-                zxid: header.zxid,
-                body: r,
+            complete(
                 shared,
-            })?;
+                due,
+                Answer::Reply {
+                    err: header.err,
+                    zxid: header.zxid,
+                    body: r,
+                    shared,
+                },
+            )?;
             // The session ends with the answer to our CloseSession, the last request: not at
             // an empty queue, which a reply can leave before the CloseSession is even queued.
             if shared.close_answered.load(Ordering::SeqCst) {
@@ -290,14 +297,18 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
     }
 }
 
-/// The request the server answers with a reply of `xid`: the first one pending, which must
-/// carry that xid (the server answers one session's requests in order).
-fn pop_pending(shared: &Shared, xid: i32) -> Result<Pending, Malformed> {
-    let mut pending = shared.pending.lock();
-    match pending.front() {
-        Some(p) if p.xid == xid => Ok(pending.pop_front().expect("front checked")),
-        Some(p) => Err(Malformed(format!("reply xid {xid}, expected {}", p.xid))),
-        None => Err(Malformed(format!("reply xid {xid} with none pending"))),
+/// Gives an `answer` to whom the outbox says it is `due`, with the outbox's lock let go.
+pub(super) fn complete(
+    shared: &Arc<Shared>,
+    due: Due,
+    answer: Answer<'_>,
+) -> Result<(), Malformed> {
+    match due {
+        Due::One(on_reply) => on_reply(answer),
+        Due::Multi { seq, members } => multi::settle(shared, seq, members, answer),
+        Due::MultiRead { seq, members } => bundle::settle(shared, seq, members, answer),
+        Due::Again(None) => Ok(()),
+        Due::Again(Some(refused)) => refused(Answer::Lost(Error::ConnectionLoss)),
     }
 }
 
@@ -313,7 +324,7 @@ fn too_large(shared: &Arc<Shared>, head: &[u8], len: usize, limit: usize) -> Res
             header.xid
         )));
     }
-    let pending = pop_pending(shared, header.xid)?;
+    let due = shared.outbox.lock().answer(header.xid, false)?;
     if header.zxid > 0 {
         shared.last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
     }
@@ -323,7 +334,11 @@ fn too_large(shared: &Arc<Shared>, head: &[u8], len: usize, limit: usize) -> Res
          failing its request, skipping the reply",
         shared.session_id
     );
-    (pending.on_reply)(Answer::Lost(Error::ReplyTooLarge { size: len, limit }))
+    complete(
+        shared,
+        due,
+        Answer::Lost(Error::ReplyTooLarge { size: len, limit }),
+    )
 }
 
 /// Reconnects the session: passes over the hosts with a growing pause between them, until a

@@ -2,7 +2,8 @@
 //! notifications, sends pings, and reconnects, keeping the session across connections. Callers queue their requests in an outbox and write them themselves.
 //! Here is what the session's handles and its threads share, and the session's life: opened,
 //! connected, disconnected, closed. [`handshake`] establishes the session on one connection,
-//! [`outbox`] queues and writes the requests, [`io_thread`] reads, pings and reconnects.
+//! [`outbox`] holds the requests from their call to their answer and keeps their order,
+//! [`send`] queues and writes them, [`io_thread`] reads, pings and reconnects.
 //!
 //! Replies are matched to requests by a FIFO, not by xid: the server answers one session's
 //! requests in order, and several SetWatches share xid -8.
@@ -13,12 +14,12 @@ mod handshake;
 mod io_thread;
 mod multi;
 mod outbox;
+mod send;
 
-pub(crate) use outbox::Cork;
+pub(crate) use send::Cork;
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -34,7 +35,8 @@ use crate::rt::relay::io_log;
 
 use handshake::{attempt, Established};
 use io_thread::run;
-use outbox::{write_queued, Out, Outbox};
+use outbox::Outbox;
+use send::{write_queued, Out};
 
 /// What a session is opened with.
 #[derive(Clone)]
@@ -82,24 +84,15 @@ pub(crate) enum Answer<'a> {
     Lost(Error),
 }
 
-struct Pending {
-    xid: i32,
-    on_reply: OnReply,
-    /// Its place in the order of the requests written on this session (0 for one written
-    /// before any other on its connection, a SetWatches): a coalesced delete waits for the
-    /// replies to those written before it was queued.
-    seq: u64,
-}
-
 /// What the session's handles and its I/O thread share.
 pub(crate) struct Shared {
-    /// Lock order: `out`, then `outbox`, then `pending` (and `watches` or `writer_kick` before
-    /// `outbox`). The I/O thread takes only `pending` to match a reply, so a caller blocked
-    /// in a write (the server not reading) never stops the replies from being read; it takes
-    /// `out` only when free, for a ping, and leaves requests to the writer thread.
+    /// Lock order: `out`, then `outbox` (and `watches` or `writer_kick` before `outbox`).
+    /// `outbox` is never held across a write nor while a caller's code runs, so the I/O
+    /// thread, which takes only `outbox` to match a reply, never waits for a caller blocked
+    /// in a write (the server not reading); it takes `out` only when free, for a ping, and
+    /// leaves requests to the writer thread.
     out: Mutex<Out>,
     outbox: Mutex<Outbox>,
-    pending: Mutex<VecDeque<Pending>>,
     last_send: Mutex<Instant>,
     pub(crate) watches: Mutex<Watches>,
     pub(crate) state: Arc<StateCell>,
@@ -110,8 +103,6 @@ pub(crate) struct Shared {
     /// Whether reads may go out together in a `multiRead` (see [`bundle`]): cleared when
     /// the server does not answer one as a `multiRead`.
     multi_read: AtomicBool,
-    /// This session, for reply handlers that must queue again what they were given.
-    me: Weak<Shared>,
     /// The session timeout granted on the latest connection, in milliseconds: the server
     /// expires the session by the one it granted last.
     timeout_ms: AtomicU64,
@@ -157,27 +148,19 @@ impl Shared {
         timeout: Duration,
         server: String,
     ) -> Arc<Shared> {
-        Arc::new_cyclic(|me| Shared {
+        Arc::new(Shared {
             out: Mutex::new(Out {
                 sink: None,
                 closer: None,
                 generation: 0,
             }),
-            outbox: Mutex::new(Outbox {
-                open: false,
-                next_xid: 1,
-                queue: VecDeque::new(),
-                written: 1,
-                unsettled: Vec::new(),
-            }),
-            pending: Mutex::new(VecDeque::new()),
+            outbox: Mutex::new(Outbox::new(config.max_reply)),
             last_send: Mutex::new(Instant::now()),
             watches: Mutex::new(Watches::default()),
             state: StateCell::new(KeeperState::Disconnected),
             session_id,
             known_parents: coalesce::KnownParents::new(),
             multi_read: AtomicBool::new(true),
-            me: me.clone(),
             password,
             timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
             last_zxid: AtomicI64::new(0),
@@ -274,37 +257,28 @@ impl Shared {
     fn finish(&self, state: KeeperState) {
         self.state.set(state);
         let err = terminal_error(self.state.get());
-        for p in self.drop_connection() {
-            let _ = (p.on_reply)(Answer::Lost(err.clone()));
-        }
+        lose_all(self.drop_connection(), &err);
         let fired = self.watches.lock().take_all();
         events::deliver_end(fired);
     }
 
     /// The connection is gone: fail what was in flight, mark the session disconnected.
     fn disconnected(&self) {
-        for p in self.drop_connection() {
-            let _ = (p.on_reply)(Answer::Lost(Error::ConnectionLoss));
-        }
+        lose_all(self.drop_connection(), &Error::ConnectionLoss);
         if !self.closing.load(Ordering::SeqCst) {
             self.state.set(KeeperState::Disconnected);
         }
     }
 
-    /// Closes the socket and takes out every request in flight or queued.
-    fn drop_connection(&self) -> Vec<Pending> {
+    /// Closes the socket and takes out the callers of every request in flight or queued.
+    fn drop_connection(&self) -> Vec<OnReply> {
         let mut out = self.out.lock();
         out.sink = None;
         out.generation += 1;
         if let Some(closer) = out.closer.take() {
             closer.close();
         }
-        let mut outbox = self.outbox.lock();
-        outbox.open = false;
-        outbox.unsettled.clear();
-        let mut pending: Vec<Pending> = self.pending.lock().drain(..).collect();
-        pending.extend(outbox.queue.drain(..).map(|o| o.pending));
-        pending
+        self.outbox.lock().drop_connection()
     }
 
     /// A new connection is up: installs it, sets every watch again (in SetWatches requests of
@@ -330,9 +304,7 @@ impl Shared {
                 Warn,
                 "cannot start a thread to set watches again ({e}); reconnecting"
             );
-            for p in self.drop_connection() {
-                let _ = (p.on_reply)(Answer::Lost(Error::ConnectionLoss));
-            }
+            lose_all(self.drop_connection(), &Error::ConnectionLoss);
         }
     }
 
@@ -361,10 +333,9 @@ impl Shared {
                 .strings(&[] as &[String])
                 .strings(&child);
             let frame = w.finish();
-            self.pending.lock().push_back(Pending {
-                seq: 0,
-                xid: xid::SET_WATCHES,
-                on_reply: Box::new(|answer| {
+            self.outbox.lock().written_aside(
+                xid::SET_WATCHES,
+                Box::new(|answer| {
                     if let Answer::Reply { err, .. } = answer {
                         if err != 0 {
                             io_log!(Warn, "the server refused to set watches again: error {err}");
@@ -372,13 +343,13 @@ impl Shared {
                     }
                     Ok(())
                 }),
-            });
+            );
             if !self.write(&mut out, &frame) {
                 return; // The I/O thread sees the socket close and reconnects.
             }
         }
         *self.last_send.lock() = Instant::now();
-        self.outbox.lock().open = true;
+        self.outbox.lock().open();
         // Still under `out`: a connection given up meanwhile bumped the generation first, and
         // one given up after this waits for the lock, then marks the session Disconnected.
         self.state.set(KeeperState::SyncConnected);
