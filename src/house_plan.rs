@@ -38,7 +38,7 @@ const CORE_NOT_YET_ON_ITS_OWN: &[&str] = &["core/contend", "core/held", "core/se
 const TANGLED_STILL: &[(&str, &[&str])] = &[
     ("core/sim/world", &["requests", "server"]),
     ("sim", &["local"]),
-    ("wire/conn", &["handshake", "io_thread", "outbox"]),
+    ("wire/conn", &[]),
 ];
 
 /// Whether `from` -> `to` is the core reaching into a layer of [`CORE_MUST_NOT_IMPORT`]: not

@@ -18,8 +18,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::outbox::Behind;
-use super::{lose_all, Answer, OnReply, Shared};
+use super::multi::Behind;
+use super::reply::{lose_all, Answer, OnReply};
+use super::Shared;
 use crate::wire::jute::{Malformed, Reader, Writer};
 use crate::wire::proto::{self, op, RawRead};
 use crate::wire::Error;

@@ -27,83 +27,86 @@ const STORM_LIFETIME: Duration = Duration::from_secs(1);
 /// sends while pings come in behind it, must not pass for a live one.
 const PROGRESS: u64 = 64 * 1024;
 
-/// The I/O thread: serves each connection until it fails, then reconnects, until the session
-/// ends.
-pub(super) fn run(
-    shared: Arc<Shared>,
-    mut rotation: Rotation,
-    mut source: Box<dyn link::Source>,
-    mut frames: Frames,
-    mut closer: Closer,
-) {
-    let id = shared.session_id;
-    let mut last_recv = Instant::now();
-    let mut connected_at = Instant::now();
-    // Grows while connections die as soon as they are made (a server that answers the
-    // handshake, then garbage): without it the client would reconnect thousands of times a
-    // second.
-    let mut storm_pause = Duration::ZERO;
-    loop {
-        let why = serve(&shared, source.as_mut(), &mut frames, &mut last_recv);
-        closer.close();
-        if shared.state.get().is_terminated() {
-            shared.finish(shared.state.get());
-            return;
-        }
-        if shared.closing.load(Ordering::SeqCst) {
-            shared.finish(KeeperState::Closed);
-            return;
-        }
-        io_log!(
-            Info,
-            "session {id:#x}: connection lost ({why}); reconnecting"
-        );
-        shared.disconnected();
-        storm_pause = if connected_at.elapsed() < STORM_LIFETIME {
-            (storm_pause * 2).clamp(Duration::from_millis(50), Duration::from_secs(1))
-        } else {
-            Duration::ZERO
-        };
-        if !storm_pause.is_zero() {
-            let mut closed = shared.closed.0.lock();
-            if !*closed {
-                shared.closed.1.wait_for(&mut closed, storm_pause);
-            }
-        }
-        match reconnect(&shared, &mut rotation, last_recv) {
-            Ok(established) => {
-                last_recv = Instant::now();
-                connected_at = Instant::now();
-                io_log!(
-                    Info,
-                    "session {id:#x}: reconnected to {}",
-                    established.link.closer.peer()
-                );
-                let Established {
-                    link,
-                    frames: f,
-                    sent,
-                    response,
-                    server,
-                } = established;
-                *shared.server.lock() = server;
-                let granted = Duration::from_millis(response.timeout_ms as u64);
-                shared
-                    .timeout_ms
-                    .store(granted.as_millis() as u64, Ordering::SeqCst);
-                let hook = shared.on_proof.lock().clone();
-                if let Some(hook) = hook {
-                    hook(sent, granted);
-                }
-                closer = Closer::clone_of(&link.closer);
-                source = link.source;
-                frames = f;
-                shared.connected(link.sink, link.closer);
-            }
-            Err(state) => {
-                io_log!(Warn, "session {id:#x} ended: {state:?}");
-                shared.finish(state);
+impl Shared {
+    /// The I/O thread: serves each connection until it fails, then reconnects, until the
+    /// session ends.
+    pub(super) fn serve_session(
+        self: Arc<Self>,
+        mut rotation: Rotation,
+        mut source: Box<dyn link::Source>,
+        mut frames: Frames,
+        mut closer: Closer,
+    ) {
+        let shared = self;
+        let id = shared.session_id;
+        let mut last_recv = Instant::now();
+        let mut connected_at = Instant::now();
+        // Grows while connections die as soon as they are made (a server that answers the
+        // handshake, then garbage): without it the client would reconnect thousands of times a
+        // second.
+        let mut storm_pause = Duration::ZERO;
+        loop {
+            let why = serve(&shared, source.as_mut(), &mut frames, &mut last_recv);
+            closer.close();
+            if shared.state.get().is_terminated() {
+                shared.finish(shared.state.get());
                 return;
+            }
+            if shared.closing.load(Ordering::SeqCst) {
+                shared.finish(KeeperState::Closed);
+                return;
+            }
+            io_log!(
+                Info,
+                "session {id:#x}: connection lost ({why}); reconnecting"
+            );
+            shared.disconnected();
+            storm_pause = if connected_at.elapsed() < STORM_LIFETIME {
+                (storm_pause * 2).clamp(Duration::from_millis(50), Duration::from_secs(1))
+            } else {
+                Duration::ZERO
+            };
+            if !storm_pause.is_zero() {
+                let mut closed = shared.closed.0.lock();
+                if !*closed {
+                    shared.closed.1.wait_for(&mut closed, storm_pause);
+                }
+            }
+            match reconnect(&shared, &mut rotation, last_recv) {
+                Ok(established) => {
+                    last_recv = Instant::now();
+                    connected_at = Instant::now();
+                    io_log!(
+                        Info,
+                        "session {id:#x}: reconnected to {}",
+                        established.link.closer.peer()
+                    );
+                    let Established {
+                        link,
+                        frames: f,
+                        sent,
+                        response,
+                        server,
+                    } = established;
+                    *shared.server.lock() = server;
+                    let granted = Duration::from_millis(response.timeout_ms as u64);
+                    shared
+                        .timeout_ms
+                        .store(granted.as_millis() as u64, Ordering::SeqCst);
+                    let hook = shared.on_proof.lock().clone();
+                    if let Some(hook) = hook {
+                        hook(sent, granted);
+                    }
+                    closer = Closer::clone_of(&link.closer);
+                    source = link.source;
+                    frames = f;
+                    shared.connected(link.sink, link.closer);
+                }
+                Err(state) => {
+                    io_log!(Warn, "session {id:#x} ended: {state:?}");
+                    shared.finish(state);
+                    return;
+                }
             }
         }
     }

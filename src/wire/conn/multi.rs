@@ -5,10 +5,39 @@
 use std::sync::Arc;
 
 use super::coalesce::Class;
-use super::{lose_all, Answer, OnReply, Shared};
+use super::reply::{lose_all, Answer, OnReply};
+use super::Shared;
 use crate::wire::jute::{Malformed, Reader, Writer};
 use crate::wire::proto::{self, op};
 use crate::wire::Error;
+
+/// The `multi`s a read was written behind that write what it sees (their sequence numbers),
+/// and whether one of them failed as a whole: its answer is then put aside, and the read sent
+/// again behind the writes sent again.
+#[derive(Default)]
+pub(super) struct Behind {
+    multis: Vec<u64>,
+    pub(super) failed: bool,
+}
+
+impl Behind {
+    /// Whether it waits on no `multi` at all.
+    pub(super) fn is_empty(&self) -> bool {
+        self.multis.is_empty()
+    }
+
+    /// The `multi`s of `seqs` are among them.
+    pub(super) fn extend(&mut self, seqs: impl Iterator<Item = u64>) {
+        self.multis.extend(seqs);
+    }
+
+    /// The `multi` `seq` failed as a whole.
+    pub(super) fn fail(&mut self, seq: u64) {
+        if self.multis.contains(&seq) {
+            self.failed = true;
+        }
+    }
+}
 
 /// A write sent in a `multi`: what it needs to be sent again alone, and its caller's reply.
 pub(super) struct Member {

@@ -17,8 +17,8 @@ use std::collections::VecDeque;
 
 use super::bundle::{self, ReadKind};
 use super::coalesce::{self, Class, Queued, Take};
-use super::multi;
-use super::OnReply;
+use super::multi::{self, Behind};
+use super::reply::OnReply;
 use crate::wire::jute::{Malformed, Writer};
 use crate::wire::proto::op;
 
@@ -117,29 +117,6 @@ enum Reply {
     Multi(Vec<multi::Member>),
     /// A `multiRead` of reads.
     MultiRead(Vec<bundle::Member>),
-}
-
-/// The `multi`s a read was written behind that write what it sees (their sequence numbers),
-/// and whether one of them failed as a whole: its answer is then put aside, and the read sent
-/// again behind the writes sent again.
-#[derive(Default)]
-pub(super) struct Behind {
-    multis: Vec<u64>,
-    failed: bool,
-}
-
-impl Behind {
-    /// Whether it waits on no `multi` at all.
-    fn is_empty(&self) -> bool {
-        self.multis.is_empty()
-    }
-
-    /// The `multi` `seq` failed as a whole.
-    fn fail(&mut self, seq: u64) {
-        if self.multis.contains(&seq) {
-            self.failed = true;
-        }
-    }
 }
 
 /// A `multi` or a `multiRead` on the wire unanswered: no write of a related node goes out
@@ -356,7 +333,7 @@ impl Outbox {
     /// The `multi`s unsettled that write what a read of `class` sees, added to `behind`.
     fn behind(&self, class: &Class, mut behind: Behind) -> Behind {
         if let Class::Read(path) = class {
-            behind.multis.extend(
+            behind.extend(
                 self.unsettled
                     .iter()
                     .filter(|u| u.multi && u.paths.iter().any(|w| coalesce::sees(path, w)))

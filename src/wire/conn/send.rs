@@ -11,22 +11,12 @@ use std::time::{Duration, Instant};
 
 use super::bundle::ReadKind;
 use super::coalesce::Class;
-use super::{terminal_error, Answer, OnReply, Shared};
+use super::{terminal_error, Answer, OnReply, Out, Shared};
 use crate::wire::completion::{self, Completion, Slot};
 use crate::wire::events::{Kind, Unwatch};
 use crate::wire::jute::{Malformed, Reader, Writer};
-use crate::wire::link::{Closer, Sink};
 use crate::wire::proto::{op, xid, MAX_FRAME};
 use crate::wire::Error;
-
-/// The socket's write side. Held from a batch's take to the end of its write, so the order of
-/// the takes is the order on the wire.
-pub(super) struct Out {
-    pub(super) sink: Option<Box<dyn Sink>>,
-    pub(super) closer: Option<Closer>,
-    /// Bumped whenever a connection is given up, so a late re-arm cannot install a dead one.
-    pub(super) generation: u64,
-}
 
 thread_local! {
     /// How many [`Cork`]s this thread holds.
@@ -399,36 +389,39 @@ fn reply_into<T: Send + 'static>(
     })
 }
 
-/// The writer thread: writes what waits in the outbox once replies make room for it (the I/O
-/// thread, which reads them, must not write; callers write only as they queue), until the
-/// I/O thread stops it.
-pub(super) fn write_queued(shared: Arc<Shared>) {
-    loop {
-        {
-            let mut kick = shared.writer_kick.0.lock();
-            while !kick.0 && !kick.1 {
-                // Woken by a kick. The timeout is a safety net: were a kick ever missed, the
-                // requests left in the outbox would go out a moment later, not never.
-                if shared
-                    .writer_kick
-                    .1
-                    .wait_for(&mut kick, WRITER_NET)
-                    .timed_out()
-                    && shared.ready()
-                {
+impl Shared {
+    /// The writer thread: writes what waits in the outbox once replies make room for it (the
+    /// I/O thread, which reads them, must not write; callers write only as they queue), until
+    /// the I/O thread stops it.
+    pub(super) fn write_queued(self: Arc<Self>) {
+        let shared = self;
+        loop {
+            {
+                let mut kick = shared.writer_kick.0.lock();
+                while !kick.0 && !kick.1 {
+                    // Woken by a kick. The timeout is a safety net: were a kick ever missed, the
+                    // requests left in the outbox would go out a moment later, not never.
+                    if shared
+                        .writer_kick
+                        .1
+                        .wait_for(&mut kick, WRITER_NET)
+                        .timed_out()
+                        && shared.ready()
+                    {
+                        break;
+                    }
+                }
+                if kick.1 {
+                    return;
+                }
+                kick.0 = false;
+            }
+            loop {
+                let written = shared.write_batches(&mut shared.out.lock());
+                // Looked at with `out` free: a caller that found it taken left its request to us.
+                if !written || !shared.ready() {
                     break;
                 }
-            }
-            if kick.1 {
-                return;
-            }
-            kick.0 = false;
-        }
-        loop {
-            let written = shared.write_batches(&mut shared.out.lock());
-            // Looked at with `out` free: a caller that found it taken left its request to us.
-            if !written || !shared.ready() {
-                break;
             }
         }
     }
