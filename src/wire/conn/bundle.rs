@@ -21,9 +21,9 @@ use std::sync::Arc;
 use super::multi::Behind;
 use super::reply::{lose_all, Answer, OnReply};
 use super::Shared;
+use crate::wire::error::Error;
 use crate::wire::jute::{Malformed, Reader, Writer};
 use crate::wire::proto::{self, op, RawRead};
-use crate::wire::Error;
 
 /// How many reads one `multiRead` takes at most: their answers share one reply, which the
 /// server builds whole and which must stay under the client's limit (a larger one is sent

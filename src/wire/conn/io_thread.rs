@@ -11,12 +11,12 @@ use super::{bundle, multi, Answer, Shared, CLOSE_WAIT};
 use crate::rt::relay::io_log;
 use crate::wire::attempt::AttemptError;
 use crate::wire::completion::WakeLater;
+use crate::wire::error::Error;
 use crate::wire::events::{self, KeeperState};
 use crate::wire::hosts::Rotation;
 use crate::wire::jute::{Malformed, Reader};
 use crate::wire::link::{self, Closer, Frames, Read1};
 use crate::wire::proto::{xid, Notification, ReplyHeader};
-use crate::wire::Error;
 
 /// A connection that dies sooner than this after its handshake counts toward a reconnect storm.
 const STORM_LIFETIME: Duration = Duration::from_secs(1);

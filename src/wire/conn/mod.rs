@@ -31,12 +31,12 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::attempt::AttemptError;
+use super::error::Error;
 use super::events::{self, KeeperState, Kind, StateCell, Watches};
 use super::hosts::Rotation;
 use super::jute::Writer;
 use super::link::{Closer, Link, Sink};
 use super::proto::{op, xid, SET_WATCHES_MAX_BYTES};
-use super::Error;
 use crate::rt::relay::io_log;
 
 use handshake::{attempt, Established};

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use super::coalesce::Class;
 use super::reply::{lose_all, Answer, OnReply};
 use super::Shared;
+use crate::wire::error::Error;
 use crate::wire::jute::{Malformed, Reader, Writer};
 use crate::wire::proto::{self, op};
-use crate::wire::Error;
 
 /// The `multi`s a read was written behind that write what it sees (their sequence numbers),
 /// and whether one of them failed as a whole: its answer is then put aside, and the read sent
@@ -77,8 +77,8 @@ pub(super) fn settle(
             return Ok(());
         }
         Answer::Reply {
-            err, zxid, body, ..
-        } if err == 0 => (zxid, body),
+            err: 0, zxid, body, ..
+        } => (zxid, body),
         Answer::Reply { .. } => return fall_back(shared, seq, members),
     };
     let results = match proto::read_multi(&mut body) {

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use super::Shared;
+use crate::wire::error::Error;
 use crate::wire::jute::{Malformed, Reader};
-use crate::wire::Error;
 
 /// Decodes a reply for its request and fills the caller's completion. `Err` if the reply does
 /// not decode: the connection is then reset.

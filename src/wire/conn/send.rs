@@ -13,10 +13,10 @@ use super::bundle::ReadKind;
 use super::coalesce::Class;
 use super::{terminal_error, Answer, OnReply, Out, Shared};
 use crate::wire::completion::{self, Completion, Slot};
+use crate::wire::error::Error;
 use crate::wire::events::{Kind, Unwatch};
 use crate::wire::jute::{Malformed, Reader, Writer};
 use crate::wire::proto::{op, xid, MAX_FRAME};
-use crate::wire::Error;
 
 thread_local! {
     /// How many [`Cork`]s this thread holds.
@@ -116,7 +116,7 @@ impl Shared {
     }
 
     /// [`enqueue`](Self::enqueue); a `coalescible` delete may go out in a `multi` with
-    /// others (see [`coalesce`]).
+    /// others (see [`coalesce`](super::coalesce)).
     pub(super) fn enqueue_as(
         &self,
         frame: Vec<u8>,
@@ -278,7 +278,7 @@ impl Shared {
     }
 
     /// As [`request`](Self::request), for a delete of one of our own nodes that may go out in
-    /// a `multi` with other such deletes (see [`coalesce`]): its caller gets what its own
+    /// a `multi` with other such deletes (see [`coalesce`](super::coalesce)): its caller gets what its own
     /// request would have given.
     pub(crate) fn request_coalescible<T: Send + 'static>(
         &self,

@@ -29,10 +29,10 @@ use proptest::prelude::*;
 use super::super::io_thread::complete;
 use super::super::{coalesce, Answer, Config, OnReply, Shared};
 use super::{Outbox, MAX_IN_FLIGHT};
+use crate::wire::error::Error;
 use crate::wire::events::KeeperState;
 use crate::wire::jute::{Reader, Writer};
 use crate::wire::proto::{op, Stat};
-use crate::wire::Error;
 
 /// The nodes requests name: parents and children, siblings, a grandchild, and an unrelated
 /// tree.
