@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::conn::{self, Shared};
+use super::error::{Error, Result};
 use super::events::StateWatcher;
 use super::hosts;
 use super::proto::MAX_FRAME;
 #[cfg(feature = "tls")]
 use super::tls;
-use super::{Error, Result};
 
 /// How to open a session.
 #[derive(Clone)]

@@ -11,7 +11,7 @@ use std::task::{Context, Poll, Waker};
 
 use parking_lot::Mutex;
 
-use super::Error;
+use super::error::Error;
 
 struct Inner<T> {
     value: Option<Result<T, Error>>,

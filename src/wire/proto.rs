@@ -4,8 +4,8 @@
 
 use zklock_proto::Record;
 
+use super::error::Error;
 use super::jute::{Decoded, Malformed, Reader, Writer};
-use super::Error;
 
 /// Op codes and the special xids: `zklock-proto`'s, as the server's.
 pub(crate) use zklock_proto::{op, xid};

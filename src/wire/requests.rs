@@ -7,10 +7,11 @@ use std::sync::Arc;
 use super::client::Client;
 use super::completion::{self, Completion};
 use super::conn::{self, Answer};
+use super::error::{Error, Refused, Result};
 use super::events::{Kind, OneshotWatcher, Unwatch};
 use super::jute::{self, Reader, Writer};
 use super::proto::{self, op, perms, Stat};
-use super::{CreateOptions, Error, Refused, Result, TxnRequest};
+use super::{CreateOptions, TxnRequest};
 
 /// A node's data and stat, as a getData reply gives them.
 pub type NodeData = (Vec<u8>, Stat);

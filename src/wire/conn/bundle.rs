@@ -16,12 +16,14 @@
 //! refused it gets no other on this session.
 
 use std::sync::atomic::Ordering;
-use std::sync::Weak;
+use std::sync::Arc;
 
-use super::{lose_all, Answer, OnReply, Shared};
-use crate::wire::jute::{Reader, Writer};
+use super::multi::Behind;
+use super::reply::{lose_all, Answer, OnReply};
+use super::Shared;
+use crate::wire::error::Error;
+use crate::wire::jute::{Malformed, Reader, Writer};
 use crate::wire::proto::{self, op, RawRead};
-use crate::wire::Error;
 
 /// How many reads one `multiRead` takes at most: their answers share one reply, which the
 /// server builds whole and which must stay under the client's limit (a larger one is sent
@@ -59,6 +61,8 @@ pub(super) struct Member {
     pub(super) frame: Vec<u8>,
     pub(super) kind: ReadKind,
     pub(super) on_reply: OnReply,
+    /// The `multi`s it was written behind that write what it reads.
+    pub(super) behind: Behind,
 }
 
 impl Member {
@@ -131,68 +135,69 @@ impl Shared {
     }
 }
 
-/// The reply handler of the `multiRead` `id` of `members` on the session `shared`.
-pub(super) fn settle(shared: Weak<Shared>, id: u64, members: Vec<Member>) -> OnReply {
-    Box::new(move |answer| match answer {
+/// Settles the `multiRead` `seq` of `members` with its `answer`: each read gets the answer its
+/// own request would have had (but one behind a `multi` that failed, which the outbox reads
+/// again); failed as a whole, the outbox sends each read again alone. Runs no caller's code
+/// under the outbox's lock.
+pub(super) fn settle(
+    shared: &Arc<Shared>,
+    seq: u64,
+    members: Vec<Member>,
+    answer: Answer<'_>,
+) -> Result<(), Malformed> {
+    let (err, zxid, mut body) = match answer {
         Answer::Lost(Error::ReplyTooLarge { size, limit }) => {
-            if let Some(shared) = shared.upgrade() {
-                log::debug!(
-                    "session {:#x}: a multiRead of {} reads was answered with {size} bytes \
-                     (limit {limit}); sending them one by one",
-                    shared.session_id,
-                    members.len()
-                );
-                shared.read_alone(id, members);
-            } else {
-                let err = Error::ReplyTooLarge { size, limit };
-                lose_all(members.into_iter().map(|m| m.on_reply), &err);
-            }
-            Ok(())
+            log::debug!(
+                "session {:#x}: a multiRead of {} reads was answered with {size} bytes \
+                 (limit {limit}); sending them one by one",
+                shared.session_id,
+                members.len()
+            );
+            let refused = shared.outbox.lock().multi_read_failed(seq, members);
+            lose_all(refused, &Error::ConnectionLoss);
+            return Ok(());
         }
         Answer::Lost(err) => {
-            if let Some(shared) = shared.upgrade() {
-                shared.settled(&mut shared.outbox.lock(), id);
-            }
+            shared.outbox.lock().settled(seq);
             lose_all(members.into_iter().map(|m| m.on_reply), &err);
-            Ok(())
+            return Ok(());
         }
         Answer::Reply {
+            err, zxid, body, ..
+        } => (err, zxid, body),
+    };
+    let results = (err == 0)
+        .then(|| proto::read_multi_read_raw(&mut body).ok())
+        .flatten();
+    let Some(answers) = results.and_then(|r| answers(&members, &r)) else {
+        // Not a server's answer to a `multiRead`: one that does not know the request (before
+        // 3.6) answers Unimplemented, and closes the connection. None again on this session;
+        // the reads go out alone (on the next connection, if so). An answer that does not
+        // parse, Unimplemented, Marshalling: not understood.
+        let unknown = matches!(err, 0 | -5 | -6);
+        if unknown {
+            shared.refuse_multi_read(err);
+        }
+        let refused = shared.outbox.lock().multi_read_failed(seq, members);
+        lose_all(refused, &Error::ConnectionLoss);
+        return Ok(());
+    };
+    let answered = members.into_iter().zip(answers).collect();
+    let (answered, refused) = shared.outbox.lock().reads_answered(seq, answered);
+    lose_all(refused, &Error::ConnectionLoss);
+    let mut first_malformed = Ok(());
+    for (m, (err, reply)) in answered {
+        let answered = (m.on_reply)(Answer::Reply {
             err,
             zxid,
-            mut body,
+            body: Reader::new(&reply),
             shared,
-        } => {
-            let results = (err == 0)
-                .then(|| proto::read_multi_read_raw(&mut body).ok())
-                .flatten();
-            let Some(answers) = results.and_then(|r| answers(&members, &r)) else {
-                // Not a server's answer to a `multiRead`: one that does not know the request
-                // (before 3.6) answers Unimplemented, and closes the connection. None again
-                // on this session; the reads go out alone (on the next connection, if so).
-                // An answer that does not parse, Unimplemented, Marshalling: not understood.
-                let unknown = matches!(err, 0 | -5 | -6);
-                if unknown {
-                    shared.refuse_multi_read(err);
-                }
-                shared.read_alone(id, members);
-                return Ok(());
-            };
-            shared.settled(&mut shared.outbox.lock(), id);
-            let mut first_malformed = Ok(());
-            for (m, (err, reply)) in members.into_iter().zip(answers) {
-                let answered = (m.on_reply)(Answer::Reply {
-                    err,
-                    zxid,
-                    body: Reader::new(&reply),
-                    shared,
-                });
-                if first_malformed.is_ok() {
-                    first_malformed = answered;
-                }
-            }
-            first_malformed
+        });
+        if first_malformed.is_ok() {
+            first_malformed = answered;
         }
-    })
+    }
+    first_malformed
 }
 
 #[cfg(test)]
@@ -213,6 +218,7 @@ mod tests {
             kind: ReadKind::of(&frame).expect("bundled"),
             frame,
             on_reply: Box::new(|_| Ok(())),
+            behind: Behind::default(),
         }
     }
 

@@ -4,7 +4,7 @@
 use std::io;
 use std::time::Instant;
 
-use super::Config;
+use super::config::Config;
 use crate::wire::attempt::{read_frame, AttemptError};
 use crate::wire::hosts::{Host, Rotation};
 use crate::wire::jute::{Malformed, Reader, Writer};

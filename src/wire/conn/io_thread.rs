@@ -6,16 +6,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::handshake::{attempt, Established};
-use super::{Answer, Pending, Shared, CLOSE_WAIT};
+use super::outbox::Due;
+use super::{bundle, multi, Answer, Shared, CLOSE_WAIT};
 use crate::rt::relay::io_log;
 use crate::wire::attempt::AttemptError;
 use crate::wire::completion::WakeLater;
+use crate::wire::error::Error;
 use crate::wire::events::{self, KeeperState};
 use crate::wire::hosts::Rotation;
 use crate::wire::jute::{Malformed, Reader};
 use crate::wire::link::{self, Closer, Frames, Read1};
 use crate::wire::proto::{xid, Notification, ReplyHeader};
-use crate::wire::Error;
 
 /// A connection that dies sooner than this after its handshake counts toward a reconnect storm.
 const STORM_LIFETIME: Duration = Duration::from_secs(1);
@@ -26,83 +27,86 @@ const STORM_LIFETIME: Duration = Duration::from_secs(1);
 /// sends while pings come in behind it, must not pass for a live one.
 const PROGRESS: u64 = 64 * 1024;
 
-/// The I/O thread: serves each connection until it fails, then reconnects, until the session
-/// ends.
-pub(super) fn run(
-    shared: Arc<Shared>,
-    mut rotation: Rotation,
-    mut source: Box<dyn link::Source>,
-    mut frames: Frames,
-    mut closer: Closer,
-) {
-    let id = shared.session_id;
-    let mut last_recv = Instant::now();
-    let mut connected_at = Instant::now();
-    // Grows while connections die as soon as they are made (a server that answers the
-    // handshake, then garbage): without it the client would reconnect thousands of times a
-    // second.
-    let mut storm_pause = Duration::ZERO;
-    loop {
-        let why = serve(&shared, source.as_mut(), &mut frames, &mut last_recv);
-        closer.close();
-        if shared.state.get().is_terminated() {
-            shared.finish(shared.state.get());
-            return;
-        }
-        if shared.closing.load(Ordering::SeqCst) {
-            shared.finish(KeeperState::Closed);
-            return;
-        }
-        io_log!(
-            Info,
-            "session {id:#x}: connection lost ({why}); reconnecting"
-        );
-        shared.disconnected();
-        storm_pause = if connected_at.elapsed() < STORM_LIFETIME {
-            (storm_pause * 2).clamp(Duration::from_millis(50), Duration::from_secs(1))
-        } else {
-            Duration::ZERO
-        };
-        if !storm_pause.is_zero() {
-            let mut closed = shared.closed.0.lock();
-            if !*closed {
-                shared.closed.1.wait_for(&mut closed, storm_pause);
-            }
-        }
-        match reconnect(&shared, &mut rotation, last_recv) {
-            Ok(established) => {
-                last_recv = Instant::now();
-                connected_at = Instant::now();
-                io_log!(
-                    Info,
-                    "session {id:#x}: reconnected to {}",
-                    established.link.closer.peer()
-                );
-                let Established {
-                    link,
-                    frames: f,
-                    sent,
-                    response,
-                    server,
-                } = established;
-                *shared.server.lock() = server;
-                let granted = Duration::from_millis(response.timeout_ms as u64);
-                shared
-                    .timeout_ms
-                    .store(granted.as_millis() as u64, Ordering::SeqCst);
-                let hook = shared.on_proof.lock().clone();
-                if let Some(hook) = hook {
-                    hook(sent, granted);
-                }
-                closer = Closer::clone_of(&link.closer);
-                source = link.source;
-                frames = f;
-                shared.connected(link.sink, link.closer);
-            }
-            Err(state) => {
-                io_log!(Warn, "session {id:#x} ended: {state:?}");
-                shared.finish(state);
+impl Shared {
+    /// The I/O thread: serves each connection until it fails, then reconnects, until the
+    /// session ends.
+    pub(super) fn serve_session(
+        self: Arc<Self>,
+        mut rotation: Rotation,
+        mut source: Box<dyn link::Source>,
+        mut frames: Frames,
+        mut closer: Closer,
+    ) {
+        let shared = self;
+        let id = shared.session_id;
+        let mut last_recv = Instant::now();
+        let mut connected_at = Instant::now();
+        // Grows while connections die as soon as they are made (a server that answers the
+        // handshake, then garbage): without it the client would reconnect thousands of times a
+        // second.
+        let mut storm_pause = Duration::ZERO;
+        loop {
+            let why = serve(&shared, source.as_mut(), &mut frames, &mut last_recv);
+            closer.close();
+            if shared.state.get().is_terminated() {
+                shared.finish(shared.state.get());
                 return;
+            }
+            if shared.closing.load(Ordering::SeqCst) {
+                shared.finish(KeeperState::Closed);
+                return;
+            }
+            io_log!(
+                Info,
+                "session {id:#x}: connection lost ({why}); reconnecting"
+            );
+            shared.disconnected();
+            storm_pause = if connected_at.elapsed() < STORM_LIFETIME {
+                (storm_pause * 2).clamp(Duration::from_millis(50), Duration::from_secs(1))
+            } else {
+                Duration::ZERO
+            };
+            if !storm_pause.is_zero() {
+                let mut closed = shared.closed.0.lock();
+                if !*closed {
+                    shared.closed.1.wait_for(&mut closed, storm_pause);
+                }
+            }
+            match reconnect(&shared, &mut rotation, last_recv) {
+                Ok(established) => {
+                    last_recv = Instant::now();
+                    connected_at = Instant::now();
+                    io_log!(
+                        Info,
+                        "session {id:#x}: reconnected to {}",
+                        established.link.closer.peer()
+                    );
+                    let Established {
+                        link,
+                        frames: f,
+                        sent,
+                        response,
+                        server,
+                    } = established;
+                    *shared.server.lock() = server;
+                    let granted = Duration::from_millis(response.timeout_ms as u64);
+                    shared
+                        .timeout_ms
+                        .store(granted.as_millis() as u64, Ordering::SeqCst);
+                    let hook = shared.on_proof.lock().clone();
+                    if let Some(hook) = hook {
+                        hook(sent, granted);
+                    }
+                    closer = Closer::clone_of(&link.closer);
+                    source = link.source;
+                    frames = f;
+                    shared.connected(link.sink, link.closer);
+                }
+                Err(state) => {
+                    io_log!(Warn, "session {id:#x} ended: {state:?}");
+                    shared.finish(state);
+                    return;
+                }
             }
         }
     }
@@ -252,8 +256,16 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
             if header.zxid > 0 {
                 shared.last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
             }
-            let pending = match pop_pending(shared, xid) {
-                Ok(pending) => pending,
+            // Refused credentials end the session (the server closes the connection), and so
+            // does our session's expiry under us (the server answers this before closing).
+            let ends = match header.err {
+                -115 | -124 => Some((Error::AuthFailed, Handled::AuthFailed)),
+                -112 => Some((Error::SessionExpired, Handled::Expired)),
+                _ => None,
+            };
+            let answered = shared.outbox.lock().answer(xid, ends.is_none());
+            let due = match answered {
+                Ok(due) => due,
                 Err(malformed) => {
                     // A server before 3.6 answers a `multiRead` Unimplemented at once, ahead of
                     // the requests before it, and closes the connection: on the next one the
@@ -264,22 +276,20 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
                     return Err(malformed);
                 }
             };
-            if header.err == -115 || header.err == -124 {
-                // Refused credentials end the session: the server closes the connection.
-                let _ = (pending.on_reply)(Answer::Lost(Error::AuthFailed));
-                return Ok(Handled::AuthFailed);
+            if let Some((err, handled)) = ends {
+                let _ = complete(shared, due, Answer::Lost(err));
+                return Ok(handled);
             }
-            if header.err == -112 {
-                // Our session expired under us (the server answers this before closing).
-                let _ = (pending.on_reply)(Answer::Lost(Error::SessionExpired));
-                return Ok(Handled::Expired);
-            }
-            (pending.on_reply)(Answer::Reply {
-                err: header.err,
-                zxid: header.zxid,
-                body: r,
+            complete(
                 shared,
-            })?;
+                due,
+                Answer::Reply {
+                    err: header.err,
+                    zxid: header.zxid,
+                    body: r,
+                    shared,
+                },
+            )?;
             // The session ends with the answer to our CloseSession, the last request: not at
             // an empty queue, which a reply can leave before the CloseSession is even queued.
             if shared.close_answered.load(Ordering::SeqCst) {
@@ -290,14 +300,18 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
     }
 }
 
-/// The request the server answers with a reply of `xid`: the first one pending, which must
-/// carry that xid (the server answers one session's requests in order).
-fn pop_pending(shared: &Shared, xid: i32) -> Result<Pending, Malformed> {
-    let mut pending = shared.pending.lock();
-    match pending.front() {
-        Some(p) if p.xid == xid => Ok(pending.pop_front().expect("front checked")),
-        Some(p) => Err(Malformed(format!("reply xid {xid}, expected {}", p.xid))),
-        None => Err(Malformed(format!("reply xid {xid} with none pending"))),
+/// Gives an `answer` to whom the outbox says it is `due`, with the outbox's lock let go.
+pub(super) fn complete(
+    shared: &Arc<Shared>,
+    due: Due,
+    answer: Answer<'_>,
+) -> Result<(), Malformed> {
+    match due {
+        Due::One(on_reply) => on_reply(answer),
+        Due::Multi { seq, members } => multi::settle(shared, seq, members, answer),
+        Due::MultiRead { seq, members } => bundle::settle(shared, seq, members, answer),
+        Due::Again(None) => Ok(()),
+        Due::Again(Some(refused)) => refused(Answer::Lost(Error::ConnectionLoss)),
     }
 }
 
@@ -313,7 +327,7 @@ fn too_large(shared: &Arc<Shared>, head: &[u8], len: usize, limit: usize) -> Res
             header.xid
         )));
     }
-    let pending = pop_pending(shared, header.xid)?;
+    let due = shared.outbox.lock().answer(header.xid, false)?;
     if header.zxid > 0 {
         shared.last_zxid.fetch_max(header.zxid, Ordering::SeqCst);
     }
@@ -323,7 +337,11 @@ fn too_large(shared: &Arc<Shared>, head: &[u8], len: usize, limit: usize) -> Res
          failing its request, skipping the reply",
         shared.session_id
     );
-    (pending.on_reply)(Answer::Lost(Error::ReplyTooLarge { size: len, limit }))
+    complete(
+        shared,
+        due,
+        Answer::Lost(Error::ReplyTooLarge { size: len, limit }),
+    )
 }
 
 /// Reconnects the session: passes over the hosts with a growing pause between them, until a

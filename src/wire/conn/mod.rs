@@ -1,105 +1,65 @@
 //! The connection engine: one I/O thread per ZooKeeper session reads replies and
-//! notifications, sends pings, and reconnects, keeping the session across connections. Callers queue their requests in an outbox and write them themselves.
-//! Here is what the session's handles and its threads share, and the session's life: opened,
-//! connected, disconnected, closed. [`handshake`] establishes the session on one connection,
-//! [`outbox`] queues and writes the requests, [`io_thread`] reads, pings and reconnects.
+//! notifications, sends pings, and reconnects, keeping the session across connections.
+//! Callers queue their requests in an outbox and write them themselves. Here is what the
+//! session's handles and its threads share, and the session's life: opened, connected,
+//! disconnected, closed. [`handshake`] establishes the session on one connection (with a
+//! [`Config`]), [`outbox`] holds the requests from their call to their answer and keeps their
+//! order, [`send`] queues and writes them, [`io_thread`] reads, pings and reconnects, and each
+//! caller gets an [`Answer`].
 //!
 //! Replies are matched to requests by a FIFO, not by xid: the server answers one session's
 //! requests in order, and several SetWatches share xid -8.
 
 mod bundle;
 pub(crate) mod coalesce;
+mod config;
 mod handshake;
 mod io_thread;
 mod multi;
 mod outbox;
+mod reply;
+mod send;
 
-pub(crate) use outbox::Cork;
+pub(crate) use config::Config;
+pub(crate) use reply::{Answer, OnReply};
+pub(crate) use send::Cork;
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
 use super::attempt::AttemptError;
+use super::error::Error;
 use super::events::{self, KeeperState, Kind, StateCell, Watches};
-use super::hosts::{Host, Rotation};
-use super::jute::{Malformed, Reader, Writer};
+use super::hosts::Rotation;
+use super::jute::Writer;
 use super::link::{Closer, Link, Sink};
 use super::proto::{op, xid, SET_WATCHES_MAX_BYTES};
-use super::Error;
 use crate::rt::relay::io_log;
 
 use handshake::{attempt, Established};
-use io_thread::run;
-use outbox::{write_queued, Out, Outbox};
+use outbox::Outbox;
 
-/// What a session is opened with.
-#[derive(Clone)]
-pub(crate) struct Config {
-    pub(crate) hosts: Vec<Host>,
-    pub(crate) resolver: Arc<dyn super::hosts::Resolve>,
-    pub(crate) session_timeout: Duration,
-    /// The largest reply read; a larger one fails its request alone (see
-    /// [`Frames::skip_oversized`](super::link::Frames::skip_oversized)).
-    pub(crate) max_reply: usize,
-    /// Whether waiting deletes of our own nodes go out together in one `multi` (see
-    /// [`coalesce`]).
-    pub(crate) coalesce: bool,
-    /// `(scheme, credential)` pairs sent as auth packets on every connection.
-    pub(crate) auth: Vec<(String, Vec<u8>)>,
-    #[cfg(feature = "tls")]
-    pub(crate) tls: Option<Arc<super::tls::TlsConfig>>,
-    #[cfg(feature = "sasl")]
-    pub(crate) sasl: Option<(String, String)>,
-}
-
-/// Decodes a reply for its request and fills the caller's completion. `Err` if the reply does
-/// not decode: the connection is then reset.
-pub(crate) type OnReply = Box<dyn FnOnce(Answer<'_>) -> Result<(), Malformed> + Send>;
-
-/// Tells each of `replies` that its answer is lost with `err` (the members of a lost
-/// `multi` or `multiRead`, each as a request of its own would have been).
-fn lose_all(replies: impl IntoIterator<Item = OnReply>, err: &Error) {
-    for on_reply in replies {
-        let _ = on_reply(Answer::Lost(err.clone()));
-    }
-}
-
-/// What a pending request gets.
-pub(crate) enum Answer<'a> {
-    Reply {
-        err: i32,
-        /// The reply header's zxid: for a write, its transaction's.
-        zxid: i64,
-        body: Reader<'a>,
-        shared: &'a Arc<Shared>,
-    },
-    /// No reply will come (the connection or the session ended first), or none can be read
-    /// (one over the client's limit, skipped: [`Error::ReplyTooLarge`]).
-    Lost(Error),
-}
-
-struct Pending {
-    xid: i32,
-    on_reply: OnReply,
-    /// Its place in the order of the requests written on this session (0 for one written
-    /// before any other on its connection, a SetWatches): a coalesced delete waits for the
-    /// replies to those written before it was queued.
-    seq: u64,
+/// The socket's write side. Held from a batch's take to the end of its write, so the order of
+/// the takes is the order on the wire.
+struct Out {
+    sink: Option<Box<dyn Sink>>,
+    closer: Option<Closer>,
+    /// Bumped whenever a connection is given up, so a late re-arm cannot install a dead one.
+    generation: u64,
 }
 
 /// What the session's handles and its I/O thread share.
 pub(crate) struct Shared {
-    /// Lock order: `out`, then `outbox`, then `pending` (and `watches` or `writer_kick` before
-    /// `outbox`). The I/O thread takes only `pending` to match a reply, so a caller blocked
-    /// in a write (the server not reading) never stops the replies from being read; it takes
-    /// `out` only when free, for a ping, and leaves requests to the writer thread.
+    /// Lock order: `out`, then `outbox` (and `watches` or `writer_kick` before `outbox`).
+    /// `outbox` is never held across a write nor while a caller's code runs, so the I/O
+    /// thread, which takes only `outbox` to match a reply, never waits for a caller blocked
+    /// in a write (the server not reading); it takes `out` only when free, for a ping, and
+    /// leaves requests to the writer thread.
     out: Mutex<Out>,
     outbox: Mutex<Outbox>,
-    pending: Mutex<VecDeque<Pending>>,
     last_send: Mutex<Instant>,
     pub(crate) watches: Mutex<Watches>,
     pub(crate) state: Arc<StateCell>,
@@ -110,8 +70,6 @@ pub(crate) struct Shared {
     /// Whether reads may go out together in a `multiRead` (see [`bundle`]): cleared when
     /// the server does not answer one as a `multiRead`.
     multi_read: AtomicBool,
-    /// This session, for reply handlers that must queue again what they were given.
-    me: Weak<Shared>,
     /// The session timeout granted on the latest connection, in milliseconds: the server
     /// expires the session by the one it granted last.
     timeout_ms: AtomicU64,
@@ -133,7 +91,7 @@ pub(crate) struct Shared {
     io_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// The I/O thread's id: it never writes requests (see [`flush`](Self::flush)).
     io_thread_id: std::sync::OnceLock<std::thread::ThreadId>,
-    /// Wakes the writer thread (see [`write_queued`]): `(kicked, stop)`.
+    /// Wakes the writer thread (see [`write_queued`](Self::write_queued)): `(kicked, stop)`.
     writer_kick: (Mutex<(bool, bool)>, Condvar),
     /// The writer thread, joined by the I/O thread as it ends.
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -157,27 +115,19 @@ impl Shared {
         timeout: Duration,
         server: String,
     ) -> Arc<Shared> {
-        Arc::new_cyclic(|me| Shared {
+        Arc::new(Shared {
             out: Mutex::new(Out {
                 sink: None,
                 closer: None,
                 generation: 0,
             }),
-            outbox: Mutex::new(Outbox {
-                open: false,
-                next_xid: 1,
-                queue: VecDeque::new(),
-                written: 1,
-                unsettled: Vec::new(),
-            }),
-            pending: Mutex::new(VecDeque::new()),
+            outbox: Mutex::new(Outbox::new(config.max_reply)),
             last_send: Mutex::new(Instant::now()),
             watches: Mutex::new(Watches::default()),
             state: StateCell::new(KeeperState::Disconnected),
             session_id,
             known_parents: coalesce::KnownParents::new(),
             multi_read: AtomicBool::new(true),
-            me: me.clone(),
             password,
             timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
             last_zxid: AtomicI64::new(0),
@@ -274,37 +224,34 @@ impl Shared {
     fn finish(&self, state: KeeperState) {
         self.state.set(state);
         let err = terminal_error(self.state.get());
-        for p in self.drop_connection() {
-            let _ = (p.on_reply)(Answer::Lost(err.clone()));
-        }
+        self.drop_connection(&err);
         let fired = self.watches.lock().take_all();
         events::deliver_end(fired);
     }
 
     /// The connection is gone: fail what was in flight, mark the session disconnected.
     fn disconnected(&self) {
-        for p in self.drop_connection() {
-            let _ = (p.on_reply)(Answer::Lost(Error::ConnectionLoss));
-        }
+        self.drop_connection(&Error::ConnectionLoss);
         if !self.closing.load(Ordering::SeqCst) {
             self.state.set(KeeperState::Disconnected);
         }
     }
 
-    /// Closes the socket and takes out every request in flight or queued.
-    fn drop_connection(&self) -> Vec<Pending> {
-        let mut out = self.out.lock();
-        out.sink = None;
-        out.generation += 1;
-        if let Some(closer) = out.closer.take() {
-            closer.close();
+    /// Closes the socket and tells the caller of every request in flight or queued that its
+    /// answer is lost with `err`.
+    fn drop_connection(&self, err: &Error) {
+        let callers = {
+            let mut out = self.out.lock();
+            out.sink = None;
+            out.generation += 1;
+            if let Some(closer) = out.closer.take() {
+                closer.close();
+            }
+            self.outbox.lock().drop_connection()
+        };
+        for on_reply in callers {
+            let _ = on_reply(Answer::Lost(err.clone()));
         }
-        let mut outbox = self.outbox.lock();
-        outbox.open = false;
-        outbox.unsettled.clear();
-        let mut pending: Vec<Pending> = self.pending.lock().drain(..).collect();
-        pending.extend(outbox.queue.drain(..).map(|o| o.pending));
-        pending
     }
 
     /// A new connection is up: installs it, sets every watch again (in SetWatches requests of
@@ -330,9 +277,7 @@ impl Shared {
                 Warn,
                 "cannot start a thread to set watches again ({e}); reconnecting"
             );
-            for p in self.drop_connection() {
-                let _ = (p.on_reply)(Answer::Lost(Error::ConnectionLoss));
-            }
+            self.drop_connection(&Error::ConnectionLoss);
         }
     }
 
@@ -361,10 +306,9 @@ impl Shared {
                 .strings(&[] as &[String])
                 .strings(&child);
             let frame = w.finish();
-            self.pending.lock().push_back(Pending {
-                seq: 0,
-                xid: xid::SET_WATCHES,
-                on_reply: Box::new(|answer| {
+            self.outbox.lock().written_aside(
+                xid::SET_WATCHES,
+                Box::new(|answer| {
                     if let Answer::Reply { err, .. } = answer {
                         if err != 0 {
                             io_log!(Warn, "the server refused to set watches again: error {err}");
@@ -372,13 +316,13 @@ impl Shared {
                     }
                     Ok(())
                 }),
-            });
+            );
             if !self.write(&mut out, &frame) {
                 return; // The I/O thread sees the socket close and reconnects.
             }
         }
         *self.last_send.lock() = Instant::now();
-        self.outbox.lock().open = true;
+        self.outbox.lock().open();
         // Still under `out`: a connection given up meanwhile bumped the generation first, and
         // one given up after this waits for the lock, then marks the session Disconnected.
         self.state.set(KeeperState::SyncConnected);
@@ -486,7 +430,7 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
     let writer_shared = shared.clone();
     let writer = std::thread::Builder::new()
         .name("zklock-write".into())
-        .spawn(move || write_queued(writer_shared));
+        .spawn(move || writer_shared.write_queued());
     let writer = match writer {
         Ok(writer) => writer,
         Err(e) => {
@@ -501,13 +445,9 @@ fn start(config: Config, rotation: Rotation, established: Established) -> Arc<Sh
         .name("zklock-io".into())
         .spawn(move || {
             let _ = thread_shared.io_thread_id.set(std::thread::current().id());
-            run(
-                thread_shared.clone(),
-                rotation,
-                source,
-                frames,
-                reader_closer,
-            );
+            thread_shared
+                .clone()
+                .serve_session(rotation, source, frames, reader_closer);
             thread_shared.stop_writer();
         });
     match spawned {

@@ -1,27 +1,42 @@
-//! Writes coalesced into one `multi` (see [`coalesce`] for which): what each
-//! caller is answered, the writes sent again one by one when a `multi` fails as a whole, and
-//! the reads sent behind an unsettled `multi`, sent again should it fail.
+//! Writes coalesced into one `multi` (see [`coalesce`](super::coalesce) for which): what each
+//! caller is answered. What goes out again when a `multi` fails as a whole is the outbox's
+//! decision (see [`Outbox::multi_failed`](super::outbox::Outbox::multi_failed)).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
-use super::coalesce::{self, Class};
-use super::{lose_all, Answer, OnReply, Shared};
-use crate::wire::jute::{Reader, Writer};
+use super::coalesce::Class;
+use super::reply::{lose_all, Answer, OnReply};
+use super::Shared;
+use crate::wire::error::Error;
+use crate::wire::jute::{Malformed, Reader, Writer};
 use crate::wire::proto::{self, op};
 
-/// A `multi` or a `multiRead` on the wire unanswered: no write of a related node goes out
-/// meanwhile (a `multiRead`'s reads may have to be sent again, and must not then see a write
-/// queued after them).
-pub(super) struct Unsettled {
-    /// Its place in the order of the requests written.
-    pub(super) seq: u64,
-    /// The paths it writes (a create's before its sequence number), or reads.
-    pub(super) paths: Vec<String>,
-    /// A `multi`'s: set when it failed as a whole, before the replies behind it are read: a
-    /// read sent behind it that sees one of its paths is then sent again (see
-    /// [`redo_if_failed`]). `None` for a `multiRead`.
-    pub(super) failed: Option<Arc<AtomicBool>>,
+/// The `multi`s a read was written behind that write what it sees (their sequence numbers),
+/// and whether one of them failed as a whole: its answer is then put aside, and the read sent
+/// again behind the writes sent again.
+#[derive(Default)]
+pub(super) struct Behind {
+    multis: Vec<u64>,
+    pub(super) failed: bool,
+}
+
+impl Behind {
+    /// Whether it waits on no `multi` at all.
+    pub(super) fn is_empty(&self) -> bool {
+        self.multis.is_empty()
+    }
+
+    /// The `multi`s of `seqs` are among them.
+    pub(super) fn extend(&mut self, seqs: impl Iterator<Item = u64>) {
+        self.multis.extend(seqs);
+    }
+
+    /// The `multi` `seq` failed as a whole.
+    pub(super) fn fail(&mut self, seq: u64) {
+        if self.multis.contains(&seq) {
+            self.failed = true;
+        }
+    }
 }
 
 /// A write sent in a `multi`: what it needs to be sent again alone, and its caller's reply.
@@ -42,92 +57,70 @@ impl Member {
     }
 }
 
-impl Shared {
-    /// The `multi` `id` failed as a whole: its writes go out again one by one, in their
-    /// order, ahead of every write queued after them (none went out meanwhile), so each caller
-    /// gets what its own request gives.
-    fn fall_back(&self, id: u64, members: Vec<Member>) {
-        let mut outbox = self.outbox.lock();
-        self.settled(&mut outbox, id);
-        let alone = members.into_iter().map(|m| {
-            let class = match m.class {
-                Class::Delete(p) | Class::Create(p) => Class::Write(p),
-                other => other,
-            };
-            (m.frame, class, m.on_reply)
-        });
-        self.queue_first(outbox, alone);
-    }
-}
-
-/// The reply handler of a `multi` of coalesced writes: all done, each caller gets the reply
-/// its own request would have had; failed as a whole (or unreadable), each write goes out
-/// again alone; lost, each caller gets the loss, as for a request of its own whose reply was
-/// lost (the session layer finds a create again by its node's unique prefix, and checks a
-/// delete again). Whatever the answer, the `multi` is no longer unsettled: one over the
-/// client's limit (`ReplyTooLarge`) was applied all the same, and the writes it held back may
-/// go.
-pub(super) fn settle_multi(
-    shared: Weak<Shared>,
-    id: u64,
-    failed: Arc<AtomicBool>,
+/// Settles the `multi` `seq` of coalesced writes `members` with its `answer`: all done, each
+/// caller gets the reply its own request would have had; failed as a whole (or unreadable),
+/// the outbox sends each write again alone; lost, each caller gets the loss, as for a request
+/// of its own whose reply was lost (the session layer finds a create again by its node's
+/// unique prefix, and checks a delete again). Whatever the answer, the `multi` is no longer
+/// unsettled: one over the client's limit (`ReplyTooLarge`) was applied all the same, and the
+/// writes it held back may go. Runs no caller's code under the outbox's lock.
+pub(super) fn settle(
+    shared: &Arc<Shared>,
+    seq: u64,
     members: Vec<Member>,
-) -> OnReply {
-    Box::new(move |answer| match answer {
+    answer: Answer<'_>,
+) -> Result<(), Malformed> {
+    let (zxid, mut body) = match answer {
         Answer::Lost(err) => {
-            if let Some(shared) = shared.upgrade() {
-                shared.settled(&mut shared.outbox.lock(), id);
-            }
+            shared.outbox.lock().settled(seq);
             lose_all(members.into_iter().map(|m| m.on_reply), &err);
-            Ok(())
+            return Ok(());
         }
         Answer::Reply {
-            err,
-            zxid,
-            mut body,
-            shared,
-        } => {
-            let results = match proto::read_multi(&mut body) {
-                Ok(results) if err == 0 && results.len() == members.len() => results,
-                _ => {
-                    failed.store(true, Ordering::SeqCst);
-                    shared.fall_back(id, members);
-                    return Ok(());
-                }
-            };
-            if results
-                .iter()
-                .any(|r| matches!(r, proto::MultiResult::Error(_)))
-            {
-                failed.store(true, Ordering::SeqCst);
-                shared.fall_back(id, members);
-                return Ok(());
-            }
-            shared.settled(&mut shared.outbox.lock(), id);
-            let mut first_malformed = Ok(());
-            for (m, result) in members.into_iter().zip(results) {
-                let mut reply = Writer::frame();
-                if let proto::MultiResult::Created(path, stat) = result {
-                    // Before 3.9 a create in a `multi` is answered with its path alone. All
-                    // of a `multi` is one transaction: the reply's zxid is the create's.
-                    let stat = stat.unwrap_or_else(|| created_stat(&m.frame, zxid, shared));
-                    reply.string(&path);
-                    reply.record(&stat);
-                }
-                let reply = reply.finish();
-                let answered = (m.on_reply)(Answer::Reply {
-                    err: 0,
-                    zxid,
-                    body: Reader::new(&reply[4..]),
-                    shared,
-                });
-                if first_malformed.is_ok() {
-                    first_malformed = answered;
-                }
-            }
-            first_malformed
+            err: 0, zxid, body, ..
+        } => (zxid, body),
+        Answer::Reply { .. } => return fall_back(shared, seq, members),
+    };
+    let results = match proto::read_multi(&mut body) {
+        Ok(results) if results.len() == members.len() => results,
+        _ => return fall_back(shared, seq, members),
+    };
+    if results
+        .iter()
+        .any(|r| matches!(r, proto::MultiResult::Error(_)))
+    {
+        return fall_back(shared, seq, members);
+    }
+    shared.outbox.lock().settled(seq);
+    let mut first_malformed = Ok(());
+    for (m, result) in members.into_iter().zip(results) {
+        let mut reply = Writer::frame();
+        if let proto::MultiResult::Created(path, stat) = result {
+            // Before 3.9 a create in a `multi` is answered with its path alone. All of a
+            // `multi` is one transaction: the reply's zxid is the create's.
+            let stat = stat.unwrap_or_else(|| created_stat(&m.frame, zxid, shared));
+            reply.string(&path);
+            reply.record(&stat);
         }
-    })
+        let reply = reply.finish();
+        let answered = (m.on_reply)(Answer::Reply {
+            err: 0,
+            zxid,
+            body: Reader::new(&reply[4..]),
+            shared,
+        });
+        if first_malformed.is_ok() {
+            first_malformed = answered;
+        }
+    }
+    first_malformed
+}
+
+/// The `multi` `seq` failed as a whole: the outbox sends its writes again alone.
+fn fall_back(shared: &Shared, seq: u64, members: Vec<Member>) -> Result<(), Malformed> {
+    let refused = shared.outbox.lock().multi_failed(seq, members);
+    lose_all(refused, &Error::ConnectionLoss);
+    Ok(())
 }
 
 /// The stat of a node created by the create request `frame` (its body: path, data, ACL,
@@ -147,40 +140,4 @@ fn created_stat(frame: &[u8], zxid: i64, shared: &Shared) -> proto::Stat {
         data_length,
         ..proto::Stat::default()
     }
-}
-
-/// The reply handler of a request about to be written: a read that sees what unsettled
-/// `multi`s write is sent again should one of them fail (see [`redo_if_failed`]).
-pub(super) fn read_reply(
-    unsettled: &[Unsettled],
-    class: &Class,
-    frame: &[u8],
-    on_reply: OnReply,
-) -> OnReply {
-    let Class::Read(path) = class else {
-        return on_reply;
-    };
-    let failed: Vec<Arc<AtomicBool>> = unsettled
-        .iter()
-        .filter(|u| u.paths.iter().any(|w| coalesce::sees(path, w)))
-        .filter_map(|u| u.failed.clone())
-        .collect();
-    if failed.is_empty() {
-        on_reply
-    } else {
-        redo_if_failed(failed, frame.to_vec(), on_reply)
-    }
-}
-
-/// The reply handler of a read sent behind unsettled `multi`s that write what it reads: if
-/// one of them failed as a whole, its writes are sent again and the read, answered before
-/// them, is sent again behind them; its caller gets that answer.
-fn redo_if_failed(failed: Vec<Arc<AtomicBool>>, frame: Vec<u8>, on_reply: OnReply) -> OnReply {
-    Box::new(move |answer| match answer {
-        Answer::Reply { shared, .. } if failed.iter().any(|f| f.load(Ordering::SeqCst)) => {
-            shared.read_again(frame, on_reply);
-            Ok(())
-        }
-        answer => on_reply(answer),
-    })
 }

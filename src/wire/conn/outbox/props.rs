@@ -1,8 +1,9 @@
 //! The outbox's order, checked from the callers' side: random callers queue reads and writes
 //! of related and unrelated nodes, a model server executes what goes on the wire in order and
 //! answers it, fails `multi`s and `multiRead`s as a whole, answers over the reply limit, and
-//! drops the connection. No socket and no thread: the outbox is driven step by step, as the
-//! writer and I/O threads drive it.
+//! drops the connection. No socket and no thread: the [`Outbox`] is driven step by step
+//! through its interface (queue, take a batch, an answer, a failed batch through the reply
+//! handlers, a dropped connection), as the callers, the writer and the I/O thread drive it.
 //!
 //! What the callers must see, whatever the server does:
 //! - every request is answered exactly once, and none waits for ever once the server answers;
@@ -25,12 +26,13 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use proptest::prelude::*;
 
+use super::super::io_thread::complete;
 use super::super::{coalesce, Answer, Config, OnReply, Shared};
-use super::MAX_IN_FLIGHT;
+use super::{Outbox, MAX_IN_FLIGHT};
+use crate::wire::error::Error;
 use crate::wire::events::KeeperState;
 use crate::wire::jute::{Reader, Writer};
 use crate::wire::proto::{op, Stat};
-use crate::wire::Error;
 
 /// The nodes requests name: parents and children, siblings, a grandchild, and an unrelated
 /// tree.
@@ -190,7 +192,7 @@ fn new_shared() -> Arc<Shared> {
         Duration::from_secs(10),
         String::new(),
     );
-    shared.outbox.lock().open = true;
+    shared.outbox.lock().open();
     shared.state.set(KeeperState::SyncConnected);
     shared
 }
@@ -304,7 +306,9 @@ impl Harness {
         if !self.connected {
             return Ok(());
         }
-        while let Some(batch) = self.shared.next_batch() {
+        loop {
+            let taken = self.shared.outbox.lock().take(true);
+            let Some(batch) = taken else { break };
             for frame in split(&batch) {
                 let mut r = Reader::new(&frame);
                 let xid = r.int().unwrap();
@@ -330,10 +334,9 @@ impl Harness {
     }
 
     fn nothing_held_for_no_reason(&self) -> Result<(), TestCaseError> {
-        let outbox = self.shared.outbox.lock();
-        let pending = self.shared.pending.lock();
-        let room = MAX_IN_FLIGHT.saturating_sub(pending.len());
-        let oldest = pending.front().map(|p| p.seq);
+        let outbox: &Outbox = &self.shared.outbox.lock();
+        let room = MAX_IN_FLIGHT.saturating_sub(outbox.pending.len());
+        let oldest = outbox.pending.front().map(|p| p.seq);
         let unsettled: Vec<&str> = self
             .unsettled
             .iter()
@@ -453,8 +456,8 @@ impl Harness {
         }
         self.unsettled.retain(|b| b.xid != xid);
         let body = w.finish();
-        let pending = self.shared.pending.lock().pop_front().expect("pending");
-        assert_eq!(pending.xid, xid, "answers in the order of the wire");
+        let due = self.shared.outbox.lock().answer(xid, !too_large);
+        let due = due.expect("answers in the order of the wire");
         let answer = if too_large {
             Answer::Lost(Error::ReplyTooLarge {
                 size: 2 << 20,
@@ -468,7 +471,7 @@ impl Harness {
                 shared: &self.shared,
             }
         };
-        (pending.on_reply)(answer).expect("well formed");
+        complete(&self.shared, due, answer).expect("well formed");
     }
 
     fn drop_connection(&mut self, executed: usize) {
@@ -483,7 +486,7 @@ impl Harness {
 
     fn reconnect(&mut self) {
         if !self.connected {
-            self.shared.outbox.lock().open = true;
+            self.shared.outbox.lock().open();
             self.shared.state.set(KeeperState::SyncConnected);
             self.connected = true;
         }
@@ -514,8 +517,12 @@ impl Harness {
                 self.answer(0, true);
             }
         }
+        let drained = {
+            let outbox = self.shared.outbox.lock();
+            outbox.queue.is_empty() && outbox.pending.is_empty()
+        };
         prop_assert!(
-            self.shared.outbox.lock().queue.is_empty() && self.shared.pending.lock().is_empty(),
+            drained,
             "requests left unanswered with the server answering everything"
         );
         self.check()
