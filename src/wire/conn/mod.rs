@@ -32,7 +32,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::attempt::AttemptError;
 use super::error::Error;
-use super::events::{self, KeeperState, Kind, StateCell, Watches};
+use super::events::{self, KeeperState, StateCell, WatchKind, Watches};
 use super::hosts::Rotation;
 use super::jute::Writer;
 use super::link::{Closer, Link, Sink};
@@ -351,8 +351,8 @@ fn chunk_watches(data: Vec<String>, child: Vec<String>) -> Vec<(Vec<String>, Vec
     let (mut d, mut c, mut bytes) = (Vec::new(), Vec::new(), 0);
     let all = data
         .into_iter()
-        .map(|p| (Kind::Data, p))
-        .chain(child.into_iter().map(|p| (Kind::Child, p)));
+        .map(|p| (WatchKind::Data, p))
+        .chain(child.into_iter().map(|p| (WatchKind::Child, p)));
     for (kind, path) in all {
         let size = path.len() + 4;
         if bytes + size > SET_WATCHES_MAX_BYTES && bytes > 0 {
@@ -361,8 +361,8 @@ fn chunk_watches(data: Vec<String>, child: Vec<String>) -> Vec<(Vec<String>, Vec
         }
         bytes += size;
         match kind {
-            Kind::Data => d.push(path),
-            Kind::Child => c.push(path),
+            WatchKind::Data => d.push(path),
+            WatchKind::Child => c.push(path),
         }
     }
     if bytes > 0 {
