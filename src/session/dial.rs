@@ -32,7 +32,7 @@ pub(crate) fn dial(
     hosts: &[zk::Host],
     deadline: Instant,
     stops: Option<&CancelToken>,
-) -> Result<(zk::Client, Instant)> {
+) -> Result<(zk::Transport, Instant)> {
     // A cancel wakes the pauses between passes.
     let _watching = cancel::watch(stops);
     let stopped = || stops.is_some_and(CancelToken::is_cancelled);

@@ -137,7 +137,7 @@ pub(crate) async fn open_session(
 /// Renews `lease` whenever a third of the session timeout passes without an answered request,
 /// with a cheap read. It runs on the runtime thread on purpose: if that thread stalls, the
 /// lease is not renewed and holders read "not held" in time, on their own threads.
-async fn keep_alive(zk: zk::Client, lease: Arc<Lease>, mut state: zk::StateWatcher) {
+async fn keep_alive(zk: zk::Transport, lease: Arc<Lease>, mut state: zk::StateWatcher) {
     loop {
         let due = lease.renewal_due();
         if Instant::now() < due {

@@ -1,22 +1,22 @@
-//! The requests a [`Client`] sends, each answered by one [`Completion`], and the reading of
+//! The requests a [`Transport`] sends, each answered by one [`Completion`], and the reading of
 //! their replies.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use super::client::Client;
 use super::completion::{self, Completion};
 use super::conn::{self, Answer};
 use super::error::{Error, Refused, Result};
 use super::events::{OneshotWatcher, Unwatch, WatchKind};
 use super::jute::{self, Reader, Writer};
 use super::proto::{self, op, perms, Stat};
+use super::transport::Transport;
 use super::{CreateOptions, TxnRequest};
 
 /// A node's data and stat, as a getData reply gives them.
 pub type NodeData = (Vec<u8>, Stat);
 
-impl Client {
+impl Transport {
     /// Creates a node; the reply is its stat and its path (with the sequence number of a
     /// sequential node).
     pub fn create(

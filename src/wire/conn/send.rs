@@ -343,7 +343,7 @@ impl Unwatch for Shared {
                 return;
             };
             // Queued under the registry's lock, as a request setting the watch again is (see
-            // `Client::watching`): that one is queued either before (then the registry keeps
+            // `Transport::watching`): that one is queued either before (then the registry keeps
             // the removal back) or after this one, never between the decision and the
             // removal. Between, the removal would take the new watch off the server, and its
             // watcher would wait forever: a waiter dropping its old watch on the runtime
