@@ -77,7 +77,7 @@ struct Inner {
     /// Taken by the one call replacing an expired session.
     renewal: Renewal,
     releases: Arc<Releases>,
-    /// Cancelled by [`Client::close`]: every call in progress on any clone watches it.
+    /// Cancelled by [`Client::close`]: every call in progress on any clone stops on it.
     closed: CancelToken,
     /// The outcome of the first [`Client::close`], which later ones report.
     close_outcome: Mutex<Option<Result<()>>>,
@@ -259,7 +259,7 @@ impl Client {
     /// Runs a one-off call about `path` on the current session, within one call timeout; an
     /// outage names the path, the timeout and the server. `call` gets the session and the
     /// call's deadline. Closing the client stops it at once with [`Error::Closed`]: the future
-    /// races the close token (it may run on a thread that watches nothing). The blocking calls
+    /// races the close token (it may run on a thread registered with no token). The blocking calls
     /// wait for the same future ([`blocking`](crate::session::blocking)).
     pub(crate) async fn one_call_async<'a, T, F, Fut>(&'a self, path: &str, call: F) -> Result<T>
     where

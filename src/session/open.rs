@@ -24,8 +24,8 @@ use super::{dial, proves_alive, until, Handles, Session};
 /// Dialling blocks (the transport's connect and handshake are blocking socket calls, which
 /// nothing can interrupt). The first connect, whose caller simply blocks, dials on the calling
 /// thread (`stops: None`). A renewal, inside a call that a cancel token or the client's
-/// closing must stop at once, dials on a short-lived thread of its own watching `stops` (the
-/// client's close token) and awaits it: the call can then end promptly while the connect runs
+/// closing must stop at once, dials on a short-lived thread of its own, which `stops` (the
+/// client's close token) can wake, and awaits it: the call can then end promptly while the connect runs
 /// out in the background. Everything after the dial is awaited on the caller's own executor.
 pub(crate) async fn open_session(
     runtime: &Runtime,
