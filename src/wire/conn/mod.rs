@@ -15,6 +15,7 @@ pub(crate) mod coalesce;
 mod config;
 mod handshake;
 mod io_thread;
+mod known_parents;
 mod multi;
 mod outbox;
 mod reply;
@@ -66,7 +67,7 @@ pub(crate) struct Shared {
     pub(crate) session_id: i64,
     pub(crate) password: Vec<u8>,
     /// Which lock paths a create may go out in a `multi` under.
-    pub(crate) known_parents: coalesce::KnownParents,
+    pub(crate) known_parents: known_parents::KnownParents,
     /// Whether reads may go out together in a `multiRead` (see [`bundle`]): cleared when
     /// the server does not answer one as a `multiRead`.
     multi_read: AtomicBool,
@@ -126,7 +127,7 @@ impl Shared {
             watches: Mutex::new(Watches::default()),
             state: StateCell::new(KeeperState::Disconnected),
             session_id,
-            known_parents: coalesce::KnownParents::new(),
+            known_parents: known_parents::KnownParents::new(),
             multi_read: AtomicBool::new(true),
             password,
             timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
