@@ -123,10 +123,10 @@ impl Session {
         &self,
         task: impl std::future::Future<Output = ()> + Send + 'static,
     ) {
-        let token = self.releases.begin();
+        let pending = self.releases.begin();
         let handle = self.handle.spawn(async move {
             task.await;
-            drop(token);
+            drop(pending);
         });
         let mut releases = self.release_tasks.lock();
         releases.retain(|t| !t.is_finished());
