@@ -312,7 +312,7 @@ impl Client {
     }
 
     /// Ends the session now: ZooKeeper's closeSession removes every ephemeral node of the
-    /// session at once (held locks, queued waiters, leases), instead of after the session
+    /// session at once (held locks, queued waiters, permit nodes), instead of after the session
     /// timeout.
     ///
     /// Every thread blocked in a call on this client or any clone of it returns

@@ -3,7 +3,7 @@
 //! with their docs, on a guard that holds one node or several; the functions below are their
 //! one implementation, over the guard's nodes.
 //!
-//! A guard of several nodes (a permit's leases, a multi-lock's locks) holds them all on one
+//! A guard of several nodes (a permit's nodes, a multi-lock's locks) holds them all on one
 //! session; its state is the least certain of its nodes' states.
 
 use std::time::{Duration, Instant};
@@ -273,7 +273,7 @@ macro_rules! guard_calls {
         /// could not run: nothing the network thread last said is trusted past the lease. It
         /// also turns `Suspended` when the connection drops, and comes back to `Held` only
         /// when a new answer from the server proves the session alive. A guard of several
-        /// nodes (a [`Permit`](crate::Permit) of several leases, a
+        /// nodes (a [`Permit`](crate::Permit) of several nodes, a
         /// [`MultiGuard`](crate::MultiGuard)) reports the least certain of its nodes' states.
         ///
         /// **What it costs, and what it sees beyond the lease.** The first call (of this,
