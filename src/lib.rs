@@ -177,7 +177,7 @@
 //! - following an election's leader: [`LeaderElection::observe`] gives an
 //!   [`inspect::LeaderWatch`], whose [`next_async`](inspect::LeaderWatch::next_async) returns
 //!   each new leader as a watch reports it;
-//! - stopping on a [`CancelToken`] (the same one the blocking calls watch):
+//! - stopping on a [`CancelToken`] (the same one the blocking calls stop on):
 //!   [`CancelToken::cancelled`], a future ready once it is cancelled;
 //! - the client: [`ClientBuilder::connect_async`], [`Client::close_async`],
 //!   [`Client::close_with_async`], [`Client::wait_state_change_async`],

@@ -9,7 +9,7 @@
 //! | `zklock_info` | gauge | `version` | always 1; the crate version in its label |
 //! | `zklock_acquire_wait_seconds` | histogram | `recipe`, `outcome` | how long each acquisition call took, whatever its outcome |
 //! | `zklock_acquisitions_total` | counter | `recipe`, `outcome` | acquisition calls |
-//! | `zklock_hold_seconds` | histogram | `recipe` | from acquisition to release (a multi-lock or a permit of several leases is one hold) |
+//! | `zklock_hold_seconds` | histogram | `recipe` | from acquisition to release (a multi-lock or a permit of several nodes is one hold) |
 //! | `zklock_locks_held` | gauge | `recipe` | acquisitions whose guard is not yet released (a lost lock counts until its guard is released or dropped) |
 //! | `zklock_waiting` | gauge | `recipe` | acquisition calls in progress: threads waiting for a lock |
 //! | `zklock_oldest_hold_seconds` | gauge | `recipe` | age of the oldest current hold (0 when none); refreshed at least every second while a client is open, and at every acquisition and release |

@@ -164,7 +164,7 @@ impl Hub {
         });
         let spawned = thread::Builder::new()
             .name("zklock-state".into())
-            .spawn(move || watch(&hub, current, &releases, listener, session_id));
+            .spawn(move || run_state_thread(&hub, current, &releases, listener, session_id));
         match spawned {
             Ok(thread) => {
                 *self.state_thread.lock() = Some(thread.thread().id());
@@ -244,7 +244,7 @@ struct Seen {
 
 /// The state thread: looks at the session whenever something may have changed, and publishes
 /// every change.
-fn watch(
+fn run_state_thread(
     hub: &Hub,
     current: impl Fn() -> Option<Arc<Session>>,
     releases: &Releases,

@@ -77,7 +77,7 @@ struct Inner {
     /// Taken by the one call replacing an expired session.
     renewal: Renewal,
     releases: Arc<Releases>,
-    /// Cancelled by [`Client::close`]: every call in progress on any clone watches it.
+    /// Cancelled by [`Client::close`]: every call in progress on any clone stops on it.
     closed: CancelToken,
     /// The outcome of the first [`Client::close`], which later ones report.
     close_outcome: Mutex<Option<Result<()>>>,
@@ -259,7 +259,7 @@ impl Client {
     /// Runs a one-off call about `path` on the current session, within one call timeout; an
     /// outage names the path, the timeout and the server. `call` gets the session and the
     /// call's deadline. Closing the client stops it at once with [`Error::Closed`]: the future
-    /// races the close token (it may run on a thread that watches nothing). The blocking calls
+    /// races the close token (it may run on a thread registered with no token). The blocking calls
     /// wait for the same future ([`blocking`](crate::session::blocking)).
     pub(crate) async fn one_call_async<'a, T, F, Fut>(&'a self, path: &str, call: F) -> Result<T>
     where
@@ -312,7 +312,7 @@ impl Client {
     }
 
     /// Ends the session now: ZooKeeper's closeSession removes every ephemeral node of the
-    /// session at once (held locks, queued waiters, leases), instead of after the session
+    /// session at once (held locks, queued waiters, permit nodes), instead of after the session
     /// timeout.
     ///
     /// Every thread blocked in a call on this client or any clone of it returns
@@ -378,10 +378,10 @@ impl Client {
     /// cancelled before the close was confirmed.
     pub fn close_with(&self, wait: Wait) -> Result<()> {
         let deadline = wait.deadline();
-        match wait.token() {
+        match wait.cancel_token() {
             // Nothing can stop the wait early: it needs no thread of its own.
             None => self.close_within(deadline),
-            Some(token) => crate::session::blocking(self.close_on_thread(deadline, Some(token))),
+            Some(cancel) => crate::session::blocking(self.close_on_thread(deadline, Some(cancel))),
         }
     }
 
@@ -417,7 +417,8 @@ impl Client {
     /// # Errors
     /// As [`close_with`](Self::close_with).
     pub async fn close_with_async(&self, wait: Wait) -> Result<()> {
-        self.close_on_thread(wait.deadline(), wait.token()).await
+        self.close_on_thread(wait.deadline(), wait.cancel_token())
+            .await
     }
 
     /// Closes the client at once, and waits for [`close_within`](Self::close_within) on a
@@ -426,14 +427,14 @@ impl Client {
     async fn close_on_thread(
         &self,
         deadline: Option<Instant>,
-        token: Option<&CancelToken>,
+        cancel: Option<&CancelToken>,
     ) -> Result<()> {
         // Marked closed here, before the first await, so that the caller's next call sees it.
         self.inner.closed.cancel();
         let client = self.clone();
         let closing =
             crate::rt::runtime::on_thread("zklock-close", move || client.close_within(deadline));
-        crate::rt::cancel::unless_cancelled(token, closing).await??
+        crate::rt::cancel::unless_cancelled(cancel, closing).await??
     }
 
     /// The one close: waits for the server's confirmation up to `deadline`, or two seconds
@@ -750,7 +751,7 @@ impl Client {
     /// the state once it differs from `seen`, or as it is when `wait` ends.
     async fn state_change(&self, seen: SessionState, wait: &Wait) -> SessionState {
         let changed = self.state_change_until(seen, wait.deadline());
-        crate::rt::cancel::unless_cancelled(wait.token(), changed)
+        crate::rt::cancel::unless_cancelled(wait.cancel_token(), changed)
             .await
             .unwrap_or_else(|_| self.state())
     }

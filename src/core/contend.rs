@@ -29,7 +29,7 @@ use super::withdraw::OurNode;
 ///
 /// The recipe's front end takes the session from its client, once per acquisition: every step
 /// of an acquisition made of several nodes (a multi-lock's members, a semaphore's gate and
-/// leases) must use one session, so that an expiry between two steps fails the whole
+/// permit nodes) must use one session, so that an expiry between two steps fails the whole
 /// acquisition instead of mixing a lost node with fresh ones.
 pub(crate) async fn acquire_on<S: ZkSession + HoldingSession>(
     session: &Arc<S>,

@@ -264,7 +264,7 @@ impl Held {
         }
     }
 
-    /// The token closing the client cancels: a caller blocked on a release watches it, so
+    /// The token closing the client cancels: a caller blocked on a release stops on it, so
     /// that a release stuck on a silent connection ends at the close.
     pub(crate) fn closes(&self) -> &CancelToken {
         self.session.closes()

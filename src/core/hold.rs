@@ -1,5 +1,5 @@
 //! A node held on the way through an acquisition of several (a multi-lock's members, a
-//! semaphore's gate and leases), whatever the session: a `Held` on a session of the client
+//! semaphore's gate and permit nodes), whatever the session: a `Held` on a session of the client
 //! (see `held.rs`), a claimed node in the simulation (`core/sim`). The core's sequences of
 //! several nodes ([`ordered`](super::ordered), [`permits`](super::permits), each through
 //! `contend::take`) are written once against these traits, so the simulation runs them as
@@ -12,7 +12,7 @@ use super::claim::Claimed;
 use super::seam::ZkSession;
 use super::session_view::Liveness;
 
-/// A node that holds a lock (or a gate, or a lease) for an acquisition of several.
+/// A node that holds a lock (or a gate, or a permit node) for an acquisition of several.
 pub(crate) trait Hold: Send + 'static {
     fn node_path(&self) -> &str;
     /// Where the session holding the node stands.

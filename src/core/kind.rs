@@ -31,9 +31,9 @@ pub(crate) struct Rival {
     /// Its name, as errors give it.
     pub(crate) recipe: &'static str,
     /// Children of the lock path that hold its nodes, in the order to read them: it is there
-    /// only while one of them has children (a semaphore's gate, then its leases: a lease is
-    /// taken before the gate is left, so a reader in that order cannot miss a taker moving
-    /// from one to the other). Empty: its nodes are right under the lock path.
+    /// only while one of them has children (a semaphore's gate, then its permit nodes: a
+    /// permit node is taken before the gate is left, so a reader in that order cannot miss a
+    /// taker moving from one to the other). Empty: its nodes are right under the lock path.
     pub(crate) holders: &'static [&'static str],
 }
 
@@ -78,7 +78,7 @@ pub enum Role {
     Read,
     /// A writer of a [`DistributedRwLock`](crate::DistributedRwLock).
     Write,
-    /// A lease of a [`Semaphore`](crate::Semaphore).
+    /// A permit node of a [`Semaphore`](crate::Semaphore) (Curator's "lease", the name tools show).
     Lease,
     /// A participant of a [`LeaderElection`](crate::LeaderElection).
     Participant,

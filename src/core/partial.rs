@@ -1,5 +1,5 @@
 //! All or nothing: the nodes an acquisition of several (a multi-lock, a semaphore's gate and
-//! leases) has taken so far, released if it does not complete.
+//! permit nodes) has taken so far, released if it does not complete.
 
 use log::debug;
 

@@ -22,29 +22,36 @@ use super::wait::{Budget, Patience};
 use super::withdraw::{OurNode, PAST_DEADLINE_WITHDRAW_WAIT};
 
 /// Takes one permit of a semaphore with `permits` permits, Curator's `InterProcessSemaphoreV2`
-/// way: create a permit node (named `lease_name`) under `leases_path`, then wait until at most
+/// way: create a permit node (named `permit_name`) under `permit_parent`, then wait until at most
 /// `permits` permit nodes exist. The caller serialises permit takers with the semaphore's
 /// internal mutex, so only one of them watches the permit nodes at a time (see
 /// [`take_permits`]).
 pub(crate) async fn acquire_permit_node<S: Holds>(
     session: &Arc<S>,
-    leases_path: &str,
-    lease_name: &str,
+    permit_parent: &str,
+    permit_name: &str,
     permits: usize,
     attempt: &Budget,
     deadline: Option<Instant>,
 ) -> Result<Option<S::Held>> {
-    let taken =
-        take_permit_node(session, leases_path, lease_name, permits, attempt, deadline).await;
+    let taken = take_permit_node(
+        session,
+        permit_parent,
+        permit_name,
+        permits,
+        attempt,
+        deadline,
+    )
+    .await;
     let claimed = past_deadline_is_busy(session.as_ref(), deadline, taken)?;
-    Ok(claimed.map(|claimed| S::hold(claimed, leases_path)))
+    Ok(claimed.map(|claimed| S::hold(claimed, permit_parent)))
 }
 
 /// The steps of [`acquire_permit_node`], on any [`ZkSession`], whose errors it has yet to sort.
 pub(crate) async fn take_permit_node<S: ZkSession>(
     session: &Arc<S>,
-    leases_path: &str,
-    lease_name: &str,
+    permit_parent: &str,
+    permit_name: &str,
     permits: usize,
     attempt: &Budget,
     deadline: Option<Instant>,
@@ -52,8 +59,8 @@ pub(crate) async fn take_permit_node<S: ZkSession>(
     let data = owner_data();
     let created = Box::pin(create_node(
         session,
-        leases_path,
-        lease_name,
+        permit_parent,
+        permit_name,
         &data,
         attempt,
         deadline,
@@ -73,24 +80,24 @@ pub(crate) async fn take_permit_node<S: ZkSession>(
         if children.contains(&name) {
             Ok(children.len() <= permits)
         } else {
-            Err(node_vanished(contender, leases_path))
+            Err(node_vanished(contender, permit_parent))
         }
     };
     let mut children = Some(children);
     loop {
         let listed = match children.take() {
             Some(children) => children,
-            None => Box::pin(session.list_with_stat(leases_path, deadline)).await?,
+            None => Box::pin(session.list_with_stat(permit_parent, deadline)).await?,
         };
         if admitted(&listed.names, &mut contender)? {
-            return claim(contender, leases_path, stat, generation).map(Some);
+            return claim(contender, permit_parent, stat, generation).map(Some);
         }
         if let Patience::DontWait = attempt.patience {
             return Ok(None);
         }
         // Followed from before the watch is asked for (see `wait_for_change`).
         let states = session.states();
-        let watching = Box::pin(session.watch_children(leases_path, deadline));
+        let watching = Box::pin(session.watch_children(permit_parent, deadline));
         let (listed, watcher) = match watching.await {
             Ok(watched) => watched,
             // The session's word for a request that ran into the deadline.
@@ -98,7 +105,7 @@ pub(crate) async fn take_permit_node<S: ZkSession>(
             Err(err) => return Err(err),
         };
         if admitted(&listed, &mut contender)? {
-            return claim(contender, leases_path, stat, generation).map(Some);
+            return claim(contender, permit_parent, stat, generation).map(Some);
         }
         drop(listed);
         let woken =
@@ -117,9 +124,9 @@ pub(crate) struct SemaphoreAt {
     /// The gate's path, a lock of `gate_kind` (a mutex).
     pub(crate) gate: String,
     pub(crate) gate_kind: &'static Kind,
-    /// The path of the lease nodes, and their name.
-    pub(crate) leases: String,
-    pub(crate) lease_name: &'static str,
+    /// The path of the permit nodes' parent (Curator's `leases`), and their name.
+    pub(crate) permit_parent: String,
+    pub(crate) permit_name: &'static str,
     pub(crate) permits: usize,
     /// The recipe's name, as errors give it.
     pub(crate) recipe: &'static str,
@@ -127,16 +134,16 @@ pub(crate) struct SemaphoreAt {
     pub(crate) rival: fn(&[String]) -> Option<Rival>,
 }
 
-/// Takes `count` leases of `semaphore` on `session` (`count` between 1 and the permits),
+/// Takes `count` permit nodes of `semaphore` on `session` (`count` between 1 and the permits),
 /// all or nothing. `Ok(None)` when busy and the patience ran out; on that and on every
 /// error, what was taken is released, the gate last (see [`Partial`]).
 ///
-/// One pass through the gate for all `count` leases: two takers each holding some leases
+/// One pass through the gate for all `count` permit nodes: two takers each holding some
 /// while waiting for more would wait for each other for ever. One session for the gate and
-/// every lease: were it to expire half-way, a lease taken on a new session would wait while
-/// the gate (lost with the old one) let others in. Once every lease is taken, the gate is
-/// released, waiting for the server at most `gate_wait` (a slow reply finishes in the
-/// background).
+/// every permit node: were it to expire half-way, a permit node taken on a new session would
+/// wait while the gate (lost with the old one) let others in. Once every permit node is taken,
+/// the gate is released, waiting for the server at most `gate_wait` (a slow reply finishes in
+/// the background).
 pub(crate) async fn take_permits<S: Holds>(
     session: &Arc<S>,
     semaphore: &SemaphoreAt,
@@ -166,7 +173,7 @@ pub(crate) async fn take_permits<S: Holds>(
     // that created its node before (see `Kind::rival`). Refused, `taken` releases the gate.
     let beside = Box::pin(session.list(&semaphore.path, deadline)).await;
     // Run into the deadline on a live connection, the listing is a timeout, as the gate's
-    // and the leases' requests are.
+    // and the permit nodes' requests are.
     let Some(beside) = past_deadline_is_busy(session.as_ref(), deadline, beside.map(Some))? else {
         return Ok(None);
     };
@@ -178,21 +185,21 @@ pub(crate) async fn take_permits<S: Holds>(
         });
     }
     for _ in 0..count {
-        let lease = Box::pin(acquire_permit_node(
+        let permit = Box::pin(acquire_permit_node(
             session,
-            &semaphore.leases,
-            semaphore.lease_name,
+            &semaphore.permit_parent,
+            semaphore.permit_name,
             semaphore.permits,
             attempt,
             deadline,
         ))
         .await?;
-        match lease {
-            Some(lease) => taken.push(lease),
+        match permit {
+            Some(permit) => taken.push(permit),
             None => return Ok(None),
         }
     }
-    let mut leases = taken.complete();
+    let mut nodes = taken.complete();
     // Leave the gate to the next taker, within the caller's deadline (a silent connection
     // still looks connected: the release's wait must not push the return past it).
     let gate_wait = deadline
@@ -200,8 +207,8 @@ pub(crate) async fn take_permits<S: Holds>(
         .map_or(gate_wait, |latest| {
             gate_wait.min(latest.saturating_duration_since(session.now()))
         });
-    leases.remove(0).release_logged(gate_wait).await;
-    Ok(Some(leases))
+    nodes.remove(0).release_logged(gate_wait).await;
+    Ok(Some(nodes))
 }
 
 #[cfg(test)]
@@ -210,7 +217,7 @@ mod tests {
     use crate::core::sim::store::Store;
 
     #[test]
-    fn a_lease_is_taken_once_a_lease_is_returned() {
+    fn a_permit_node_is_taken_once_one_is_returned() {
         let store = Store::new("/leases");
         let other = store.add_other("lease-");
         let session = store.session.clone();
@@ -249,8 +256,8 @@ mod pass_tests {
             path: "/s".to_owned(),
             gate: "/s/locks".to_owned(),
             gate_kind: &GATE,
-            leases: "/s/leases".to_owned(),
-            lease_name: "lease-",
+            permit_parent: "/s/leases".to_owned(),
+            permit_name: "lease-",
             permits,
             recipe: "semaphore",
             rival: |children| {
@@ -266,7 +273,7 @@ mod pass_tests {
     }
 
     #[test]
-    fn several_leases_are_taken_in_one_pass_and_the_gate_left() {
+    fn several_permit_nodes_are_taken_in_one_pass_and_the_gate_left() {
         let sim = Sim::new(1);
         sim.world.lock().mkdirs("/s", Mode::Persistent);
         let session = sim.session();
@@ -281,14 +288,14 @@ mod pass_tests {
             Duration::ZERO,
         ));
         let taken = sim.poll(taking.as_mut()).expect("done").expect("no error");
-        let leases = taken.expect("taken");
-        assert_eq!(leases.len(), 2);
+        let nodes = taken.expect("taken");
+        assert_eq!(nodes.len(), 2);
         sim.settle();
         let world = sim.world.lock();
         assert_eq!(world.children("/s/leases").len(), 2);
         assert!(world.children("/s/locks").is_empty(), "the gate is left");
         drop(world);
-        drop(leases);
+        drop(nodes);
         sim.settle();
         assert!(
             sim.world.lock().children("/s/leases").is_empty(),

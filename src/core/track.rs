@@ -4,7 +4,7 @@
 //! took.
 //!
 //! A [`Track`] is shared by the nodes of one acquisition (one for a mutex, several for a
-//! multi-lock or a permit of several leases). It records the hold time when the last of them is
+//! multi-lock or a permit of several nodes). It records the hold time when the last of them is
 //! released, and counts a loss at most once.
 //!
 //! **When a loss is counted.** zklock learns that a held lock is lost only when it looks: when

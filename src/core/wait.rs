@@ -122,7 +122,8 @@ impl Wait {
         self.resolve().map(|(deadline, _)| deadline)
     }
 
-    pub(crate) fn token(&self) -> Option<&CancelToken> {
+    /// The token that cancels the call, if one was given ([`cancel_on`](Self::cancel_on)).
+    pub(crate) fn cancel_token(&self) -> Option<&CancelToken> {
         self.cancel.as_ref()
     }
 

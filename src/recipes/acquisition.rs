@@ -136,10 +136,10 @@ impl Acquisition {
                 let mut nodes = nodes(guard);
                 let names: Vec<&str> = nodes.iter().map(|n| n.node_path()).collect();
                 let names = names.join(", ");
-                let (session, token) = nodes
+                let (session, fencing) = nodes
                     .first()
                     .map_or((0, 0), |n| (n.session_id(), n.fencing_token()));
-                debug!(target: LOG_TARGET, "acquired {names} ({recipe} on {path}, session {session:#x}, fencing token {token}) after waiting {waited:?}");
+                debug!(target: LOG_TARGET, "acquired {names} ({recipe} on {path}, session {session:#x}, fencing token {fencing}) after waiting {waited:?}");
                 let track = Track::start(self.recipe, self.path, self.path_label, names, session);
                 for node in &mut nodes {
                     node.track = track.clone();

@@ -27,7 +27,7 @@ const WRITE_NAME: &str = "__WRIT__";
 const LATCH_NAME: &str = "latch-";
 
 /// The name of a semaphore's permit nodes, Curator's "lease" nodes (`InterProcessSemaphoreV2`).
-const LEASE_NAME: &str = "lease-";
+const PERMIT_NAME: &str = "lease-";
 
 /// [`DistributedMutex`](crate::DistributedMutex): ZooKeeper's lock recipe, Curator's
 /// `InterProcessMutex`.
@@ -79,12 +79,12 @@ pub(crate) const LATCH: Kind = Kind {
 /// How a [`Semaphore`](crate::Semaphore) lies under its path, as Curator's
 /// `InterProcessSemaphoreV2`: permit takers queue on a mutex, the gate; the one at its head
 /// creates a permit node (Curator: a lease) and waits until at most `permits` of them exist.
-/// The field names follow Curator's node names.
+/// The values are Curator's node names.
 pub(crate) struct SemaphoreLayout {
-    /// The child of the semaphore's path holding the lease nodes.
-    pub(crate) leases: &'static str,
-    /// The names of the lease nodes.
-    pub(crate) lease_names: &'static [(&'static str, Role)],
+    /// The child of the semaphore's path holding the permit nodes.
+    pub(crate) permit_parent: &'static str,
+    /// The names of the permit nodes.
+    pub(crate) permit_names: &'static [(&'static str, Role)],
     /// The child of the semaphore's path holding the gate, a mutex.
     pub(crate) gate: &'static str,
     pub(crate) gate_kind: &'static Kind,
@@ -92,22 +92,22 @@ pub(crate) struct SemaphoreLayout {
 }
 
 pub(crate) const SEMAPHORE: SemaphoreLayout = SemaphoreLayout {
-    leases: "leases",
-    lease_names: &[(LEASE_NAME, Role::Lease)],
+    permit_parent: "leases",
+    permit_names: &[(PERMIT_NAME, Role::Lease)],
     gate: "locks",
     gate_kind: &MUTEX,
     metric: Recipe::Semaphore,
 };
 
 impl SemaphoreLayout {
-    /// Where the nodes of the semaphore at `path` with `permits` leases are, for the core.
+    /// Where the nodes of the semaphore at `path` with `permits` permits are, for the core.
     pub(crate) fn at(&self, path: &str, permits: usize) -> SemaphoreAt {
         SemaphoreAt {
             path: path.to_owned(),
             gate: format!("{path}/{}", self.gate),
             gate_kind: self.gate_kind,
-            leases: format!("{path}/{}", self.leases),
-            lease_name: self.lease_names[0].0,
+            permit_parent: format!("{path}/{}", self.permit_parent),
+            permit_name: self.permit_names[0].0,
             permits,
             recipe: LockKind::Semaphore.name(),
             rival: |children| rival_of(LockKind::Semaphore, children),
@@ -188,7 +188,7 @@ pub(crate) fn rival_of<S: AsRef<str>>(ours: LockKind, children: &[S]) -> Option<
 }
 
 /// Where a semaphore's nodes are, in the order to read them (see [`Rival::holders`]).
-const SEMAPHORE_HOLDERS: &[&str] = &[SEMAPHORE.gate, SEMAPHORE.leases];
+const SEMAPHORE_HOLDERS: &[&str] = &[SEMAPHORE.gate, SEMAPHORE.permit_parent];
 
 /// How a recipe's nodes lie under its lock path.
 pub(crate) enum Layout {
@@ -212,7 +212,7 @@ impl Layout {
             }
             Layout::Semaphore(layout) => children
                 .iter()
-                .any(|c| [layout.leases, layout.gate].contains(&c.as_ref())),
+                .any(|c| [layout.permit_parent, layout.gate].contains(&c.as_ref())),
         }
     }
 }
@@ -258,7 +258,7 @@ mod tests {
                 Layout::Semaphore(_) => None,
             })
             .collect();
-        sets.push(SEMAPHORE.lease_names.iter().map(|(n, _)| *n).collect());
+        sets.push(SEMAPHORE.permit_names.iter().map(|(n, _)| *n).collect());
         sets.push(SEMAPHORE.gate_kind.lock_names());
         sets
     }

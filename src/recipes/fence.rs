@@ -84,7 +84,7 @@ impl<'w> Bound<'w> {
         Bound {
             deadline,
             timeout,
-            cancel: wait.token(),
+            cancel: wait.cancel_token(),
             sent: AtomicBool::new(false),
         }
     }
@@ -133,10 +133,10 @@ impl Fence<'_> {
         let outcome = match bound.cancel {
             None => write.await,
             // Nothing sent for a token cancelled before the call.
-            Some(token) if token.is_cancelled() => Err(Error::Cancelled),
-            Some(token) => {
+            Some(cancel) if cancel.is_cancelled() => Err(Error::Cancelled),
+            Some(cancel) => {
                 let mut write = std::pin::pin!(write);
-                let mut stop = std::pin::pin!(token.cancelled_error());
+                let mut stop = std::pin::pin!(cancel.cancelled_error());
                 std::future::poll_fn(|cx| {
                     if let Poll::Ready(outcome) = write.as_mut().poll(cx) {
                         return Poll::Ready(outcome);

@@ -94,7 +94,7 @@ impl LockGuard {
     /// the session is gone, and at once for a lock that was not made revocable.
     pub fn wait_revocation_with(&self, wait: Wait) -> bool {
         let deadline = wait.deadline();
-        self.held.wait_revocation(deadline, wait.token())
+        self.held.wait_revocation(deadline, wait.cancel_token())
     }
 
     /// As [`wait_revocation_with`](Self::wait_revocation_with), as a future (`Send`, any

@@ -3,7 +3,7 @@
 //! with their docs, on a guard that holds one node or several; the functions below are their
 //! one implementation, over the guard's nodes.
 //!
-//! A guard of several nodes (a permit's leases, a multi-lock's locks) holds them all on one
+//! A guard of several nodes (a permit's nodes, a multi-lock's locks) holds them all on one
 //! session; its state is the least certain of its nodes' states.
 
 use std::time::{Duration, Instant};
@@ -57,27 +57,27 @@ pub(crate) fn wait_lost<'a>(
     wait: &Wait,
 ) -> Option<LockState> {
     let deadline = wait.deadline();
-    let token = wait.token();
+    let cancel = wait.cancel_token();
     let mut rest = nodes.clone();
     let Some(first) = rest.next() else {
         return Some(LockState::Lost);
     };
     if rest.next().is_none() {
-        return first.wait_not_held(deadline, token);
+        return first.wait_not_held(deadline, cancel);
     }
     loop {
         let now = state(nodes.clone());
         if now != LockState::Held {
             return Some(now);
         }
-        if token.is_some_and(|t| t.is_cancelled()) || deadline.is_some_and(|d| Instant::now() >= d)
+        if cancel.is_some_and(|t| t.is_cancelled()) || deadline.is_some_and(|d| Instant::now() >= d)
         {
             return None;
         }
         // A session change wakes the wait on any node (they share one session); another
         // node's deletion is seen at the next look.
         let step = deadline_after(OTHER_NODES_POLL);
-        first.wait_not_held(Some(deadline.map_or(step, |d| d.min(step))), token);
+        first.wait_not_held(Some(deadline.map_or(step, |d| d.min(step))), cancel);
     }
 }
 
@@ -140,7 +140,7 @@ pub(crate) async fn release(nodes: Vec<&mut Held>, wait: &Wait) -> Result<()> {
         }
         outcome
     };
-    crate::rt::cancel::unless_cancelled(wait.token(), releasing)
+    crate::rt::cancel::unless_cancelled(wait.cancel_token(), releasing)
         .await
         .and_then(|outcome| outcome)
 }
@@ -273,7 +273,7 @@ macro_rules! guard_calls {
         /// could not run: nothing the network thread last said is trusted past the lease. It
         /// also turns `Suspended` when the connection drops, and comes back to `Held` only
         /// when a new answer from the server proves the session alive. A guard of several
-        /// nodes (a [`Permit`](crate::Permit) of several leases, a
+        /// nodes (a [`Permit`](crate::Permit) of several nodes, a
         /// [`MultiGuard`](crate::MultiGuard)) reports the least certain of its nodes' states.
         ///
         /// **What it costs, and what it sees beyond the lease.** The first call (of this,

@@ -259,7 +259,7 @@ impl Client {
     /// whether it holds. For tools that look at locks they did not make (`zklock status`, `break`, `revoke`).
     ///
     /// `permits`: a semaphore's number of permits, which ZooKeeper does not store. With it, its
-    /// leases say whether they hold (the first `permits` do); without, they cannot.
+    /// permit nodes say whether they hold (the first `permits` do); without, they cannot.
     ///
     /// Blocks for a few round trips (a listing, then the nodes' data; a few more at a
     /// semaphore), waiting for a lost connection to return for at most the session timeout.
@@ -372,22 +372,29 @@ async fn semaphore_nodes(
         queued,
         contender,
     };
-    let leases_path = format!("{path}/{}", layout.leases);
+    let permit_parent = format!("{path}/{}", layout.permit_parent);
     let holds = |_: &[LockNode], at: usize| permits.is_some_and(|p| at < p);
-    let leases = contenders_on(session, &leases_path, layout.lease_names, holds, deadline).await?;
-    // Lease takers queue on the gate; the first of them holds it while it waits for a
-    // lease, but holds no lease.
+    let permit_nodes = contenders_on(
+        session,
+        &permit_parent,
+        layout.permit_names,
+        holds,
+        deadline,
+    )
+    .await?;
+    // Permit takers queue on the gate; the first of them holds it while it waits for a
+    // permit node, but holds no permit.
     let gate_path = format!("{path}/{}", layout.gate);
     let names = layout.gate_kind.names;
     let queued = contenders_on(session, &gate_path, names, |_, _| false, deadline).await?;
-    let leases = leases.into_iter().map(|c| {
+    let permit_nodes = permit_nodes.into_iter().map(|c| {
         let holds = permits.map(|_| c.holds);
-        in_child(layout.leases, c, holds, false)
+        in_child(layout.permit_parent, c, holds, false)
     });
     let queued = queued
         .into_iter()
         .map(|c| in_child(layout.gate, c, Some(false), true));
-    Ok(leases.chain(queued).collect())
+    Ok(permit_nodes.chain(queued).collect())
 }
 
 /// Whether the node at `at` in `nodes` holds the lock, by the rule of its own kind among

@@ -125,7 +125,7 @@ impl LeaderWatch {
     /// As [`next_timeout`](Self::next_timeout), plus [`Error::Cancelled`].
     pub fn next_with(&mut self, wait: Wait) -> Result<Option<LeaderChange>> {
         let deadline = wait.deadline();
-        crate::session::blocking(self.next_until(deadline, wait.token()))
+        crate::session::blocking(self.next_until(deadline, wait.cancel_token()))
     }
 
     /// As [`next`](Self::next), as a future (`Send`, any executor). Cancel safe: dropping it
@@ -148,7 +148,7 @@ impl LeaderWatch {
     /// As [`next_with`](Self::next_with).
     pub async fn next_with_async(&mut self, wait: Wait) -> Result<Option<LeaderChange>> {
         let deadline = wait.deadline();
-        self.next_until(deadline, wait.token()).await
+        self.next_until(deadline, wait.cancel_token()).await
     }
 
     /// The one wait behind every form: the next change, `None` at `deadline`; stopped by

@@ -30,10 +30,10 @@ use super::queue::acquisitions;
 /// store it).
 ///
 /// There is no local handoff (as [`DistributedMutex::local_handoff`](crate::DistributedMutex::local_handoff)
-/// offers): leases are shared by design, and each lease is a node that other processes count
-/// to decide whether a permit is free; a lease passed on inside a process would keep a
+/// offers): permit nodes are shared by design, each one a node that other processes count
+/// to decide whether a permit is free; a permit passed on inside a process would keep a
 /// permit from the others without a node they can see change hands, and the gate, the
-/// semaphore's mutex, is held only for the moment a lease is taken.
+/// semaphore's mutex, is held only for the moment a permit node is taken.
 #[derive(Clone)]
 pub struct Semaphore {
     client: Client,
@@ -128,7 +128,7 @@ impl Semaphore {
     /// # Errors
     /// As [`break_contender`](Self::break_contender).
     pub async fn break_contender_async(&self, permit: &Contender) -> Result<bool> {
-        inspect::break_contender(&self.client, &self.at.leases, permit).await
+        inspect::break_contender(&self.client, &self.at.permit_parent, permit).await
     }
 
     /// The number of permits.
@@ -154,8 +154,8 @@ impl Semaphore {
         let permits = self.at.permits;
         inspect::contenders(
             &self.client,
-            &self.at.leases,
-            SEMAPHORE.lease_names,
+            &self.at.permit_parent,
+            SEMAPHORE.permit_names,
             |_, at| at < permits,
         )
         .await
@@ -165,7 +165,7 @@ impl Semaphore {
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Semaphore")
-            .field("leases", &self.at.leases)
+            .field("leases", &self.at.permit_parent)
             .field("permits", &self.at.permits)
             .finish()
     }

@@ -3,7 +3,7 @@
 //!
 //! A blocking call waits on its thread's parker (`runtime::block_on_or_stop`), given the
 //! tokens that may stop it (the caller's, its client's close token): while it waits, its
-//! thread is registered with them ([`watch`]), so that cancelling wakes it, and it checks
+//! thread is registered with them ([`unpark_on_cancel`]), so that cancelling wakes it, and it checks
 //! them after every wake-up. What stops a call is always passed to it, never kept by the
 //! thread.
 //!
@@ -22,7 +22,7 @@ use crate::error::Error;
 use crate::rt::park::Parker;
 
 /// Stops blocking acquisitions from another thread: cancel it, and every acquisition
-/// watching it (the `*_with` calls given [`Wait::cancel_on`](crate::Wait::cancel_on):
+/// given it (the `*_with` calls given [`Wait::cancel_on`](crate::Wait::cancel_on):
 /// `lock_with`, `read_with`, `acquire_with`, ...) returns
 /// [`Error::Cancelled`] promptly, after deleting its queued node.
 /// A guard's watchdog waits (`wait_lost_with`, `wait_revocation_with`) return `None` or
@@ -60,9 +60,10 @@ struct Inner {
     /// A client's own token, cancelled by `Client::close`: its calls end with
     /// [`Error::Closed`] rather than [`Error::Cancelled`].
     closes_client: bool,
-    /// Threads inside a call that watches this token, with the parker they wait on.
-    watchers: Mutex<Vec<(Thread, Arc<Parker>)>>,
-    /// Condition variables waited on by calls that watch this token (see [`wake_on_cancel`]):
+    /// Threads inside a call that a cancel of this token must unpark, with the parker they
+    /// wait on (see [`unpark_on_cancel`]).
+    parked: Mutex<Vec<(Thread, Arc<Parker>)>>,
+    /// Condition variables waited on by calls that a cancel of this token must notify (see [`wake_on_cancel`]):
     /// a parked thread is woken by `unpark`, a condition variable only by its own notify.
     wakes: Mutex<Wakes>,
 }
@@ -101,11 +102,11 @@ impl CancelToken {
         }
     }
 
-    /// Cancels: every acquisition watching this token (now or later) returns
+    /// Cancels: every acquisition given this token (now or later) returns
     /// [`Error::Cancelled`]. Never blocks; idempotent.
     pub fn cancel(&self) {
         self.inner.cancelled.store(true, Ordering::SeqCst);
-        for (thread, parker) in self.inner.watchers.lock().iter() {
+        for (thread, parker) in self.inner.parked.lock().iter() {
             parker.unpark();
             thread.unpark();
         }
@@ -234,37 +235,39 @@ impl fmt::Debug for CancelToken {
 /// Makes a cancel of one of `tokens` unpark the calling thread until the returned value is
 /// dropped: for a wait that parks the thread (`runtime::block_on`, a connect's pauses) and
 /// checks the tokens it was given after every wake-up.
-pub(crate) fn watch<'a>(tokens: impl IntoIterator<Item = &'a CancelToken>) -> Watching {
+pub(crate) fn unpark_on_cancel<'a>(
+    tokens: impl IntoIterator<Item = &'a CancelToken>,
+) -> UnparkOnCancel {
     let me = thread::current();
     let tokens: Vec<CancelToken> = tokens.into_iter().cloned().collect();
     for token in &tokens {
         token
             .inner
-            .watchers
+            .parked
             .lock()
             .push((me.clone(), Parker::current()));
     }
-    Watching {
+    UnparkOnCancel {
         tokens,
         _this_thread: std::marker::PhantomData,
     }
 }
 
-/// The calling thread is unparked by a cancel of some tokens (see [`watch`]) until dropped.
+/// The calling thread is unparked by a cancel of some tokens (see [`unpark_on_cancel`]) until dropped.
 /// Not `Send`: it must be dropped on the thread that made it.
 #[must_use]
-pub(crate) struct Watching {
+pub(crate) struct UnparkOnCancel {
     tokens: Vec<CancelToken>,
     _this_thread: std::marker::PhantomData<*const ()>,
 }
 
-impl Drop for Watching {
+impl Drop for UnparkOnCancel {
     fn drop(&mut self) {
         let me = thread::current().id();
         for token in &self.tokens {
-            let mut watchers = token.inner.watchers.lock();
-            if let Some(at) = watchers.iter().position(|(t, _)| t.id() == me) {
-                watchers.swap_remove(at);
+            let mut parked = token.inner.parked.lock();
+            if let Some(at) = parked.iter().position(|(t, _)| t.id() == me) {
+                parked.swap_remove(at);
             }
         }
     }
@@ -325,12 +328,12 @@ mod tests {
     use std::time::{Duration, Instant};
 
     #[test]
-    fn cancel_unparks_a_watching_thread() {
+    fn cancel_unparks_a_registered_thread() {
         let token = CancelToken::new();
         let waiter = {
             let token = token.clone();
             thread::spawn(move || {
-                let _watching = watch([&token]);
+                let _on_cancel = unpark_on_cancel([&token]);
                 let start = Instant::now();
                 while !token.is_cancelled() && start.elapsed() < Duration::from_secs(10) {
                     thread::park();
@@ -341,7 +344,7 @@ mod tests {
         thread::sleep(Duration::from_millis(50));
         token.cancel();
         assert!(waiter.join().unwrap() < Duration::from_secs(5));
-        assert!(token.inner.watchers.lock().is_empty());
+        assert!(token.inner.parked.lock().is_empty());
     }
 
     /// Counts its wakes.

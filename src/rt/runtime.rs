@@ -335,7 +335,7 @@ pub(crate) fn block_on_or_stop<F: Future + Unpin>(
     deadline: Option<Instant>,
     stops: &[CancelToken],
 ) -> Result<F::Output, F> {
-    let _watching = crate::rt::cancel::watch(stops);
+    let _on_cancel = crate::rt::cancel::unpark_on_cancel(stops);
     if crate::rt::worker::check_blocking_call() {
         #[cfg(feature = "tokio")]
         return tokio::task::block_in_place(|| park_on(future, deadline, stops));

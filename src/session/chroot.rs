@@ -9,7 +9,7 @@ use super::op::Op;
 #[derive(Clone)]
 pub(super) struct Chroot {
     pub(super) path: String,
-    pub(super) root: zk::Client,
+    pub(super) root: zk::Transport,
 }
 
 impl Chroot {

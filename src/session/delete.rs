@@ -123,10 +123,10 @@ impl Session {
         &self,
         task: impl std::future::Future<Output = ()> + Send + 'static,
     ) {
-        let token = self.releases.begin();
+        let pending = self.releases.begin();
         let handle = self.handle.spawn(async move {
             task.await;
-            drop(token);
+            drop(pending);
         });
         let mut releases = self.release_tasks.lock();
         releases.retain(|t| !t.is_finished());
@@ -141,7 +141,7 @@ impl Session {
 }
 
 /// Retries `delete(path)` until it succeeds, the node is gone, or the session ends.
-pub(super) async fn delete_until_gone(zk: &zk::Client, path: &str) {
+pub(super) async fn delete_until_gone(zk: &zk::Transport, path: &str) {
     let mut state = zk.state_watcher();
     loop {
         match zk.delete_own(path).await {
@@ -165,7 +165,7 @@ pub(super) async fn delete_until_gone(zk: &zk::Client, path: &str) {
 }
 
 /// Deletes the children of `lock_path` starting with `prefix`, retrying across reconnects.
-pub(super) async fn sweep(zk: &zk::Client, lock_path: &str, prefix: &str) {
+pub(super) async fn sweep(zk: &zk::Transport, lock_path: &str, prefix: &str) {
     let mut state = zk.state_watcher();
     loop {
         match zk.list_children(lock_path).await {

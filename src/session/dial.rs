@@ -32,9 +32,9 @@ pub(crate) fn dial(
     hosts: &[zk::Host],
     deadline: Instant,
     stops: Option<&CancelToken>,
-) -> Result<(zk::Client, Instant)> {
+) -> Result<(zk::Transport, Instant)> {
     // A cancel wakes the pauses between passes.
-    let _watching = cancel::watch(stops);
+    let _on_cancel = cancel::unpark_on_cancel(stops);
     let stopped = || stops.is_some_and(CancelToken::is_cancelled);
     let started = Instant::now();
     let secure = config.security.is_tls();

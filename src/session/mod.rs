@@ -72,7 +72,7 @@ use self::security::NodeAcl;
 
 /// What keeps the session open: the transport closes it once every handle is dropped.
 struct Handles {
-    zk: zk::Client,
+    zk: zk::Transport,
     chroot: Option<Chroot>,
 }
 
@@ -83,7 +83,7 @@ pub(crate) struct Session {
     /// Set by [`close`](Self::close).
     closed: AtomicBool,
     /// The handle [`close`](Self::close) closed, to learn whether the server confirmed it.
-    closing: Mutex<Option<zk::Client>>,
+    closing: Mutex<Option<zk::Transport>>,
     /// Tasks on the runtime that hold a handle on the session (keepalive, own-node watches),
     /// aborted when this value is dropped or the session closed, so that the session can
     /// close.
@@ -238,7 +238,7 @@ impl Session {
     }
 
     /// A handle to send requests with; [`Error::Closed`] once the session is closed.
-    fn zk(&self) -> Result<zk::Client> {
+    fn zk(&self) -> Result<zk::Transport> {
         self.check_process()?;
         let handles = self.handles.lock();
         handles.as_ref().map(|h| h.zk.clone()).ok_or(Error::Closed)
@@ -371,7 +371,7 @@ impl Session {
         path: &str,
         deadline: Option<Instant>,
         seen: Seen,
-        op: impl Fn(zk::Client, String) -> Op<T>,
+        op: impl Fn(zk::Transport, String) -> Op<T>,
     ) -> Result<T> {
         self.check_process()?;
         loop {

@@ -24,8 +24,8 @@ use super::{dial, proves_alive, until, Handles, Session};
 /// Dialling blocks (the transport's connect and handshake are blocking socket calls, which
 /// nothing can interrupt). The first connect, whose caller simply blocks, dials on the calling
 /// thread (`stops: None`). A renewal, inside a call that a cancel token or the client's
-/// closing must stop at once, dials on a short-lived thread of its own watching `stops` (the
-/// client's close token) and awaits it: the call can then end promptly while the connect runs
+/// closing must stop at once, dials on a short-lived thread of its own, which `stops` (the
+/// client's close token) can wake, and awaits it: the call can then end promptly while the connect runs
 /// out in the background. Everything after the dial is awaited on the caller's own executor.
 pub(crate) async fn open_session(
     runtime: &Runtime,
@@ -137,7 +137,7 @@ pub(crate) async fn open_session(
 /// Renews `lease` whenever a third of the session timeout passes without an answered request,
 /// with a cheap read. It runs on the runtime thread on purpose: if that thread stalls, the
 /// lease is not renewed and holders read "not held" in time, on their own threads.
-async fn keep_alive(zk: zk::Client, lease: Arc<Lease>, mut state: zk::StateWatcher) {
+async fn keep_alive(zk: zk::Transport, lease: Arc<Lease>, mut state: zk::StateWatcher) {
     loop {
         let due = lease.renewal_due();
         if Instant::now() < due {

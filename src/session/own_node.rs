@@ -18,7 +18,7 @@ use crate::core::own_node::OwnNodeWatch;
 /// `flags` for the revocation marker and for the node's deletion by someone else, until the
 /// node or the session is gone.
 pub(crate) async fn follow_own_node(
-    zk: zk::Client,
+    zk: zk::Transport,
     path: String,
     mut state: zk::StateWatcher,
     flags: Arc<NodeFlags>,

@@ -14,13 +14,14 @@ pub(crate) struct Releases {
     pub(crate) changed: event_listener::Event,
 }
 
-pub(super) struct ReleaseToken(Arc<Releases>);
+/// One release counted as pending while this lives.
+pub(super) struct PendingRelease(Arc<Releases>);
 
 impl Releases {
-    pub(super) fn begin(self: &Arc<Self>) -> ReleaseToken {
+    pub(super) fn begin(self: &Arc<Self>) -> PendingRelease {
         *self.pending.lock() += 1;
         self.changed.notify(usize::MAX);
-        ReleaseToken(self.clone())
+        PendingRelease(self.clone())
     }
 
     /// How many releases are being retried in the background.
@@ -40,7 +41,7 @@ impl Releases {
     }
 }
 
-impl Drop for ReleaseToken {
+impl Drop for PendingRelease {
     fn drop(&mut self) {
         let mut pending = self.0.pending.lock();
         *pending -= 1;

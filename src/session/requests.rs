@@ -64,7 +64,7 @@ impl Session {
 
     /// Whether `path` exists, whatever its ACL: ZooKeeper 3.9 answers exists on a node that
     /// denies READ with NoAuth (earlier releases with its stat), which proves it is there
-    /// ([`zk::Client::exists`](crate::wire::Client::exists)).
+    /// ([`zk::Transport::exists`](crate::wire::Transport::exists)).
     pub(crate) async fn exists_async(&self, path: &str, deadline: Option<Instant>) -> Result<bool> {
         self.retry_async(path, deadline, Seen::ByServer, |zk, p| {
             Box::pin(async move { zk.exists(&p).await })

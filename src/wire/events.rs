@@ -150,24 +150,24 @@ impl Drop for Changed<'_> {
     }
 }
 
-/// What a watch is set on.
+/// What a watch is set on: a node's data or its children.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Kind {
+pub(crate) enum WatchKind {
     Data,
     Child,
 }
 
-impl Kind {
+impl WatchKind {
     /// The watcher type of a RemoveWatches request (`WatcherType`).
     pub(crate) fn remove_type(self) -> i32 {
         match self {
-            Kind::Child => 1,
-            Kind::Data => 2,
+            WatchKind::Child => 1,
+            WatchKind::Data => 2,
         }
     }
 }
 
-type Key = (String, Kind);
+type Key = (String, WatchKind);
 
 pub(crate) struct Registration {
     id: u64,
@@ -195,12 +195,12 @@ pub(crate) struct Watches {
 /// What removing a watcher left: a RemoveWatches to send for this path and kind.
 pub(crate) struct Removal {
     pub(crate) path: String,
-    pub(crate) kind: Kind,
+    pub(crate) kind: WatchKind,
 }
 
 impl Watches {
     /// A request that sets a watch on `path` is about to be sent.
-    pub(crate) fn setting(&mut self, path: &str, kind: Kind) {
+    pub(crate) fn setting(&mut self, path: &str, kind: WatchKind) {
         self.entries
             .entry((path.to_owned(), kind))
             .or_default()
@@ -212,7 +212,7 @@ impl Watches {
     pub(crate) fn settled(
         &mut self,
         path: &str,
-        kind: Kind,
+        kind: WatchKind,
         set: bool,
         chroot_len: usize,
         owner: &Weak<dyn Unwatch>,
@@ -267,10 +267,10 @@ impl Watches {
         path: &str,
         event_type: EventType,
     ) -> Vec<(Registration, EventType)> {
-        let kinds: &[Kind] = match event_type {
-            EventType::NodeDeleted => &[Kind::Data, Kind::Child],
-            EventType::NodeChildrenChanged => &[Kind::Child],
-            EventType::NodeCreated | EventType::NodeDataChanged => &[Kind::Data],
+        let kinds: &[WatchKind] = match event_type {
+            EventType::NodeDeleted => &[WatchKind::Data, WatchKind::Child],
+            EventType::NodeChildrenChanged => &[WatchKind::Child],
+            EventType::NodeCreated | EventType::NodeDataChanged => &[WatchKind::Data],
             EventType::Session => &[],
         };
         let mut fired = Vec::new();
@@ -303,8 +303,8 @@ impl Watches {
                 continue;
             }
             match kind {
-                Kind::Data => data.push(path.clone()),
-                Kind::Child => child.push(path.clone()),
+                WatchKind::Data => data.push(path.clone()),
+                WatchKind::Child => child.push(path.clone()),
             }
         }
         (data, child)
@@ -343,12 +343,12 @@ pub(crate) fn deliver_end(fired: Vec<(Registration, EventType)>) {
 
 /// Whoever owns the registry: takes a dropped watcher out and removes the server's watch.
 pub(crate) trait Unwatch: Send + Sync {
-    fn unwatch(&self, key: &(String, Kind), id: u64);
+    fn unwatch(&self, key: &(String, WatchKind), id: u64);
 }
 
 impl Watches {
     /// For [`Unwatch`] implementations: the registry part of removing a watcher.
-    pub(crate) fn unregister(&mut self, key: &(String, Kind), id: u64) -> Option<Removal> {
+    pub(crate) fn unregister(&mut self, key: &(String, WatchKind), id: u64) -> Option<Removal> {
         self.remove(key, id)
     }
 }
@@ -358,7 +358,7 @@ impl Watches {
 /// on the server when no one else waits for the same one.
 pub struct OneshotWatcher {
     fired: Completion<WatchedEvent>,
-    key: Option<((String, Kind), u64)>,
+    key: Option<((String, WatchKind), u64)>,
     owner: Weak<dyn Unwatch>,
 }
 
@@ -396,7 +396,7 @@ mod tests {
 
     struct NoOwner;
     impl Unwatch for NoOwner {
-        fn unwatch(&self, _: &(String, Kind), _: u64) {}
+        fn unwatch(&self, _: &(String, WatchKind), _: u64) {}
     }
 
     fn owner() -> Weak<dyn Unwatch> {
@@ -408,10 +408,10 @@ mod tests {
     fn a_deletion_fires_data_and_child_watches_once() {
         let mut w = Watches::default();
         let owner = owner();
-        w.setting("/a", Kind::Data);
-        w.setting("/a", Kind::Child);
-        let data = w.settled("/a", Kind::Data, true, 0, &owner).unwrap();
-        let child = w.settled("/a", Kind::Child, true, 0, &owner).unwrap();
+        w.setting("/a", WatchKind::Data);
+        w.setting("/a", WatchKind::Child);
+        let data = w.settled("/a", WatchKind::Data, true, 0, &owner).unwrap();
+        let child = w.settled("/a", WatchKind::Child, true, 0, &owner).unwrap();
         assert_eq!(w.armed().0, vec!["/a".to_owned()]);
         let fired = w.fire("/a", EventType::NodeDeleted);
         assert_eq!(fired.len(), 2);
@@ -430,26 +430,31 @@ mod tests {
     fn removal_waits_for_requests_still_setting_the_watch() {
         let mut w = Watches::default();
         let owner = owner();
-        w.setting("/a", Kind::Data);
-        let first = w.settled("/a", Kind::Data, true, 0, &owner).unwrap();
-        w.setting("/a", Kind::Data); // a second getData+watch is on its way
+        w.setting("/a", WatchKind::Data);
+        let first = w.settled("/a", WatchKind::Data, true, 0, &owner).unwrap();
+        w.setting("/a", WatchKind::Data); // a second getData+watch is on its way
         let (key, id) = first.key.clone().unwrap();
         assert!(
             w.unregister(&key, id).is_none(),
             "removal while a set is in flight"
         );
-        let second = w.settled("/a", Kind::Data, true, 0, &owner).unwrap();
+        let second = w.settled("/a", WatchKind::Data, true, 0, &owner).unwrap();
         let (key, id) = second.key.clone().unwrap();
         let removal = w.unregister(&key, id).expect("last watcher gone: remove");
-        assert_eq!((removal.path.as_str(), removal.kind), ("/a", Kind::Data));
+        assert_eq!(
+            (removal.path.as_str(), removal.kind),
+            ("/a", WatchKind::Data)
+        );
     }
 
     #[test]
     fn chroot_is_stripped_from_event_paths() {
         let mut w = Watches::default();
         let owner = owner();
-        w.setting("/root/a", Kind::Data);
-        let watcher = w.settled("/root/a", Kind::Data, true, 5, &owner).unwrap();
+        w.setting("/root/a", WatchKind::Data);
+        let watcher = w
+            .settled("/root/a", WatchKind::Data, true, 5, &owner)
+            .unwrap();
         deliver(w.fire("/root/a", EventType::NodeDataChanged), "/root/a");
         let event = crate::rt::runtime::block_on(Box::pin(watcher.changed()), None)
             .ok()

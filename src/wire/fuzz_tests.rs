@@ -548,7 +548,7 @@ fn a_length_prefix_alone_allocates_nothing() {
     assert_eq!(frames.allocated(), 64 * 1024);
 }
 
-/// The reply decoders of every [`Client`](super::Client) call, fed through a real session: a
+/// The reply decoders of every [`Transport`](super::Transport) call, fed through a real session: a
 /// server on loopback answers each call with a header and any body. The call must end (a
 /// value, a server error, or a connection loss when the body does not decode), and the
 /// session must live on: the next well-formed reply is read, on this connection or the next.
@@ -564,8 +564,8 @@ mod client_replies {
     use proptest::collection::vec;
     use proptest::prelude::*;
 
-    use super::super::client::{Client, Connector};
     use super::super::proto::op;
+    use super::super::transport::{Connector, Transport};
     use super::super::{CreateMode, Error, KeeperState, TxnRequest, OPEN_ACL};
     use super::{body, cases};
     use crate::rt::runtime::block_on;
@@ -689,7 +689,7 @@ mod client_replies {
     }
 
     /// Calls the `which`th method (modulo their number) and waits for its outcome.
-    fn call(client: &Client, which: u8) -> Option<Result<(), Error>> {
+    fn call(client: &Transport, which: u8) -> Option<Result<(), Error>> {
         let opts = CreateMode::EphemeralSequential.with_acls(&OPEN_ACL);
         let outcome: std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Error>>>> =
             match which % 10 {
@@ -742,7 +742,7 @@ mod client_replies {
     }
 
     /// A well-formed request gets its reply within 5 s, after the reconnect if there is one.
-    fn alive(client: &Client) -> bool {
+    fn alive(client: &Transport) -> bool {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             let exists = client.check_stat("/a");

@@ -11,7 +11,6 @@
 //! broken server answered with a reset connection, never a panic.
 
 mod attempt;
-mod client;
 mod completion;
 mod conn;
 mod error;
@@ -31,13 +30,14 @@ mod sasl;
 pub(crate) mod subject;
 #[cfg(feature = "tls")]
 pub(crate) mod tls;
+mod transport;
 
-pub use client::{Client, Connector};
 pub use error::{Error, Refused};
 pub use events::{KeeperState, OneshotWatcher, StateWatcher};
 /// The one reading of a connect string, for the layers above.
 pub(crate) use hosts::{parse as parse_connect_string, ConnectString, Host};
 pub use proto::{perms, Acl, CreateMode, EventType, Stat};
+pub use transport::{Connector, Transport};
 
 /// An ACL list.
 pub type Acls = &'static [Acl];
@@ -60,7 +60,7 @@ impl CreateMode {
     }
 }
 
-/// One operation of a [`Client::multi`] transaction.
+/// One operation of a [`Transport::multi`] transaction.
 #[derive(Debug, Clone)]
 pub enum TxnRequest {
     Check {

@@ -1,22 +1,22 @@
-//! The requests a [`Client`] sends, each answered by one [`Completion`], and the reading of
+//! The requests a [`Transport`] sends, each answered by one [`Completion`], and the reading of
 //! their replies.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use super::client::Client;
 use super::completion::{self, Completion};
 use super::conn::{self, Answer};
 use super::error::{Error, Refused, Result};
-use super::events::{Kind, OneshotWatcher, Unwatch};
+use super::events::{OneshotWatcher, Unwatch, WatchKind};
 use super::jute::{self, Reader, Writer};
 use super::proto::{self, op, perms, Stat};
+use super::transport::Transport;
 use super::{CreateOptions, TxnRequest};
 
 /// A node's data and stat, as a getData reply gives them.
 pub type NodeData = (Vec<u8>, Stat);
 
-impl Client {
+impl Transport {
     /// Creates a node; the reply is its stat and its path (with the sequence number of a
     /// sequential node).
     pub fn create(
@@ -238,7 +238,7 @@ impl Client {
         self.watching(
             op::GET_DATA,
             path,
-            Kind::Data,
+            WatchKind::Data,
             read_data,
             |(data, stat), watcher| (data, stat, watcher),
         )
@@ -252,7 +252,7 @@ impl Client {
         self.watching(
             op::GET_CHILDREN2,
             path,
-            Kind::Child,
+            WatchKind::Child,
             read_children,
             |(children, stat), watcher| (children, stat, watcher),
         )
@@ -264,7 +264,7 @@ impl Client {
         &self,
         opcode: i32,
         path: &str,
-        kind: Kind,
+        kind: WatchKind,
         read: impl FnOnce(&mut Reader<'_>) -> Result<T, jute::Malformed> + Send + 'static,
         combine: impl FnOnce(T, OneshotWatcher) -> U + Send + 'static,
     ) -> Completion<U> {

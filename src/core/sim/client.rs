@@ -180,7 +180,7 @@ impl PendingNode<'_> {
 impl Drop for PendingNode<'_> {
     fn drop(&mut self) {
         if let Some(path) = self.path.take() {
-            let work = Background::Delete { path, token: None };
+            let work = Background::Delete { path, ticket: None };
             self.session
                 .world
                 .lock()
@@ -511,10 +511,10 @@ impl ZkSession for SimSession {
     }
     fn withdraw_in_background(&self, path: &str, done: impl Send + 'static) {
         let mut world = self.world.lock();
-        let token = world.token(Some(Box::new(done)));
+        let ticket = world.ticket(Some(Box::new(done)));
         let work = Background::Delete {
             path: path.to_owned(),
-            token: Some(token),
+            ticket: Some(ticket),
         };
         world.background(self.id, work, None);
     }

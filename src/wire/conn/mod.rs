@@ -15,6 +15,7 @@ pub(crate) mod coalesce;
 mod config;
 mod handshake;
 mod io_thread;
+mod known_parents;
 mod multi;
 mod outbox;
 mod reply;
@@ -32,7 +33,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::attempt::AttemptError;
 use super::error::Error;
-use super::events::{self, KeeperState, Kind, StateCell, Watches};
+use super::events::{self, KeeperState, StateCell, WatchKind, Watches};
 use super::hosts::Rotation;
 use super::jute::Writer;
 use super::link::{Closer, Link, Sink};
@@ -66,7 +67,7 @@ pub(crate) struct Shared {
     pub(crate) session_id: i64,
     pub(crate) password: Vec<u8>,
     /// Which lock paths a create may go out in a `multi` under.
-    pub(crate) known_parents: coalesce::KnownParents,
+    pub(crate) known_parents: known_parents::KnownParents,
     /// Whether reads may go out together in a `multiRead` (see [`bundle`]): cleared when
     /// the server does not answer one as a `multiRead`.
     multi_read: AtomicBool,
@@ -126,7 +127,7 @@ impl Shared {
             watches: Mutex::new(Watches::default()),
             state: StateCell::new(KeeperState::Disconnected),
             session_id,
-            known_parents: coalesce::KnownParents::new(),
+            known_parents: known_parents::KnownParents::new(),
             multi_read: AtomicBool::new(true),
             password,
             timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
@@ -351,8 +352,8 @@ fn chunk_watches(data: Vec<String>, child: Vec<String>) -> Vec<(Vec<String>, Vec
     let (mut d, mut c, mut bytes) = (Vec::new(), Vec::new(), 0);
     let all = data
         .into_iter()
-        .map(|p| (Kind::Data, p))
-        .chain(child.into_iter().map(|p| (Kind::Child, p)));
+        .map(|p| (WatchKind::Data, p))
+        .chain(child.into_iter().map(|p| (WatchKind::Child, p)));
     for (kind, path) in all {
         let size = path.len() + 4;
         if bytes + size > SET_WATCHES_MAX_BYTES && bytes > 0 {
@@ -361,8 +362,8 @@ fn chunk_watches(data: Vec<String>, child: Vec<String>) -> Vec<(Vec<String>, Vec
         }
         bytes += size;
         match kind {
-            Kind::Data => d.push(path),
-            Kind::Child => c.push(path),
+            WatchKind::Data => d.push(path),
+            WatchKind::Child => c.push(path),
         }
     }
     if bytes > 0 {

@@ -14,7 +14,7 @@ use super::coalesce::Class;
 use super::{terminal_error, Answer, OnReply, Out, Shared};
 use crate::wire::completion::{self, Completion, Slot};
 use crate::wire::error::Error;
-use crate::wire::events::{Kind, Unwatch};
+use crate::wire::events::{Unwatch, WatchKind};
 use crate::wire::jute::{Malformed, Reader, Writer};
 use crate::wire::proto::{op, xid, MAX_FRAME};
 
@@ -336,14 +336,14 @@ impl Shared {
 impl Unwatch for Shared {
     /// Removes the server's watch when its last watcher goes (its reply is not awaited;
     /// `NoWatcher`, fired meanwhile, is as good as done).
-    fn unwatch(&self, key: &(String, Kind), id: u64) {
+    fn unwatch(&self, key: &(String, WatchKind), id: u64) {
         {
             let mut watches = self.watches.lock();
             let Some(removal) = watches.unregister(key, id) else {
                 return;
             };
             // Queued under the registry's lock, as a request setting the watch again is (see
-            // `Client::watching`): that one is queued either before (then the registry keeps
+            // `Transport::watching`): that one is queued either before (then the registry keeps
             // the removal back) or after this one, never between the decision and the
             // removal. Between, the removal would take the new watch off the server, and its
             // watcher would wait forever: a waiter dropping its old watch on the runtime

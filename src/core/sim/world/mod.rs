@@ -118,9 +118,9 @@ pub(crate) struct World {
     pub(crate) reported_owner: Option<i64>,
     /// Counter of ids handed out for protected names.
     pub(crate) ids: u64,
-    /// Background work settled: tokens of background deletes that finished.
+    /// Background work settled: tickets of background deletes that finished.
     pub(crate) settled: BTreeSet<u64>,
-    next_token: u64,
+    next_ticket: u64,
     /// Droppable payloads of background work ("told when settled").
     pub(crate) payloads: BTreeMap<u64, Box<dyn std::any::Any + Send>>,
     /// One line per step, for a failing seed's trace.
@@ -183,7 +183,7 @@ impl World {
             reported_owner: None,
             ids: 0,
             settled: BTreeSet::new(),
-            next_token: 1,
+            next_ticket: 1,
             payloads: BTreeMap::new(),
             trace: Vec::new(),
             tracing: false,

@@ -35,7 +35,7 @@ pub(crate) struct Slot {
 #[derive(Debug, Clone)]
 pub(crate) enum Background {
     /// Delete `path` (any answer but a lost connection settles it).
-    Delete { path: String, token: Option<u64> },
+    Delete { path: String, ticket: Option<u64> },
     /// Delete every child of `parent` named with `prefix` (a listing, then deletes).
     Sweep { parent: String, prefix: String },
 }
@@ -146,14 +146,14 @@ impl World {
         self.send_with(id, op, Some(work));
     }
 
-    /// A token for background work whose settlement someone waits for.
-    pub(crate) fn token(&mut self, payload: Option<Box<dyn std::any::Any + Send>>) -> u64 {
-        let token = self.next_token;
-        self.next_token += 1;
+    /// A ticket for background work whose settlement someone waits for.
+    pub(crate) fn ticket(&mut self, payload: Option<Box<dyn std::any::Any + Send>>) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
         if let Some(payload) = payload {
-            self.payloads.insert(token, payload);
+            self.payloads.insert(ticket, payload);
         }
-        token
+        ticket
     }
 
     /// The answer in `slot`, if in (the slot is then gone); registers `waker` otherwise.
@@ -210,7 +210,7 @@ impl World {
     pub(super) fn abandoned_answer(&mut self, id: i64, outcome: Result<Reply, ZkErr>) {
         self.discard(&outcome);
         if let Ok(Reply::Created { path, .. }) = outcome {
-            self.background(id, Background::Delete { path, token: None }, None);
+            self.background(id, Background::Delete { path, ticket: None }, None);
         }
     }
 
@@ -247,10 +247,10 @@ impl World {
 
     pub(super) fn background_answer(&mut self, work: Background, outcome: Result<Reply, ZkErr>) {
         match work {
-            Background::Delete { token, .. } => {
-                if let Some(token) = token {
-                    self.settled.insert(token);
-                    self.payloads.remove(&token);
+            Background::Delete { ticket, .. } => {
+                if let Some(ticket) = ticket {
+                    self.settled.insert(ticket);
+                    self.payloads.remove(&ticket);
                 }
             }
             Background::Sweep { .. } => {}
@@ -364,7 +364,7 @@ impl World {
                         self.slots.remove(&slot);
                         for name in names.iter().filter(|n| n.starts_with(&prefix)) {
                             let path = format!("{parent}/{name}");
-                            self.background(id, Background::Delete { path, token: None }, None);
+                            self.background(id, Background::Delete { path, ticket: None }, None);
                         }
                     }
                     _ => {

@@ -1,4 +1,4 @@
-//! A handle to one session: how the session is opened ([`Connector`]), what the handle tells
+//! The transport's handle of one session: how the session is opened ([`Connector`]), what the handle tells
 //! of it, and the chroot the handle's paths are under. Its requests are in `requests.rs`.
 
 use std::sync::Arc;
@@ -85,13 +85,13 @@ impl Connector {
     /// Opens a session on one of `hosts` (a connect string's, read by
     /// [`parse_connect_string`](super::parse_connect_string)), trying each once, within
     /// `deadline`.
-    pub fn connect(mut self, hosts: &[hosts::Host], deadline: Instant) -> Result<Client> {
+    pub fn connect(mut self, hosts: &[hosts::Host], deadline: Instant) -> Result<Transport> {
         if hosts.is_empty() {
             return Err(Error::BadArguments("no host in the connect string".into()));
         }
         self.config.hosts = hosts.to_vec();
         let shared = conn::open(self.config, deadline)?;
-        Ok(Client {
+        Ok(Transport {
             _owner: Arc::new(Owner(shared.clone())),
             shared,
             chroot: None,
@@ -108,26 +108,27 @@ impl Drop for Owner {
     }
 }
 
-/// A handle to one session; cheap to clone. The session is closed when the last handle is
+/// The transport's handle of one ZooKeeper session (the public [`Client`](crate::Client) holds
+/// one per session it opens); cheap to clone. The session is closed when the last handle is
 /// dropped, or by [`close`](Self::close).
 #[derive(Clone)]
-pub struct Client {
+pub struct Transport {
     pub(super) shared: Arc<Shared>,
     /// Closes the session when the last clone is dropped.
     _owner: Arc<Owner>,
     chroot: Option<Arc<str>>,
 }
 
-impl std::fmt::Debug for Client {
+impl std::fmt::Debug for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
+        f.debug_struct("Transport")
             .field("session_id", &format_args!("{:#x}", self.shared.session_id))
             .field("chroot", &self.chroot)
             .finish()
     }
 }
 
-impl Client {
+impl Transport {
     pub fn session_id(&self) -> i64 {
         self.shared.session_id
     }
@@ -149,7 +150,7 @@ impl Client {
     }
 
     /// A handle on the same session whose paths are under `root`.
-    pub fn chroot(&self, root: &str) -> Result<Client> {
+    pub fn chroot(&self, root: &str) -> Result<Transport> {
         if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') {
             return Err(Error::BadArguments(format!("invalid chroot {root}")));
         }
@@ -157,7 +158,7 @@ impl Client {
             Some(outer) => format!("{outer}{root}"),
             None => root.to_owned(),
         };
-        Ok(Client {
+        Ok(Transport {
             chroot: Some(root.into()),
             ..self.clone()
         })
