@@ -41,8 +41,9 @@
 //! none). What it costs when someone does it anyway: between the delete and the create, the
 //! waiter behind the contender sees its predecessor gone and may take the lock, and the
 //! contender, listing after the create, takes it too; and the contender's release deletes the
-//! replacement. The simulation keeps the decision honest both ways (`sim.rs`): a claim decided
-//! on a listing may hold a replaced node; a claim decided on a read of the node never does.
+//! replacement. The simulation keeps the decision honest both ways (`sim/worker.rs`): a claim
+//! decided on a listing may hold a replaced node; a claim decided on a read of the node never
+//! does.
 //!
 //! # Sharing locks with Curator
 //!

@@ -325,44 +325,50 @@
 //! metrics, rt, znode, wire, session, core, client, recipes, sim) and no files import each other.
 //! ## The outbox's order
 //!
-//! One property test (`wire/conn/outbox/props.rs`, 10,000 cases, about 22 s in the dev
-//! profile on a quiet machine) drives the transport's outbox (`wire/conn/outbox.rs`, the one
-//! owner of the order, through its interface: queue, take a batch, an answer, a dropped
-//! connection; failed batches through the reply handlers of `multi.rs` and `bundle.rs`)
-//! without a socket or a thread: three callers queue bursts of reads and writes (getData,
-//! getChildren2 and exists, with and without a watch; setData, deletes and lock-node creates,
-//! coalescible or not) of related and unrelated nodes (parents, children, siblings, a grandchild, another tree); a
-//! model server executes what the planner lets out, in order, and answers it; `multi`s fail as
-//! a whole, `multiRead`s and single requests are answered over the reply limit, answers are
-//! delayed, the connection drops (after the server executed some requests whose answers are
-//! lost) and comes back. Checked from the callers' side: every request answered exactly once
-//! and none left waiting once the server answers everything; no write applied twice, and none
-//! answered done that was not applied; a caller's writes apply in the order of its calls
-//! (those of one burst where related, those of successive bursts all); a read sees every write
-//! its caller queued before it that it can see; no read sees a write queued after it, except
-//! that a read answered behind a `multi` that failed and wrote what it sees is queued again at
-//! the back, and reads as of then (found by this test: today that second answer can show a
-//! write queued after the read, even by its own caller; no call of the crate pipelines a write
-//! behind a read); and the planner holds nothing back for no reason (the first write waits only
-//! for an unsettled `multi` or `multiRead` of a related node, or, coalescible, for the replies
-//! queued before it; a read waits only for a write ahead of it that it sees, or, if it may be
-//! bundled, that it relates to). The relations are written out again in the test, apart from
-//! the planner's.
+//! One property test (`wire/conn/outbox/props.rs`, 10,000 cases, about 22 s in the dev profile
+//! on a quiet machine) drives the transport's outbox (`wire/conn/outbox.rs`, the one owner of
+//! the order, through its interface: queue, take a batch, an answer, a dropped connection;
+//! failed batches through the reply handlers of `multi.rs` and `bundle.rs`) without a socket or
+//! a thread: three callers queue bursts of reads and writes (getData, getChildren2 and exists,
+//! with and without a watch; setData, deletes and lock-node creates, coalescible or not) of
+//! related and unrelated nodes (parents, children, siblings, a grandchild, another tree), one
+//! burst in seven being writes that may be coalesced followed by reads that may be bundled,
+//! mostly of the node they write (a `multiRead` behind a `multi`, rare among bursts drawn from
+//! all kinds and paths); a model server executes what the planner lets out, in order, and
+//! answers it; `multi`s fail as a whole, `multiRead`s and single requests are answered over the
+//! reply limit, answers are delayed, the connection drops (after the server executed some
+//! requests whose answers are lost) and comes back. Checked from the callers' side: every
+//! request answered exactly once and none left waiting once the server answers everything; no
+//! write applied twice, and none answered done that was not applied; a caller's writes apply in
+//! the order of its calls (those of one burst where related, those of successive bursts all); a
+//! read sees every write its caller queued before it that it can see; no read sees a write
+//! queued after it, except that a read answered behind a `multi` that failed and wrote what it
+//! sees is queued again at the back, and reads as of then (found by this test: today that
+//! second answer can show a write queued after the read, even by its own caller; no call of the
+//! crate pipelines a write behind a read); and the planner holds nothing back for no reason
+//! (the first write waits only for an unsettled `multi` or `multiRead` of a related node, or,
+//! coalescible, for the replies queued before it; a read waits only for a write ahead of it
+//! that it sees, or, if it may be bundled, that it relates to). The relations are written out
+//! again in the test, apart from the planner's.
 //!
 //! Each past ordering fix was reverted by hand, one at a time, in the code as it is since the
 //! outbox became one type behind one lock, and the test run three times (fresh random seeds,
-//! no saved failures); "cases before the first failure" is per run, out of 10,000. The last
+//! no saved failures: `proptest-regressions/` moved aside); the last column gives, per run, the
+//! case that failed first, out of 10,000 (7 December 2026, with the bursts above). The last
 //! two rows break the redo the one type took over from the reply handlers' shared flags.
+//! Before one burst in seven was drawn that way, the last row's mutant survived one run of
+//! three (none in 10,000, then 5402 and 5366), and the test took about 11.0 s of CPU where it
+//! takes 12.2 now (three runs each, dev profile).
 //!
-//! | the rule broken | where | caught by | cases before the first failure |
+//! | the rule broken | where | caught by | the case that failed first |
 //! |---|---|---|---|
-//! | a `multiRead` on the wire not unsettled (075f3f5: its reads, sent again alone, see a later write) | `outbox.rs` (`Outbox::write_multi_read`) | a read saw a write queued after it | 525, 171, 192 |
-//! | siblings related again (8082639: a create held behind its sibling's `multi`) | `coalesce.rs` (`related`) | the first write waits for nothing | 23, 11, 20 |
-//! | a read that may be bundled neither holds related writes behind it in its batch nor waits for them (fd91353) | `coalesce.rs` (`plan`) | a read saw a write queued after it | 688, 528, 304 |
-//! | the two reads' wait rules swapped (e7d2da7 picked one relation per kind of read; no behaviour change, so its mutant is the wrong pick) | `coalesce.rs` (`plan`) | a read waits for no write ahead of it | 294, 149, 28 |
-//! | a `multi` answered over the reply limit left unsettled (the fix that came with this test) | `multi.rs` (`settle`) | the first write waits for nothing | 71, 850, 90 |
-//! | a read written behind a `multi` that fails not read again | `outbox.rs` (`Outbox::multi_failed`) | a read missed its caller's earlier write | 90, 1281, 309 |
-//! | the same for a read in a `multiRead` | `outbox.rs` (`Outbox::multi_failed`) | a read missed its caller's earlier write | none in 10,000, 5402, 5366 |
+//! | a `multiRead` on the wire not unsettled (075f3f5: its reads, sent again alone, see a later write) | `outbox.rs` (`Outbox::write_multi_read`) | a read saw a write queued after it | 129, 67, 51 |
+//! | siblings related again (8082639: a create held behind its sibling's `multi`) | `coalesce.rs` (`related`) | the first write waits for nothing | 24, 16, 9 |
+//! | a read that may be bundled neither holds related writes behind it in its batch nor waits for them (fd91353) | `coalesce.rs` (`plan`) | a read saw a write queued after it | 244, 372, 13 |
+//! | the two reads' wait rules swapped (e7d2da7 picked one relation per kind of read; no behaviour change, so its mutant is the wrong pick) | `coalesce.rs` (`plan`) | a read waits for no write ahead of it | 9, 47, 51 |
+//! | a `multi` answered over the reply limit left unsettled (the fix that came with this test) | `multi.rs` (`settle`) | the first write waits for nothing | 258, 158, 259 |
+//! | a read written behind a `multi` that fails not read again | `outbox.rs` (`Outbox::multi_failed`) | a read missed its caller's earlier write | 464, 234, 461 |
+//! | the same for a read in a `multiRead` | `outbox.rs` (`Outbox::multi_failed`) | a read missed its caller's earlier write | 31, 40, 87 |
 //!
 //!
 //! # Simulation

@@ -1,7 +1,7 @@
 //! What the schedule's tasks and its checks share: what a task acquires ([`Acquisition`]),
 //! what the tasks report to the checks ([`Book`]), the one rule a holder reads `Held` by, and
-//! which errors the docs allow an acquisition. Both the scheduler (`sim.rs`) and local
-//! handoff's tasks (`local.rs`) stand on it.
+//! which errors the docs allow an acquisition. The scheduler (`schedule.rs`), its tasks
+//! (`worker.rs`), the checks (`checks.rs`) and local handoff's tasks (`local.rs`) stand on it.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

@@ -63,7 +63,7 @@ impl NodeRecord {
     /// A hold begins in `world`: checks the bound on every other node of the lock path.
     fn begins(&mut self, world: &World) {
         let now = world.zxid();
-        // (The claim's hold is the core's: see the checks of `sim.rs`.)
+        // (The claim's hold is the core's: see the check of a claim in `worker.rs`.)
         let known = deletion_known(world, self.czxid, self.session);
         if let Some((deleted, seen)) = known.filter(|_| !self.holds.is_empty()) {
             let line = format!(
