@@ -23,9 +23,12 @@
 //!   generation's log is created (with `fsync`, the directory synced) and takes every later
 //!   entry;
 //! - on a thread of its own, the buffer is checksummed and written to a temporary file (synced
-//!   with `fsync`),
-//!   renamed over the last snapshot (the switch), the directory synced, and only then are the
-//!   older logs removed.
+//!   with `fsync`), renamed over the last snapshot (the switch), the directory synced, and only
+//!   then are the older logs removed.
+//!
+//! The new log starts at the snapshot's cut, rather than the old one going on until the
+//! snapshot is durable, so that the cut is a file's start: no offset to record, and a start
+//! needs no other rule than the one above.
 //!
 //! A kill before the switch leaves the previous snapshot and both logs, which a start replays
 //! one after the other; a kill after it leaves the new snapshot, whose generation's log is the
