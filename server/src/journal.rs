@@ -11,15 +11,36 @@
 //! on the snapshot rebuilds the tree, the zxid and the sessions exactly; each process start is
 //! a restart that keeps them, as ZooKeeper restarting from its snapshot and log does.
 //!
+//! Logs and snapshots have generations. The snapshot of generation `g` is the model as it was
+//! when the log of generation `g` was started, so the state is always *the newest complete
+//! snapshot, then every log of its generation or later, in order*; a start reads exactly that
+//! and removes the logs older than the snapshot and any temporary.
+//!
 //! Once the log passes a size (the larger of the configured one and the last snapshot's), the
-//! model is written as a snapshot of the next generation (a temporary file, synced with
-//! `fsync`, renamed over the last) and a new, empty log of that generation is started; the old
-//! log is removed. A start reads the snapshot, then only its generation's log, so a kill at any
-//! step of this leaves a snapshot and a log that agree.
+//! snapshot is taken in two halves, so that a large tree does not stall every request:
+//! - under the server's lock (the caller's), only what must be: the model is encoded into a
+//!   buffer (copying the model instead costs as much: a few allocations a node), and the next
+//!   generation's log is created (with `fsync`, the directory synced) and takes every later
+//!   entry;
+//! - on a thread of its own, the buffer is checksummed and written to a temporary file (synced
+//!   with `fsync`), renamed over the last snapshot (the switch), the directory synced, and only
+//!   then are the older logs removed.
+//!
+//! The new log starts at the snapshot's cut, rather than the old one going on until the
+//! snapshot is durable, so that the cut is a file's start: no offset to record, and a start
+//! needs no other rule than the one above.
+//!
+//! A kill before the switch leaves the previous snapshot and both logs, which a start replays
+//! one after the other; a kill after it leaves the new snapshot, whose generation's log is the
+//! new one; the old log, if still there, is removed. One snapshot is written at a time; one
+//! that failed leaves its logs in place, and the next one (a generation later) replaces them
+//! all. A restart that could not be logged writes its snapshot before it returns, since the
+//! logs alone would not rebuild it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::thread::{self, JoinHandle};
 
 use zklock_proto::{op, ConnectRequest, Reader, Record, Request, RequestHeader, Writer};
 
@@ -52,8 +73,19 @@ fn log_name(g: u64) -> String {
     }
 }
 
-fn is_log_name(name: &str) -> bool {
-    name.starts_with("transactions.") && name.ends_with(".log")
+/// The generation of a log, from its file's name.
+fn log_generation(name: &str) -> Option<u64> {
+    if name == log_name(0) {
+        return Some(0);
+    }
+    name.strip_prefix("transactions.")?
+        .strip_suffix(".log")?
+        .parse()
+        .ok()
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
 }
 
 /// FNV-1a: enough to tell a damaged snapshot from a whole one.
@@ -95,7 +127,7 @@ pub(crate) struct Journal {
     dir: PathBuf,
     file: File,
     fsync: bool,
-    /// The generation of the snapshot the log follows (0: none yet).
+    /// The generation of the open log (0: the first, before any snapshot).
     generation: u64,
     /// Bytes of whole entries in the log.
     len: u64,
@@ -106,6 +138,100 @@ pub(crate) struct Journal {
     /// The log size at which the next snapshot is written.
     compact_at: u64,
     scratch: Vec<u8>,
+    /// The snapshot being written off the lock, if one is.
+    writing: Option<JoinHandle<io::Result<u64>>>,
+    /// The size of the last snapshot written (the log may grow as much before the next).
+    snapshot_len: u64,
+    /// Tests: snapshots kept here, unwritten, as a kill before their thread ran leaves them.
+    #[cfg(test)]
+    held: Option<Vec<SnapshotJob>>,
+}
+
+/// A snapshot encoded under the lock (copying the model would cost as much), to be
+/// checksummed and written to its file off it.
+struct SnapshotJob {
+    dir: PathBuf,
+    fsync: bool,
+    generation: u64,
+    payload: Vec<u8>,
+}
+
+impl SnapshotJob {
+    /// The snapshot file's header: magic, generation, the payload's length and checksum.
+    fn header(&self) -> Vec<u8> {
+        let mut header = Vec::with_capacity(SNAPSHOT_MAGIC.len() + 24);
+        header.extend_from_slice(SNAPSHOT_MAGIC);
+        header.extend_from_slice(&self.generation.to_be_bytes());
+        header.extend_from_slice(&(self.payload.len() as u64).to_be_bytes());
+        header.extend_from_slice(&checksum(&self.payload).to_be_bytes());
+        header
+    }
+
+    /// The snapshot file's bytes.
+    #[cfg(test)]
+    fn bytes(&self) -> Vec<u8> {
+        [self.header(), self.payload.clone()].concat()
+    }
+
+    /// Writes the temporary file and renames it over the last snapshot: from there a start
+    /// reads this snapshot and the logs of its generation on. Returns the file's size.
+    fn install(&self) -> io::Result<u64> {
+        let header = self.header();
+        let tmp = self.dir.join(SNAPSHOT_TMP);
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&header)?;
+            f.write_all(&self.payload)?;
+            if self.fsync {
+                f.sync_all()?;
+            }
+        }
+        fs::rename(&tmp, self.dir.join(SNAPSHOT))?;
+        if self.fsync {
+            sync_dir(&self.dir)?;
+        }
+        Ok((header.len() + self.payload.len()) as u64)
+    }
+
+    /// Removes the logs the snapshot made useless (only once it is in place: until then a
+    /// start needs them).
+    fn remove_older_logs(&self) {
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if log_generation(&name.to_string_lossy()).is_some_and(|g| g < self.generation) {
+                if let Err(e) = fs::remove_file(entry.path()) {
+                    log::warn!("{}: cannot remove: {e}", entry.path().display());
+                }
+            }
+        }
+    }
+
+    /// Returns the snapshot file's size.
+    fn run(self) -> io::Result<u64> {
+        let started = std::time::Instant::now();
+        let size = match self.install() {
+            Ok(size) => size,
+            Err(e) => {
+                log::error!(
+                    "{}: cannot write the snapshot of generation {}: {e}",
+                    self.dir.display(),
+                    self.generation
+                );
+                return Err(e);
+            }
+        };
+        self.remove_older_logs();
+        log::info!(
+            "{}: snapshot generation {} written ({size} bytes, {} ms)",
+            self.dir.display(),
+            self.generation,
+            started.elapsed().as_millis()
+        );
+        Ok(size)
+    }
 }
 
 /// Whether a request changes nothing the log must keep (the reads, pings and watch requests:
@@ -181,33 +307,46 @@ impl Journal {
             Err(e) if e.kind() == io::ErrorKind::NotFound => (0, 0),
             Err(e) => return Err(e),
         };
-        // Left by a kill in the middle of a snapshot: another generation's log, a temporary.
+        // Older logs a kill left beside the snapshot that replaced them, a temporary.
+        let mut logs = Vec::new();
         for entry in fs::read_dir(dir)? {
             let name = entry?.file_name();
             let name = name.to_string_lossy();
-            if (is_log_name(&name) && name != log_name(generation)) || name == SNAPSHOT_TMP {
-                fs::remove_file(dir.join(&*name))?;
+            match log_generation(&name) {
+                Some(g) if g >= generation => logs.push(g),
+                Some(_) => fs::remove_file(dir.join(&*name))?,
+                None if name == SNAPSHOT_TMP => fs::remove_file(dir.join(&*name))?,
+                None => {}
             }
         }
-        let path = dir.join(log_name(generation));
-        let mut file = OpenOptions::new()
-            .read(true)
+        logs.sort_unstable();
+        let current = logs.last().copied().unwrap_or(generation);
+        // The snapshot's generation's log, then those a kill before the next snapshot's switch
+        // left after it.
+        let mut entries = 0;
+        for &g in &logs {
+            let path = dir.join(log_name(g));
+            let mut f = OpenOptions::new().read(true).write(true).open(&path)?;
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes)?;
+            let (kept, n) = replay(model, &bytes);
+            if kept < bytes.len() {
+                log::warn!(
+                    "{}: {} bytes of an entry cut short dropped",
+                    path.display(),
+                    bytes.len() - kept
+                );
+                f.set_len(kept as u64)?;
+            }
+            entries += n;
+        }
+        let file = OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&path)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        let (kept, entries) = replay(model, &bytes);
-        if kept < bytes.len() {
-            log::warn!(
-                "{}: {} bytes of an entry cut short dropped",
-                path.display(),
-                bytes.len() - kept
-            );
-            file.set_len(kept as u64)?;
-        }
+            .open(dir.join(log_name(current)))?;
+        let len = file.metadata()?.len();
         log::info!(
-            "{}: snapshot generation {generation}, {entries} entries replayed, zxid 0x{:x}, {} sessions",
+            "{}: snapshot generation {generation}, logs {logs:?}, {entries} entries replayed, zxid 0x{:x}, {} sessions",
             dir.display(),
             model.last_zxid(),
             model.session_ids().len()
@@ -216,12 +355,16 @@ impl Journal {
             dir: dir.to_owned(),
             file,
             fsync,
-            generation,
-            len: kept as u64,
+            generation: current,
+            len,
             torn: false,
             snapshot_bytes,
             compact_at: snapshot_bytes.max(snapshot_len),
             scratch: Vec::new(),
+            writing: None,
+            snapshot_len,
+            #[cfg(test)]
+            held: None,
         };
         if generation == 0 && entries == 0 {
             let (next_session, secret) = model.seeds();
@@ -242,11 +385,18 @@ impl Journal {
             self.file.set_len(self.len)?;
             self.torn = false;
         }
-        if self.len >= self.compact_at {
-            if let Err(e) = self.snapshot_now(model) {
-                log::error!("{}: cannot write a snapshot: {e}", self.dir.display());
-                // Again once the log has grown as much more.
-                self.compact_at = self.len + self.snapshot_bytes;
+        if self.writing.as_ref().is_some_and(JoinHandle::is_finished) {
+            // Its error, if any, is logged by its thread; the next snapshot replaces it.
+            let _ = self.wait_snapshot();
+        }
+        if self.len >= self.compact_at && self.writing.is_none() {
+            match self.start_snapshot(model) {
+                Ok(job) => self.write_off_lock(job),
+                Err(e) => {
+                    log::error!("{}: cannot start a snapshot: {e}", self.dir.display());
+                    // Again once the log has grown as much more.
+                    self.compact_at = self.len + self.snapshot_bytes;
+                }
             }
         }
         self.scratch.clear();
@@ -277,54 +427,88 @@ impl Journal {
         }
     }
 
-    /// Writes `model` as the next generation's snapshot and starts that generation's log
-    /// (done whenever the log is due for it, and by a restart that could not be logged).
+    /// Writes `model` as the next generation's snapshot and starts that generation's log,
+    /// before it returns (for a restart that could not be logged: until its snapshot is in
+    /// place, a start would not rebuild it).
     pub(crate) fn snapshot_now(&mut self, model: &Model) -> io::Result<()> {
+        let _ = self.wait_snapshot();
+        let size = self.start_snapshot(model)?.run()?;
+        self.written(size);
+        Ok(())
+    }
+
+    /// A snapshot of `size` bytes is in place.
+    fn written(&mut self, size: u64) {
+        self.snapshot_len = size;
+        self.compact_at = self.snapshot_bytes.max(size);
+    }
+
+    /// The half of a snapshot done under the lock: `model` encoded, and the next generation's
+    /// log started, which takes every later entry (see the module docs).
+    fn start_snapshot(&mut self, model: &Model) -> io::Result<SnapshotJob> {
         let next = self.generation + 1;
         let payload = model.snapshot();
-        let mut bytes = Vec::with_capacity(SNAPSHOT_MAGIC.len() + 24 + payload.len());
-        bytes.extend_from_slice(SNAPSHOT_MAGIC);
-        bytes.extend_from_slice(&next.to_be_bytes());
-        bytes.extend_from_slice(&(payload.len() as u64).to_be_bytes());
-        bytes.extend_from_slice(&checksum(&payload).to_be_bytes());
-        bytes.extend_from_slice(&payload);
-        let log_path = self.dir.join(log_name(next));
         let log = OpenOptions::new()
-            .read(true)
             .create(true)
             .append(true)
-            .open(&log_path)?;
+            .open(self.dir.join(log_name(next)))?;
+        // Left by a snapshot that failed before, or a kill: this generation starts empty.
         log.set_len(0)?;
-        let tmp = self.dir.join(SNAPSHOT_TMP);
-        {
-            let mut f = File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            if self.fsync {
-                f.sync_all()?;
-                log.sync_all()?;
-            }
-        }
-        // The switch: from here a start reads this snapshot and the new log.
-        fs::rename(&tmp, self.dir.join(SNAPSHOT))?;
         if self.fsync {
-            File::open(&self.dir)?.sync_all()?;
+            // The entries acknowledged in it must not be lost with its name.
+            log.sync_all()?;
+            sync_dir(&self.dir)?;
         }
-        let old = self.dir.join(log_name(self.generation));
         log::info!(
-            "{}: snapshot generation {next} written ({} bytes) after {} bytes of log",
+            "{}: snapshot generation {next} taken after {} bytes of log",
             self.dir.display(),
-            bytes.len(),
             self.len
         );
         self.file = log;
         self.generation = next;
         self.len = 0;
         self.torn = false;
-        self.compact_at = self.snapshot_bytes.max(bytes.len() as u64);
-        if let Err(e) = fs::remove_file(&old) {
-            log::warn!("{}: cannot remove: {e}", old.display());
+        self.compact_at = self.snapshot_bytes.max(self.snapshot_len);
+        Ok(SnapshotJob {
+            dir: self.dir.clone(),
+            fsync: self.fsync,
+            generation: next,
+            payload,
+        })
+    }
+
+    /// The other half, on a thread of its own (in the caller's, if none can be started).
+    fn write_off_lock(&mut self, job: SnapshotJob) {
+        #[cfg(test)]
+        if let Some(held) = self.held.as_mut() {
+            held.push(job);
+            return;
         }
-        Ok(())
+        let (tx, rx) = std::sync::mpsc::channel();
+        match thread::Builder::new()
+            .name("zk-server-snapshot".to_owned())
+            .spawn(move || rx.recv().map_or(Ok(0), SnapshotJob::run))
+        {
+            Ok(h) => {
+                let _ = tx.send(job);
+                self.writing = Some(h);
+            }
+            Err(e) => {
+                log::warn!("no thread for the snapshot ({e}): written now");
+                if let Ok(size) = job.run() {
+                    self.written(size);
+                }
+            }
+        }
+    }
+
+    /// Waits for the snapshot being written, if one is; its outcome.
+    pub(crate) fn wait_snapshot(&mut self) -> io::Result<()> {
+        match self.writing.take().map(JoinHandle::join) {
+            None => Ok(()),
+            Some(Ok(done)) => done.map(|size| self.written(size)),
+            Some(Err(_)) => Err(io::Error::other("the snapshot's thread panicked")),
+        }
     }
 
     pub(crate) fn restart(&mut self, model: &Model, keep: bool, now: Now) -> io::Result<()> {
@@ -400,6 +584,12 @@ impl Journal {
         w.long(conn as i64).int(xid).int(opc);
         now_bytes(&mut w, now);
         self.append(model, UNDECODABLE, &w.into_inner())
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        let _ = self.wait_snapshot();
     }
 }
 
@@ -485,85 +675,4 @@ fn apply(model: &mut Model, kind: u8, payload: &[u8]) -> Option<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use zklock_proto::{CreateRequest, Request};
-
-    use super::*;
-    use crate::model::ModelConfig;
-
-    fn model() -> Model {
-        let cfg = ModelConfig {
-            tick_ms: 100,
-            min_session_timeout_ms: 200,
-            max_session_timeout_ms: 2000,
-            extended_types: false,
-            super_digest: None,
-            container_max_never_used_ms: 0,
-        };
-        Model::new(cfg, NOW)
-    }
-
-    const NOW: Now = Now {
-        mono_ms: 0,
-        wall_ms: 1_000,
-    };
-
-    #[test]
-    fn a_start_reads_the_last_snapshot_and_its_log_whatever_a_kill_left_beside_them() {
-        let dir = std::env::temp_dir().join(format!("zklock-journal-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        let mut m = model();
-        let mut j = Journal::open(&dir, false, 1024, &mut m, NOW).unwrap();
-        let hello = crate::model::test_hello(1000);
-        let mut w = Writer::new();
-        w.record(&hello);
-        let body = w.into_inner();
-        j.connect(&m, 1, "127.0.0.1", &body, NOW).unwrap();
-        let _ = m.connect(1, "127.0.0.1", &hello, NOW, &mut Vec::new());
-        for i in 0..60 {
-            let req = Request::Create(CreateRequest {
-                path: format!("/n{i}"),
-                data: vec![b'x'; 40],
-                acl: zklock_proto::Acl::open(),
-                flags: 0,
-            });
-            let body = req.to_frame(i);
-            j.request(&m, 1, &body[4..], NOW).unwrap();
-            assert_eq!(m.request(1, i, req, NOW, &mut Vec::new()).err, 0);
-        }
-        let generation = j.generation;
-        assert!(generation >= 2, "snapshots taken: generation {generation}");
-        drop(j);
-        // What a kill in the middle of the next snapshot leaves.
-        fs::write(dir.join(log_name(generation + 1)), b"junk").unwrap();
-        fs::write(dir.join(SNAPSHOT_TMP), b"junk").unwrap();
-
-        let mut back = model();
-        drop(Journal::open(&dir, false, 1024, &mut back, NOW).unwrap());
-        m.restart(true, NOW);
-        assert_eq!(back.snapshot(), m.snapshot(), "the same state");
-        // The leftovers removed: a snapshot, one log (this start's restart entry may have
-        // been the one to pass the size, and started the next generation), the marker.
-        let mut names: Vec<String> = fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        assert_eq!(names.len(), 3, "{names:?}");
-        assert_eq!((names[0].as_str(), names[2].as_str()), (SNAPSHOT, MARKER));
-        assert!(is_log_name(&names[1]), "{names:?}");
-        let log = fs::read(dir.join(&names[1])).unwrap();
-        assert!(!log.starts_with(b"junk"), "the kill's log is not read");
-
-        // A damaged snapshot is an error, not an empty server.
-        let mut bytes = fs::read(dir.join(SNAPSHOT)).unwrap();
-        let last = bytes.len() - 1;
-        bytes[last] ^= 1;
-        fs::write(dir.join(SNAPSHOT), bytes).unwrap();
-        let e = Journal::open(&dir, false, 1024, &mut model(), NOW)
-            .err()
-            .expect("refused");
-        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
-        let _ = fs::remove_dir_all(&dir);
-    }
-}
+mod tests;

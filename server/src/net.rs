@@ -363,6 +363,10 @@ impl Server {
         for h in threads {
             let _ = h.join();
         }
+        if let Some(j) = self.inner.shared.lock().journal.as_mut() {
+            // A snapshot being written is finished: the next start need not replay its logs.
+            let _ = j.wait_snapshot();
+        }
         log::info!("stopped serving on 127.0.0.1:{}", self.inner.port);
     }
 }

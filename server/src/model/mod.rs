@@ -7,10 +7,14 @@
 
 mod acl;
 mod children;
+mod multi;
 mod ops;
+mod reads;
 mod snapshot;
 mod tree;
+mod watch_events;
 mod watches;
+mod writes;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
