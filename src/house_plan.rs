@@ -4,8 +4,7 @@
 //! module, and then
 //! - no two files import each other (a folder's `mod.rs` and one of its files included: its
 //!   re-exports of its files are its face, not a use), and the imports between files form no
-//!   circle at all ([`TANGLED_STILL`] lists the folders where some remain, and may only
-//!   shrink);
+//!   circle at all;
 //! - imports between the top-level modules only point down [`LAYERS`];
 //! - the waiting core (`core/`, its simulation aside) stands on its own vocabulary: it imports
 //!   neither `session` nor `wire`, which implement and adapt its seam instead.
@@ -26,11 +25,6 @@ const LAYERS: &[&str] = &[
 /// The layers the waiting core must not import: the session layer depends on the core's
 /// types (its seam, states and errors), not the reverse.
 const CORE_MUST_NOT_IMPORT: &[&str] = &["session", "wire"];
-
-/// The folders whose `mod.rs` (or `x.rs` for a folder `x/`) and files still import each
-/// other, each with its pairs: a new pair anywhere fails, a pair untied must leave the list,
-/// and a circle is tolerated only inside one of these folders.
-const TANGLED_STILL: &[(&str, &[&str])] = &[("wire/conn", &[])];
 
 /// Whether `from` -> `to` is the core reaching into a layer of [`CORE_MUST_NOT_IMPORT`]: not
 /// allowed, but for the simulation (`core/sim`), which stands in for the session layer.
@@ -359,19 +353,11 @@ fn imports_point_down_the_layers_and_form_no_circle() {
     }
     let name = |m: &Module| m.join("/");
     let mut problems = BTreeSet::new();
-    let mut tangled = BTreeSet::new();
     for (from, targets) in &edges {
         for to in targets {
             if edges.get(to).is_some_and(|back| back.contains(from)) {
                 let (a, b) = (name(from).min(name(to)), name(from).max(name(to)));
-                let known = TANGLED_STILL.iter().any(|(folder, files)| {
-                    a == *folder && files.iter().any(|f| b == format!("{folder}/{f}"))
-                });
-                if known {
-                    tangled.insert((a.clone(), b.clone()));
-                } else {
-                    problems.insert(format!("{a} and {b} import each other"));
-                }
+                problems.insert(format!("{a} and {b} import each other"));
             }
             let (layer_from, layer_to) = (&from[0], &to[0]);
             // The core's reach into the session and the wire is judged below, on its own.
@@ -408,27 +394,9 @@ fn imports_point_down_the_layers_and_form_no_circle() {
             ));
         }
     }
-    for (folder, files) in TANGLED_STILL {
-        for file in *files {
-            let pair = (folder.to_string(), format!("{folder}/{file}"));
-            if !tangled.contains(&pair) {
-                problems.insert(format!(
-                    "{} and {} no longer import each other: take them off TANGLED_STILL",
-                    pair.0, pair.1
-                ));
-            }
-        }
-    }
     for circle in circles(&edges) {
         let names: Vec<String> = circle.iter().map(name).collect();
-        let inside = |folder: &str| {
-            names
-                .iter()
-                .all(|n| n == folder || n.starts_with(&format!("{folder}/")))
-        };
-        if !TANGLED_STILL.iter().any(|(folder, _)| inside(folder)) {
-            problems.insert(format!("circle: {}", names.join(" -> ")));
-        }
+        problems.insert(format!("circle: {}", names.join(" -> ")));
     }
     assert!(problems.is_empty(), "{problems:#?}");
 }

@@ -54,7 +54,10 @@ impl Transport {
     /// Whether the parent of `path` was lately seen to exist on this session (a create below
     /// it succeeded).
     pub fn knows_parent(&self, path: &str) -> bool {
-        self.shared.known_parents.knows(&self.server_path(path))
+        self.shared
+            .learned
+            .known_parents
+            .knows(&self.server_path(path))
     }
 
     fn create_in(
@@ -75,10 +78,10 @@ impl Transport {
             false,
             coalescible,
             |w| proto::write_create(w, &server, data, options.acls, mode),
-            move |err, mut r, shared| {
+            move |err, mut r, learned| {
                 match err {
-                    0 => shared.known_parents.learn(&node, true),
-                    -101 => shared.known_parents.learn(&node, false),
+                    0 => learned.known_parents.learn(&node, true),
+                    -101 => learned.known_parents.learn(&node, false),
                     _ => {}
                 }
                 on_ok(err, asked, || {

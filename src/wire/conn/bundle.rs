@@ -13,17 +13,13 @@
 //! A `multiRead` fails as a whole only when its answer is lost, over the client's reply limit,
 //! or refused by a server that does not know the request: its reads then go out again one by
 //! one (a lost answer is a loss for each, as it would have been alone), and a server that
-//! refused it gets no other on this session.
-
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+//! refused it gets no other on this session (see
+//! [`settle::multi_read`](super::settle::multi_read)).
 
 use super::multi::Behind;
-use super::reply::{lose_all, Answer, OnReply};
-use super::Shared;
-use crate::wire::error::Error;
-use crate::wire::jute::{Malformed, Reader, Writer};
-use crate::wire::proto::{self, op, RawRead};
+use super::reply::OnReply;
+use crate::wire::jute::Writer;
+use crate::wire::proto::{op, RawRead};
 
 /// How many reads one `multiRead` takes at most: their answers share one reply, which the
 /// server builds whole and which must stay under the client's limit (a larger one is sent
@@ -95,7 +91,10 @@ pub(super) fn encode(xid: i32, members: &[Member]) -> Vec<u8> {
 
 /// What each member's own request would have been answered, from the results of the
 /// `multiRead` (in the order of `encode`): `None` if they do not fit the members.
-fn answers<'a>(members: &[Member], results: &[RawRead<'a>]) -> Option<Vec<(i32, Vec<u8>)>> {
+pub(super) fn answers<'a>(
+    members: &[Member],
+    results: &[RawRead<'a>],
+) -> Option<Vec<(i32, Vec<u8>)>> {
     let mut results = results.iter();
     let mut answers = Vec::with_capacity(members.len());
     for m in members {
@@ -121,89 +120,11 @@ fn answers<'a>(members: &[Member], results: &[RawRead<'a>]) -> Option<Vec<(i32, 
     results.next().is_none().then_some(answers)
 }
 
-impl Shared {
-    /// The server does not take `multiRead`s (it answered one with `err`): reads go out one
-    /// by one on this session from now on.
-    pub(super) fn refuse_multi_read(&self, err: i32) {
-        if self.multi_read.swap(false, Ordering::SeqCst) {
-            log::warn!(
-                "session {:#x}: the server answered a multiRead with error {err} or an answer \
-                 that does not fit it; reads go out one by one from now on",
-                self.session_id
-            );
-        }
-    }
-}
-
-/// Settles the `multiRead` `seq` of `members` with its `answer`: each read gets the answer its
-/// own request would have had (but one behind a `multi` that failed, which the outbox reads
-/// again); failed as a whole, the outbox sends each read again alone. Runs no caller's code
-/// under the outbox's lock.
-pub(super) fn settle(
-    shared: &Arc<Shared>,
-    seq: u64,
-    members: Vec<Member>,
-    answer: Answer<'_>,
-) -> Result<(), Malformed> {
-    let (err, zxid, mut body) = match answer {
-        Answer::Lost(Error::ReplyTooLarge { size, limit }) => {
-            log::debug!(
-                "session {:#x}: a multiRead of {} reads was answered with {size} bytes \
-                 (limit {limit}); sending them one by one",
-                shared.session_id,
-                members.len()
-            );
-            let refused = shared.outbox.lock().multi_read_failed(seq, members);
-            lose_all(refused, &Error::ConnectionLoss);
-            return Ok(());
-        }
-        Answer::Lost(err) => {
-            shared.outbox.lock().settled(seq);
-            lose_all(members.into_iter().map(|m| m.on_reply), &err);
-            return Ok(());
-        }
-        Answer::Reply {
-            err, zxid, body, ..
-        } => (err, zxid, body),
-    };
-    let results = (err == 0)
-        .then(|| proto::read_multi_read_raw(&mut body).ok())
-        .flatten();
-    let Some(answers) = results.and_then(|r| answers(&members, &r)) else {
-        // Not a server's answer to a `multiRead`: one that does not know the request (before
-        // 3.6) answers Unimplemented, and closes the connection. None again on this session;
-        // the reads go out alone (on the next connection, if so). An answer that does not
-        // parse, Unimplemented, Marshalling: not understood.
-        let unknown = matches!(err, 0 | -5 | -6);
-        if unknown {
-            shared.refuse_multi_read(err);
-        }
-        let refused = shared.outbox.lock().multi_read_failed(seq, members);
-        lose_all(refused, &Error::ConnectionLoss);
-        return Ok(());
-    };
-    let answered = members.into_iter().zip(answers).collect();
-    let (answered, refused) = shared.outbox.lock().reads_answered(seq, answered);
-    lose_all(refused, &Error::ConnectionLoss);
-    let mut first_malformed = Ok(());
-    for (m, (err, reply)) in answered {
-        let answered = (m.on_reply)(Answer::Reply {
-            err,
-            zxid,
-            body: Reader::new(&reply),
-            shared,
-        });
-        if first_malformed.is_ok() {
-            first_malformed = answered;
-        }
-    }
-    first_malformed
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::proto::Stat;
+    use crate::wire::jute::Reader;
+    use crate::wire::proto::{self, Stat};
 
     /// A request frame (xid 0) of `opcode` on `path` with the watch flag `watch`.
     fn read_frame(opcode: i32, path: &str, watch: bool) -> Vec<u8> {

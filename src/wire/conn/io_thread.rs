@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use super::handshake::{attempt, Established};
 use super::outbox::Due;
-use super::{bundle, multi, Answer, Shared, CLOSE_WAIT};
+use super::settle;
+use super::{Answer, Shared, CLOSE_WAIT};
 use crate::rt::relay::io_log;
 use crate::wire::attempt::AttemptError;
 use crate::wire::completion::WakeLater;
@@ -287,12 +288,12 @@ fn handle(shared: &Arc<Shared>, frame: &[u8], ping_out: &mut bool) -> Result<Han
                     err: header.err,
                     zxid: header.zxid,
                     body: r,
-                    shared,
+                    learned: &shared.learned,
                 },
             )?;
             // The session ends with the answer to our CloseSession, the last request: not at
             // an empty queue, which a reply can leave before the CloseSession is even queued.
-            if shared.close_answered.load(Ordering::SeqCst) {
+            if shared.learned.close_answered.load(Ordering::SeqCst) {
                 return Ok(Handled::Closed);
             }
             Ok(Handled::Going)
@@ -308,8 +309,8 @@ pub(super) fn complete(
 ) -> Result<(), Malformed> {
     match due {
         Due::One(on_reply) => on_reply(answer),
-        Due::Multi { seq, members } => multi::settle(shared, seq, members, answer),
-        Due::MultiRead { seq, members } => bundle::settle(shared, seq, members, answer),
+        Due::Multi { seq, members } => settle::multi(shared, seq, members, answer),
+        Due::MultiRead { seq, members } => settle::multi_read(shared, seq, members, answer),
         Due::Again(None) => Ok(()),
         Due::Again(Some(refused)) => refused(Answer::Lost(Error::ConnectionLoss)),
     }

@@ -4,8 +4,9 @@
 //! session's handles and its threads share, and the session's life: opened, connected,
 //! disconnected, closed. [`handshake`] establishes the session on one connection (with a
 //! [`Config`]), [`outbox`] holds the requests from their call to their answer and keeps their
-//! order, [`send`] queues and writes them, [`io_thread`] reads, pings and reconnects, and each
-//! caller gets an [`Answer`].
+//! order, [`send`] queues and writes them, [`io_thread`] reads, pings and reconnects,
+//! [`settle`] answers the callers of a `multi` or `multiRead`, and each caller gets an
+//! [`Answer`].
 //!
 //! Replies are matched to requests by a FIFO, not by xid: the server answers one session's
 //! requests in order, and several SetWatches share xid -8.
@@ -20,6 +21,7 @@ mod multi;
 mod outbox;
 mod reply;
 mod send;
+mod settle;
 
 pub(crate) use config::Config;
 pub(crate) use reply::{Answer, OnReply};
@@ -42,6 +44,7 @@ use crate::rt::relay::io_log;
 
 use handshake::{attempt, Established};
 use outbox::Outbox;
+use reply::Learned;
 
 /// The socket's write side. Held from a batch's take to the end of its write, so the order of
 /// the takes is the order on the wire.
@@ -66,8 +69,8 @@ pub(crate) struct Shared {
     pub(crate) state: Arc<StateCell>,
     pub(crate) session_id: i64,
     pub(crate) password: Vec<u8>,
-    /// Which lock paths a create may go out in a `multi` under.
-    pub(crate) known_parents: known_parents::KnownParents,
+    /// What replies told the session (which lock paths exist, whether it was closed).
+    pub(crate) learned: Learned,
     /// Whether reads may go out together in a `multiRead` (see [`bundle`]): cleared when
     /// the server does not answer one as a `multiRead`.
     multi_read: AtomicBool,
@@ -78,10 +81,6 @@ pub(crate) struct Shared {
     closing: AtomicBool,
     /// The server of the latest connection (see [`Established::server`]), for messages.
     server: Mutex<String>,
-    /// The server answered our CloseSession: the session and its ephemeral nodes are gone.
-    close_confirmed: AtomicBool,
-    /// The server answered our CloseSession (whatever it said).
-    close_answered: AtomicBool,
     /// Wakes the I/O thread from a reconnect pause when the session is closed.
     closed: (Mutex<bool>, Condvar),
     /// Told, on the I/O thread, when each new connection's handshake was sent: the server
@@ -127,15 +126,13 @@ impl Shared {
             watches: Mutex::new(Watches::default()),
             state: StateCell::new(KeeperState::Disconnected),
             session_id,
-            known_parents: known_parents::KnownParents::new(),
+            learned: Learned::new(),
             multi_read: AtomicBool::new(true),
             password,
             timeout_ms: AtomicU64::new(timeout.as_millis() as u64),
             last_zxid: AtomicI64::new(0),
             closing: AtomicBool::new(false),
             server: Mutex::new(server),
-            close_confirmed: AtomicBool::new(false),
-            close_answered: AtomicBool::new(false),
             closed: (Mutex::new(false), Condvar::new()),
             on_proof: Mutex::new(None),
             io_thread: Mutex::new(None),
@@ -182,7 +179,7 @@ impl Shared {
 
     /// Whether the server confirmed our CloseSession.
     pub(crate) fn close_confirmed(&self) -> bool {
-        self.close_confirmed.load(Ordering::SeqCst)
+        self.learned.close_confirmed.load(Ordering::SeqCst)
     }
 
     /// The highest zxid seen in a reply.
@@ -203,9 +200,9 @@ impl Shared {
         let queued = self.enqueue_any(
             w.finish(),
             Box::new(|answer| {
-                if let Answer::Reply { err, shared, .. } = answer {
-                    shared.close_confirmed.store(err == 0, Ordering::SeqCst);
-                    shared.close_answered.store(true, Ordering::SeqCst);
+                if let Answer::Reply { err, learned, .. } = answer {
+                    learned.close_confirmed.store(err == 0, Ordering::SeqCst);
+                    learned.close_answered.store(true, Ordering::SeqCst);
                 }
                 Ok(())
             }),

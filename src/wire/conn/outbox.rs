@@ -135,12 +135,14 @@ struct Unsettled {
 pub(super) enum Due {
     /// Give the answer to this caller.
     One(OnReply),
-    /// Settle the `multi` `seq` of these writes with the answer (see [`multi::settle`]).
+    /// Settle the `multi` `seq` of these writes with the answer (see
+    /// [`settle::multi`](super::settle::multi)).
     Multi {
         seq: u64,
         members: Vec<multi::Member>,
     },
-    /// Settle the `multiRead` `seq` of these reads with the answer (see [`bundle::settle`]).
+    /// Settle the `multiRead` `seq` of these reads with the answer (see
+    /// [`settle::multi_read`](super::settle::multi_read)).
     MultiRead {
         seq: u64,
         members: Vec<bundle::Member>,
@@ -398,7 +400,7 @@ impl Outbox {
         w.int(xid).int(op::MULTI);
         for m in &members {
             // A create2 is answered with its stat from ZooKeeper 3.9, with its path only
-            // before (see `multi::settle`).
+            // before (see `settle::multi`).
             w.int(m.opcode()).boolean(false).int(-1);
             w.raw(&m.frame[12..]);
         }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::bundle::ReadKind;
 use super::coalesce::Class;
+use super::reply::Learned;
 use super::{terminal_error, Answer, OnReply, Out, Shared};
 use crate::wire::completion::{self, Completion, Slot};
 use crate::wire::error::Error;
@@ -256,7 +257,7 @@ impl Shared {
         &self,
         opcode: i32,
         write: impl FnOnce(&mut Writer),
-        decode: impl FnOnce(i32, Reader<'_>, &Arc<Shared>) -> Result<Result<T, Error>, Malformed>
+        decode: impl FnOnce(i32, Reader<'_>, &Learned) -> Result<Result<T, Error>, Malformed>
             + Send
             + 'static,
     ) -> Completion<T> {
@@ -270,7 +271,7 @@ impl Shared {
         opcode: i32,
         urgent: bool,
         write: impl FnOnce(&mut Writer),
-        decode: impl FnOnce(i32, Reader<'_>, &Arc<Shared>) -> Result<Result<T, Error>, Malformed>
+        decode: impl FnOnce(i32, Reader<'_>, &Learned) -> Result<Result<T, Error>, Malformed>
             + Send
             + 'static,
     ) -> Completion<T> {
@@ -284,7 +285,7 @@ impl Shared {
         &self,
         opcode: i32,
         write: impl FnOnce(&mut Writer),
-        decode: impl FnOnce(i32, Reader<'_>, &Arc<Shared>) -> Result<Result<T, Error>, Malformed>
+        decode: impl FnOnce(i32, Reader<'_>, &Learned) -> Result<Result<T, Error>, Malformed>
             + Send
             + 'static,
     ) -> Completion<T> {
@@ -297,7 +298,7 @@ impl Shared {
         urgent: bool,
         coalescible: bool,
         write: impl FnOnce(&mut Writer),
-        decode: impl FnOnce(i32, Reader<'_>, &Arc<Shared>) -> Result<Result<T, Error>, Malformed>
+        decode: impl FnOnce(i32, Reader<'_>, &Learned) -> Result<Result<T, Error>, Malformed>
             + Send
             + 'static,
     ) -> Completion<T> {
@@ -365,7 +366,7 @@ impl Unwatch for Shared {
 /// An `OnReply` that decodes with `decode` into `slot`.
 fn reply_into<T: Send + 'static>(
     slot: Slot<T>,
-    decode: impl FnOnce(i32, Reader<'_>, &Arc<Shared>) -> Result<Result<T, Error>, Malformed>
+    decode: impl FnOnce(i32, Reader<'_>, &Learned) -> Result<Result<T, Error>, Malformed>
         + Send
         + 'static,
 ) -> OnReply {
@@ -375,8 +376,8 @@ fn reply_into<T: Send + 'static>(
             Ok(())
         }
         Answer::Reply {
-            err, body, shared, ..
-        } => match decode(err, body, shared) {
+            err, body, learned, ..
+        } => match decode(err, body, learned) {
             Ok(value) => {
                 slot.fill(value);
                 Ok(())

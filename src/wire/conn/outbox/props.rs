@@ -468,7 +468,7 @@ impl Harness {
                 err,
                 zxid: self.log.len() as i64,
                 body: Reader::new(&body[4..]),
-                shared: &self.shared,
+                learned: &self.shared.learned,
             }
         };
         complete(&self.shared, due, answer).expect("well formed");
