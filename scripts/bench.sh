@@ -16,7 +16,7 @@
 # 6. The floor: on the local server, FLOOR_ROUNDS rounds of zklock's `uncontended` and the bare
 #    socket client's `floor` (create+getChildren pipelined, then delete) in alternating order,
 #    plus `floor_sequential`; prints each round, the medians of the rounds' medians, zklock's
-#    ratio to the floor (issue 22: at most 1.1) and, from step 4's table, to Curator (at most
+#    ratio to the floor (target: at most 1.1) and, from step 4's table, to Curator (at most
 #    0.6). Timings on a shared VM move between runs: only ratios within one run mean much.
 #
 # Environment (all optional):
@@ -129,7 +129,7 @@ if [[ $BENCH_FLOOR != 0 ]]; then
     echo "medians of the $FLOOR_ROUNDS rounds: zklock $zkm us (p99 $(median "${zk99[@]}")), floor $flm us (p99 $(median "${fl99[@]}")), floor_sequential $(median "${sq[@]}") us"
     # Both: the ratio of the medians, and the median of each round's ratio (a round's two runs
     # are seconds apart, so the VM's drift between rounds cancels).
-    echo "zklock / floor: $(ratio "$zkm" "$flm"); median of the rounds' ratios $(median "${ratios[@]}")  (issue 22 target: at most 1.10)"
+    echo "zklock / floor: $(ratio "$zkm" "$flm"); median of the rounds' ratios $(median "${ratios[@]}")  (target: at most 1.10)"
     cur=$(anchors_unc curator) zka=$(anchors_unc zklock)
     if [[ -n $cur && -n $zka ]]; then
         echo "zklock / Curator, the anchors table above: $(ratio "$zka" "$cur")  ($zka / $cur us; target: at most 0.60)"

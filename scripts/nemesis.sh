@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nemesis.sh -- Jepsen-style fault test of zklock in a private network namespace (issue 17).
+# nemesis.sh -- Jepsen-style fault test of zklock in a private network namespace.
 #
 # Usage:
 #   scripts/nemesis.sh [--duration SECONDS] [--seed N] [--clients N] [--session-timeout-ms MS]

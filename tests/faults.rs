@@ -366,7 +366,7 @@ mod connection_faults {
         (client, path, guard)
     }
 
-    /// Issue 21, item 3: dropping a guard while the server is frozen (SIGSTOP) blocks about a
+    /// Dropping a guard while the server is frozen (SIGSTOP) blocks about a
     /// second at most, not until the connection is declared dead (2/5 of the session timeout) or
     /// the whole session timeout; the background retry deletes the node once the server runs
     /// again, on the same session (well before the session could expire).
@@ -412,7 +412,7 @@ mod connection_faults {
         assert!(common::wait_contenders(&mutex, 0, Duration::from_secs(5)));
     }
 
-    /// Issue 21, item 3: `unlock()` on a frozen server may wait longer than a drop, but when the
+    /// `unlock()` on a frozen server may wait longer than a drop, but when the
     /// delete is not confirmed it says that the outcome is unknown; the background retry then
     /// deletes the node once the server runs again.
     #[test]

@@ -477,7 +477,7 @@ fn a_frozen_holder_is_refused_through_its_clients_new_session() {
     assert_eq!(outcome, "LockLost");
 }
 
-/// Issue 21, item 2: tokens from one lock path keep increasing when the ensemble is
+/// Tokens from one lock path keep increasing when the ensemble is
 /// re-created from scratch (data and logs wiped), though its zxids begin again.
 #[test]
 fn fencing_tokens_increase_across_a_wiped_ensemble() {

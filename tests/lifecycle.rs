@@ -948,7 +948,7 @@ mod listener_threads {
         }
     }
 
-    /// Issue 21, item 4, in a process of its own (so that no other test's threads are counted):
+    /// In a process of its own (so that no other test's threads are counted):
     /// three clients whose listeners block for a while on every change, each dropped; then three
     /// whose listener captures its own client and blocks in a call on it, each closed and dropped.
     /// Prints the thread count after each, and whether each listener was freed.
@@ -1034,7 +1034,7 @@ mod listener_threads {
         );
     }
 
-    /// Issue 21, item 4: a listener's thread ends with its client. Dropping a client (or closing
+    /// A listener's thread ends with its client. Dropping a client (or closing
     /// it) waits, with a bound, for a listener busy with the last change; a listener that holds its
     /// own client is freed once the client is closed, instead of keeping it for ever.
     #[test]

@@ -291,7 +291,7 @@ mod semaphore {
         }
     }
 
-    /// Issue 21, item 1: a permit released right around a waiter's deadline. The waiter's re-list
+    /// A permit released right around a waiter's deadline. The waiter's re-list
     /// after the children watch fires can run into its deadline; on a healthy connection that is
     /// a timeout (`Ok(None)`) or the permit, never `Err(ConnectionLoss)`.
     #[test]

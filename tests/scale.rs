@@ -1224,7 +1224,7 @@ mod herd {
         assert!(unwatched());
     }
 
-    /// Issue 21, smaller item: after a reconnect every waiter on a session looks at the queue
+    /// After a reconnect every waiter on a session looks at the queue
     /// again. Waiters on one session and one lock path share one listing instead of each listing
     /// the whole queue (O(waiters²) bytes). Counted as the getChildren requests the waiters'
     /// client sends through the proxy in the two seconds after its connection is cut.
