@@ -69,19 +69,24 @@ pub(crate) trait NodeStore: Sync {
     fn unique_id(&self) -> crate::random::Uuid;
 }
 
-/// Everything else an acquisition asks of its session: listings, watches, the session's state
-/// and its changes, and withdrawing a node in the background.
-pub(crate) trait ZkSession: NodeStore + Send + Sized + 'static {
-    /// A watch set on a node or on a path's children; dropping it unsets it.
-    type Watch: Send;
-    /// The session's state changes, from when they were asked for.
-    type States: Send;
-
+/// What both an acquisition ([`ZkSession`]) and a held node ([`HoldingSession`]) read of
+/// their session, declared once.
+pub(crate) trait SessionFacts {
     /// The session's id: the `ephemeralOwner` of the nodes it creates.
     fn id(&self) -> i64;
     fn liveness(&self) -> Liveness;
     /// Why the session ended, once it has.
     fn ended_error(&self) -> Error;
+}
+
+/// Everything else an acquisition asks of its session: listings, watches, the session's state
+/// and its changes, and withdrawing a node in the background.
+pub(crate) trait ZkSession: NodeStore + SessionFacts + Send + Sized + 'static {
+    /// A watch set on a node or on a path's children; dropping it unsets it.
+    type Watch: Send;
+    /// The session's state changes, from when they were asked for.
+    type States: Send;
+
     /// The children of `lock_path` with its stat, from a listing sent no earlier than `since`
     /// (shared with the session's other waiters, see `session/listing.rs`).
     fn list_since(
@@ -113,7 +118,7 @@ pub(crate) trait ZkSession: NodeStore + Send + Sized + 'static {
     /// The session's state changes from now on.
     fn states(&self) -> Self::States;
     /// Resolves at the next state change (never once the state is terminal: check
-    /// [`liveness`](Self::liveness) first).
+    /// [`liveness`](SessionFacts::liveness) first).
     fn state_changed(states: &mut Self::States) -> impl Future<Output = ()> + Send + '_;
     /// Deletes our node `path` in the background, until it is gone or the session has ended;
     /// `done` is dropped once that is settled.
@@ -128,14 +133,9 @@ pub(crate) type Pending<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// What a held node (`held.rs`) asks of the session it was claimed on, for as long as a guard
 /// keeps it: where the lock stands, its own node's watch, the waits on the session, and the
 /// release.
-pub(crate) trait HoldingSession: Send + Sync + 'static {
-    /// The session's id: the `ephemeralOwner` of the nodes it creates.
-    fn id(&self) -> i64;
+pub(crate) trait HoldingSession: SessionFacts + Send + Sync + 'static {
     /// The session's timeout, as the server granted it.
     fn timeout(&self) -> Duration;
-    fn liveness(&self) -> Liveness;
-    /// Why the session ended, once it has.
-    fn ended_error(&self) -> Error;
     /// Where a lock held on this session stands now, by the one rule (see `standing.rs`),
     /// with our node `deleted` or not.
     fn standing(&self, deleted: bool) -> Standing;

@@ -9,7 +9,7 @@ use crate::core::claim::Claimed;
 use crate::core::held::Held;
 use crate::core::hold::Holds;
 use crate::core::own_node::OwnNodeWatch;
-use crate::core::seam::{HoldingSession, NodeStore, Pending, ZkSession};
+use crate::core::seam::{HoldingSession, NodeStore, Pending, SessionFacts, ZkSession};
 use crate::core::session_view::{Children, Create, Fired, Listed, Liveness, NodeStat};
 use crate::core::standing::Standing;
 use crate::error::{Error, Result};
@@ -66,10 +66,7 @@ impl NodeStore for Session {
     }
 }
 
-impl ZkSession for Session {
-    type Watch = zk::OneshotWatcher;
-    type States = zk::StateWatcher;
-
+impl SessionFacts for Session {
     fn id(&self) -> i64 {
         self.id
     }
@@ -79,6 +76,12 @@ impl ZkSession for Session {
     fn ended_error(&self) -> Error {
         Session::ended_error(self)
     }
+}
+
+impl ZkSession for Session {
+    type Watch = zk::OneshotWatcher;
+    type States = zk::StateWatcher;
+
     fn list_since(
         &self,
         lock_path: &str,
@@ -123,17 +126,8 @@ impl ZkSession for Session {
 }
 
 impl HoldingSession for Session {
-    fn id(&self) -> i64 {
-        self.id
-    }
     fn timeout(&self) -> Duration {
         self.timeout
-    }
-    fn liveness(&self) -> Liveness {
-        Session::liveness(self)
-    }
-    fn ended_error(&self) -> Error {
-        Session::ended_error(self)
     }
     fn standing(&self, deleted: bool) -> Standing {
         Session::standing(self, deleted)

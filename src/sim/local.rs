@@ -28,7 +28,7 @@ use crate::core::cohort::{
 };
 use crate::core::contend::{contend, past_deadline_is_busy};
 use crate::core::kind::{Kind, Role};
-use crate::core::seam::{NodeStore, ZkSession};
+use crate::core::seam::{NodeStore, SessionFacts, ZkSession};
 use crate::core::sim::TIMEOUT;
 use crate::core::wait::Budget;
 use crate::core::withdraw::{Withdrawals, Withdrawing};

@@ -13,7 +13,7 @@ use crate::core::hold::Hold;
 use crate::core::kind::Role;
 use crate::core::ordered::take_in_order;
 use crate::core::permits::take_permits;
-use crate::core::seam::{NodeStore, ZkSession};
+use crate::core::seam::{NodeStore, SessionFacts};
 use crate::core::wait::Budget;
 use crate::error::Error;
 use crate::recipes::catalogue::SEMAPHORE;

@@ -20,7 +20,7 @@ use crate::session::seam::fired;
 use crate::session::{Liveness, NodeStat};
 
 use super::world::{Background, Mode, Op, Reply, World, ZkErr};
-use crate::core::seam::{NodeStore, ZkSession};
+use crate::core::seam::{NodeStore, SessionFacts, ZkSession};
 
 /// The world, shared by the simulated sessions and the scheduler.
 pub(crate) type Shared = Arc<Mutex<World>>;
@@ -390,10 +390,7 @@ impl NodeStore for SimSession {
     }
 }
 
-impl ZkSession for SimSession {
-    type Watch = SimWatch;
-    type States = (Shared, i64, u64);
-
+impl SessionFacts for SimSession {
     fn id(&self) -> i64 {
         self.id
     }
@@ -403,6 +400,12 @@ impl ZkSession for SimSession {
     fn ended_error(&self) -> Error {
         Error::SessionExpired
     }
+}
+
+impl ZkSession for SimSession {
+    type Watch = SimWatch;
+    type States = (Shared, i64, u64);
+
     async fn list_since(
         &self,
         lock_path: &str,

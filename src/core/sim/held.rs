@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::core::claim::Claimed;
 use crate::core::hold::{Hold, Holds};
-use crate::core::seam::ZkSession;
+use crate::core::seam::{SessionFacts, ZkSession};
 use crate::session::Liveness;
 
 use super::client::SimSession;
